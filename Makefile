@@ -1,0 +1,36 @@
+# sandcastle — the two commands a new user needs:
+#   make run    install what is missing, build (Release), start the server
+#   make test   install what is missing, build, run every test suite
+SHELL := /bin/bash
+JOBS ?= $(shell nproc)
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+ARGS ?=
+
+.PHONY: run test deps build build-asan unit integration e2e bench clean format
+
+run: deps build
+	exec ./$(BUILD)/sandcastle $(ARGS)
+
+test: deps build build-asan
+	scripts/run-tests
+
+deps:
+	@scripts/install-deps
+
+build:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSANDCASTLE_BENCH=ON >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+build-asan:
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSANDCASTLE_SANITIZE=ON >/dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS) --target unit_tests
+
+bench: deps build
+	bench/run
+
+format:
+	clang-format -i $$(git ls-files 'src/*.cc' 'src/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)
