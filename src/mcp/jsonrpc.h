@@ -1,0 +1,54 @@
+// JSON-RPC 2.0 message shapes and the standard error codes, plus MCP's own.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+
+namespace sandcastle::mcp {
+
+using json = nlohmann::json;
+
+namespace rpc_error {
+inline constexpr int kParseError = -32700;
+inline constexpr int kInvalidRequest = -32600;
+inline constexpr int kMethodNotFound = -32601;
+inline constexpr int kInvalidParams = -32602;
+inline constexpr int kInternalError = -32603;
+// MCP: resource not found (legacy era).
+inline constexpr int kResourceNotFound = -32002;
+// MCP 2026-07-28.
+inline constexpr int kHeaderMismatch = -32020;
+inline constexpr int kMissingRequiredClientCapability = -32021;
+inline constexpr int kUnsupportedProtocolVersion = -32022;
+}  // namespace rpc_error
+
+// An error a handler raises to become a JSON-RPC error response.
+struct RpcError {
+  int code;
+  std::string message;
+  json data;  // null when absent
+};
+
+enum class MessageKind { kRequest, kNotification, kResponse, kInvalid };
+
+// Classifies one parsed JSON value. For kInvalid, `why` says what is wrong and
+// `id` is the request id when one could be recovered (else null).
+struct Classified {
+  MessageKind kind = MessageKind::kInvalid;
+  std::string why;
+  json id;  // null when absent
+};
+Classified classify(const json& msg);
+
+json make_result(const json& id, json result);
+json make_error(const json& id, int code, const std::string& message, const json& data = nullptr);
+json make_error(const json& id, const RpcError& err);
+json make_notification(const std::string& method, json params);
+
+// Serialises without throwing on invalid UTF-8 in strings (replaced by U+FFFD):
+// program output is arbitrary bytes and must never break the wire.
+std::string dump_message(const json& msg);
+
+}  // namespace sandcastle::mcp

@@ -1,0 +1,68 @@
+#include "mcp/request_context.h"
+
+namespace sandcastle::mcp {
+
+void CancelToken::cancel() {
+  std::vector<std::pair<size_t, std::function<void()>>> to_run;
+  {
+    std::lock_guard lock(mu_);
+    if (cancelled_.exchange(true, std::memory_order_acq_rel)) return;
+    to_run.swap(callbacks_);
+  }
+  for (auto& [id, fn] : to_run) fn();
+}
+
+size_t CancelToken::on_cancel(std::function<void()> fn) {
+  std::unique_lock lock(mu_);
+  if (cancelled()) {
+    lock.unlock();
+    fn();
+    return 0;
+  }
+  size_t id = next_id_++;
+  callbacks_.emplace_back(id, std::move(fn));
+  return id;
+}
+
+void CancelToken::unsubscribe(size_t id) {
+  std::lock_guard lock(mu_);
+  std::erase_if(callbacks_, [id](const auto& p) { return p.first == id; });
+}
+
+RequestContext::RequestContext(Send send, json request_id, std::optional<json> progress_token,
+                               Era era, std::string protocol_version, int min_log_rank,
+                               CancelToken* cancel)
+    : send_(std::move(send)),
+      request_id_(std::move(request_id)),
+      progress_token_(std::move(progress_token)),
+      era_(era),
+      protocol_version_(std::move(protocol_version)),
+      min_log_rank_(min_log_rank),
+      cancel_(cancel) {}
+
+void RequestContext::progress(double progress, std::optional<double> total,
+                              const std::string& message) {
+  if (!progress_token_ || cancelled()) return;
+  std::lock_guard lock(progress_mu_);
+  if (last_progress_ && progress <= *last_progress_) return;
+  last_progress_ = progress;
+  json params{{"progressToken", *progress_token_}, {"progress", progress}};
+  if (total) params["total"] = *total;
+  // `message` arrived in 2025-03-26; older clients would reject the field.
+  if (!message.empty() && (era_ == Era::kModern || version_at_least(protocol_version_, "2025-03-26")))
+    params["message"] = message;
+  send_(make_notification("notifications/progress", std::move(params)));
+}
+
+bool RequestContext::log_enabled(const std::string& level) const {
+  int rank = log_level_rank(level);
+  return min_log_rank_ >= 0 && rank >= min_log_rank_;
+}
+
+void RequestContext::log(const std::string& level, const json& data, const std::string& logger) {
+  if (!log_enabled(level) || cancelled()) return;
+  send_(make_notification("notifications/message",
+                          json{{"level", level}, {"logger", logger}, {"data", data}}));
+}
+
+}  // namespace sandcastle::mcp

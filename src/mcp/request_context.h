@@ -1,0 +1,70 @@
+// What a request handler may do while it runs: report progress, log to the
+// client, and notice (or be woken by) cancellation.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mcp/jsonrpc.h"
+#include "mcp/protocol.h"
+
+namespace sandcastle::mcp {
+
+// Shared between the session (which cancels) and the handler (which checks).
+class CancelToken {
+ public:
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+  // Runs every registered callback once; later registrations run at once.
+  void cancel();
+  // Callbacks run on the cancelling thread: keep them short (signal a child,
+  // wake a condition variable). Returns an id for unsubscribe().
+  size_t on_cancel(std::function<void()> fn);
+  void unsubscribe(size_t id);
+
+ private:
+  std::atomic<bool> cancelled_{false};
+  std::mutex mu_;
+  std::vector<std::pair<size_t, std::function<void()>>> callbacks_;
+  size_t next_id_ = 1;
+};
+
+class RequestContext {
+ public:
+  using Send = std::function<void(const json&)>;
+
+  RequestContext(Send send, json request_id, std::optional<json> progress_token, Era era,
+                 std::string protocol_version, int min_log_rank, CancelToken* cancel);
+
+  const json& request_id() const { return request_id_; }
+  Era era() const { return era_; }
+  const std::string& protocol_version() const { return protocol_version_; }
+  bool cancelled() const { return cancel_ && cancel_->cancelled(); }
+  CancelToken* cancel_token() const { return cancel_; }
+  bool wants_progress() const { return progress_token_.has_value(); }
+
+  // Sends notifications/progress when the request carried a progressToken.
+  // Progress must increase: a value not above the last one sent is dropped.
+  void progress(double progress, std::optional<double> total = std::nullopt,
+                const std::string& message = {});
+  // Sends notifications/message when the level passes the client's threshold
+  // (logging/setLevel in the legacy era, the request's logLevel in the modern).
+  void log(const std::string& level, const json& data, const std::string& logger = "sandcastle");
+  bool log_enabled(const std::string& level) const;
+
+ private:
+  Send send_;
+  json request_id_;
+  std::optional<json> progress_token_;
+  Era era_;
+  std::string protocol_version_;
+  int min_log_rank_;  // -1: logging off for this request
+  CancelToken* cancel_;
+  std::mutex progress_mu_;
+  std::optional<double> last_progress_;
+};
+
+}  // namespace sandcastle::mcp

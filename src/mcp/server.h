@@ -1,0 +1,67 @@
+// The MCP server: what it is, the methods it answers and the tools it offers.
+// Connection state lives in Session; one Server serves many sessions.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "mcp/jsonrpc.h"
+#include "mcp/request_context.h"
+#include "mcp/tool_registry.h"
+
+namespace sandcastle::mcp {
+
+struct ServerInfo {
+  std::string name = "sandcastle";
+  std::string title = "sandcastle code sandbox";
+  std::string version = SANDCASTLE_VERSION;
+  std::string instructions;
+};
+
+struct ServerOptions {
+  size_t max_inflight = 256;  // concurrent requests per session
+  size_t page_size = 100;     // items per list page
+  std::string default_log_level = "info";  // legacy era, before logging/setLevel
+};
+
+// A method beyond the built-in lifecycle ones. Handlers throw RpcError.
+struct MethodSpec {
+  std::function<json(const json& params, RequestContext& ctx)> handler;
+  // Runs on its own thread so a slow call never delays other requests.
+  bool async = false;
+  // Modern era: the result is cacheable and carries ttlMs/cacheScope.
+  bool cacheable = false;
+  int ttl_ms = 0;
+  bool cache_public = false;
+  bool legacy_only = false;
+  bool modern_only = false;
+};
+
+class Server {
+ public:
+  explicit Server(ServerInfo info = {}, ServerOptions options = {});
+
+  const ServerInfo& info() const { return info_; }
+  const ServerOptions& options() const { return options_; }
+  ToolRegistry& tools() { return tools_; }
+  const ToolRegistry& tools() const { return tools_; }
+
+  // Adds a method (resources/read, prompts/list, ...). Capabilities follow
+  // from what is registered, so they are never declared without a handler.
+  void add_method(const std::string& name, MethodSpec spec);
+  const MethodSpec* find_method(const std::string& name) const;
+
+  json capabilities() const;
+  json server_info_json() const;
+
+ private:
+  void add_builtin_methods();
+
+  ServerInfo info_;
+  ServerOptions options_;
+  ToolRegistry tools_;
+  std::map<std::string, MethodSpec> methods_;
+};
+
+}  // namespace sandcastle::mcp

@@ -1,0 +1,368 @@
+#include "mcp/session.h"
+
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+#include "mcp/protocol.h"
+
+namespace sandcastle::mcp {
+
+namespace {
+
+RpcError invalid_params(std::string message) {
+  return RpcError{rpc_error::kInvalidParams, std::move(message), nullptr};
+}
+
+const json* find_meta(const json& params) {
+  if (!params.is_object()) return nullptr;
+  auto it = params.find("_meta");
+  return (it != params.end() && it->is_object()) ? &*it : nullptr;
+}
+
+json versions_json() {
+  json all = json::array();
+  for (auto v : kModernVersions) all.push_back(v);
+  for (auto it = kLegacyVersions.rbegin(); it != kLegacyVersions.rend(); ++it) all.push_back(*it);
+  return all;
+}
+
+}  // namespace
+
+std::shared_ptr<Session> Session::create(const Server& server, Send send) {
+  return std::shared_ptr<Session>(new Session(server, std::move(send)));
+}
+
+size_t Session::inflight() const {
+  std::lock_guard lock(mu_);
+  return running_;
+}
+
+std::string Session::negotiated_version() const {
+  std::lock_guard lock(mu_);
+  return negotiated_version_;
+}
+
+void Session::handle_text(std::string_view text) {
+  json msg;
+  try {
+    msg = json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& e) {
+    // nlohmann rejects invalid UTF-8 inside strings here, too.
+    send_(make_error(nullptr, rpc_error::kParseError,
+                     std::string("Parse error: the message is not valid JSON (UTF-8): ") + e.what()));
+    return;
+  }
+  handle_json(msg);
+}
+
+void Session::handle_json(const json& msg) {
+  if (msg.is_array()) {
+    handle_batch(msg);
+    return;
+  }
+  Classified c = classify(msg);
+  switch (c.kind) {
+    case MessageKind::kInvalid:
+      send_(make_error(c.id, rpc_error::kInvalidRequest, "Invalid Request: " + c.why));
+      return;
+    case MessageKind::kResponse:
+      // sandcastle sends no requests to clients yet; a stray response is harmless.
+      spdlog::debug("ignoring response with id {}", msg["id"].dump());
+      return;
+    case MessageKind::kNotification:
+      handle_notification(msg);
+      return;
+    case MessageKind::kRequest:
+      handle_request(msg);
+      return;
+  }
+}
+
+void Session::handle_batch(const json& batch) {
+  std::string version = negotiated_version();
+  if (version != kBatchVersion) {
+    send_(make_error(nullptr, rpc_error::kInvalidRequest,
+                     "Invalid Request: JSON-RPC batches are accepted only when protocol version " +
+                         std::string(kBatchVersion) + " was negotiated (this session: " +
+                         (version.empty() ? "not initialized" : version) +
+                         "); send messages one at a time"));
+    return;
+  }
+  if (batch.empty()) {
+    send_(make_error(nullptr, rpc_error::kInvalidRequest, "Invalid Request: empty batch"));
+    return;
+  }
+  // Items run in order on one worker; the replies go back as one array.
+  auto self = shared_from_this();
+  {
+    std::lock_guard lock(mu_);
+    ++running_;
+  }
+  std::thread([self, batch] {
+    json replies = json::array();
+    for (const auto& item : batch) {
+      Classified c = classify(item);
+      if (c.kind == MessageKind::kInvalid) {
+        replies.push_back(make_error(c.id, rpc_error::kInvalidRequest, "Invalid Request: " + c.why));
+      } else if (c.kind == MessageKind::kNotification) {
+        self->handle_notification(item);
+      } else if (c.kind == MessageKind::kRequest) {
+        auto entry = self->begin_inflight(item["id"]);
+        if (!entry) {
+          replies.push_back(make_error(item["id"], rpc_error::kInvalidRequest,
+                                       "Invalid Request: a request with this id is already in flight"));
+          continue;
+        }
+        auto reply = self->process_request(item, &entry->token);
+        self->end_inflight(item["id"]);
+        if (reply) replies.push_back(std::move(*reply));
+      }
+    }
+    if (!replies.empty()) self->send_(replies);
+    std::lock_guard lock(self->mu_);
+    --self->running_;
+    self->idle_cv_.notify_all();
+  }).detach();
+}
+
+void Session::handle_notification(const json& msg) {
+  const std::string& method = msg["method"].get_ref<const std::string&>();
+  const json params = msg.value("params", json::object());
+  if (method == "notifications/cancelled") {
+    if (!params.is_object() || !params.contains("requestId")) return;
+    std::shared_ptr<Inflight> entry;
+    {
+      std::lock_guard lock(mu_);
+      auto it = inflight_.find(params["requestId"].dump());
+      if (it != inflight_.end()) entry = it->second;
+    }
+    if (entry) {
+      spdlog::debug("cancelling request {}: {}", params["requestId"].dump(),
+                    params.value("reason", std::string("no reason given")));
+      entry->token.cancel();
+    }
+    return;
+  }
+  if (method == "notifications/initialized") return;
+  // Other notifications (roots/list_changed, progress for our requests) need no action.
+  spdlog::debug("ignoring notification {}", method);
+}
+
+std::shared_ptr<Session::Inflight> Session::begin_inflight(const json& id) {
+  std::lock_guard lock(mu_);
+  auto [it, inserted] = inflight_.try_emplace(id.dump(), nullptr);
+  if (!inserted) return nullptr;
+  it->second = std::make_shared<Inflight>();
+  if (shutting_down_) it->second->token.cancel();
+  return it->second;
+}
+
+void Session::end_inflight(const json& id) {
+  std::lock_guard lock(mu_);
+  inflight_.erase(id.dump());
+}
+
+void Session::handle_request(const json& msg) {
+  const json& id = msg["id"];
+  const std::string& method = msg["method"].get_ref<const std::string&>();
+  const MethodSpec* spec = server_.find_method(method);
+  const bool async = spec && spec->async;
+  {
+    std::lock_guard lock(mu_);
+    if (async && running_ >= server_.options().max_inflight) {
+      send_(make_error(id, rpc_error::kInternalError,
+                       "Server busy: " + std::to_string(running_) +
+                           " requests already running in this session; retry when one finishes"));
+      return;
+    }
+  }
+  auto entry = begin_inflight(id);
+  if (!entry) {
+    send_(make_error(id, rpc_error::kInvalidRequest,
+                     "Invalid Request: a request with id " + id.dump() + " is already in flight"));
+    return;
+  }
+  if (!async) {
+    auto reply = process_request(msg, &entry->token);
+    end_inflight(id);
+    if (reply) send_(*reply);
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    ++running_;
+  }
+  auto self = shared_from_this();
+  std::thread([self, msg, entry] {
+    auto reply = self->process_request(msg, &entry->token);
+    self->end_inflight(msg["id"]);
+    if (reply) self->send_(*reply);
+    std::lock_guard lock(self->mu_);
+    --self->running_;
+    self->idle_cv_.notify_all();
+  }).detach();
+}
+
+Session::Envelope Session::envelope_for(const std::string& method, const json& params) const {
+  Envelope env;
+  const json* meta = find_meta(params);
+  if (meta) {
+    if (auto t = meta->find("progressToken");
+        t != meta->end() && (t->is_string() || t->is_number_integer()))
+      env.progress_token = *t;
+  }
+  // A request carrying the modern _meta envelope is served statelessly;
+  // initialize always selects the legacy handshake.
+  if (meta && meta->contains(meta_key::kProtocolVersion) && method != "initialize") {
+    env.era = Era::kModern;
+    const json& v = (*meta)[meta_key::kProtocolVersion];
+    if (!v.is_string())
+      throw invalid_params(std::string("_meta.") + meta_key::kProtocolVersion + " must be a string");
+    env.version = v.get<std::string>();
+    if (!is_supported_modern_version(env.version)) {
+      throw RpcError{rpc_error::kUnsupportedProtocolVersion,
+                     "Unsupported protocol version: " + env.version,
+                     json{{"supported", versions_json()}, {"requested", env.version}}};
+    }
+    auto caps = meta->find(meta_key::kClientCapabilities);
+    if (caps == meta->end() || !caps->is_object())
+      throw invalid_params(std::string("Request is missing _meta.") + meta_key::kClientCapabilities +
+                           " (required for protocol version " + env.version + ")");
+    if (auto lvl = meta->find(meta_key::kLogLevel); lvl != meta->end()) {
+      if (!lvl->is_string() || log_level_rank(lvl->get<std::string>()) < 0)
+        throw invalid_params(std::string("_meta.") + meta_key::kLogLevel +
+                             " must be one of debug, info, notice, warning, error, critical, "
+                             "alert, emergency");
+      env.log_rank = log_level_rank(lvl->get<std::string>());
+    }
+    return env;
+  }
+  std::lock_guard lock(mu_);
+  env.era = Era::kLegacy;
+  env.version = negotiated_version_;
+  env.log_rank = legacy_log_rank_;
+  return env;
+}
+
+std::optional<json> Session::process_request(const json& msg, CancelToken* token) {
+  const json& id = msg["id"];
+  const std::string& method = msg["method"].get_ref<const std::string&>();
+  json params = msg.value("params", json::object());
+  json reply;
+  try {
+    if (!params.is_object()) throw invalid_params("\"params\" must be an object");
+    Envelope env = envelope_for(method, params);
+    reply = make_result(id, dispatch(method, params, env, token, id));
+  } catch (const RpcError& e) {
+    reply = make_error(id, e);
+  } catch (const std::exception& e) {
+    spdlog::error("request {} ({}) failed: {}", id.dump(), method, e.what());
+    reply = make_error(id, rpc_error::kInternalError, std::string("Internal error: ") + e.what());
+  }
+  // A cancelled request gets no response at all.
+  if (token->cancelled()) return std::nullopt;
+  return reply;
+}
+
+json Session::dispatch(const std::string& method, const json& params, const Envelope& env,
+                       CancelToken* token, const json& id) {
+  const bool modern = env.era == Era::kModern;
+  if (method == "initialize") return initialize(params);
+  if (modern && method == "server/discover") {
+    json result{{"supportedVersions", versions_json()},
+                {"capabilities", server_.capabilities()}};
+    if (!server_.info().instructions.empty()) result["instructions"] = server_.info().instructions;
+    return finish_modern(std::move(result), nullptr);
+  }
+  if (!modern) {
+    if (method == "ping") return json::object();
+    std::lock_guard lock(mu_);
+    if (!initialized_)
+      throw RpcError{rpc_error::kInvalidRequest,
+                     "Server not initialized: send \"initialize\" first (or use the 2026-07-28 "
+                     "_meta envelope on every request)",
+                     nullptr};
+  }
+  if (!modern && method == "logging/setLevel") {
+    auto level = params.value("level", std::string());
+    int rank = log_level_rank(level);
+    if (rank < 0)
+      throw invalid_params("\"level\" must be one of debug, info, notice, warning, error, "
+                           "critical, alert, emergency");
+    std::lock_guard lock(mu_);
+    legacy_log_rank_ = rank;
+    return json::object();
+  }
+  const MethodSpec* spec = server_.find_method(method);
+  if (!spec || (modern && spec->legacy_only) || (!modern && spec->modern_only) ||
+      (modern && (method == "ping" || method == "logging/setLevel"))) {
+    throw RpcError{rpc_error::kMethodNotFound, "Method not found: " + method, nullptr};
+  }
+  if (modern && method == "tools/call") {
+    // Tools that need client features say so before they run (-32021).
+    const json& caps = params["_meta"][meta_key::kClientCapabilities];
+    if (const ToolDefinition* def = server_.tools().find(params.value("name", std::string()));
+        def && def->required_client_capabilities.is_object()) {
+      json missing = json::object();
+      for (const auto& [k, v] : def->required_client_capabilities.items())
+        if (!caps.contains(k)) missing[k] = v;
+      if (!missing.empty())
+        throw RpcError{rpc_error::kMissingRequiredClientCapability,
+                       "Missing required client capabilities: " + missing.dump(),
+                       json{{"requiredCapabilities", missing}}};
+    }
+  }
+  RequestContext ctx(send_, id, env.progress_token, env.era, env.version, env.log_rank, token);
+  json result = spec->handler(params, ctx);
+  if (modern) return finish_modern(std::move(result), spec);
+  return result;
+}
+
+json Session::initialize(const json& params) {
+  auto v = params.find("protocolVersion");
+  if (v == params.end() || !v->is_string())
+    throw invalid_params("initialize needs \"protocolVersion\" (a string such as \"" +
+                         std::string(kLatestLegacyVersion) + "\")");
+  std::lock_guard lock(mu_);
+  if (initialized_)
+    throw RpcError{rpc_error::kInvalidRequest,
+                   "Already initialized: this session negotiated " + negotiated_version_, nullptr};
+  negotiated_version_ = negotiate_legacy_version(v->get<std::string>());
+  initialized_ = true;
+  legacy_log_rank_ = log_level_rank(server_.options().default_log_level);
+  if (params.contains("clientInfo") && params["clientInfo"].is_object())
+    spdlog::info("client {} {} initialized with protocol {}",
+                 params["clientInfo"].value("name", std::string("?")),
+                 params["clientInfo"].value("version", std::string("?")), negotiated_version_);
+  json result{{"protocolVersion", negotiated_version_},
+              {"capabilities", server_.capabilities()},
+              {"serverInfo", server_.server_info_json()}};
+  if (!server_.info().instructions.empty()) result["instructions"] = server_.info().instructions;
+  return result;
+}
+
+json Session::finish_modern(json result, const MethodSpec* spec) const {
+  result["resultType"] = "complete";
+  result["_meta"][meta_key::kServerInfo] = server_.server_info_json();
+  if (!spec || spec->cacheable) {
+    result["ttlMs"] = spec ? spec->ttl_ms : 0;
+    result["cacheScope"] = (spec && spec->cache_public) ? "public" : "private";
+  }
+  return result;
+}
+
+bool Session::shutdown(std::chrono::milliseconds finish, std::chrono::milliseconds cancel) {
+  std::unique_lock lock(mu_);
+  shutting_down_ = true;
+  // First let running requests finish and answer; then cancel what is left.
+  if (idle_cv_.wait_for(lock, finish, [this] { return running_ == 0; })) return true;
+  std::vector<std::shared_ptr<Inflight>> entries;
+  for (auto& [_, e] : inflight_) entries.push_back(e);
+  lock.unlock();
+  for (auto& e : entries) e->token.cancel();
+  lock.lock();
+  return idle_cv_.wait_for(lock, cancel, [this] { return running_ == 0; });
+}
+
+}  // namespace sandcastle::mcp

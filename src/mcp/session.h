@@ -1,0 +1,80 @@
+// One client connection: the legacy handshake state, requests in flight and
+// their cancellation, and the dispatch of every incoming message.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "mcp/jsonrpc.h"
+#include "mcp/server.h"
+
+namespace sandcastle::mcp {
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  using Send = std::function<void(const json&)>;
+
+  // `send` must be thread-safe and write each message whole.
+  static std::shared_ptr<Session> create(const Server& server, Send send);
+
+  // Parses one complete message (a line on stdio, a body over HTTP) and
+  // handles it; every reply goes through `send`.
+  void handle_text(std::string_view text);
+  void handle_json(const json& msg);
+
+  // Lets requests in flight run for up to `finish`, then cancels the rest and
+  // waits up to `cancel` for their handlers to return. New requests arriving
+  // meanwhile start cancelled. Returns true when none is left running.
+  bool shutdown(std::chrono::milliseconds finish, std::chrono::milliseconds cancel);
+
+  size_t inflight() const;
+  std::string negotiated_version() const;
+
+ private:
+  struct Inflight {
+    CancelToken token;
+  };
+  struct Envelope {
+    Era era = Era::kLegacy;
+    std::string version;
+    int log_rank = -1;
+    std::optional<json> progress_token;
+  };
+
+  Session(const Server& server, Send send) : server_(server), send_(std::move(send)) {}
+
+  void handle_batch(const json& batch);
+  void handle_notification(const json& msg);
+  void handle_request(const json& msg);
+  // Runs a request to completion; nullopt when it was cancelled (no reply).
+  std::optional<json> process_request(const json& msg, CancelToken* token);
+  json dispatch(const std::string& method, const json& params, const Envelope& env,
+                CancelToken* token, const json& id);
+  Envelope envelope_for(const std::string& method, const json& params) const;
+  json initialize(const json& params);
+  json finish_modern(json result, const MethodSpec* spec) const;
+
+  std::shared_ptr<Inflight> begin_inflight(const json& id);
+  void end_inflight(const json& id);
+
+  const Server& server_;
+  Send send_;
+
+  mutable std::mutex mu_;
+  std::condition_variable idle_cv_;
+  bool initialized_ = false;
+  bool shutting_down_ = false;
+  std::string negotiated_version_;
+  int legacy_log_rank_ = -1;  // set from server options on initialize
+  std::map<std::string, std::shared_ptr<Inflight>> inflight_;  // by id.dump()
+  size_t running_ = 0;
+};
+
+}  // namespace sandcastle::mcp

@@ -1,0 +1,162 @@
+#include "sandbox/native/wire.h"
+
+#include <cstring>
+
+namespace sandcastle::sandbox::native {
+
+template <typename T>
+T WireReader::num() {
+  T v{};
+  if (!ok_ || d_.size() < sizeof v) {
+    ok_ = false;
+    return v;
+  }
+  std::memcpy(&v, d_.data(), sizeof v);
+  d_.remove_prefix(sizeof v);
+  return v;
+}
+
+std::string WireReader::str() {
+  std::uint32_t n = u32();
+  if (!ok_ || d_.size() < n) {
+    ok_ = false;
+    return {};
+  }
+  std::string s(d_.substr(0, n));
+  d_.remove_prefix(n);
+  return s;
+}
+
+std::vector<std::string> WireReader::strs() {
+  std::uint32_t n = u32();
+  std::vector<std::string> v;
+  // Each string needs at least its 4-byte length: reject absurd counts early.
+  if (!ok_ || n > d_.size() / 4) {
+    ok_ = false;
+    return v;
+  }
+  v.reserve(n);
+  for (std::uint32_t i = 0; i < n && ok_; ++i) v.push_back(str());
+  return v;
+}
+
+std::string MountOp::describe() const {
+  switch (kind) {
+    case MountKind::kMkdir: return "mkdir /" + dst;
+    case MountKind::kTmpfs: return "mount tmpfs /" + dst;
+    case MountKind::kBind: return "bind " + src + " -> /" + dst;
+    case MountKind::kBindFile: return "bind " + src + " -> /" + dst;
+    case MountKind::kProc: return "mount /" + dst;
+    case MountKind::kDevpts: return "mount devpts /" + dst;
+    case MountKind::kSymlink: return "symlink /" + dst + " -> " + src;
+    case MountKind::kReadOnly: return "remount read-only /" + dst;
+  }
+  return "mount op";
+}
+
+std::string encode(const InitConfig& c) {
+  WireWriter w;
+  w.str(c.new_root);
+  w.u32(static_cast<std::uint32_t>(c.mounts.size()));
+  for (const auto& m : c.mounts) {
+    w.u32(static_cast<std::uint32_t>(m.kind));
+    w.str(m.src);
+    w.str(m.dst);
+    w.u64(m.size);
+    w.u32(m.mode);
+    w.u32(m.writable ? 1 : 0);
+    w.str(m.options);
+  }
+  w.str(c.hostname);
+  w.str(c.seccomp_bpf);
+  w.u32(c.uid);
+  w.u32(c.gid);
+  return w.bytes();
+}
+
+std::optional<InitConfig> decode_init_config(std::string_view bytes) {
+  WireReader r(bytes);
+  InitConfig c;
+  c.new_root = r.str();
+  std::uint32_t n = r.u32();
+  if (!r.ok() || n > 4096) return std::nullopt;
+  for (std::uint32_t i = 0; i < n && r.ok(); ++i) {
+    MountOp m;
+    std::uint32_t kind = r.u32();
+    if (kind < 1 || kind > static_cast<std::uint32_t>(MountKind::kReadOnly)) return std::nullopt;
+    m.kind = static_cast<MountKind>(kind);
+    m.src = r.str();
+    m.dst = r.str();
+    m.size = r.u64();
+    m.mode = r.u32();
+    m.writable = r.u32() != 0;
+    m.options = r.str();
+    c.mounts.push_back(std::move(m));
+  }
+  c.hostname = r.str();
+  c.seccomp_bpf = r.str();
+  c.uid = r.u32();
+  c.gid = r.u32();
+  if (!r.ok() || !r.at_end()) return std::nullopt;
+  return c;
+}
+
+std::string encode(const ExecWire& e) {
+  WireWriter w;
+  w.strs(e.argv);
+  w.strs(e.env);
+  w.str(e.cwd);
+  w.u64(e.timeout_ms);
+  w.u64(e.rlimit_nofile);
+  w.u64(e.rlimit_fsize);
+  w.u64(e.rlimit_nproc);
+  w.u64(e.rlimit_data);
+  return w.bytes();
+}
+
+std::optional<ExecWire> decode_exec(std::string_view bytes) {
+  WireReader r(bytes);
+  ExecWire e;
+  e.argv = r.strs();
+  e.env = r.strs();
+  e.cwd = r.str();
+  e.timeout_ms = r.u64();
+  e.rlimit_nofile = r.u64();
+  e.rlimit_fsize = r.u64();
+  e.rlimit_nproc = r.u64();
+  e.rlimit_data = r.u64();
+  if (!r.ok() || !r.at_end() || e.argv.empty()) return std::nullopt;
+  return e;
+}
+
+std::string encode(const ExecReport& rep) {
+  WireWriter w;
+  w.u32(static_cast<std::uint32_t>(rep.kind));
+  w.i32(rep.err);
+  w.str(rep.step);
+  w.i32(rep.wait_status);
+  w.u32(static_cast<std::uint32_t>(rep.end));
+  w.u64(rep.cpu_us);
+  w.u64(rep.maxrss_kib);
+  return w.bytes();
+}
+
+std::optional<ExecReport> decode_report(std::string_view bytes) {
+  WireReader r(bytes);
+  ExecReport rep;
+  std::uint32_t kind = r.u32();
+  if (kind != 1 && kind != 2) return std::nullopt;
+  rep.kind = static_cast<ReportKind>(kind);
+  rep.err = r.i32();
+  rep.step = r.str();
+  rep.wait_status = r.i32();
+  std::uint32_t end = r.u32();
+  if (end > 2) return std::nullopt;
+  rep.end = static_cast<SupervisorEnd>(end);
+  rep.cpu_us = r.u64();
+  rep.maxrss_kib = r.u64();
+  if (!r.ok() || !r.at_end()) return std::nullopt;
+  return rep;
+}
+
+}  // namespace sandcastle::sandbox::native

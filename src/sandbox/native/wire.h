@@ -1,0 +1,127 @@
+// The byte format spoken between the server and the sandbox init helper: a
+// flat sequence of little-endian integers and length-prefixed strings. Both
+// ends are built from this file, so there is no versioning; every read is
+// bounds-checked because the bytes cross a trust boundary on the way back.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sandcastle::sandbox::native {
+
+class WireWriter {
+ public:
+  void u32(std::uint32_t v) { raw(&v, sizeof v); }
+  void u64(std::uint64_t v) { raw(&v, sizeof v); }
+  void i32(std::int32_t v) { raw(&v, sizeof v); }
+  void str(std::string_view s) {
+    u32(static_cast<std::uint32_t>(s.size()));
+    buf_.append(s);
+  }
+  void strs(const std::vector<std::string>& v) {
+    u32(static_cast<std::uint32_t>(v.size()));
+    for (const auto& s : v) str(s);
+  }
+  const std::string& bytes() const { return buf_; }
+
+ private:
+  void raw(const void* p, std::size_t n) { buf_.append(static_cast<const char*>(p), n); }
+  std::string buf_;
+};
+
+class WireReader {
+ public:
+  explicit WireReader(std::string_view data) : d_(data) {}
+  bool ok() const { return ok_; }
+  bool at_end() const { return d_.empty(); }
+  std::uint32_t u32() { return num<std::uint32_t>(); }
+  std::uint64_t u64() { return num<std::uint64_t>(); }
+  std::int32_t i32() { return num<std::int32_t>(); }
+  std::string str();
+  std::vector<std::string> strs();
+
+ private:
+  template <typename T>
+  T num();
+  std::string_view d_;
+  bool ok_ = true;
+};
+
+enum class MountKind : std::uint32_t {
+  kMkdir = 1,    // mkdir dst (mode)
+  kTmpfs,        // tmpfs at dst (size, mode, extra options)
+  kBind,         // recursive bind src -> dst, then read-only/nosuid/nodev
+  kBindFile,     // create empty file dst, bind src over it (device nodes)
+  kProc,         // fresh procfs at dst
+  kDevpts,       // new devpts instance at dst
+  kSymlink,      // symlink src (target) at dst
+  kReadOnly,     // make the mount at dst read-only (after its content is built)
+};
+
+struct MountOp {
+  MountKind kind = MountKind::kMkdir;
+  std::string src;
+  std::string dst;  // relative to the new root
+  std::uint64_t size = 0;
+  std::uint32_t mode = 0755;
+  bool writable = false;
+  std::string options;
+
+  std::string describe() const;
+};
+
+// Everything the init helper needs to build the sandbox.
+struct InitConfig {
+  std::string new_root;  // host directory the root tmpfs is mounted on
+  std::vector<MountOp> mounts;
+  std::string hostname;
+  std::string seccomp_bpf;  // struct sock_filter array, applied in each exec
+  std::uint32_t uid = 1000;
+  std::uint32_t gid = 1000;
+};
+
+std::string encode(const InitConfig& c);
+std::optional<InitConfig> decode_init_config(std::string_view bytes);
+
+struct ExecWire {
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // "KEY=value"
+  std::string cwd;
+  std::uint64_t timeout_ms = 0;
+  std::uint64_t rlimit_nofile = 1024;
+  std::uint64_t rlimit_fsize = 0;
+  std::uint64_t rlimit_nproc = 0;
+  std::uint64_t rlimit_data = 0;  // 0 = leave unlimited (the cgroup fences memory)
+};
+
+std::string encode(const ExecWire& e);
+std::optional<ExecWire> decode_exec(std::string_view bytes);
+
+// Messages from the per-exec supervisor to the server.
+enum class ReportKind : std::uint32_t { kSetupError = 1, kDone = 2 };
+enum class SupervisorEnd : std::uint32_t { kExited = 0, kTimeout = 1, kCancelled = 2 };
+
+struct ExecReport {
+  ReportKind kind = ReportKind::kDone;
+  std::int32_t err = 0;  // kSetupError
+  std::string step;      // kSetupError
+  std::int32_t wait_status = 0;
+  SupervisorEnd end = SupervisorEnd::kExited;
+  std::uint64_t cpu_us = 0;
+  std::uint64_t maxrss_kib = 0;
+};
+
+std::string encode(const ExecReport& r);
+std::optional<ExecReport> decode_report(std::string_view bytes);
+
+// Fixed-size record the init helper writes once to its status pipe: err == 0
+// means "ready"; otherwise step names what failed ("mount /proc").
+struct InitStatus {
+  std::int32_t err = 0;
+  char step[244] = {};
+};
+
+}  // namespace sandcastle::sandbox::native

@@ -1,0 +1,140 @@
+// The engine-neutral sandbox interface. The native backend implements it with
+// namespaces; a Podman/Docker backend can implement the same calls with
+// `exec`, `cp` and `rm -f`.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "sandbox/spec.h"
+
+namespace sandcastle::sandbox {
+
+// Shared by the caller and a running exec; cancel() ends the exec (its whole
+// process tree is killed) and the result says kCancelled.
+class CancelToken {
+ public:
+  void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
+  bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> cancelled_{false};
+};
+
+struct OutputCap {
+  // Bytes kept per stream; half from the head, half from the tail.
+  std::size_t max_bytes = 1024 * 1024;
+};
+
+struct ExecRequest {
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;  // layered over base env and spec env
+  std::string cwd;                          // empty = spec workdir
+  std::string stdin_data;
+  std::optional<std::chrono::milliseconds> timeout;  // empty = spec default
+  OutputCap output{};
+};
+
+enum class EndReason { kExited, kTimeout, kOutOfMemory, kKilled, kCancelled };
+const char* end_reason_name(EndReason r);
+
+struct ExecResult {
+  EndReason reason = EndReason::kExited;
+  int exit_code = -1;  // valid when the main process exited
+  int signal = 0;      // valid when it was killed by a signal
+  std::string stdout_data;
+  std::string stderr_data;
+  bool stdout_truncated = false;
+  bool stderr_truncated = false;
+  std::uint64_t stdout_total = 0;  // bytes produced, including dropped ones
+  std::uint64_t stderr_total = 0;
+  std::chrono::microseconds duration{0};
+  std::chrono::microseconds cpu_time{0};
+  std::uint64_t peak_memory_bytes = 0;
+  // Shell-style status: exit code, or 128+signal.
+  int status() const { return signal ? 128 + signal : exit_code; }
+};
+
+struct ExecCallbacks {
+  // Called from the exec's calling thread as output arrives (not capped).
+  std::function<void(std::string_view)> on_stdout;
+  std::function<void(std::string_view)> on_stderr;
+};
+
+enum class FileType { kRegular, kDirectory, kSymlink, kOther };
+
+struct FileStat {
+  std::string name;
+  FileType type = FileType::kOther;
+  std::uint64_t size = 0;
+  std::uint32_t mode = 0;  // permission bits
+  std::int64_t mtime_sec = 0;
+};
+
+struct Usage {
+  std::uint64_t memory_bytes = 0;
+  std::uint64_t peak_memory_bytes = 0;
+  std::chrono::microseconds cpu_time{0};
+  std::uint32_t processes = 0;
+  std::uint64_t disk_bytes = 0;
+  // "cgroup v1" / "cgroup v2" / "rlimits only": where the numbers come from.
+  std::string accounting;
+};
+
+class Sandbox {
+ public:
+  virtual ~Sandbox() = default;
+  virtual const std::string& id() const = 0;
+  virtual const SandboxSpec& spec() const = 0;
+
+  // Thread-safe: several execs may run at once in one sandbox.
+  virtual Result<ExecResult> exec(const ExecRequest& req, const ExecCallbacks& callbacks = {},
+                                  const CancelToken* cancel = nullptr) = 0;
+
+  // Paths are sandbox paths: absolute, or relative to the spec workdir.
+  // Symlinks are resolved inside the sandbox; '..' components are refused.
+  virtual Result<FileStat> stat(const std::string& path) = 0;
+  virtual Result<std::vector<FileStat>> list(const std::string& path) = 0;
+  virtual Result<std::string> read_file(const std::string& path,
+                                        std::uint64_t max_bytes = 64 * kMiB) = 0;
+  virtual Status write_file(const std::string& path, std::string_view data,
+                            std::uint32_t mode = 0644) = 0;
+  virtual Status mkdir(const std::string& path, bool parents = true) = 0;
+  virtual Status remove(const std::string& path, bool recursive = false) = 0;
+
+  virtual Result<Usage> usage() = 0;
+
+  // Kills every process and releases everything; idempotent. Later calls
+  // fail with kUnavailable.
+  virtual Status destroy() = 0;
+};
+
+struct BackendCapabilities {
+  bool user_namespaces = false;
+  bool cgroup_limits = false;  // memory/pids/cpu enforced by cgroups
+  bool seccomp = false;
+  bool rootless = false;       // running without host root
+  std::string cgroup_version;  // "v1", "v2" or "none"
+  std::vector<std::string> notes;  // weakened guarantees, e.g. "memory limit via RLIMIT_DATA"
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual const BackendCapabilities& capabilities() const = 0;
+  virtual Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) = 0;
+};
+
+}  // namespace sandcastle::sandbox

@@ -1,0 +1,82 @@
+// SandboxSpec: the one validated, immutable description of a sandbox. Every
+// default lives in SpecOptions below, so "what does a sandbox get unless told
+// otherwise" has exactly one answer.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "common/result.h"
+
+namespace sandcastle::sandbox {
+
+enum class NetworkMode {
+  kNone,       // own network namespace with only loopback up
+  kAllowList,  // reserved for allow-listed egress (not implemented by the native backend yet)
+};
+
+enum class Persistence {
+  kEphemeral,  // everything is gone after destroy()
+  kPersistent, // reserved: workspace kept across restarts (backend-dependent)
+};
+
+const char* network_mode_name(NetworkMode mode);
+const char* persistence_name(Persistence p);
+
+constexpr std::uint64_t kMiB = 1024ull * 1024ull;
+
+struct Limits {
+  std::uint64_t memory_bytes = 512 * kMiB;
+  std::uint32_t pids = 256;
+  // CPU quota in thousandths of a CPU (1000 = one full core); 0 = unlimited.
+  std::uint32_t cpu_millis = 1000;
+  // Size of the writable /workspace; writes past it get ENOSPC inside.
+  std::uint64_t disk_bytes = 256 * kMiB;
+  // Size of the scratch /tmp (and /dev/shm).
+  std::uint64_t tmp_bytes = 64 * kMiB;
+  std::uint32_t open_files = 1024;
+  std::uint64_t file_size_bytes = 256 * kMiB;
+  // Default wall-clock timeout of one exec; an ExecRequest may set its own.
+  std::chrono::milliseconds exec_timeout{30'000};
+};
+
+// Caller-supplied fields; anything left alone keeps the default written here.
+struct SpecOptions {
+  std::string image = "host";
+  Limits limits{};
+  std::map<std::string, std::string> env{};
+  std::string workdir = "/workspace";
+  std::string hostname = "sandbox";
+  NetworkMode network = NetworkMode::kNone;
+  Persistence persistence = Persistence::kEphemeral;
+};
+
+class SandboxSpec {
+ public:
+  // The only way to obtain a spec: checks ranges, paths and names.
+  static Result<SandboxSpec> create(SpecOptions options);
+  static SandboxSpec defaults();
+
+  const std::string& image() const { return o_.image; }
+  const Limits& limits() const { return o_.limits; }
+  const std::map<std::string, std::string>& env() const { return o_.env; }
+  const std::string& workdir() const { return o_.workdir; }
+  const std::string& hostname() const { return o_.hostname; }
+  NetworkMode network() const { return o_.network; }
+  Persistence persistence() const { return o_.persistence; }
+
+ private:
+  explicit SandboxSpec(SpecOptions o) : o_(std::move(o)) {}
+  SpecOptions o_;
+};
+
+// Environment every command starts from (a clean one: nothing leaks from the
+// server); spec and request env are layered on top.
+std::map<std::string, std::string> base_environment();
+
+// True for a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*).
+bool valid_env_name(const std::string& name);
+
+}  // namespace sandcastle::sandbox

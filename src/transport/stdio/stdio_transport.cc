@@ -1,0 +1,169 @@
+#include "transport/stdio/stdio_transport.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <spdlog/spdlog.h>
+#include <string>
+
+#include "common/unique_fd.h"
+#include "mcp/session.h"
+
+namespace sandcastle::transport {
+
+namespace {
+
+// Writes one whole line; a concurrent writer never interleaves with it.
+class LineWriter {
+ public:
+  explicit LineWriter(int fd) : fd_(fd) {}
+  void write_line(std::string line) {
+    line.push_back('\n');
+    std::lock_guard lock(mu_);
+    if (broken_) return;
+    const char* p = line.data();
+    size_t left = line.size();
+    while (left > 0) {
+      ssize_t n = ::write(fd_, p, left);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        // The client went away (EPIPE): nothing more can be said to it.
+        spdlog::warn("stdout write failed: {}; dropping further output", strerror(errno));
+        broken_ = true;
+        return;
+      }
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+  }
+
+ private:
+  int fd_;
+  std::mutex mu_;
+  bool broken_ = false;
+};
+
+// Splits the byte stream into lines, enforcing the size limit without ever
+// buffering more than the limit.
+class LineReader {
+ public:
+  explicit LineReader(size_t max) : max_(max) {}
+
+  // Feeds bytes; calls on_line(line) for each complete line and
+  // on_oversize(bytes) once for each line that exceeded the limit.
+  template <typename OnLine, typename OnOversize>
+  void feed(const char* data, size_t n, OnLine&& on_line, OnOversize&& on_oversize) {
+    size_t start = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (data[i] != '\n') continue;
+      append(data + start, i - start);
+      finish_line(on_line, on_oversize);
+      start = i + 1;
+    }
+    append(data + start, n - start);
+  }
+
+  // At EOF an unterminated last line still counts as a message.
+  template <typename OnLine, typename OnOversize>
+  void finish(OnLine&& on_line, OnOversize&& on_oversize) {
+    if (!buf_.empty() || skipped_ > 0) finish_line(on_line, on_oversize);
+  }
+
+ private:
+  void append(const char* p, size_t n) {
+    if (skipped_ > 0 || buf_.size() + n > max_) {
+      skipped_ += buf_.size() + n;
+      buf_.clear();
+      return;
+    }
+    buf_.append(p, n);
+  }
+  template <typename OnLine, typename OnOversize>
+  void finish_line(OnLine& on_line, OnOversize& on_oversize) {
+    if (skipped_ > 0) {
+      on_oversize(skipped_);
+    } else {
+      if (!buf_.empty() && buf_.back() == '\r') buf_.pop_back();
+      // Blank lines carry no message; skip them quietly.
+      if (buf_.find_first_not_of(" \t") != std::string::npos) on_line(buf_);
+    }
+    buf_.clear();
+    skipped_ = 0;
+  }
+
+  size_t max_;
+  std::string buf_;
+  size_t skipped_ = 0;
+};
+
+}  // namespace
+
+int serve_stdio(const mcp::Server& server, const StdioOptions& options) {
+  // Writing to a closed pipe must fail with EPIPE, not kill the server.
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  // Blocked before any worker thread exists, so every thread inherits the mask
+  // and the signals arrive only through the signalfd.
+  pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+  UniqueFd sigfd(signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!sigfd) spdlog::warn("signalfd failed: {}; SIGTERM handling degraded", strerror(errno));
+
+  auto writer = std::make_shared<LineWriter>(options.out_fd);
+  auto session = mcp::Session::create(
+      server, [writer](const mcp::json& msg) { writer->write_line(mcp::dump_message(msg)); });
+
+  LineReader reader(options.max_line_bytes);
+  auto on_line = [&](const std::string& line) { session->handle_text(line); };
+  auto on_oversize = [&](size_t bytes) {
+    writer->write_line(mcp::dump_message(mcp::make_error(
+        nullptr, mcp::rpc_error::kInvalidRequest,
+        "Invalid Request: message of " + std::to_string(bytes) + " bytes exceeds the limit of " +
+            std::to_string(options.max_line_bytes) + " bytes (--max-message-bytes)")));
+  };
+
+  std::string reason = "stdin closed";
+  std::vector<char> buf(1 << 16);
+  for (;;) {
+    pollfd fds[2] = {{options.in_fd, POLLIN, 0}, {sigfd.get(), POLLIN, 0}};
+    int n = ::poll(fds, sigfd ? 2 : 1, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      reason = std::string("poll failed: ") + strerror(errno);
+      break;
+    }
+    if (sigfd && (fds[1].revents & POLLIN)) {
+      signalfd_siginfo info{};
+      if (::read(sigfd.get(), &info, sizeof info) == sizeof info) {
+        reason = info.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT";
+        break;
+      }
+    }
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      ssize_t got = ::read(options.in_fd, buf.data(), buf.size());
+      if (got < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        reason = std::string("stdin read failed: ") + strerror(errno);
+        break;
+      }
+      if (got == 0) {
+        reader.finish(on_line, on_oversize);
+        break;
+      }
+      reader.feed(buf.data(), static_cast<size_t>(got), on_line, on_oversize);
+    }
+  }
+  spdlog::info("shutting down: {}", reason);
+  if (!session->shutdown(options.finish_grace, options.cancel_grace))
+    spdlog::warn("{} request(s) still running after the grace period; exiting anyway",
+                 session->inflight());
+  return 0;
+}
+
+}  // namespace sandcastle::transport
