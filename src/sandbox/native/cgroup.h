@@ -1,0 +1,72 @@
+// cgroups: one group per sandbox for memory, pids and CPU quota. Detected at
+// start: cgroup v2 when its controllers are delegated to us, otherwise the v1
+// hierarchies of a hybrid host, otherwise none (rlimits remain).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "common/unique_fd.h"
+#include "sandbox/spec.h"
+
+namespace sandcastle::sandbox::native {
+
+enum class CgroupVersion { kNone, kV1, kV2 };
+const char* cgroup_version_name(CgroupVersion v);
+
+struct CgroupSupport {
+  CgroupVersion version = CgroupVersion::kNone;
+  // v1: controller -> directory our groups are created in (our own group).
+  std::map<std::string, std::string> v1_parents;
+  std::string v2_parent;  // v2: directory our groups are created in
+  std::string why_not;    // when kNone: the reason, for doctor and logs
+};
+
+// Probes /proc/self/cgroup and the mounted hierarchies; needs write access
+// to memory and pids (cpu is used when present).
+CgroupSupport detect_cgroups();
+
+class SandboxCgroup {
+ public:
+  static Result<std::unique_ptr<SandboxCgroup>> create(const CgroupSupport& support,
+                                                       const std::string& name, const Limits& limits);
+  ~SandboxCgroup();
+  SandboxCgroup(const SandboxCgroup&) = delete;
+  SandboxCgroup& operator=(const SandboxCgroup&) = delete;
+
+  CgroupVersion version() const { return version_; }
+  // v2: directory fd for clone3(CLONE_INTO_CGROUP); -1 on v1.
+  int v2_dir_fd() const { return v2_fd_.get(); }
+  // v1: moves a process into every controller's group (done before the
+  // child may run anything, so nothing escapes accounting).
+  Status add_process(pid_t pid);
+
+  std::uint64_t oom_kills() const;
+  std::uint64_t memory_current() const;
+  std::uint64_t memory_peak() const;
+  std::uint64_t cpu_usage_us() const;
+  std::uint32_t process_count() const;
+
+  // Kills what is left (v2: cgroup.kill) and removes the directories.
+  Status remove();
+
+ private:
+  SandboxCgroup() = default;
+  std::string file(const std::string& controller, const std::string& name) const;
+  CgroupVersion version_ = CgroupVersion::kNone;
+  std::map<std::string, std::string> dirs_;  // controller (or "") -> directory
+  UniqueFd v2_fd_;
+  bool removed_ = false;
+};
+
+// Leftover groups of dead sandcastle processes (named sandcastle-<pid>-*).
+std::vector<std::string> find_stale_cgroups(const CgroupSupport& support);
+Status remove_cgroup_dir(const std::string& dir, CgroupVersion version);
+
+}  // namespace sandcastle::sandbox::native

@@ -1,0 +1,90 @@
+// sandcastle-init: the helper the server execs inside the sandbox's fresh
+// namespaces. A separate, single-threaded program, so the setup below may use
+// ordinary C++ instead of the async-signal-safe subset a forked child of the
+// multithreaded server is limited to.
+//
+// Inherited fds: 3 = config pipe (u32 length + encoded InitConfig),
+// 4 = status pipe (one InitStatus), 5 = control socket (exec requests).
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "sandbox/native/init_loop.h"
+#include "sandbox/native/mounts.h"
+#include "sandbox/native/net.h"
+#include "sandbox/native/wire.h"
+
+using namespace sandcastle::sandbox::native;
+
+namespace {
+
+constexpr int kConfigFd = 3;
+constexpr int kStatusFd = 4;
+constexpr int kControlFd = 5;
+
+bool read_all(int fd, void* buf, std::size_t n) {
+  char* p = static_cast<char*>(buf);
+  while (n > 0) {
+    ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+int report(const StepError& e) {
+  InitStatus st{};
+  st.err = e.err == 0 ? EIO : e.err;
+  std::strncpy(st.step, e.step.c_str(), sizeof st.step - 1);
+  (void)!::write(kStatusFd, &st, sizeof st);
+  return 1;
+}
+
+}  // namespace
+
+int main() {
+  // The server passed no stdio; fill 0-2 so later fds never land there.
+  for (int fd = ::open("/dev/null", O_RDWR); fd >= 0 && fd < 3; fd = ::open("/dev/null", O_RDWR)) {
+  }
+  for (int fd : {kConfigFd, kStatusFd, kControlFd}) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  prctl(PR_SET_NAME, "sandcastle-init", 0, 0, 0);
+  // Die with the server; set again because exec may have cleared it.
+  prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+
+  std::uint32_t len = 0;
+  if (!read_all(kConfigFd, &len, sizeof len) || len > (1u << 20))
+    return report(step_failed("read config length", EPROTO));
+  std::string bytes(len, '\0');
+  if (!read_all(kConfigFd, bytes.data(), len)) return report(step_failed("read config", EPROTO));
+  ::close(kConfigFd);
+  auto config = decode_init_config(bytes);
+  if (!config) return report(step_failed("decode config", EPROTO));
+
+  // Setup order:
+  // 1. Supplementary groups inherited from the server are dropped (refused
+  //    when the unprivileged path had to deny setgroups: then they are the
+  //    invoking user's own groups anyway).
+  if (::setgroups(0, nullptr) != 0 && errno != EPERM) return report(step_failed("setgroups"));
+  // 2. Not dumpable: commands share our uid, and this keeps them from
+  //    ptrace-attaching to or reading /proc of init and the supervisors.
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return report(step_failed("set non-dumpable"));
+  // 3. The filesystem: plan, pivot_root, old root detached.
+  if (auto e = build_root_filesystem(*config)) return report(*e);
+  // 4. Identity of the machine.
+  if (::sethostname(config->hostname.data(), config->hostname.size()) != 0)
+    return report(step_failed("sethostname"));
+  // 5. Network: loopback only.
+  if (auto e = bring_loopback_up()) return report(*e);
+  // 6. Ready.
+  InitStatus ok{};
+  if (::write(kStatusFd, &ok, sizeof ok) != static_cast<ssize_t>(sizeof ok)) return 1;
+  ::close(kStatusFd);
+  return run_init_loop(kControlFd, *config);
+}

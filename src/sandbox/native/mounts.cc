@@ -1,0 +1,106 @@
+#include "sandbox/native/mounts.h"
+
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+namespace sandcastle::sandbox::native {
+namespace {
+
+// Attributes applied to binds: mounts inherited from the host are locked in a
+// user namespace, so we may only add restrictions, which is all we want.
+int set_attrs(const std::string& path, std::uint64_t attrs, bool recursive) {
+  struct mount_attr attr {};
+  attr.attr_set = attrs;
+  return static_cast<int>(syscall(SYS_mount_setattr, AT_FDCWD, path.c_str(),
+                                  recursive ? AT_RECURSIVE : 0, &attr, sizeof attr));
+}
+
+std::optional<StepError> apply(const std::string& root, const MountOp& op) {
+  std::string dst = op.dst.empty() ? root : root + "/" + op.dst;
+  switch (op.kind) {
+    case MountKind::kMkdir:
+      if (::mkdir(dst.c_str(), op.mode) != 0 && errno != EEXIST) return step_failed(op.describe());
+      // mkdir honours the umask; the plan's mode is what we want.
+      if (::chmod(dst.c_str(), op.mode) != 0) return step_failed(op.describe());
+      return std::nullopt;
+    case MountKind::kTmpfs: {
+      char mode[16];
+      std::snprintf(mode, sizeof mode, "0%o", op.mode);
+      std::string data = "size=" + std::to_string(op.size) + ",mode=" + mode;
+      if (!op.options.empty()) data += "," + op.options;
+      unsigned long flags = MS_NOSUID | MS_NODEV;
+      if (op.options.find("noexec") != std::string::npos) flags |= MS_NOEXEC;
+      if (::mount("tmpfs", dst.c_str(), "tmpfs", flags, data.c_str()) != 0)
+        return step_failed(op.describe());
+      return std::nullopt;
+    }
+    case MountKind::kBind:
+      if (::mount(op.src.c_str(), dst.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
+        return step_failed(op.describe());
+      if (set_attrs(dst, (op.writable ? 0 : MOUNT_ATTR_RDONLY) | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                    true) != 0)
+        return step_failed("restrict " + op.describe());
+      return std::nullopt;
+    case MountKind::kBindFile: {
+      int fd = ::open(dst.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+      if (fd < 0) return step_failed("create /" + op.dst);
+      ::close(fd);
+      if (::mount(op.src.c_str(), dst.c_str(), nullptr, MS_BIND, nullptr) != 0)
+        return step_failed(op.describe());
+      // Device nodes keep dev (they are the point) but lose suid and exec.
+      if (set_attrs(dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false) != 0)
+        return step_failed("restrict " + op.describe());
+      return std::nullopt;
+    }
+    case MountKind::kProc:
+      if (::mount("proc", dst.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+        return step_failed(op.describe());
+      return std::nullopt;
+    case MountKind::kDevpts:
+      if (::mount("devpts", dst.c_str(), "devpts", MS_NOSUID | MS_NOEXEC,
+                  "newinstance,ptmxmode=0666,mode=0620") != 0)
+        return step_failed(op.describe());
+      return std::nullopt;
+    case MountKind::kSymlink:
+      if (::symlink(op.src.c_str(), dst.c_str()) != 0 && errno != EEXIST)
+        return step_failed(op.describe());
+      return std::nullopt;
+    case MountKind::kReadOnly:
+      if (set_attrs(dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false) != 0)
+        return step_failed(op.describe());
+      return std::nullopt;
+  }
+  return step_failed("unknown mount op", EINVAL);
+}
+
+}  // namespace
+
+std::optional<StepError> build_root_filesystem(const InitConfig& config) {
+  const std::string& root = config.new_root;
+  // 1. Nothing we mount may propagate back to the host's mount table.
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    return step_failed("make / private");
+  // 2. The new root is a small tmpfs holding only mount points and links.
+  if (::mount("tmpfs", root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755") != 0)
+    return step_failed("mount root tmpfs on " + root);
+  // 3. The plan, in order (parents before children).
+  for (const MountOp& op : config.mounts) {
+    if (auto err = apply(root, op)) return err;
+  }
+  // 4. Swap roots: pivot_root(".", ".") stacks the old root under the new
+  // one, so a lazy unmount of "." removes the host tree from view entirely.
+  if (::chdir(root.c_str()) != 0) return step_failed("chdir new root");
+  if (syscall(SYS_pivot_root, ".", ".") != 0) return step_failed("pivot_root");
+  if (::umount2(".", MNT_DETACH) != 0) return step_failed("detach old root");
+  if (::chdir("/") != 0) return step_failed("chdir /");
+  return std::nullopt;
+}
+
+}  // namespace sandcastle::sandbox::native

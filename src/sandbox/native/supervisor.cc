@@ -1,0 +1,220 @@
+#include "sandbox/native/supervisor.h"
+
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "sandbox/native/caps.h"
+#include "sandbox/native/rlimits.h"
+
+namespace sandcastle::sandbox::native {
+namespace {
+
+std::int64_t now_ms() {
+  struct timespec ts {};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+}
+
+[[noreturn]] void fail_child(int error_fd, const StepError& e) {
+  WireWriter w;
+  w.i32(e.err);
+  w.str(e.step);
+  (void)!::write(error_fd, w.bytes().data(), w.bytes().size());
+  _exit(127);
+}
+
+std::string find_env(const std::vector<std::string>& env, const char* key) {
+  std::size_t klen = std::strlen(key);
+  for (const auto& kv : env)
+    if (kv.size() > klen && kv.compare(0, klen, key) == 0 && kv[klen] == '=') return kv.substr(klen + 1);
+  return {};
+}
+
+// execvpe() searches the PATH of the *current* environment; the command's
+// PATH is the one in its request, so the search is done here.
+StepError exec_command(const ExecWire& req) {
+  std::vector<char*> argv;
+  for (const auto& a : req.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : req.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const std::string& file = req.argv[0];
+  if (file.find('/') != std::string::npos) {
+    ::execve(file.c_str(), argv.data(), envp.data());
+    return step_failed("execve " + file);
+  }
+  std::string path = find_env(req.env, "PATH");
+  if (path.empty()) path = "/usr/local/bin:/usr/bin:/bin";
+  int err = ENOENT;
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    std::size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(start, end - start);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + file;
+    ::execve(candidate.c_str(), argv.data(), envp.data());
+    if (errno == EACCES) err = EACCES;  // like execvp: remember, keep looking
+    else if (errno != ENOENT && errno != ENOTDIR) err = errno;
+    start = end + 1;
+  }
+  return step_failed("execve " + file, err);
+}
+
+}  // namespace
+
+[[noreturn]] void run_exec_child(const ExecWire& req, const InitConfig& config, ExecFds fds,
+                                 int error_fd) {
+  // Setup order (fixed; each step reports {step, errno}):
+  // 1. default signal dispositions and an empty mask, as a fresh process expects
+  sigset_t all;
+  sigemptyset(&all);
+  sigprocmask(SIG_SETMASK, &all, nullptr);
+  for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);
+  // 2. own session: no controlling terminal, own process group
+  if (::setsid() < 0) fail_child(error_fd, step_failed("setsid"));
+  // 3. stdio from the server's pipes; every other fd closed
+  if (::dup2(fds.in, 0) < 0 || ::dup2(fds.out, 1) < 0 || ::dup2(fds.err, 2) < 0)
+    fail_child(error_fd, step_failed("dup2 stdio"));
+  if (::dup3(error_fd, 3, O_CLOEXEC) < 0) fail_child(error_fd, step_failed("dup3 error pipe"));
+  error_fd = 3;
+  if (syscall(SYS_close_range, 4U, ~0U, 0U) != 0) fail_child(error_fd, step_failed("close_range"));
+  // 4. rlimits (files, file size, processes, data, no core dumps)
+  if (auto e = apply_exec_rlimits(req)) fail_child(error_fd, *e);
+  // 5. the OOM killer picks commands, never the sandbox's init or supervisors
+  int oom = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (oom < 0 || ::write(oom, "1000", 4) != 4) fail_child(error_fd, step_failed("set oom_score_adj"));
+  ::close(oom);
+  // 6. working directory
+  if (::chdir(req.cwd.c_str()) != 0) fail_child(error_fd, step_failed("chdir " + req.cwd));
+  // 7. no capabilities at all; then no way to gain any (setuid files, file caps)
+  if (auto e = drop_all_caps()) fail_child(error_fd, *e);
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail_child(error_fd, step_failed("no_new_privs"));
+  // 8. seccomp last: from here on only execve is left to do
+  if (!config.seccomp_bpf.empty()) {
+    struct sock_fprog prog {};
+    prog.len = static_cast<unsigned short>(config.seccomp_bpf.size() / sizeof(struct sock_filter));
+    prog.filter = reinterpret_cast<struct sock_filter*>(const_cast<char*>(config.seccomp_bpf.data()));
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
+      fail_child(error_fd, step_failed("seccomp load"));
+  }
+  fail_child(error_fd, exec_command(req));
+}
+
+[[noreturn]] void run_supervisor(const ExecWire& req, const InitConfig& config, ExecFds fds,
+                                 int signal_fd) {
+  prctl(PR_SET_NAME, "sc-supervisor", 0, 0, 0);
+  std::int64_t deadline = now_ms() + static_cast<std::int64_t>(req.timeout_ms);
+  int errpipe[2];
+  ExecReport rep;
+  if (::pipe2(errpipe, O_CLOEXEC) != 0) {
+    rep.kind = ReportKind::kSetupError;
+    rep.err = errno;
+    rep.step = "pipe for exec errors";
+    std::string bytes = encode(rep);
+    (void)!::send(fds.report, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    _exit(1);
+  }
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::close(errpipe[0]);
+    ::close(signal_fd);
+    ::close(fds.report);
+    run_exec_child(req, config, fds, errpipe[1]);
+  }
+  ::close(errpipe[1]);
+  ::close(fds.in);
+  ::close(fds.out);
+  ::close(fds.err);
+
+  int main_status = 0;
+  bool main_done = child < 0;
+  SupervisorEnd end = SupervisorEnd::kExited;
+  while (!main_done) {
+    std::int64_t left = deadline - now_ms();
+    if (left <= 0) {
+      end = SupervisorEnd::kTimeout;
+      break;
+    }
+    struct pollfd pfds[2] = {{fds.report, POLLIN, 0}, {signal_fd, POLLIN, 0}};
+    int r = ::poll(pfds, 2, left > 60'000 ? 60'000 : static_cast<int>(left));
+    if (r < 0 && errno != EINTR) break;
+    // Any message or EOF from the server means: stop now.
+    if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      end = SupervisorEnd::kCancelled;
+      break;
+    }
+    if (pfds[1].revents & POLLIN) {
+      struct signalfd_siginfo si;
+      while (::read(signal_fd, &si, sizeof si) > 0) {
+      }
+      int st = 0;
+      pid_t p;
+      // Orphans of the command are re-parented to us: reap them as we go.
+      while ((p = ::waitpid(-1, &st, WNOHANG)) > 0) {
+        if (p == child) {
+          main_status = st;
+          main_done = true;
+        }
+      }
+    }
+  }
+  // Whatever ended the exec, nothing it started may outlive it. kill(-1)
+  // from a namespace's init reaches every process in the namespace.
+  ::kill(-1, SIGKILL);
+  for (;;) {
+    int st = 0;
+    pid_t p = ::waitpid(-1, &st, 0);
+    if (p < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (p == child && !main_done) {
+      main_status = st;
+      main_done = true;
+    }
+  }
+
+  char ebuf[4096];
+  ssize_t n = ::read(errpipe[0], ebuf, sizeof ebuf);
+  if (child < 0) {
+    rep.kind = ReportKind::kSetupError;
+    rep.err = errno;
+    rep.step = "fork exec child";
+  } else if (n > 0) {
+    WireReader r(std::string_view(ebuf, static_cast<std::size_t>(n)));
+    rep.kind = ReportKind::kSetupError;
+    rep.err = r.i32();
+    rep.step = r.str();
+    if (!r.ok()) rep.step = "exec setup (garbled report)";
+  } else {
+    rep.kind = ReportKind::kDone;
+    rep.wait_status = main_status;
+    rep.end = end;
+    struct rusage ru {};
+    getrusage(RUSAGE_CHILDREN, &ru);
+    rep.cpu_us = static_cast<std::uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1'000'000 +
+                 static_cast<std::uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+    rep.maxrss_kib = static_cast<std::uint64_t>(ru.ru_maxrss);
+  }
+  std::string bytes = encode(rep);
+  (void)!::send(fds.report, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  _exit(0);
+}
+
+}  // namespace sandcastle::sandbox::native

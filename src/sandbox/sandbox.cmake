@@ -1,0 +1,21 @@
+# sandcastle-init: the single-threaded helper exec'd inside each sandbox. It is
+# linked statically from its own copies of the few files it needs (no spdlog,
+# no sanitizers: it runs in a bare mount namespace and must start fast).
+set(SANDCASTLE_INIT_SOURCES
+  ${PROJECT_SOURCE_DIR}/src/sandbox/native/init_main.cc
+  ${PROJECT_SOURCE_DIR}/src/sandbox/native/init_loop.cc
+  ${PROJECT_SOURCE_DIR}/src/sandbox/native/supervisor.cc
+  ${PROJECT_SOURCE_DIR}/src/sandbox/native/mounts.cc
+  ${PROJECT_SOURCE_DIR}/src/sandbox/native/caps.cc
+  ${PROJECT_SOURCE_DIR}/src/sandbox/native/rlimits.cc
+  ${PROJECT_SOURCE_DIR}/src/sandbox/native/net.cc
+  ${PROJECT_SOURCE_DIR}/src/sandbox/native/wire.cc)
+add_executable(sandcastle-init ${SANDCASTLE_INIT_SOURCES})
+target_include_directories(sandcastle-init PRIVATE ${PROJECT_SOURCE_DIR}/src)
+target_compile_options(sandcastle-init PRIVATE -fno-sanitize=all)
+target_link_options(sandcastle-init PRIVATE -static -fno-sanitize=all)
+add_dependencies(sandcastle sandcastle-init)
+# The server finds the helper next to its own binary first; this build-tree
+# path is the fallback for test binaries.
+target_compile_definitions(sandcastle_core PRIVATE
+  SANDCASTLE_INIT_PATH="$<TARGET_FILE:sandcastle-init>")
