@@ -1,0 +1,243 @@
+#!/usr/bin/env node
+// Round-trip benchmark over stdio: `ping` and `tools/list`, sandcastle against
+// the official TypeScript SDK server (@modelcontextprotocol/server-everything),
+// both driven by this one raw line-based client in the same run.
+//
+// Each round spawns both servers (order alternates between rounds), runs the
+// legacy handshake (2025-06-18), then for each method: W warm-up round trips
+// (discarded) and N timed sequential round trips. Per round we compute p50,
+// p99 and round trips per second; the table shows the median over rounds.
+//
+// Usage: node bench/stdio_bench.mjs [--iterations 2000] [--warmup 200]
+//          [--rounds 5] [--sandcastle build/sandcastle] [--json]
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '..');
+
+function parseArgs(argv) {
+  const opts = { iterations: 2000, warmup: 200, rounds: 5, sandcastle: join(root, 'build', 'sandcastle'), json: false };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const val = () => {
+      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
+      return argv[++i];
+    };
+    if (a === '--iterations') opts.iterations = Number(val());
+    else if (a === '--warmup') opts.warmup = Number(val());
+    else if (a === '--rounds') opts.rounds = Number(val());
+    else if (a === '--sandcastle') opts.sandcastle = resolve(val());
+    else if (a === '--json') opts.json = true;
+    else if (a === '-h' || a === '--help') {
+      console.log('usage: stdio_bench.mjs [--iterations N] [--warmup W] [--rounds R] [--sandcastle PATH] [--json]');
+      process.exit(0);
+    } else throw new Error(`unknown argument ${a}`);
+  }
+  for (const k of ['iterations', 'warmup', 'rounds']) {
+    if (!Number.isInteger(opts[k]) || opts[k] < (k === 'warmup' ? 0 : 1)) throw new Error(`--${k} must be a positive integer`);
+  }
+  return opts;
+}
+
+const EVERYTHING_DIR = join(here, 'node_modules', '@modelcontextprotocol', 'server-everything');
+const EVERYTHING = join(EVERYTHING_DIR, 'dist', 'index.js');
+const everythingPackageVersion = () => JSON.parse(readFileSync(join(EVERYTHING_DIR, 'package.json'), 'utf8')).version;
+
+function servers(opts) {
+  return [
+    { name: 'sandcastle', command: opts.sandcastle, args: ['--test-fixtures', '--log-level', 'warn'] },
+    // The official SDK server, on the same Node that runs this driver.
+    { name: 'server-everything', command: process.execPath, args: [EVERYTHING, 'stdio'] },
+  ];
+}
+
+// A minimal JSON-RPC client over a child's stdio: one line per message.
+class LineClient {
+  constructor({ command, args }) {
+    this.proc = spawn(command, args, { stdio: ['pipe', 'pipe', 'ignore'] });
+    this.pending = new Map();
+    this.nextId = 1;
+    this.lastLineBytes = 0;
+    this.exited = new Promise((res) => this.proc.on('exit', (code, signal) => res({ code, signal })));
+    this.proc.on('exit', () => {
+      for (const { reject } of this.pending.values()) reject(new Error('server exited'));
+      this.pending.clear();
+    });
+    let buf = '';
+    this.proc.stdout.setEncoding('utf8');
+    this.proc.stdout.on('data', (chunk) => {
+      buf += chunk;
+      let nl;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (line.trim()) this.onLine(line);
+      }
+    });
+  }
+
+  onLine(line) {
+    const msg = JSON.parse(line);
+    if ('id' in msg && !('method' in msg)) {
+      const p = this.pending.get(msg.id);
+      if (!p) return;
+      this.pending.delete(msg.id);
+      this.lastLineBytes = Buffer.byteLength(line);
+      if (msg.error) p.reject(new Error(`${msg.error.code} ${msg.error.message}`));
+      else p.resolve(msg.result);
+    } else if ('id' in msg && 'method' in msg) {
+      // A server-to-client request (e.g. roots/list): we declared no such capability.
+      this.send({ jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'not supported by the bench client' } });
+    }
+    // Notifications are ignored.
+  }
+
+  send(msg) {
+    this.proc.stdin.write(`${JSON.stringify(msg)}\n`);
+  }
+
+  request(method, params) {
+    const id = this.nextId++;
+    const msg = { jsonrpc: '2.0', id, method };
+    if (params !== undefined) msg.params = params;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.send(msg);
+    });
+  }
+
+  rssMiB() {
+    try {
+      const m = readFileSync(`/proc/${this.proc.pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
+      return m ? Number(m[1]) / 1024 : NaN;
+    } catch {
+      return NaN;
+    }
+  }
+
+  async close() {
+    this.proc.stdin.end();
+    const t = setTimeout(() => this.proc.kill('SIGKILL'), 3000);
+    await this.exited;
+    clearTimeout(t);
+  }
+}
+
+function percentile(sorted, p) {
+  // Nearest-rank percentile.
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1];
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+
+async function measure(client, method, opts) {
+  const params = method === 'tools/list' ? {} : undefined;
+  for (let i = 0; i < opts.warmup; i++) await client.request(method, params);
+  const lat = new Float64Array(opts.iterations);
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < opts.iterations; i++) {
+    const t0 = process.hrtime.bigint();
+    await client.request(method, params);
+    lat[i] = Number(process.hrtime.bigint() - t0) / 1000; // µs
+  }
+  const elapsedS = Number(process.hrtime.bigint() - start) / 1e9;
+  const sorted = Array.from(lat).sort((a, b) => a - b);
+  return {
+    p50: percentile(sorted, 50),
+    p99: percentile(sorted, 99),
+    perSecond: opts.iterations / elapsedS,
+    bytes: client.lastLineBytes,
+  };
+}
+
+async function benchServer(server, opts) {
+  const client = new LineClient(server);
+  try {
+    const init = await client.request('initialize', {
+      protocolVersion: '2025-06-18',
+      capabilities: {},
+      clientInfo: { name: 'sandcastle-bench', version: '1.0.0' },
+    });
+    client.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    const out = { serverInfo: init.serverInfo };
+    for (const method of ['ping', 'tools/list']) out[method] = await measure(client, method, opts);
+    out.tools = (await client.request('tools/list', {})).tools.length;
+    out.rssMiB = client.rssMiB();
+    return out;
+  } finally {
+    await client.close();
+  }
+}
+
+const fmt = (x, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : 'n/a');
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  if (!existsSync(opts.sandcastle)) throw new Error(`sandcastle binary not found at ${opts.sandcastle} (make build)`);
+  if (!existsSync(EVERYTHING)) throw new Error(`${EVERYTHING} missing: run npm ci in bench/ (scripts/install-deps does)`);
+  const list = servers(opts);
+  const rounds = Object.fromEntries(list.map((s) => [s.name, []]));
+  for (let r = 0; r < opts.rounds; r++) {
+    const order = r % 2 ? [...list].reverse() : list;
+    for (const s of order) rounds[s.name].push(await benchServer(s, opts));
+  }
+
+  const summary = {};
+  for (const s of list) {
+    const rs = rounds[s.name];
+    summary[s.name] = { version: rs[0].serverInfo?.version, tools: rs[0].tools, rssMiB: median(rs.map((x) => x.rssMiB)) };
+    for (const m of ['ping', 'tools/list']) {
+      summary[s.name][m] = {
+        p50: median(rs.map((x) => x[m].p50)),
+        p99: median(rs.map((x) => x[m].p99)),
+        perSecond: median(rs.map((x) => x[m].perSecond)),
+        bytes: rs[0][m].bytes,
+      };
+    }
+  }
+  if (opts.json) {
+    console.log(JSON.stringify({ options: opts, node: process.version, summary, rounds }, null, 2));
+    return;
+  }
+
+  const [a, b] = list.map((s) => s.name); // a = sandcastle, b = server-everything
+  console.log(`### stdio round trips: sandcastle vs @modelcontextprotocol/server-everything`);
+  console.log();
+  console.log(`Sequential request → response over stdio, one driver for both servers (node ${process.version}).`);
+  console.log(`${opts.iterations} timed iterations after ${opts.warmup} warm-up, ${opts.rounds} rounds; figures are the median over rounds.`);
+  console.log(`sandcastle ${summary[a].version} --test-fixtures (${summary[a].tools} tools); @modelcontextprotocol/server-everything ${everythingPackageVersion()} (serverInfo ${summary[b].version}, ${summary[b].tools} tools).`);
+  console.log();
+  console.log('| method | server | p50 (µs) | p99 (µs) | msgs/s | response bytes |');
+  console.log('|---|---|---:|---:|---:|---:|');
+  for (const m of ['ping', 'tools/list']) {
+    for (const s of [a, b]) {
+      const x = summary[s][m];
+      console.log(`| ${m} | ${s} | ${fmt(x.p50)} | ${fmt(x.p99)} | ${fmt(x.perSecond)} | ${x.bytes} |`);
+    }
+  }
+  console.log();
+  console.log('Ratio = server-everything / sandcastle (time), sandcastle / server-everything (msgs/s); > 1 means sandcastle is faster.');
+  console.log();
+  console.log('| method | p50 ratio | p99 ratio | msgs/s ratio |');
+  console.log('|---|---:|---:|---:|');
+  for (const m of ['ping', 'tools/list']) {
+    const x = summary[a][m];
+    const y = summary[b][m];
+    console.log(`| ${m} | ${fmt(y.p50 / x.p50, 2)}× | ${fmt(y.p99 / x.p99, 2)}× | ${fmt(x.perSecond / y.perSecond, 2)}× |`);
+  }
+  console.log();
+  console.log(`Server RSS after the run: sandcastle ${fmt(summary[a].rssMiB, 1)} MiB, server-everything ${fmt(summary[b].rssMiB, 1)} MiB.`);
+}
+
+main().catch((e) => {
+  console.error(`stdio_bench: ${e.stack ?? e}`);
+  process.exit(1);
+});
