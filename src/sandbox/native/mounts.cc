@@ -34,9 +34,17 @@ std::optional<StepError> apply(const std::string& root, const MountOp& op) {
       char mode[16];
       std::snprintf(mode, sizeof mode, "0%o", op.mode);
       std::string data = "size=" + std::to_string(op.size) + ",mode=" + mode;
-      if (!op.options.empty()) data += "," + op.options;
+      // "noexec" is a mount flag, the rest are tmpfs options.
       unsigned long flags = MS_NOSUID | MS_NODEV;
-      if (op.options.find("noexec") != std::string::npos) flags |= MS_NOEXEC;
+      std::size_t start = 0;
+      while (start < op.options.size()) {
+        std::size_t end = op.options.find(',', start);
+        if (end == std::string::npos) end = op.options.size();
+        std::string opt = op.options.substr(start, end - start);
+        if (opt == "noexec") flags |= MS_NOEXEC;
+        else if (!opt.empty()) data += "," + opt;
+        start = end + 1;
+      }
       if (::mount("tmpfs", dst.c_str(), "tmpfs", flags, data.c_str()) != 0)
         return step_failed(op.describe());
       return std::nullopt;

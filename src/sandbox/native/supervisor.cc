@@ -97,6 +97,9 @@ StepError exec_command(const ExecWire& req) {
   // 4. rlimits (files, file size, processes, data, no core dumps)
   if (auto e = apply_exec_rlimits(req)) fail_child(error_fd, *e);
   // 5. the OOM killer picks commands, never the sandbox's init or supervisors
+  // (init's non-dumpable flag, inherited, makes /proc/self root-owned; execve
+  // would reset it anyway)
+  prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
   int oom = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
   if (oom < 0 || ::write(oom, "1000", 4) != 4) fail_child(error_fd, step_failed("set oom_score_adj"));
   ::close(oom);

@@ -160,3 +160,9 @@ std::optional<ExecReport> decode_report(std::string_view bytes) {
 }
 
 }  // namespace sandcastle::sandbox::native
+
+namespace sandcastle::sandbox::native {
+template std::uint32_t WireReader::num<std::uint32_t>();
+template std::uint64_t WireReader::num<std::uint64_t>();
+template std::int32_t WireReader::num<std::int32_t>();
+}  // namespace sandcastle::sandbox::native

@@ -1,0 +1,98 @@
+#include "sandbox/native/doctor.h"
+
+#include <linux/landlock.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sandbox/native/cgroup.h"
+#include "sandbox/native/fs_util.h"
+#include "sandbox/native/native_backend.h"
+#include "sandbox/native/seccomp.h"
+
+namespace sandcastle::sandbox::native {
+namespace {
+
+// A forked child that only calls unshare and _exit: safe in a threaded server.
+bool can_unshare_namespaces() {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    long r = syscall(SYS_unshare, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
+                                      CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP);
+    _exit(r == 0 ? 0 : 1);
+  }
+  if (pid < 0) return false;
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+}  // namespace
+
+IsolationReport check_isolation() {
+  IsolationReport r;
+  r.user_namespaces = can_unshare_namespaces();
+  r.seccomp = prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 && compile_seccomp_bpf().ok();
+  int pfd = static_cast<int>(syscall(SYS_pidfd_open, ::getpid(), 0));
+  r.pidfd = pfd >= 0;
+  if (pfd >= 0) ::close(pfd);
+  r.overlayfs = read_small_file("/proc/filesystems").find("overlay") != std::string::npos;
+  long abi = syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  r.landlock_abi = abi > 0 ? static_cast<int>(abi) : 0;
+  CgroupSupport cg = detect_cgroups();
+  r.cgroup_version = cgroup_version_name(cg.version);
+  if (cg.version == CgroupVersion::kV1)
+    for (const auto& [c, dir] : cg.v1_parents) r.controllers.push_back(c);
+  if (cg.version == CgroupVersion::kV2) {
+    std::string ctl = read_small_file(cg.v2_parent + "/cgroup.subtree_control");
+    for (const char* c : {"memory", "pids", "cpu"})
+      if (ctl.find(c) != std::string::npos) r.controllers.push_back(c);
+  }
+  std::string helper = find_init_helper();
+  if (::access(helper.c_str(), X_OK) == 0) r.init_helper = helper;
+
+  if (!r.user_namespaces)
+    r.problems.push_back("user namespaces unavailable: set kernel.unprivileged_userns_clone=1 / "
+                         "user.max_user_namespaces>0, or allow unshare in your container's seccomp/AppArmor");
+  if (!r.seccomp) r.problems.push_back("seccomp filters unavailable: kernel needs CONFIG_SECCOMP_FILTER");
+  if (!r.pidfd) r.problems.push_back("pidfd_open unavailable: kernel 5.3+ required");
+  if (r.init_helper.empty())
+    r.problems.push_back("init helper '" + helper + "' missing: install sandcastle-init next to sandcastle");
+  if (cg.version == CgroupVersion::kNone)
+    r.weaknesses.push_back(cg.why_not + "; memory is fenced per process (RLIMIT_DATA), processes by "
+                           "RLIMIT_NPROC, no CPU quota. Run as root or with a delegated cgroup v2 subtree.");
+  if (!r.overlayfs) r.weaknesses.push_back("overlayfs unavailable (not needed by the host image)");
+  r.adequate = r.problems.empty();
+  return r;
+}
+
+int run_doctor(std::ostream& out) {
+  IsolationReport r = check_isolation();
+  auto yn = [](bool b) { return b ? "yes" : "NO"; };
+  out << "sandcastle doctor\n";
+  out << "  running as            " << (::geteuid() == 0 ? "root (sandboxes map to unprivileged host uids)"
+                                                        : "unprivileged user (rootless)")
+      << "\n";
+  out << "  user namespaces       " << yn(r.user_namespaces) << "\n";
+  out << "  seccomp-bpf           " << yn(r.seccomp) << "\n";
+  out << "  pidfd                 " << yn(r.pidfd) << "\n";
+  out << "  overlayfs             " << yn(r.overlayfs) << "\n";
+  out << "  landlock              " << (r.landlock_abi ? "ABI " + std::to_string(r.landlock_abi) : "NO") << "\n";
+  out << "  cgroups               " << r.cgroup_version;
+  for (const auto& c : r.controllers) out << " " << c;
+  out << "\n";
+  out << "  init helper           " << (r.init_helper.empty() ? "MISSING" : r.init_helper) << "\n";
+  out << "isolation used: user, mount, pid, net (loopback only), ipc, uts, cgroup namespaces; "
+         "pivot_root into a read-only host /usr; all capabilities dropped; no_new_privs; seccomp; ";
+  out << (r.cgroup_version == "none" ? "rlimits (no cgroups)" : "cgroup " + r.cgroup_version + " limits + rlimits")
+      << "\n";
+  for (const auto& p : r.problems) out << "PROBLEM: " << p << "\n";
+  for (const auto& w : r.weaknesses) out << "weaker:  " << w << "\n";
+  out << (r.adequate ? "isolation: adequate\n" : "isolation: INADEQUATE — refusing to run code unless --allow-weak-isolation\n");
+  return r.adequate ? 0 : 1;
+}
+
+}  // namespace sandcastle::sandbox::native

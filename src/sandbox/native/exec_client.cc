@@ -1,0 +1,227 @@
+// NativeSandbox::exec — the server side of one execution: hand the request
+// and four fds to the sandbox's init, then pump stdin/stdout/stderr until the
+// supervisor's report arrives. The calling thread does all the waiting, so
+// concurrent execs on one sandbox need no shared state beyond one send.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <mutex>
+
+#include "sandbox/native/init_loop.h"
+#include "sandbox/native/native_sandbox.h"
+#include "sandbox/native/wire.h"
+#include "sandbox/output_buffer.h"
+
+namespace sandcastle::sandbox::native {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Supervisor enforces the timeout; this is only the server's backstop in
+// case the sandbox itself stops answering.
+constexpr auto kReportGrace = std::chrono::seconds(10);
+
+Result<ExecWire> build_wire(const ExecRequest& req, const SandboxSpec& spec, bool have_cgroup) {
+  if (req.argv.empty() || req.argv[0].empty())
+    return Error::make(ErrorCode::kInvalidArgument, "exec: argv must not be empty");
+  ExecWire w;
+  for (const auto& a : req.argv) {
+    if (a.find('\0') != std::string::npos)
+      return Error::make(ErrorCode::kInvalidArgument, "exec: argument contains NUL");
+    w.argv.push_back(a);
+  }
+  auto env = base_environment();
+  for (const auto& [k, v] : spec.env()) env[k] = v;
+  for (const auto& [k, v] : req.env) {
+    if (!valid_env_name(k)) return Error::make(ErrorCode::kInvalidArgument, "exec: invalid env name '" + k + "'");
+    if (v.find('\0') != std::string::npos)
+      return Error::make(ErrorCode::kInvalidArgument, "exec: env " + k + " contains NUL");
+    env[k] = v;
+  }
+  for (const auto& [k, v] : env) w.env.push_back(k + "=" + v);
+  w.cwd = req.cwd.empty() ? spec.workdir() : req.cwd;
+  if (w.cwd.front() != '/') w.cwd = spec.workdir() + "/" + w.cwd;
+  auto timeout = req.timeout.value_or(spec.limits().exec_timeout);
+  if (timeout.count() <= 0) return Error::make(ErrorCode::kInvalidArgument, "exec: timeout must be positive");
+  w.timeout_ms = static_cast<std::uint64_t>(timeout.count());
+  const Limits& l = spec.limits();
+  w.rlimit_nofile = l.open_files;
+  w.rlimit_fsize = l.file_size_bytes;
+  w.rlimit_nproc = l.pids;
+  // With a memory cgroup the OOM killer is the fence; without one, each
+  // process's data segment is.
+  w.rlimit_data = have_cgroup ? 0 : l.memory_bytes;
+  return w;
+}
+
+Status send_request(int control, const std::string& bytes, const int (&fds)[kExecRequestFds]) {
+  struct iovec iov {const_cast<char*>(bytes.data()), bytes.size()};
+  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kExecRequestFds)] = {};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cbuf;
+  msg.msg_controllen = sizeof cbuf;
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * kExecRequestFds);
+  std::memcpy(CMSG_DATA(c), fds, sizeof(int) * kExecRequestFds);
+  for (;;) {
+    ssize_t n = ::sendmsg(control, &msg, MSG_NOSIGNAL);
+    if (n >= 0) return {};
+    if (errno != EINTR) return Error::from_errno("send exec request to sandbox init");
+  }
+}
+
+struct Stream {
+  UniqueFd fd;
+  OutputBuffer buf;
+  const std::function<void(std::string_view)>* callback;
+};
+
+// Reads what is available; returns false at EOF.
+bool pump(Stream& s) {
+  char chunk[65536];
+  for (;;) {
+    ssize_t n = ::read(s.fd.get(), chunk, sizeof chunk);
+    if (n > 0) {
+      std::string_view v(chunk, static_cast<std::size_t>(n));
+      s.buf.append(v);
+      if (s.callback && *s.callback) (*s.callback)(v);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return true;
+    s.fd.reset();
+    return false;
+  }
+}
+
+}  // namespace
+
+Result<ExecResult> NativeSandbox::exec(const ExecRequest& req, const ExecCallbacks& callbacks,
+                                       const CancelToken* cancel) {
+  auto wire = build_wire(req, spec_, cgroup_ != nullptr);
+  if (!wire) return wire.take_error();
+  std::string bytes = encode(*wire);
+  if (bytes.size() > kMaxExecRequestBytes)
+    return Error::make(ErrorCode::kInvalidArgument, "exec: argv and env too large");
+
+  int sp[2], in[2], out[2], err[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0)
+    return Error::from_errno("socketpair for exec report");
+  UniqueFd report(sp[0]), report_remote(sp[1]);
+  if (::pipe2(in, O_CLOEXEC) != 0) return Error::from_errno("pipe for stdin");
+  UniqueFd in_r(in[0]), in_w(in[1]);
+  if (::pipe2(out, O_CLOEXEC) != 0) return Error::from_errno("pipe for stdout");
+  UniqueFd out_r(out[0]), out_w(out[1]);
+  if (::pipe2(err, O_CLOEXEC) != 0) return Error::from_errno("pipe for stderr");
+  UniqueFd err_r(err[0]), err_w(err[1]);
+  for (int fd : {in_w.get(), out_r.get(), err_r.get()}) ::fcntl(fd, F_SETFL, O_NONBLOCK);
+
+  std::uint64_t ooms_before = cgroup_ ? cgroup_->oom_kills() : 0;
+  auto start = Clock::now();
+  {
+    std::shared_lock lock(mu_);
+    if (auto st = check_alive(); !st) return st.take_error();
+    const int fds[kExecRequestFds] = {report_remote.get(), in_r.get(), out_w.get(), err_w.get()};
+    if (auto st = send_request(init_.control.get(), bytes, fds); !st) return st.take_error();
+  }
+  // Our copies of the command's ends must go, or EOF never comes.
+  report_remote.reset();
+  in_r.reset();
+  out_w.reset();
+  err_w.reset();
+
+  std::size_t cap = req.output.max_bytes;
+  Stream sout{std::move(out_r), OutputBuffer(cap), &callbacks.on_stdout};
+  Stream serr{std::move(err_r), OutputBuffer(cap), &callbacks.on_stderr};
+  std::string_view pending_in = req.stdin_data;
+  if (pending_in.empty()) in_w.reset();
+
+  auto deadline = start + std::chrono::milliseconds(wire->timeout_ms) + kReportGrace;
+  std::optional<ExecReport> rep;
+  bool cancel_sent = false;
+  while (!rep) {
+    if (cancel && cancel->cancelled() && !cancel_sent) {
+      (void)!::send(report.get(), "c", 1, MSG_NOSIGNAL);
+      cancel_sent = true;
+    }
+    auto now = Clock::now();
+    if (now >= deadline)
+      return Error::make(ErrorCode::kTimeout, "exec: sandbox did not report within timeout + grace");
+    int wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1;
+    if (cancel && !cancel_sent && wait_ms > 20) wait_ms = 20;  // poll the token
+
+    struct pollfd p[4];
+    int n = 0;
+    int ir = -1, io = -1, ie = -1, ii = -1;
+    p[n] = {report.get(), POLLIN, 0};
+    ir = n++;
+    if (sout.fd) { p[n] = {sout.fd.get(), POLLIN, 0}; io = n++; }
+    if (serr.fd) { p[n] = {serr.fd.get(), POLLIN, 0}; ie = n++; }
+    if (in_w) { p[n] = {in_w.get(), POLLOUT, 0}; ii = n++; }
+    if (::poll(p, static_cast<nfds_t>(n), wait_ms) < 0) {
+      if (errno == EINTR) continue;
+      return Error::from_errno("poll exec fds");
+    }
+    if (io >= 0 && p[io].revents) pump(sout);
+    if (ie >= 0 && p[ie].revents) pump(serr);
+    if (ii >= 0 && p[ii].revents) {
+      if (p[ii].revents & (POLLERR | POLLHUP)) {
+        in_w.reset();
+      } else {
+        ssize_t w = ::write(in_w.get(), pending_in.data(), pending_in.size());
+        if (w > 0) pending_in.remove_prefix(static_cast<std::size_t>(w));
+        if ((w < 0 && errno != EAGAIN && errno != EINTR) || pending_in.empty()) in_w.reset();
+      }
+    }
+    if (p[ir].revents) {
+      char buf[8192];
+      ssize_t r = ::recv(report.get(), buf, sizeof buf, 0);
+      if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (r <= 0) return Error::make(ErrorCode::kUnavailable, "exec: sandbox " + id_ + " went away");
+      rep = decode_report(std::string_view(buf, static_cast<std::size_t>(r)));
+      if (!rep) return Error::make(ErrorCode::kInternal, "exec: malformed report from sandbox");
+    }
+  }
+  // Every process of the exec is dead by now: what they wrote is in the pipes.
+  if (sout.fd) pump(sout);
+  if (serr.fd) pump(serr);
+
+  if (rep->kind == ReportKind::kSetupError) return Error::from_errno(rep->step, rep->err);
+
+  ExecResult res;
+  res.duration = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+  res.cpu_time = std::chrono::microseconds(rep->cpu_us);
+  res.peak_memory_bytes = rep->maxrss_kib * 1024;
+  res.stdout_truncated = sout.buf.truncated();
+  res.stderr_truncated = serr.buf.truncated();
+  res.stdout_total = sout.buf.total();
+  res.stderr_total = serr.buf.total();
+  res.stdout_data = sout.buf.take();
+  res.stderr_data = serr.buf.take();
+  int st = rep->wait_status;
+  if (WIFEXITED(st)) res.exit_code = WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) res.signal = WTERMSIG(st);
+  switch (rep->end) {
+    case SupervisorEnd::kTimeout: res.reason = EndReason::kTimeout; break;
+    case SupervisorEnd::kCancelled: res.reason = EndReason::kCancelled; break;
+    case SupervisorEnd::kExited:
+      if (res.signal == SIGKILL && cgroup_ && cgroup_->oom_kills() > ooms_before)
+        res.reason = EndReason::kOutOfMemory;
+      else
+        res.reason = res.signal ? EndReason::kKilled : EndReason::kExited;
+      break;
+  }
+  return res;
+}
+
+}  // namespace sandcastle::sandbox::native

@@ -1,0 +1,150 @@
+#include "sandbox/native/host_image.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+
+#include "common/unique_fd.h"
+#include "sandbox/native/fs_util.h"
+
+namespace sandcastle::sandbox::native {
+namespace {
+
+constexpr const char* kPasswd =
+    "root:x:0:0:root:/root:/bin/sh\n"
+    "sandbox:x:1000:1000:sandbox:/workspace:/bin/sh\n"
+    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+constexpr const char* kGroup = "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n";
+constexpr const char* kHosts =
+    "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n";
+constexpr const char* kResolv = "# no network in this sandbox\n";
+constexpr const char* kNsswitch = "passwd: files\ngroup: files\nhosts: files dns\n";
+
+Status write_file(const std::string& path, const std::string& content) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd) return Error::from_errno("create " + path);
+  if (::write(fd.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size()))
+    return Error::from_errno("write " + path);
+  ::fchmod(fd.get(), 0644);
+  return {};
+}
+
+bool is_dir(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+std::string runtime_parent() {
+  if (::geteuid() == 0 && ::access("/run", W_OK) == 0) return "/run";
+  return "/tmp";
+}
+
+Result<RuntimeDirs> prepare_runtime_dirs() {
+  RuntimeDirs d;
+  d.base = runtime_parent() + "/" + kRuntimePrefix + std::to_string(::getpid());
+  d.etc_template = d.base + "/etc";
+  d.root_mount = d.base + "/root";
+  (void)remove_tree(d.base);  // a predecessor with our pid: stale by definition
+  for (const auto& dir : {d.base, d.etc_template, d.root_mount}) {
+    if (::mkdir(dir.c_str(), 0755) != 0) return Error::from_errno("mkdir " + dir);
+    // World-searchable: in root mode the sandbox's init runs as an
+    // unprivileged host uid and must reach these paths.
+    if (::chmod(dir.c_str(), 0755) != 0) return Error::from_errno("chmod " + dir);
+  }
+  const std::string& e = d.etc_template;
+  for (auto [name, content] : {std::pair{"passwd", kPasswd}, {"group", kGroup}, {"hosts", kHosts},
+                               {"resolv.conf", kResolv}, {"nsswitch.conf", kNsswitch},
+                               {"hostname", "sandbox\n"}}) {
+    if (auto st = write_file(e + "/" + name, content); !st) return st.take_error();
+  }
+  // The dynamic loader's cache: without it every exec searches the default
+  // paths only, and libraries in /usr/lib/x86_64-linux-gnu/<sub> are missed.
+  std::string cache = read_small_file("/etc/ld.so.cache");
+  if (!cache.empty())
+    if (auto st = write_file(e + "/ld.so.cache", cache); !st) return st.take_error();
+  // Mount points for the parts of /etc that are bound from the host.
+  for (const char* sub : {"ssl", "alternatives", "ca-certificates"})
+    if (is_dir(std::string("/etc/") + sub)) ::mkdir((e + "/" + sub).c_str(), 0755);
+  char target[PATH_MAX];
+  ssize_t n = ::readlink("/etc/os-release", target, sizeof target - 1);
+  if (n > 0) {
+    target[n] = '\0';
+    (void)!::symlink(target, (e + "/os-release").c_str());
+  }
+  if (::access("/usr/share/zoneinfo/Etc/UTC", R_OK) == 0)
+    (void)!::symlink("/usr/share/zoneinfo/Etc/UTC", (e + "/localtime").c_str());
+  return d;
+}
+
+std::vector<MountOp> host_image_plan(const SandboxSpec& spec, const std::string& etc_template) {
+  const Limits& l = spec.limits();
+  std::vector<MountOp> p;
+  auto mkdir = [&](std::string dst, std::uint32_t mode = 0755) {
+    p.push_back(MountOp{MountKind::kMkdir, "", std::move(dst), 0, mode, false, ""});
+  };
+  auto bind = [&](std::string src, std::string dst) {
+    mkdir(dst);
+    p.push_back(MountOp{MountKind::kBind, std::move(src), std::move(dst), 0, 0, false, ""});
+  };
+  auto tmpfs = [&](std::string dst, std::uint64_t size, std::uint32_t mode, std::string opts) {
+    mkdir(dst, mode);
+    p.push_back(MountOp{MountKind::kTmpfs, "", std::move(dst), size, mode, true, std::move(opts)});
+  };
+  auto link = [&](std::string target, std::string dst) {
+    p.push_back(MountOp{MountKind::kSymlink, std::move(target), std::move(dst), 0, 0, false, ""});
+  };
+
+  bind("/usr", "usr");
+  // /bin, /lib, ... exactly as on the host: merged-/usr links stay links.
+  for (const char* top : {"bin", "sbin", "lib", "lib32", "lib64", "libx32"}) {
+    std::string host = std::string("/") + top;
+    struct stat st {};
+    if (::lstat(host.c_str(), &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      char target[PATH_MAX];
+      ssize_t n = ::readlink(host.c_str(), target, sizeof target - 1);
+      if (n <= 0) continue;
+      target[n] = '\0';
+      link(target, top);
+    } else if (S_ISDIR(st.st_mode)) {
+      bind(host, top);
+    }
+  }
+  bind(etc_template, "etc");
+  for (const char* sub : {"ssl", "alternatives", "ca-certificates"})
+    if (is_dir(std::string("/etc/") + sub))
+      p.push_back(MountOp{MountKind::kBind, std::string("/etc/") + sub, std::string("etc/") + sub, 0, 0,
+                          false, ""});
+
+  mkdir("proc");
+  p.push_back(MountOp{MountKind::kProc, "", "proc", 0, 0, false, ""});
+
+  tmpfs("dev", 64 * 1024, 0755, "noexec");
+  for (const char* node : {"null", "zero", "full", "random", "urandom", "tty"})
+    p.push_back(MountOp{MountKind::kBindFile, std::string("/dev/") + node, std::string("dev/") + node,
+                        0, 0, true, ""});
+  mkdir("dev/pts");
+  p.push_back(MountOp{MountKind::kDevpts, "", "dev/pts", 0, 0, false, ""});
+  link("pts/ptmx", "dev/ptmx");
+  link("/proc/self/fd", "dev/fd");
+  link("/proc/self/fd/0", "dev/stdin");
+  link("/proc/self/fd/1", "dev/stdout");
+  link("/proc/self/fd/2", "dev/stderr");
+  tmpfs("dev/shm", l.tmp_bytes, 01777, "noexec");
+  p.push_back(MountOp{MountKind::kReadOnly, "", "dev", 0, 0, false, ""});
+
+  tmpfs("tmp", l.tmp_bytes, 01777, "nr_inodes=65536");
+  // The disk limit: a tmpfs of exactly that size, so a full disk is ENOSPC
+  // inside the sandbox and nothing on the host.
+  tmpfs("workspace", l.disk_bytes, 0755, "uid=1000,gid=1000,nr_inodes=262144");
+  mkdir("root", 0700);
+  // Last: the root tmpfs itself becomes read-only.
+  p.push_back(MountOp{MountKind::kReadOnly, "", "", 0, 0, false, ""});
+  return p;
+}
+
+}  // namespace sandcastle::sandbox::native

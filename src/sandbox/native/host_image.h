@@ -1,0 +1,35 @@
+// The "host" image: the host's /usr (read-only) under a generated /etc, fresh
+// /proc, a minimal /dev and size-limited tmpfs for /tmp and /workspace.
+// The /etc template is written once per server start; each sandbox only
+// bind-mounts it, so creating a sandbox copies no files.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "sandbox/native/wire.h"
+#include "sandbox/spec.h"
+
+namespace sandcastle::sandbox::native {
+
+constexpr const char* kRuntimePrefix = "sandcastle-";
+
+struct RuntimeDirs {
+  std::string base;          // <tmp>/sandcastle-<pid>
+  std::string etc_template;  // base/etc
+  std::string root_mount;    // base/root: where each sandbox mounts its root tmpfs
+};
+
+// Creates the server's runtime directory and the /etc template. The
+// directory name carries the server pid so sweep_leftovers() can tell ours
+// from a crashed predecessor's.
+Result<RuntimeDirs> prepare_runtime_dirs();
+
+// Mount plan for the "host" image (paths relative to the new root).
+std::vector<MountOp> host_image_plan(const SandboxSpec& spec, const std::string& etc_template);
+
+// Where runtime dirs live for this user (/run as root, else /tmp).
+std::string runtime_parent();
+
+}  // namespace sandcastle::sandbox::native

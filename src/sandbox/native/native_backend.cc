@@ -1,0 +1,117 @@
+#include "sandbox/native/native_backend.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+
+#include "common/log.h"
+#include "sandbox/native/fs_util.h"
+#include "sandbox/native/native_sandbox.h"
+#include "sandbox/native/seccomp.h"
+
+namespace sandcastle::sandbox::native {
+
+BackendShared::~BackendShared() { (void)remove_tree(dirs.base); }
+
+std::string find_init_helper(const std::string& override_path) {
+  if (!override_path.empty()) return override_path;
+  if (const char* env = std::getenv("SANDCASTLE_INIT"); env && *env) return env;
+  char exe[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    std::string dir(exe);
+    dir = dir.substr(0, dir.rfind('/'));
+    std::string candidate = dir + "/sandcastle-init";
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+#ifdef SANDCASTLE_INIT_PATH
+  return SANDCASTLE_INIT_PATH;
+#else
+  return "sandcastle-init";
+#endif
+}
+
+NativeBackend::NativeBackend(std::shared_ptr<BackendShared> shared) : shared_(std::move(shared)) {}
+NativeBackend::~NativeBackend() = default;
+
+const BackendCapabilities& NativeBackend::capabilities() const { return shared_->caps; }
+
+Result<std::unique_ptr<NativeBackend>> NativeBackend::create(NativeBackendOptions options) {
+  auto shared = std::make_shared<BackendShared>();
+  shared->helper_path = find_init_helper(options.init_helper_path);
+  if (::access(shared->helper_path.c_str(), X_OK) != 0)
+    return Error::from_errno("init helper " + shared->helper_path);
+  auto dirs = prepare_runtime_dirs();
+  if (!dirs) return dirs.take_error();
+  shared->dirs = *dirs;
+  shared->cgroups = detect_cgroups();
+  auto bpf = compile_seccomp_bpf();
+  if (!bpf) return bpf.take_error();
+  shared->seccomp_bpf = *bpf;
+
+  BackendCapabilities& c = shared->caps;
+  c.user_namespaces = true;
+  c.seccomp = true;
+  c.rootless = ::geteuid() != 0;
+  c.cgroup_version = cgroup_version_name(shared->cgroups.version);
+  c.cgroup_limits = shared->cgroups.version != CgroupVersion::kNone;
+  if (!c.cgroup_limits) {
+    c.notes.push_back(shared->cgroups.why_not);
+    c.notes.push_back("memory limit per process via RLIMIT_DATA; process limit via RLIMIT_NPROC; "
+                      "no CPU quota; no OOM accounting");
+  } else if (shared->cgroups.version == CgroupVersion::kV1 && !shared->cgroups.v1_parents.count("cpu")) {
+    c.notes.push_back("cgroup v1 cpu controller unavailable: no CPU quota");
+  }
+  for (const auto& n : c.notes) spdlog::warn("native sandbox: {}", n);
+  return std::unique_ptr<NativeBackend>(new NativeBackend(std::move(shared)));
+}
+
+Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) {
+  if (spec.image() != "host")
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "native backend: image '" + spec.image() + "' not supported (only \"host\")");
+  if (spec.network() != NetworkMode::kNone)
+    return Error::make(ErrorCode::kInvalidArgument, "native backend: only network mode \"none\"");
+  if (spec.persistence() != Persistence::kEphemeral)
+    return Error::make(ErrorCode::kInvalidArgument, "native backend: only ephemeral sandboxes");
+
+  std::uint64_t serial = shared_->serial.fetch_add(1);
+  std::string id = std::string(kRuntimePrefix) + std::to_string(::getpid()) + "-" + std::to_string(serial);
+  IdMapping ids = mapping_for_server(serial);
+
+  std::unique_ptr<SandboxCgroup> cgroup;
+  if (shared_->cgroups.version != CgroupVersion::kNone) {
+    auto cg = SandboxCgroup::create(shared_->cgroups, id, spec.limits());
+    if (!cg) return cg.take_error();
+    cgroup = std::move(*cg);
+  }
+
+  InitConfig config;
+  config.new_root = shared_->dirs.root_mount;
+  config.mounts = host_image_plan(spec, shared_->dirs.etc_template);
+  config.hostname = spec.hostname();
+  config.seccomp_bpf = shared_->seccomp_bpf;
+  config.uid = ids.inside_uid;
+  config.gid = ids.inside_gid;
+
+  SpawnRequest req{shared_->helper_path, ids, cgroup.get(), encode(config)};
+  auto init = spawn_init(shared_->spawner, req);
+  if (!init) return init.take_error();
+
+  // The sandbox's root as the server sees it; file operations resolve
+  // inside it. Opened once: the fd pins the tree even if pids are reused.
+  std::string root_path = "/proc/" + std::to_string(init->pid) + "/root";
+  UniqueFd root(::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) {
+    Error e = Error::from_errno("open " + root_path);
+    kill_and_reap(*init);
+    return e;
+  }
+  return std::unique_ptr<Sandbox>(new NativeSandbox(std::move(id), spec, shared_, ids, std::move(cgroup),
+                                                    std::move(*init), std::move(root)));
+}
+
+}  // namespace sandcastle::sandbox::native

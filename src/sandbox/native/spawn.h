@@ -1,0 +1,62 @@
+// Starting a sandbox's init: clone3 into new namespaces from a dedicated
+// spawner thread, map ids, place it in its cgroup, then let it exec the init
+// helper and wait for the helper's {step, errno} report.
+#pragma once
+
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/result.h"
+#include "common/unique_fd.h"
+#include "sandbox/native/userns.h"
+
+namespace sandcastle::sandbox::native {
+
+class SandboxCgroup;
+
+// PR_SET_PDEATHSIG fires when the *thread* that forked a child exits, not
+// the process. Server request threads come and go, so every clone happens on
+// this one long-lived thread, and inits die only with the server.
+class Spawner {
+ public:
+  Spawner();
+  ~Spawner();
+  Spawner(const Spawner&) = delete;
+  Spawner& operator=(const Spawner&) = delete;
+  // Runs fn on the spawner thread and waits for it.
+  void run(const std::function<void()>& fn);
+
+ private:
+  void loop();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>*> jobs_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+struct InitProcess {
+  pid_t pid = -1;
+  UniqueFd pidfd;
+  UniqueFd control;  // SOCK_SEQPACKET to the init's request loop
+};
+
+struct SpawnRequest {
+  std::string helper_path;
+  IdMapping ids;
+  SandboxCgroup* cgroup = nullptr;  // may be null (no cgroups)
+  std::string config;               // encoded InitConfig
+};
+
+Result<InitProcess> spawn_init(Spawner& spawner, const SpawnRequest& req);
+
+// SIGKILL through the pidfd and reap.
+void kill_and_reap(InitProcess& init);
+
+}  // namespace sandcastle::sandbox::native

@@ -1,0 +1,45 @@
+#include "sandbox/native/sweep.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "common/log.h"
+#include "sandbox/native/cgroup.h"
+#include "sandbox/native/fs_util.h"
+#include "sandbox/native/host_image.h"
+
+namespace sandcastle::sandbox::native {
+namespace {
+
+bool pid_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+
+}  // namespace
+
+SweepReport sweep_leftovers() {
+  SweepReport rep;
+  CgroupSupport cg = detect_cgroups();
+  for (const auto& dir : find_stale_cgroups(cg)) {
+    if (auto st = remove_cgroup_dir(dir, cg.version); st) rep.removed.push_back(dir);
+    else rep.failed.push_back(dir + ": " + st.error().message());
+  }
+  for (const char* parent_dir : {"/run", "/tmp"}) {
+    const std::string parent = parent_dir;
+    for (const auto& name : list_dir(parent)) {
+      pid_t owner = 0;
+      char rest = 0;
+      if (std::sscanf(name.c_str(), "sandcastle-%d%c", &owner, &rest) != 1 || owner <= 0) continue;
+      if (pid_alive(owner)) continue;
+      std::string path = parent + "/" + name;
+      if (::access(path.c_str(), W_OK) != 0) continue;  // another user's
+      if (auto st = remove_tree(path); st) rep.removed.push_back(path);
+      else rep.failed.push_back(path + ": " + st.error().message());
+    }
+  }
+  for (const auto& r : rep.removed) spdlog::info("sweep: removed leftover {}", r);
+  for (const auto& f : rep.failed) spdlog::warn("sweep: {}", f);
+  return rep;
+}
+
+}  // namespace sandcastle::sandbox::native

@@ -1,0 +1,131 @@
+// Basic behaviour of exec in a native sandbox: output, status, stdin, env,
+// identity, working directory, streaming, and failures with step + errno.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "fixture.h"
+
+namespace sandcastle::sandbox::testing {
+namespace {
+
+class ExecTest : public SandboxTest {};
+
+TEST_F(ExecTest, EchoesStdoutAndExitCode) {
+  auto r = sh("echo hello; echo oops >&2; exit 3");
+  EXPECT_EQ(r.reason, EndReason::kExited);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.stdout_data, "hello\n");
+  EXPECT_EQ(r.stderr_data, "oops\n");
+}
+
+TEST_F(ExecTest, StdinIsDelivered) {
+  auto r = run({"/bin/cat"}, std::string("bin\0ary\n", 8));
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.stdout_data, std::string("bin\0ary\n", 8));
+}
+
+TEST_F(ExecTest, RunsAsSandboxUserWithNoCapabilities) {
+  auto r = sh("id -u; id -g; id -un; grep -E '^Cap(Eff|Prm|Bnd|Amb|Inh)' /proc/self/status; "
+              "grep NoNewPrivs /proc/self/status; grep Seccomp: /proc/self/status");
+  EXPECT_EQ(r.stdout_data,
+            "1000\n1000\nsandbox\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\n"
+            "CapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\n"
+            "NoNewPrivs:\t1\nSeccomp:\t2\n");
+}
+
+TEST_F(ExecTest, CleanEnvironmentWithRequestOverrides) {
+  ExecRequest req;
+  req.argv = {"/usr/bin/env"};
+  req.env = {{"FOO", "bar"}};
+  auto r = sb_->exec(req);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_NE(r->stdout_data.find("FOO=bar\n"), std::string::npos);
+  EXPECT_NE(r->stdout_data.find("PATH=/usr/local/bin:/usr/bin:/bin\n"), std::string::npos);
+  EXPECT_EQ(r->stdout_data.find("SANDCASTLE"), std::string::npos);
+}
+
+TEST_F(ExecTest, WorkdirHostnameAndLoopback) {
+  auto r = sh("pwd; hostname; cat /proc/net/dev | grep -c ':'; ls /sys 2>&1 | head -1");
+  EXPECT_EQ(r.stdout_data.substr(0, 11), "/workspace\n");
+  EXPECT_NE(r.stdout_data.find("sandbox\n1\n"), std::string::npos) << r.stdout_data;
+}
+
+TEST_F(ExecTest, PidNamespaceHidesHost) {
+  // Only the sandbox's own processes are visible: init, supervisor, sh, ls.
+  auto r = sh("ls /proc | grep -c '^[0-9]'");
+  EXPECT_LE(std::stoi(r.stdout_data), 6) << r.stdout_data;
+}
+
+TEST_F(ExecTest, MissingCommandReportsStepAndErrno) {
+  ExecRequest req;
+  req.argv = {"/nonexistent/tool"};
+  auto r = sb_->exec(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().sys_errno, ENOENT);
+  EXPECT_EQ(r.error().context, "execve /nonexistent/tool");
+  req.argv = {"no-such-command-anywhere"};
+  r = sb_->exec(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().sys_errno, ENOENT);
+  req.argv = {"/bin/true"};
+  req.cwd = "/missing-dir";
+  r = sb_->exec(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().context, "chdir /missing-dir");
+  EXPECT_EQ(r.error().sys_errno, ENOENT);
+}
+
+TEST_F(ExecTest, PathSearchUsesRequestPath) {
+  auto r = run({"true"});
+  EXPECT_EQ(r.exit_code, 0);
+}
+
+TEST_F(ExecTest, StreamsOutputThroughCallbacks) {
+  ExecRequest req;
+  req.argv = {"/bin/sh", "-c", "for i in 1 2 3; do echo $i; done"};
+  std::string seen;
+  ExecCallbacks cb;
+  cb.on_stdout = [&](std::string_view s) { seen += s; };
+  auto r = sb_->exec(req, cb);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(seen, "1\n2\n3\n");
+}
+
+TEST_F(ExecTest, ConcurrentExecsOnOneSandbox) {
+  constexpr int kThreads = 8;
+  std::vector<std::thread> threads;
+  std::vector<std::string> outs(kThreads);
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      ExecRequest req;
+      req.argv = {"/bin/sh", "-c", "sleep 0.1; echo " + std::to_string(i)};
+      auto r = sb_->exec(req);
+      if (r) outs[i] = r->stdout_data;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kThreads; ++i) EXPECT_EQ(outs[i], std::to_string(i) + "\n");
+}
+
+TEST_F(ExecTest, StatePersistsBetweenExecs) {
+  EXPECT_EQ(sh("echo data > state.txt").exit_code, 0);
+  EXPECT_EQ(sh("cat state.txt").stdout_data, "data\n");
+}
+
+TEST_F(ExecTest, PythonRuns) {
+  auto r = py("import sys, ssl; print(sys.version_info[0])");
+  EXPECT_EQ(r.stdout_data, "3\n") << r.stderr_data;
+}
+
+TEST_F(ExecTest, DestroyedSandboxRefusesExec) {
+  ASSERT_TRUE(sb_->destroy().ok());
+  ExecRequest req;
+  req.argv = {"/bin/true"};
+  auto r = sb_->exec(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace sandcastle::sandbox::testing

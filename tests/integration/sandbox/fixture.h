@@ -1,0 +1,39 @@
+// Shared fixture for the integration suites: one native backend per test
+// binary (as the server has), and helpers to run commands briefly.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sandbox/native/native_backend.h"
+#include "sandbox/sandbox.h"
+
+namespace sandcastle::sandbox::testing {
+
+// The process-wide backend; null (with the reason) when the host cannot
+// create sandboxes at all.
+native::NativeBackend* shared_backend(std::string* why = nullptr);
+
+class SandboxTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+
+  // A fresh sandbox with default spec (or the given options).
+  std::unique_ptr<Sandbox> make(SpecOptions options = {});
+  // Runs argv in sb_ and fails the test on a setup error.
+  ExecResult run(const std::vector<std::string>& argv, const std::string& stdin_data = {},
+                 std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  ExecResult sh(const std::string& script, std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  ExecResult py(const std::string& code, std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  bool cgroups() const;
+  bool root() const;
+
+  native::NativeBackend* backend_ = nullptr;
+  std::unique_ptr<Sandbox> sb_;
+};
+
+}  // namespace sandcastle::sandbox::testing
