@@ -162,10 +162,21 @@ describe('SDK v2 client: capabilities and versions', () => {
     try {
       // No cursor: the v2 SDK walks the pages itself and aggregates.
       const all = await client.listTools();
-      assert.deepEqual(all.tools.map((t) => t.name).sort(), [...FIXTURE_TOOLS].sort());
+      const names = all.tools.map((t) => t.name);
+      for (const n of FIXTURE_TOOLS) assert.ok(names.includes(n), `${n} reached`);
+      assert.equal(new Set(names).size, names.length, 'no duplicates');
       const pages = wire.out.filter((m) => m.method === 'tools/list')
         .map((req) => ({ req, res: wire.in.find((m) => m.id === req.id) }));
-      assert.equal(pages.length, Math.ceil(FIXTURE_TOOLS.length / 3), 'one request per page');
+      assert.equal(pages.length, Math.ceil(names.length / 3), 'one request per page');
+      assert.deepEqual(pages.flatMap((p) => p.res.result.tools.map((t) => t.name)), names, 'pages concatenate to the aggregate');
+      // The same set as one unpaginated listing from a default server.
+      const whole = await connect();
+      try {
+        const { tools } = await whole.client.listTools();
+        assert.deepEqual(names, tools.map((t) => t.name));
+      } finally {
+        await whole.client.close();
+      }
       for (const [i, { req, res }] of pages.entries()) {
         assert.ok(res.result.tools.length <= 3, `page ${i} has ${res.result.tools.length}`);
         assert.equal(req.params?.cursor, i ? pages[i - 1].res.result.nextCursor : undefined, 'cursor chaining');

@@ -374,12 +374,14 @@ describe('framing and shutdown', () => {
   });
 
   test('a batch read just before EOF is still answered', { todo: 'server drops it: batch items begin after shutdown starts and are pre-cancelled' }, async () => {
-    const s = start();
-    await s.initialize('2025-03-26');
-    s.write([{ jsonrpc: '2.0', id: 'eof-batch', method: 'ping' }]);
-    s.closeStdin();
-    await s.exited;
-    assert.ok(s.messages.some((m) => Array.isArray(m) && m[0]?.id === 'eof-batch'), 'batch answered');
+    // The loss is a race, so try a few times.
+    for (let i = 0; i < 5; i++) {
+      const s = start();
+      await s.initialize('2025-03-26');
+      s.proc.stdin.end(`${JSON.stringify([{ jsonrpc: '2.0', id: 'eof-batch', method: 'ping' }])}\n`);
+      await s.exited;
+      assert.ok(s.messages.some((m) => Array.isArray(m) && m[0]?.id === 'eof-batch'), `batch answered (attempt ${i + 1})`);
+    }
   });
 
   for (const sig of ['SIGTERM', 'SIGINT']) {
