@@ -22,7 +22,9 @@ struct ServerInfo {
 struct ServerOptions {
   size_t max_inflight = 256;  // concurrent requests per session
   size_t page_size = 100;     // items per list page
-  std::string default_log_level = "info";  // legacy era, before logging/setLevel
+  // Legacy era, before logging/setLevel: only warnings and worse, so streamed
+  // output does not reach clients that never asked for log messages.
+  std::string default_log_level = "warning";
 };
 
 // A method beyond the built-in lifecycle ones. Handlers throw RpcError.

@@ -1,0 +1,240 @@
+// list_files, read_file, write_file (sandbox files) and upload_file,
+// download_file (host <-> sandbox, only below operator-allowed directories).
+#include "common/utf8.h"
+#include "mcp/pagination.h"
+#include "tools/host_paths.h"
+#include "tools/tool_env.h"
+#include "tools/workspace_diff.h"
+
+namespace sandcastle::tools {
+
+using mcp::json;
+using mcp::RequestContext;
+using mcp::ToolResult;
+
+namespace {
+
+const char* type_name(sandbox::FileType t) {
+  switch (t) {
+    case sandbox::FileType::kRegular: return "file";
+    case sandbox::FileType::kDirectory: return "directory";
+    case sandbox::FileType::kSymlink: return "symlink";
+    case sandbox::FileType::kOther: return "other";
+  }
+  return "other";
+}
+
+std::string join(const std::string& dir, const std::string& name) {
+  if (dir.empty() || dir == ".") return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+json file_json(const std::string& path, const sandbox::FileStat& f) {
+  return json{{"path", path}, {"name", f.name}, {"type", type_name(f.type)}, {"size", f.size},
+              {"mode", f.mode}, {"modified", iso_time(std::chrono::system_clock::from_time_t(f.mtime_sec))}};
+}
+
+ToolResult list_files(ToolEnv& env, const json& args, RequestContext& ctx) {
+  auto e = env.manager.get(args["sandbox_id"], owner_of(ctx));
+  if (!e.ok()) return error_result(e.error());
+  EntryUse use(*e);
+  const std::string root = args["path"];
+  const bool recursive = args["recursive"];
+  json files = json::array();
+  bool truncated = false;
+  std::vector<std::string> dirs = {root};
+  while (!dirs.empty()) {
+    std::string dir = dirs.back();
+    dirs.pop_back();
+    auto entries = use->sandbox().list(dir);
+    if (!entries.ok()) {
+      if (dir == root) return error_result(entries.error());
+      continue;
+    }
+    for (const auto& f : *entries) {
+      if (files.size() >= env.config.max_listed_files) {
+        truncated = true;
+        break;
+      }
+      std::string path = join(dir, f.name);
+      files.push_back(file_json(path, f));
+      if (recursive && f.type == sandbox::FileType::kDirectory) dirs.push_back(path);
+    }
+    if (truncated) break;
+  }
+  size_t n = files.size();
+  return ToolResult::from_structured(json{{"path", root}, {"files", std::move(files)}, {"count", n}, {"truncated", truncated}});
+}
+
+ToolResult read_file(ToolEnv& env, const json& args, RequestContext& ctx) {
+  auto e = env.manager.get(args["sandbox_id"], owner_of(ctx));
+  if (!e.ok()) return error_result(e.error());
+  EntryUse use(*e);
+  const std::string path = args["path"];
+  const uint64_t offset = args["offset"];
+  const uint64_t length = args.contains("length") ? args["length"].get<uint64_t>() : env.config.max_file_bytes;
+  auto st = use->sandbox().stat(path);
+  if (!st.ok()) return error_result(st.error());
+  if (st->type == sandbox::FileType::kDirectory)
+    return ToolResult::error(path + " is a directory; use list_files to see what it contains");
+  if (offset == 0 && length >= env.config.max_file_bytes && st->size > env.config.max_file_bytes)
+    return ToolResult::error(path + " is " + std::to_string(st->size) + " bytes, more than the " +
+                             std::to_string(env.config.max_file_bytes) +
+                             "-byte limit of one read; read it in parts with offset and length");
+  auto data = use->sandbox().read_file(path, std::min<uint64_t>(offset + length, offset + env.config.max_file_bytes));
+  if (!data.ok()) return error_result(data.error());
+  std::string part = offset >= data->size() ? std::string() : data->substr(offset, length);
+  const std::string encoding = args["encoding"];
+  json out{{"path", path}, {"size", st->size}, {"offset", offset}, {"length", part.size()},
+           {"encoding", encoding}, {"mime_type", mime_type_for(path)}};
+  if (encoding == "base64") {
+    out["content"] = mcp::base64_encode(part);
+  } else {
+    if (!valid_utf8(part))
+      return ToolResult::error(path + " is not valid UTF-8 text (binary data?); call read_file with encoding \"base64\"");
+    out["content"] = part;
+  }
+  return ToolResult::from_structured(out);
+}
+
+ToolResult write_file(ToolEnv& env, const json& args, RequestContext& ctx) {
+  auto e = env.manager.get(args["sandbox_id"], owner_of(ctx));
+  if (!e.ok()) return error_result(e.error());
+  EntryUse use(*e);
+  const std::string path = args["path"];
+  std::string data;
+  if (args["encoding"] == "base64") {
+    auto decoded = mcp::base64_decode(args["content"]);
+    if (!decoded) return ToolResult::error("content is not valid base64; send the bytes base64-encoded or use encoding \"text\"");
+    data = std::move(*decoded);
+  } else {
+    data = args["content"].get<std::string>();
+  }
+  if (data.size() > env.config.max_file_bytes)
+    return ToolResult::error("content is " + std::to_string(data.size()) + " bytes, more than the " +
+                             std::to_string(env.config.max_file_bytes) +
+                             "-byte limit of one write; split the file or generate it inside the sandbox");
+  auto slash = path.rfind('/');
+  if (slash != std::string::npos && slash > 0)
+    if (auto s = use->sandbox().mkdir(path.substr(0, slash), true); !s.ok()) return error_result(s.error());
+  if (auto s = use->sandbox().write_file(path, data, args["executable"].get<bool>() ? 0755 : 0644); !s.ok())
+    return error_result(s.error());
+  return ToolResult::from_structured(json{{"path", path}, {"size", data.size()}, {"written", true}});
+}
+
+ToolResult upload_file(ToolEnv& env, const HostPaths& host, const json& args, RequestContext& ctx) {
+  auto e = env.manager.get(args["sandbox_id"], owner_of(ctx));
+  if (!e.ok()) return error_result(e.error());
+  EntryUse use(*e);
+  const std::string source = args["source_path"];
+  auto fd = host.open_read(source);
+  if (!fd.ok()) return error_result(fd.error());
+  auto data = read_all(fd->get(), env.config.max_file_bytes, "host file " + source);
+  if (!data.ok()) return error_result(data.error());
+  std::string dest = args.value("dest_path", std::string());
+  if (dest.empty()) dest = source.substr(source.rfind('/') + 1);
+  auto slash = dest.rfind('/');
+  if (slash != std::string::npos && slash > 0)
+    if (auto s = use->sandbox().mkdir(dest.substr(0, slash), true); !s.ok()) return error_result(s.error());
+  if (auto s = use->sandbox().write_file(dest, *data, 0644); !s.ok()) return error_result(s.error());
+  return ToolResult::from_structured(json{{"source_path", source}, {"dest_path", dest}, {"size", data->size()}});
+}
+
+ToolResult download_file(ToolEnv& env, const HostPaths& host, const json& args, RequestContext& ctx) {
+  auto e = env.manager.get(args["sandbox_id"], owner_of(ctx));
+  if (!e.ok()) return error_result(e.error());
+  EntryUse use(*e);
+  const std::string path = args["path"];
+  auto data = use->sandbox().read_file(path, env.config.max_file_bytes);
+  if (!data.ok()) return error_result(data.error());
+  const std::string dest = args["dest_path"];
+  auto fd = host.open_write(dest);
+  if (!fd.ok()) return error_result(fd.error());
+  if (auto s = write_all(fd->get(), *data, "host file " + dest); !s.ok()) return error_result(s.error());
+  return ToolResult::from_structured(json{{"path", path}, {"dest_path", dest}, {"size", data->size()}});
+}
+
+json sandbox_id_schema() { return json{{"type", "string"}, {"description", "Sandbox id or name."}}; }
+
+json path_schema(const std::string& what) {
+  return json{{"type", "string"}, {"minLength", 1},
+              {"description", what + " inside the sandbox: relative to /workspace, or absolute."}};
+}
+
+}  // namespace
+
+void register_file_tools(mcp::Server& server, ToolEnv& env) {
+  auto& tools = server.tools();
+  json read_only{{"readOnlyHint", true}, {"openWorldHint", false}};
+  json writes{{"readOnlyHint", false}, {"destructiveHint", true}, {"idempotentHint", true}, {"openWorldHint", false}};
+  tools.add({"list_files", "List files",
+             "Lists files and directories in a sandbox (type, size, mode, modification time).",
+             json{{"type", "object"},
+                  {"properties", {{"sandbox_id", sandbox_id_schema()},
+                                  {"path", {{"type", "string"}, {"default", "/workspace"},
+                                            {"description", "Directory to list (default /workspace)."}}},
+                                  {"recursive", {{"type", "boolean"}, {"default", false}}}}},
+                  {"required", {"sandbox_id"}},
+                  {"additionalProperties", false}},
+             json{{"type", "object"}, {"properties", {{"files", {{"type", "array"}}}}}, {"required", {"files"}}},
+             read_only, nullptr},
+            [&env](const json& a, RequestContext& c) { return list_files(env, a, c); });
+  tools.add({"read_file", "Read file",
+             "Reads a file from a sandbox. Text comes back as is; use encoding \"base64\" for binary "
+             "files, and offset/length to read a large file in parts.",
+             json{{"type", "object"},
+                  {"properties", {{"sandbox_id", sandbox_id_schema()},
+                                  {"path", path_schema("File")},
+                                  {"encoding", {{"type", "string"}, {"enum", {"text", "base64"}}, {"default", "text"}}},
+                                  {"offset", {{"type", "integer"}, {"minimum", 0}, {"default", 0}}},
+                                  {"length", {{"type", "integer"}, {"minimum", 0}}}}},
+                  {"required", {"sandbox_id", "path"}},
+                  {"additionalProperties", false}},
+             json{{"type", "object"}, {"properties", {{"content", {{"type", "string"}}}}}, {"required", {"content", "path", "size"}}},
+             read_only, nullptr},
+            [&env](const json& a, RequestContext& c) { return read_file(env, a, c); });
+  tools.add({"write_file", "Write file",
+             "Writes a file in a sandbox, creating parent directories. Content is text, or base64 "
+             "with encoding \"base64\" for binary data; executable makes it runnable.",
+             json{{"type", "object"},
+                  {"properties", {{"sandbox_id", sandbox_id_schema()},
+                                  {"path", path_schema("File")},
+                                  {"content", {{"type", "string"}}},
+                                  {"encoding", {{"type", "string"}, {"enum", {"text", "base64"}}, {"default", "text"}}},
+                                  {"executable", {{"type", "boolean"}, {"default", false}}}}},
+                  {"required", {"sandbox_id", "path", "content"}},
+                  {"additionalProperties", false}},
+             json{{"type", "object"}, {"properties", {{"path", {{"type", "string"}}}, {"size", {{"type", "integer"}}}}}, {"required", {"path", "size"}}},
+             writes, nullptr},
+            [&env](const json& a, RequestContext& c) { return write_file(env, a, c); });
+
+  auto host = std::make_shared<HostPaths>(env.config.allowed_host_paths);
+  std::string allowed = host->allowed().empty() ? std::string("none (enable with --allow-host-path DIR)") : "";
+  for (const auto& d : host->allowed()) allowed += (allowed.empty() ? "" : ", ") + d;
+  tools.add({"upload_file", "Upload host file",
+             "Copies a file from the host machine into a sandbox. Only files below the directories "
+             "the operator allowed are readable; allowed now: " + allowed + ".",
+             json{{"type", "object"},
+                  {"properties", {{"sandbox_id", sandbox_id_schema()},
+                                  {"source_path", {{"type", "string"}, {"minLength", 1}, {"description", "Absolute host path."}}},
+                                  {"dest_path", path_schema("Destination (default: the file name in /workspace)")}}},
+                  {"required", {"sandbox_id", "source_path"}},
+                  {"additionalProperties", false}},
+             json{{"type", "object"}, {"properties", {{"dest_path", {{"type", "string"}}}, {"size", {{"type", "integer"}}}}}, {"required", {"dest_path", "size"}}},
+             writes, nullptr},
+            [&env, host](const json& a, RequestContext& c) { return upload_file(env, *host, a, c); });
+  tools.add({"download_file", "Download file to host",
+             "Copies a file from a sandbox to the host machine, only below the directories the "
+             "operator allowed; allowed now: " + allowed + ".",
+             json{{"type", "object"},
+                  {"properties", {{"sandbox_id", sandbox_id_schema()},
+                                  {"path", path_schema("File")},
+                                  {"dest_path", {{"type", "string"}, {"minLength", 1}, {"description", "Absolute host path to write."}}}}},
+                  {"required", {"sandbox_id", "path", "dest_path"}},
+                  {"additionalProperties", false}},
+             json{{"type", "object"}, {"properties", {{"dest_path", {{"type", "string"}}}, {"size", {{"type", "integer"}}}}}, {"required", {"dest_path", "size"}}},
+             json{{"readOnlyHint", false}, {"destructiveHint", true}, {"idempotentHint", true}, {"openWorldHint", true}}, nullptr},
+            [&env, host](const json& a, RequestContext& c) { return download_file(env, *host, a, c); });
+}
+
+}  // namespace sandcastle::tools

@@ -1,0 +1,96 @@
+#include "tools/languages.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+
+namespace sandcastle::tools {
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size()))
+    s.replace(pos, from.size(), to);
+  return s;
+}
+
+}  // namespace
+
+const std::vector<Language>& all_languages() {
+  // Interpreters run unbuffered (-u, stdbuf-free) so streamed output arrives
+  // as the program prints it.
+  static const std::vector<Language> kTable = {
+      {"python", {"py", "python3"}, "main.py", {}, {"/usr/bin/python3", "-u", "{src}"}, "pip",
+       {"/usr/bin/python3"}},
+      {"javascript", {"js", "node", "nodejs"}, "main.js", {}, {"/usr/bin/node", "{src}"}, "npm",
+       {"/usr/bin/node"}},
+      {"bash", {"shell"}, "main.sh", {}, {"/bin/bash", "{src}"}, "", {"/bin/bash"}},
+      {"sh", {"posix-sh", "dash"}, "main.sh", {}, {"/bin/sh", "{src}"}, "", {"/bin/sh"}},
+      {"c", {"gcc"}, "main.c",
+       {"/usr/bin/gcc", "-O2", "-pipe", "-o", "{bin}", "{src}", "-lm"}, {"{bin}"}, "",
+       {"/usr/bin/gcc"}},
+      {"cpp", {"c++", "cxx", "g++"}, "main.cpp",
+       {"/usr/bin/g++", "-O2", "-pipe", "-std=c++20", "-o", "{bin}", "{src}"}, {"{bin}"}, "",
+       {"/usr/bin/g++"}},
+      {"go", {"golang"}, "main.go", {"/usr/bin/go", "build", "-o", "{bin}", "{src}"}, {"{bin}"},
+       "", {"/usr/bin/go"}},
+      {"rust", {"rs"}, "main.rs", {"/usr/bin/rustc", "-O", "-o", "{bin}", "{src}"}, {"{bin}"}, "",
+       {"/usr/bin/rustc"}},
+      {"typescript", {"ts"}, "main.ts", {"/usr/bin/tsc", "--outDir", "{dir}", "{src}"},
+       {"/usr/bin/node", "{dir}/main.js"}, "npm", {"/usr/bin/tsc", "/usr/bin/node"}},
+      {"java", {}, "Main.java", {}, {"/usr/bin/java", "{src}"}, "", {"/usr/bin/java"}},
+      {"perl", {"pl"}, "main.pl", {}, {"/usr/bin/perl", "{src}"}, "", {"/usr/bin/perl"}},
+      {"ruby", {"rb"}, "main.rb", {}, {"/usr/bin/ruby", "{src}"}, "", {"/usr/bin/ruby"}},
+  };
+  return kTable;
+}
+
+bool language_available(const Language& lang) {
+  return std::all_of(lang.requires_binaries.begin(), lang.requires_binaries.end(),
+                     [](const std::string& p) { return ::access(p.c_str(), X_OK) == 0; });
+}
+
+std::vector<std::string> available_language_names() {
+  std::vector<std::string> names;
+  for (const auto& l : all_languages())
+    if (language_available(l)) names.push_back(l.name);
+  return names;
+}
+
+Result<const Language*> find_language(std::string_view name) {
+  const std::string want = lower(name);
+  for (const auto& l : all_languages()) {
+    bool match = l.name == want || std::find(l.aliases.begin(), l.aliases.end(), want) != l.aliases.end();
+    if (!match) continue;
+    if (!language_available(l)) {
+      std::string avail;
+      for (const auto& n : available_language_names()) avail += (avail.empty() ? "" : ", ") + n;
+      return Error::make(ErrorCode::kUnavailable,
+                         "language '" + l.name + "' is not installed on this host (missing " +
+                             l.requires_binaries.front() + "); available languages: " + avail);
+    }
+    return &l;
+  }
+  std::string avail;
+  for (const auto& n : available_language_names()) avail += (avail.empty() ? "" : ", ") + n;
+  return Error::make(ErrorCode::kInvalidArgument,
+                     "unknown language '" + std::string(name) + "'; available languages: " + avail);
+}
+
+std::vector<std::string> expand_argv(const std::vector<std::string>& tmpl, const std::string& dir,
+                                     const std::string& src, const std::string& bin) {
+  std::vector<std::string> out;
+  out.reserve(tmpl.size());
+  for (const auto& a : tmpl)
+    out.push_back(replace_all(replace_all(replace_all(a, "{src}", src), "{bin}", bin), "{dir}", dir));
+  return out;
+}
+
+}  // namespace sandcastle::tools

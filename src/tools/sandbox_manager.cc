@@ -1,0 +1,304 @@
+#include "tools/sandbox_manager.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/random.h>
+
+#include <algorithm>
+
+namespace sandcastle::tools {
+
+const char* package_state_name(PackageState s) {
+  switch (s) {
+    case PackageState::kInstalling: return "installing";
+    case PackageState::kSuccess: return "success";
+    case PackageState::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
+SandboxEntry::SandboxEntry(std::string id, std::string name, std::string language,
+                           std::string owner, std::chrono::seconds ttl,
+                           std::unique_ptr<sandbox::Sandbox> sb)
+    : id_(std::move(id)),
+      name_(std::move(name)),
+      language_(std::move(language)),
+      owner_(std::move(owner)),
+      ttl_(ttl),
+      created_at_(std::chrono::system_clock::now()),
+      sandbox_(std::move(sb)),
+      last_used_steady_(std::chrono::steady_clock::now()),
+      last_used_(created_at_) {}
+
+void SandboxEntry::touch() {
+  std::lock_guard lock(mu_);
+  last_used_steady_ = std::chrono::steady_clock::now();
+  last_used_ = std::chrono::system_clock::now();
+}
+
+std::chrono::steady_clock::time_point SandboxEntry::last_used_steady() const {
+  std::lock_guard lock(mu_);
+  return last_used_steady_;
+}
+
+std::chrono::system_clock::time_point SandboxEntry::last_used() const {
+  std::lock_guard lock(mu_);
+  return last_used_;
+}
+
+void SandboxEntry::begin_use() {
+  std::lock_guard lock(mu_);
+  ++active_uses_;
+}
+
+void SandboxEntry::end_use() {
+  std::lock_guard lock(mu_);
+  --active_uses_;
+  last_used_steady_ = std::chrono::steady_clock::now();
+  last_used_ = std::chrono::system_clock::now();
+}
+
+int SandboxEntry::active_uses() const {
+  std::lock_guard lock(mu_);
+  return active_uses_;
+}
+
+void SandboxEntry::set_package(PackageRecord rec) {
+  std::lock_guard lock(mu_);
+  rec.updated = std::chrono::system_clock::now();
+  std::string key = rec.name;
+  packages_[key] = std::move(rec);
+}
+
+std::optional<PackageRecord> SandboxEntry::package(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = packages_.find(name);
+  if (it == packages_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<PackageRecord> SandboxEntry::packages() const {
+  std::lock_guard lock(mu_);
+  std::vector<PackageRecord> out;
+  for (const auto& [_, p] : packages_) out.push_back(p);
+  return out;
+}
+
+EntryUse::EntryUse(std::shared_ptr<SandboxEntry> e) : e_(std::move(e)) { e_->begin_use(); }
+EntryUse::~EntryUse() { e_->end_use(); }
+
+SandboxManager::SandboxManager(sandbox::Backend& backend, ManagerOptions options,
+                               sandbox::SpecOptions pool_spec)
+    : backend_(backend), options_(options), pool_options_(std::move(pool_spec)) {}
+
+SandboxManager::~SandboxManager() { shutdown(); }
+
+void SandboxManager::start() {
+  std::lock_guard lock(mu_);
+  if (!pool_thread_.joinable() && options_.pool_size > 0)
+    pool_thread_ = std::thread([this] { pool_loop(); });
+  if (!reaper_thread_.joinable()) reaper_thread_ = std::thread([this] { reaper_loop(); });
+}
+
+void SandboxManager::shutdown() {
+  std::map<std::string, std::shared_ptr<SandboxEntry>> live;
+  std::deque<std::unique_ptr<sandbox::Sandbox>> pool;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    live.swap(by_id_);
+    pool.swap(pool_);
+  }
+  cv_.notify_all();
+  if (pool_thread_.joinable()) pool_thread_.join();
+  if (reaper_thread_.joinable()) reaper_thread_.join();
+  for (auto& [id, e] : live)
+    if (auto s = e->sandbox().destroy(); !s.ok())
+      spdlog::warn("destroying sandbox {}: {}", id, s.error().message());
+  for (auto& sb : pool) (void)sb->destroy();
+  // The pool thread may have finished one more sandbox while stopping.
+  std::lock_guard lock(mu_);
+  for (auto& sb : pool_) (void)sb->destroy();
+  pool_.clear();
+}
+
+std::string SandboxManager::new_id() const {
+  unsigned char bytes[6];
+  if (getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) {
+    auto t = std::chrono::steady_clock::now().time_since_epoch().count();
+    for (size_t i = 0; i < sizeof bytes; ++i) bytes[i] = static_cast<unsigned char>(t >> (8 * i));
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id = "sb-";
+  for (unsigned char b : bytes) {
+    id += kHex[b >> 4];
+    id += kHex[b & 15];
+  }
+  return id;
+}
+
+bool SandboxManager::spec_matches_pool(const sandbox::SandboxSpec& spec) const {
+  const auto& a = spec.limits();
+  const auto& b = pool_options_.limits;
+  return spec.image() == pool_options_.image && spec.env() == pool_options_.env &&
+         spec.workdir() == pool_options_.workdir && spec.network() == pool_options_.network &&
+         a.memory_bytes == b.memory_bytes && a.pids == b.pids && a.cpu_millis == b.cpu_millis &&
+         a.disk_bytes == b.disk_bytes && a.tmp_bytes == b.tmp_bytes &&
+         a.open_files == b.open_files && a.file_size_bytes == b.file_size_bytes &&
+         a.exec_timeout == b.exec_timeout;
+}
+
+Result<std::unique_ptr<sandbox::Sandbox>> SandboxManager::take_or_create(
+    const sandbox::SandboxSpec& spec) {
+  if (spec_matches_pool(spec)) {
+    std::unique_lock lock(mu_);
+    if (!pool_.empty()) {
+      auto sb = std::move(pool_.front());
+      pool_.pop_front();
+      lock.unlock();
+      cv_.notify_all();  // the pool thread refills
+      return sb;
+    }
+  }
+  return backend_.create(spec);
+}
+
+Result<std::shared_ptr<SandboxEntry>> SandboxManager::create(const CreateRequest& req) {
+  auto spec = sandbox::SandboxSpec::create(req.spec);
+  if (!spec.ok()) return spec.take_error();
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return Error::make(ErrorCode::kUnavailable, "the server is shutting down");
+    if (by_id_.size() + creating_ >= options_.max_sandboxes)
+      return Error::make(ErrorCode::kResourceExhausted,
+                         "the server already runs its maximum of " +
+                             std::to_string(options_.max_sandboxes) +
+                             " sandboxes; close one you no longer need (close_sandbox) and retry");
+    if (!req.name.empty()) {
+      for (const auto& [_, e] : by_id_)
+        if (e->owner() == req.owner && e->name() == req.name)
+          return Error::make(ErrorCode::kAlreadyExists,
+                             "a sandbox named '" + req.name + "' already exists (" + e->id() +
+                                 "); use it, or pick another name");
+    }
+    ++creating_;
+  }
+  auto sb = take_or_create(*spec);
+  std::lock_guard lock(mu_);
+  --creating_;
+  if (!sb.ok()) return sb.take_error();
+  std::string id = new_id();
+  while (by_id_.count(id)) id = new_id();
+  auto entry = std::make_shared<SandboxEntry>(id, req.name.empty() ? id : req.name, req.language,
+                                              req.owner, req.ttl.value_or(options_.default_ttl),
+                                              std::move(sb).value());
+  by_id_[id] = entry;
+  return entry;
+}
+
+Result<std::shared_ptr<SandboxEntry>> SandboxManager::get(const std::string& id_or_name,
+                                                          const std::string& owner) {
+  std::lock_guard lock(mu_);
+  auto it = by_id_.find(id_or_name);
+  if (it != by_id_.end() && it->second->owner() == owner) return it->second;
+  for (const auto& [_, e] : by_id_)
+    if (e->owner() == owner && e->name() == id_or_name) return e;
+  return Error::make(ErrorCode::kNotFound,
+                     "no sandbox '" + id_or_name +
+                         "' (it may have been closed, or reaped after its idle TTL); call "
+                         "list_sandboxes to see yours, or create_sandbox for a new one");
+}
+
+Status SandboxManager::close(const std::string& id_or_name, const std::string& owner) {
+  auto entry = get(id_or_name, owner);
+  if (!entry.ok()) return entry.take_error();
+  {
+    std::lock_guard lock(mu_);
+    by_id_.erase((*entry)->id());
+  }
+  return (*entry)->sandbox().destroy();
+}
+
+std::vector<std::shared_ptr<SandboxEntry>> SandboxManager::list(const std::string& owner) const {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<SandboxEntry>> out;
+  for (const auto& [_, e] : by_id_)
+    if (e->owner() == owner) out.push_back(e);
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a->created_at() < b->created_at(); });
+  return out;
+}
+
+size_t SandboxManager::live_count() const {
+  std::lock_guard lock(mu_);
+  return by_id_.size();
+}
+
+size_t SandboxManager::pool_ready() const {
+  std::lock_guard lock(mu_);
+  return pool_.size();
+}
+
+size_t SandboxManager::reap_expired() {
+  std::vector<std::shared_ptr<SandboxEntry>> expired;
+  auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = by_id_.begin(); it != by_id_.end();) {
+      auto& e = it->second;
+      if (e->active_uses() == 0 && now - e->last_used_steady() >= e->ttl()) {
+        expired.push_back(e);
+        it = by_id_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& e : expired) {
+    spdlog::info("sandbox {} idle for {} s: reaping it", e->id(), e->ttl().count());
+    (void)e->sandbox().destroy();
+  }
+  return expired.size();
+}
+
+void SandboxManager::reaper_loop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, options_.reap_interval, [this] { return stopping_; });
+    if (stopping_) break;
+    lock.unlock();
+    reap_expired();
+    lock.lock();
+  }
+}
+
+void SandboxManager::pool_loop() {
+  auto spec = sandbox::SandboxSpec::create(pool_options_);
+  if (!spec.ok()) {
+    spdlog::error("warm pool disabled: {}", spec.error().message());
+    return;
+  }
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    // Pooled sandboxes count against the cap only when a create takes one.
+    if (pool_.size() >= options_.pool_size) {
+      cv_.wait(lock, [this] { return stopping_ || pool_.size() < options_.pool_size; });
+      continue;
+    }
+    lock.unlock();
+    auto sb = backend_.create(*spec);
+    lock.lock();
+    if (!sb.ok()) {
+      spdlog::warn("warm pool: creating a sandbox failed: {}; retrying in 5 s",
+                   sb.error().message());
+      cv_.wait_for(lock, std::chrono::seconds(5), [this] { return stopping_; });
+      continue;
+    }
+    if (stopping_) {
+      (void)(*sb)->destroy();
+      break;
+    }
+    pool_.push_back(std::move(sb).value());
+  }
+}
+
+}  // namespace sandcastle::tools

@@ -1,0 +1,151 @@
+// Owns the live sandboxes behind the tools: ids and names, who owns each,
+// last use and TTL reaping, the server-wide cap, and a warm pool so creating
+// a sandbox on the request path costs a map insert, not a container start.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/result.h"
+#include "sandbox/sandbox.h"
+
+namespace sandcastle::tools {
+
+enum class PackageState { kInstalling, kSuccess, kFailed };
+const char* package_state_name(PackageState s);
+
+struct PackageRecord {
+  std::string name;
+  std::string manager;  // pip | npm
+  PackageState state = PackageState::kInstalling;
+  std::string error;  // the installer's own words when it failed
+  std::chrono::system_clock::time_point updated;
+};
+
+// One sandbox as the tools see it.
+class SandboxEntry {
+ public:
+  SandboxEntry(std::string id, std::string name, std::string language, std::string owner,
+               std::chrono::seconds ttl, std::unique_ptr<sandbox::Sandbox> sb);
+
+  const std::string& id() const { return id_; }
+  const std::string& name() const { return name_; }
+  const std::string& language() const { return language_; }
+  const std::string& owner() const { return owner_; }
+  std::chrono::seconds ttl() const { return ttl_; }
+  std::chrono::system_clock::time_point created_at() const { return created_at_; }
+  sandbox::Sandbox& sandbox() { return *sandbox_; }
+  const sandbox::SandboxSpec& spec() const { return sandbox_->spec(); }
+
+  void touch();
+  std::chrono::steady_clock::time_point last_used_steady() const;
+  std::chrono::system_clock::time_point last_used() const;
+  // Operations in progress keep a sandbox from being reaped mid-call.
+  void begin_use();
+  void end_use();
+  int active_uses() const;
+
+  void set_package(PackageRecord rec);
+  std::optional<PackageRecord> package(const std::string& name) const;
+  std::vector<PackageRecord> packages() const;
+
+ private:
+  const std::string id_, name_, language_, owner_;
+  const std::chrono::seconds ttl_;
+  const std::chrono::system_clock::time_point created_at_;
+  std::unique_ptr<sandbox::Sandbox> sandbox_;
+  mutable std::mutex mu_;
+  std::chrono::steady_clock::time_point last_used_steady_;
+  std::chrono::system_clock::time_point last_used_;
+  int active_uses_ = 0;
+  std::map<std::string, PackageRecord> packages_;
+};
+
+// RAII use of an entry: touches it and holds off the reaper.
+class EntryUse {
+ public:
+  explicit EntryUse(std::shared_ptr<SandboxEntry> e);
+  ~EntryUse();
+  EntryUse(const EntryUse&) = delete;
+  EntryUse& operator=(const EntryUse&) = delete;
+  SandboxEntry* operator->() const { return e_.get(); }
+  SandboxEntry& operator*() const { return *e_; }
+  const std::shared_ptr<SandboxEntry>& entry() const { return e_; }
+
+ private:
+  std::shared_ptr<SandboxEntry> e_;
+};
+
+struct ManagerOptions {
+  size_t max_sandboxes = 64;                 // server-wide cap on live sandboxes
+  std::chrono::seconds default_ttl{30 * 60};  // idle time before reaping
+  size_t pool_size = 2;                      // warm sandboxes kept ready
+  std::chrono::seconds reap_interval{5};
+};
+
+struct CreateRequest {
+  std::string name;      // empty: derived from the id
+  std::string language;  // canonical language name
+  std::string owner;     // "" for the local (stdio) user
+  std::optional<std::chrono::seconds> ttl;
+  sandbox::SpecOptions spec;
+};
+
+class SandboxManager {
+ public:
+  SandboxManager(sandbox::Backend& backend, ManagerOptions options,
+                 sandbox::SpecOptions pool_spec = {});
+  ~SandboxManager();
+  SandboxManager(const SandboxManager&) = delete;
+  SandboxManager& operator=(const SandboxManager&) = delete;
+
+  // Starts the reaper and fills the warm pool in the background.
+  void start();
+  // Destroys every sandbox (persistent ones included until persistence
+  // across restarts lands) and stops the background threads.
+  void shutdown();
+
+  Result<std::shared_ptr<SandboxEntry>> create(const CreateRequest& req);
+  // Finds by id or name, only among `owner`'s sandboxes: another owner's
+  // sandbox is reported as not found, never as forbidden.
+  Result<std::shared_ptr<SandboxEntry>> get(const std::string& id_or_name, const std::string& owner);
+  Status close(const std::string& id_or_name, const std::string& owner);
+  std::vector<std::shared_ptr<SandboxEntry>> list(const std::string& owner) const;
+  size_t live_count() const;
+  size_t pool_ready() const;
+  const ManagerOptions& options() const { return options_; }
+
+  // Destroys sandboxes idle past their TTL; returns how many. Called by the
+  // reaper thread, public for tests.
+  size_t reap_expired();
+
+ private:
+  Result<std::unique_ptr<sandbox::Sandbox>> take_or_create(const sandbox::SandboxSpec& spec);
+  bool spec_matches_pool(const sandbox::SandboxSpec& spec) const;
+  void pool_loop();
+  void reaper_loop();
+  std::string new_id() const;
+
+  sandbox::Backend& backend_;
+  const ManagerOptions options_;
+  const sandbox::SpecOptions pool_options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::map<std::string, std::shared_ptr<SandboxEntry>> by_id_;
+  std::deque<std::unique_ptr<sandbox::Sandbox>> pool_;
+  size_t creating_ = 0;  // reservations against the cap while a create runs
+  std::thread pool_thread_;
+  std::thread reaper_thread_;
+};
+
+}  // namespace sandcastle::tools

@@ -1,0 +1,57 @@
+// What every sandbox tool shares: the sandbox manager and the operator's
+// configuration (defaults, pass-through env, host directories allowed for
+// upload/download).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "mcp/server.h"
+#include "sandbox/spec.h"
+#include "tools/sandbox_manager.h"
+
+namespace sandcastle::tools {
+
+struct ToolConfig {
+  std::string default_language = "python";
+  std::string default_image = "host";
+  // Copied into every sandbox's environment (--pass-through-env), values
+  // resolved from the server's environment at start.
+  std::map<std::string, std::string> pass_through_env;
+  // Host directories upload_file/download_file may touch (--allow-host-path).
+  std::vector<std::string> allowed_host_paths;
+  sandbox::Limits default_limits{};
+  std::uint64_t max_file_bytes = 32 * sandbox::kMiB;  // read_file/write_file/upload/download
+  std::uint64_t max_output_bytes = 1 * sandbox::kMiB;  // per stream, head and tail kept
+  size_t max_listed_files = 10'000;
+};
+
+struct ToolEnv {
+  SandboxManager& manager;
+  ToolConfig config;
+};
+
+// Registers create_sandbox, list_sandboxes, get_sandbox_status, close_sandbox.
+void register_lifecycle_tools(mcp::Server& server, ToolEnv& env);
+// Registers execute_code and execute_command.
+void register_exec_tools(mcp::Server& server, ToolEnv& env);
+// Registers list_files, read_file, write_file, upload_file, download_file.
+void register_file_tools(mcp::Server& server, ToolEnv& env);
+
+inline void register_sandbox_tools(mcp::Server& server, ToolEnv& env) {
+  register_lifecycle_tools(server, env);
+  register_exec_tools(server, env);
+  register_file_tools(server, env);
+}
+
+// The owner of the sandboxes a request may see ("" for the local stdio user).
+std::string owner_of(const mcp::RequestContext& ctx);
+
+// An isError result for an engine or manager error: what went wrong, plus the
+// error code name so agents can branch on it.
+mcp::ToolResult error_result(const Error& err);
+
+std::string iso_time(std::chrono::system_clock::time_point t);
+
+}  // namespace sandcastle::tools

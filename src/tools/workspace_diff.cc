@@ -1,0 +1,64 @@
+#include "tools/workspace_diff.h"
+
+#include <vector>
+
+namespace sandcastle::tools {
+
+WorkspaceSnapshot snapshot_workspace(sandbox::Sandbox& sb, size_t max_files) {
+  WorkspaceSnapshot snap;
+  const std::string root = sb.spec().workdir();
+  std::vector<std::string> dirs = {""};
+  size_t visited = 0;
+  while (!dirs.empty() && snap.size() < max_files && visited < max_files) {
+    std::string rel = dirs.back();
+    dirs.pop_back();
+    auto entries = sb.list(rel.empty() ? root : root + "/" + rel);
+    if (!entries.ok()) continue;
+    for (const auto& f : *entries) {
+      ++visited;
+      std::string path = rel.empty() ? f.name : rel + "/" + f.name;
+      if (f.type == sandbox::FileType::kDirectory) {
+        dirs.push_back(path);
+      } else if (f.type == sandbox::FileType::kRegular) {
+        snap[path] = {f.size, f.mtime_sec};
+      }
+    }
+  }
+  return snap;
+}
+
+nlohmann::json diff_workspace(const WorkspaceSnapshot& before, const WorkspaceSnapshot& after) {
+  auto out = nlohmann::json::array();
+  for (const auto& [path, sig] : after) {
+    auto it = before.find(path);
+    if (it != before.end() && it->second.size == sig.size && it->second.mtime_sec == sig.mtime_sec)
+      continue;
+    out.push_back({{"path", path}, {"size", sig.size}, {"mime_type", mime_type_for(path)},
+                   {"status", it == before.end() ? "created" : "modified"}});
+  }
+  return out;
+}
+
+std::string mime_type_for(const std::string& path) {
+  static const std::map<std::string, std::string> kTypes = {
+      {"png", "image/png"},        {"jpg", "image/jpeg"},      {"jpeg", "image/jpeg"},
+      {"gif", "image/gif"},        {"svg", "image/svg+xml"},   {"webp", "image/webp"},
+      {"pdf", "application/pdf"},  {"json", "application/json"}, {"csv", "text/csv"},
+      {"txt", "text/plain"},       {"md", "text/markdown"},    {"html", "text/html"},
+      {"htm", "text/html"},        {"xml", "application/xml"}, {"py", "text/x-python"},
+      {"js", "text/javascript"},   {"c", "text/x-c"},          {"cpp", "text/x-c++"},
+      {"h", "text/x-c"},           {"sh", "application/x-sh"}, {"zip", "application/zip"},
+      {"gz", "application/gzip"},  {"tar", "application/x-tar"}, {"wav", "audio/wav"},
+      {"mp3", "audio/mpeg"},       {"log", "text/plain"},      {"yaml", "application/yaml"},
+      {"yml", "application/yaml"}, {"toml", "application/toml"}};
+  auto dot = path.rfind('.');
+  auto slash = path.rfind('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
+    return "application/octet-stream";
+  std::string ext = path.substr(dot + 1);
+  for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto it = kTypes.find(ext);
+  return it == kTypes.end() ? "application/octet-stream" : it->second;
+}
+
+}  // namespace sandcastle::tools
