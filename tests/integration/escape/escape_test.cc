@@ -1,0 +1,230 @@
+// Hostile programs: each tries one escape and must get one exact denial.
+// C programs are compiled inside the sandbox with the host's gcc (bound
+// read-only at /usr); Python ones run with /usr/bin/python3. After each, a
+// neighbour sandbox and the host-side listeners prove nothing leaked.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "../sandbox/fixture.h"
+
+namespace sandcastle::sandbox::testing {
+namespace {
+
+struct Case {
+  const char* program;  // file in programs/, .c or .py
+  const char* expected;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const std::string kProgramDir = std::string(SANDCASTLE_SOURCE_DIR) + "/tests/integration/escape/programs";
+
+class EscapeTest : public ::testing::TestWithParam<Case> {
+ public:
+  static void SetUpTestSuite() {
+    std::string why;
+    auto* backend = shared_backend(&why);
+    ASSERT_NE(backend, nullptr) << why;
+    auto spec = SandboxSpec::create({});
+    auto h = backend->create(*spec);
+    ASSERT_TRUE(h.ok()) << h.error().message();
+    hostile_ = std::move(*h).release();
+    auto n = backend->create(*spec);
+    ASSERT_TRUE(n.ok()) << n.error().message();
+    neighbour_ = std::move(*n).release();
+    ASSERT_TRUE(neighbour_->write_file("/workspace/canary", "intact").ok());
+
+    ASSERT_TRUE(hostile_->mkdir("/workspace/esc").ok());
+    int copied = 0;
+    for (const auto& e : list_programs()) {
+      ASSERT_TRUE(hostile_->write_file("/workspace/esc/" + e, slurp(kProgramDir + "/" + e)).ok());
+      ++copied;
+    }
+    ASSERT_GE(copied, 40);
+    ExecRequest req;
+    req.argv = {"/bin/sh", "-c",
+                "cd /workspace/esc && ls *.c | sed 's/\\.c$//' | "
+                "xargs -P 2 -I{} gcc -O0 -w -o {} {}.c"};
+    req.timeout = std::chrono::seconds(90);
+    auto r = hostile_->exec(req);
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    ASSERT_EQ(r->exit_code, 0) << r->stderr_data;
+
+    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    ASSERT_EQ(::listen(listener_, 8), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+
+    abstract_ = "sandcastle-escape-" + std::to_string(::getpid());
+    unix_listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    sockaddr_un u{};
+    u.sun_family = AF_UNIX;
+    std::memcpy(u.sun_path + 1, abstract_.data(), abstract_.size());
+    ASSERT_EQ(::bind(unix_listener_, reinterpret_cast<sockaddr*>(&u),
+                     static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + abstract_.size())),
+              0);
+    ASSERT_EQ(::listen(unix_listener_, 8), 0);
+  }
+
+  static void TearDownTestSuite() {
+    if (hostile_) (void)hostile_->destroy();
+    if (neighbour_) (void)neighbour_->destroy();
+    delete hostile_;
+    delete neighbour_;
+    hostile_ = neighbour_ = nullptr;
+    ::close(listener_);
+    ::close(unix_listener_);
+  }
+
+  static std::vector<std::string> list_programs() {
+    std::vector<std::string> out;
+    for (const char* f : {"escape.h"}) out.push_back(f);
+    std::ifstream idx(kProgramDir + "/INDEX");
+    std::string line;
+    while (std::getline(idx, line))
+      if (!line.empty()) out.push_back(line);
+    return out;
+  }
+
+  // Arguments some programs need: facts only the host knows.
+  static std::vector<std::string> args_for(const std::string& program) {
+    if (program == "kill_host" || program == "proc_host") return {std::to_string(::getpid())};
+    if (program == "tcp_host_loopback") return {std::to_string(port_)};
+    if (program == "abstract_unix") return {abstract_};
+    if (program == "read_host_tree") return {SANDCASTLE_SOURCE_DIR};
+    return {};
+  }
+
+  static void expect_nothing_leaked() {
+    EXPECT_EQ(::accept(listener_, nullptr, nullptr), -1) << "a sandbox reached the host's loopback";
+    EXPECT_EQ(::accept(unix_listener_, nullptr, nullptr), -1) << "a sandbox reached a host unix socket";
+    auto canary = neighbour_->read_file("/workspace/canary");
+    ASSERT_TRUE(canary.ok());
+    EXPECT_EQ(*canary, "intact");
+    ExecRequest req;
+    req.argv = {"/bin/echo", "ok"};
+    auto r = neighbour_->exec(req);
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    EXPECT_EQ(r->stdout_data, "ok\n");
+  }
+
+  static Sandbox* hostile_;
+  static Sandbox* neighbour_;
+  static int listener_;
+  static int unix_listener_;
+  static int port_;
+  static std::string abstract_;
+};
+
+Sandbox* EscapeTest::hostile_ = nullptr;
+Sandbox* EscapeTest::neighbour_ = nullptr;
+int EscapeTest::listener_ = -1;
+int EscapeTest::unix_listener_ = -1;
+int EscapeTest::port_ = 0;
+std::string EscapeTest::abstract_;
+
+TEST_P(EscapeTest, IsDenied) {
+  ASSERT_NE(hostile_, nullptr);
+  std::string program = GetParam().program;
+  std::string base = program.substr(0, program.rfind('.'));
+  ExecRequest req;
+  if (program.ends_with(".py")) req.argv = {"/usr/bin/python3", "/workspace/esc/" + program};
+  else req.argv = {"/workspace/esc/" + base};
+  for (const auto& a : args_for(base)) req.argv.push_back(a);
+  req.timeout = std::chrono::seconds(20);
+  auto r = hostile_->exec(req);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->reason, EndReason::kExited) << r->stderr_data;
+  EXPECT_EQ(r->exit_code, 0) << r->stderr_data;
+  EXPECT_EQ(r->stdout_data, std::string(GetParam().expected) + "\n") << "stderr: " << r->stderr_data;
+  expect_nothing_leaked();
+}
+
+const Case kCases[] = {
+    {"mount_tmpfs.c", "EPERM"},
+    {"umount_usr.c", "EPERM"},
+    {"pivot_root.c", "EPERM"},
+    {"chroot.c", "EPERM"},
+    {"unshare_user.c", "EPERM"},
+    {"unshare_mount.c", "EPERM"},
+    {"clone_newnet.c", "EPERM"},
+    {"clone3.c", "ENOSYS"},
+    {"setns.c", "EPERM"},
+    {"ptrace_attach.c", "EPERM"},
+    {"ptrace_traceme.c", "EPERM"},
+    {"ptrace_init.c", "EPERM"},
+    {"process_vm_readv.c", "EPERM"},
+    {"keyctl.c", "EPERM"},
+    {"add_key.c", "EPERM"},
+    {"request_key.c", "EPERM"},
+    {"bpf.c", "EPERM"},
+    {"userfaultfd.c", "EPERM"},
+    {"perf_event_open.c", "EPERM"},
+    {"tiocsti.c", "EPERM"},
+    {"tioclinux.c", "EPERM"},
+    {"open_by_handle_at.c", "EPERM"},
+    {"finit_module.c", "EPERM"},
+    {"kexec_load.c", "EPERM"},
+    {"swapon.c", "EPERM"},
+    {"reboot.c", "EPERM"},
+    {"raw_socket.c", "EPERM"},
+    {"packet_socket.c", "EPERM"},
+    // uid 0 does not exist in the sandbox's user namespace at all.
+    {"setuid_root.c", "EINVAL"},
+    {"mknod_device.c", "EPERM"},
+    {"sethostname.c", "EPERM"},
+    {"settime.c", "EPERM"},
+    {"io_uring.c", "EPERM"},
+    {"x32_syscall.c", "EPERM"},
+    {"i386_syscall.c", "EPERM"},
+    // Signals from inside a PID namespace to its init are dropped: the
+    // supervisor survives and the command still gets its result.
+    {"kill_supervisor.c", "alive OK 0"},
+    {"kill_host.c", "ESRCH"},
+    {"fd_exhaustion.c", "EMFILE 1"},
+    {"fork_bomb.c", "EAGAIN 1"},
+    {"zombie_storm.c", "zombies 1"},
+    {"read_shadow.py", "ENOENT"},
+    {"read_host_tree.py", "ENOENT\nENOENT\nENOENT\nENOENT\nENOENT"},
+    {"write_usr.py", "EROFS"},
+    // Creating a file in the read-only /etc template.
+    {"write_etc.py", "EROFS"},
+    {"tcp_host_loopback.py", "ECONNREFUSED"},
+    {"tcp_external.py", "ENETUNREACH"},
+    {"udp_external.py", "ENETUNREACH"},
+    {"abstract_unix.py", "ECONNREFUSED"},
+    {"proc_host.py", "sandcastle-init False"},
+    {"setuid_binary.py", "True True True True"},
+    {"dev_and_sys.py", "ENOENT\nENOENT\nENOENT\nENOENT"},
+    // procfs mounted from a non-initial user namespace hides it entirely.
+    {"proc_sysrq.py", "ENOENT"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Hostile, EscapeTest, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Case>& param_info) {
+                           std::string n = param_info.param.program;
+                           for (auto& c : n)
+                             if (c == '.') c = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace sandcastle::sandbox::testing

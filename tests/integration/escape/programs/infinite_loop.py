@@ -1,0 +1,3 @@
+import errno, os, socket, sys
+while True:
+    pass

@@ -1,0 +1,2 @@
+#include "escape.h"
+int main(void) { return report(setuid(0)); }

@@ -1,0 +1,6 @@
+import errno, os, socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    s.sendto(b"x", ("8.8.8.8", 53)); print("OK")
+except OSError as e:
+    print(errno.errorcode[e.errno])
