@@ -215,6 +215,11 @@ StepError exec_command(const ExecWire& req) {
                  static_cast<std::uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
     rep.maxrss_kib = static_cast<std::uint64_t>(ru.ru_maxrss);
   }
+  // Consume the server's cancel message: a unix socket closed with unread
+  // data makes the peer's next recv fail with ECONNRESET, losing our report.
+  char drain[16];
+  while (::recv(fds.report, drain, sizeof drain, MSG_DONTWAIT) > 0) {
+  }
   std::string bytes = encode(rep);
   (void)!::send(fds.report, bytes.data(), bytes.size(), MSG_NOSIGNAL);
   _exit(0);

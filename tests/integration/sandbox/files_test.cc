@@ -1,0 +1,100 @@
+// File operations from the server: binary-safe, and confined to the sandbox
+// whatever symlinks or ".." the sandbox (or the caller) tries.
+#include <gtest/gtest.h>
+
+#include "fixture.h"
+
+namespace sandcastle::sandbox::testing {
+namespace {
+
+class FilesTest : public SandboxTest {};
+
+TEST_F(FilesTest, WriteReadStatListRemoveBinary) {
+  std::string data("\0\x01\xff binary\n", 11);
+  ASSERT_TRUE(sb_->mkdir("dir/sub").ok());
+  ASSERT_TRUE(sb_->write_file("dir/sub/f.bin", data, 0600).ok());
+  auto back = sb_->read_file("/workspace/dir/sub/f.bin");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, data);
+  auto st = sb_->stat("dir/sub/f.bin");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->type, FileType::kRegular);
+  EXPECT_EQ(st->size, 11u);
+  EXPECT_EQ(st->mode, 0600u);
+  auto ls = sb_->list("dir");
+  ASSERT_TRUE(ls.ok());
+  ASSERT_EQ(ls->size(), 1u);
+  EXPECT_EQ((*ls)[0].name, "sub");
+  EXPECT_EQ((*ls)[0].type, FileType::kDirectory);
+  // The sandbox user owns what the server wrote.
+  auto r = sh("stat -c '%U %a' dir/sub/f.bin; cat dir/sub/f.bin | od -An -c | head -1");
+  EXPECT_TRUE(r.stdout_data.starts_with("sandbox 600\n")) << r.stdout_data;
+  EXPECT_FALSE(sb_->remove("dir").ok());  // not empty
+  ASSERT_TRUE(sb_->remove("dir", true).ok());
+  EXPECT_EQ(sb_->stat("dir").error().sys_errno, ENOENT);
+}
+
+TEST_F(FilesTest, DotDotIsRefused) {
+  for (const char* p : {"../etc/passwd", "/workspace/../etc/hostname", "a/../../x"}) {
+    auto r = sb_->read_file(p);
+    ASSERT_FALSE(r.ok()) << p;
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument) << p;
+    EXPECT_FALSE(sb_->write_file(p, "x").ok()) << p;
+  }
+}
+
+TEST_F(FilesTest, AbsolutePathsAreSandboxPaths) {
+  auto passwd = sb_->read_file("/etc/passwd");
+  ASSERT_TRUE(passwd.ok()) << passwd.error().message();
+  EXPECT_NE(passwd->find("sandbox:x:1000:1000"), std::string::npos);
+  EXPECT_EQ(passwd->find("sandcastle-test"), std::string::npos) << "host passwd leaked";
+  auto shadow = sb_->read_file("/etc/shadow");
+  ASSERT_FALSE(shadow.ok());
+  EXPECT_EQ(shadow.error().sys_errno, ENOENT);
+}
+
+TEST_F(FilesTest, SymlinksPlantedInsideStayInside) {
+  ASSERT_EQ(sh("ln -s /etc/shadow abs; ln -s ../../../../../../etc/hostname rel; "
+               "ln -s / rootlink; ln -s /proc/1/root magic; ln -s /usr/bin usrbin")
+                .exit_code,
+            0);
+  // An absolute target resolves against the sandbox root: no shadow there.
+  EXPECT_EQ(sb_->read_file("abs").error().sys_errno, ENOENT);
+  // ".." inside a symlink cannot climb above the sandbox root.
+  auto host = sb_->read_file("rel");
+  ASSERT_TRUE(host.ok()) << host.error().message();
+  EXPECT_EQ(*host, "sandbox\n");
+  EXPECT_EQ(sb_->read_file("rootlink/etc/shadow").error().sys_errno, ENOENT);
+  // Magic links (/proc/<pid>/root) are refused outright.
+  EXPECT_EQ(sb_->read_file("magic/etc/passwd").error().sys_errno, ELOOP);
+  // Writing through a link into the read-only /usr fails with EROFS.
+  auto w = sb_->write_file("usrbin/evil", "x");
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().sys_errno, EROFS);
+}
+
+TEST_F(FilesTest, KernelFilesystemsAreOffLimits) {
+  EXPECT_EQ(sb_->read_file("/proc/1/environ").error().code, ErrorCode::kPermissionDenied);
+  EXPECT_EQ(sb_->write_file("/dev/null", "x").error().code, ErrorCode::kPermissionDenied);
+}
+
+TEST_F(FilesTest, HostOnlyReadableFilesStayUnreadable) {
+  // /etc/ssl is bound from the host; its private/ directory is root-only.
+  auto r = sb_->list("/etc/ssl/private");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().sys_errno, EACCES);
+}
+
+TEST_F(FilesTest, DiskLimitAppliesToWrites) {
+  SpecOptions o;
+  o.limits.disk_bytes = 2 * kMiB;
+  auto small = make(o);
+  ASSERT_NE(small, nullptr);
+  auto w = small->write_file("big", std::string(4 * kMiB, 'x'));
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().sys_errno, ENOSPC);
+  EXPECT_TRUE(small->destroy().ok());
+}
+
+}  // namespace
+}  // namespace sandcastle::sandbox::testing
