@@ -120,6 +120,8 @@ int main(int argc, char** argv) {
   if (doctor->parsed()) return sandbox::native::run_doctor(std::cout);
 
   init_logging(log_level);
+  // Before any thread starts (the backend and the pool start some).
+  transport::block_termination_signals();
   manager_opts.default_ttl = std::chrono::seconds(ttl_s);
   for (const auto& name : split_csv(pass_through)) {
     if (const char* v = std::getenv(name.c_str())) {

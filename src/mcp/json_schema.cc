@@ -49,7 +49,15 @@ std::string join_path(const std::string& base, const std::string& key) {
   return base.empty() ? key : base + "." + key;
 }
 
-std::optional<SchemaViolation> check(const json& schema, const json& v, const std::string& path);
+// The document $ref pointers resolve against, and how deep refs have nested
+// (a self-referencing schema must not recurse forever).
+struct Ctx {
+  const json& root;
+  int depth = 0;
+};
+
+std::optional<SchemaViolation> check(const json& schema, const json& v, const std::string& path,
+                                     Ctx& ctx);
 
 std::optional<SchemaViolation> check_type(const json& schema, const json& v,
                                           const std::string& path) {
@@ -70,7 +78,7 @@ std::optional<SchemaViolation> check_type(const json& schema, const json& v,
 }
 
 std::optional<SchemaViolation> check_object(const json& schema, const json& v,
-                                            const std::string& path) {
+                                            const std::string& path, Ctx& ctx) {
   if (auto req = schema.find("required"); req != schema.end()) {
     for (const auto& name : *req) {
       if (!v.contains(name.get<std::string>()))
@@ -81,7 +89,7 @@ std::optional<SchemaViolation> check_object(const json& schema, const json& v,
   auto additional = schema.find("additionalProperties");
   for (const auto& [key, val] : v.items()) {
     if (props && props->contains(key)) {
-      if (auto bad = check((*props)[key], val, join_path(path, key))) return bad;
+      if (auto bad = check((*props)[key], val, join_path(path, key), ctx)) return bad;
     } else if (additional != schema.end()) {
       if (additional->is_boolean() && !additional->get<bool>()) {
         std::string known;
@@ -91,14 +99,14 @@ std::optional<SchemaViolation> check_object(const json& schema, const json& v,
                                "absent: unknown property (known: " + known + ")"};
       }
       if (additional->is_object())
-        if (auto bad = check(*additional, val, join_path(path, key))) return bad;
+        if (auto bad = check(*additional, val, join_path(path, key), ctx)) return bad;
     }
   }
   return std::nullopt;
 }
 
 std::optional<SchemaViolation> check_bounds(const json& schema, const json& v,
-                                            const std::string& path) {
+                                            const std::string& path, Ctx& ctx) {
   if (v.is_number()) {
     double d = v.get<double>();
     if (auto m = schema.find("minimum"); m != schema.end() && d < m->get<double>())
@@ -129,14 +137,30 @@ std::optional<SchemaViolation> check_bounds(const json& schema, const json& v,
       return SchemaViolation{path, "an array of at most " + m->dump() + " items"};
     if (auto items = schema.find("items"); items != schema.end() && items->is_object()) {
       for (size_t i = 0; i < v.size(); ++i)
-        if (auto bad = check(*items, v[i], path + "[" + std::to_string(i) + "]")) return bad;
+        if (auto bad = check(*items, v[i], path + "[" + std::to_string(i) + "]", ctx)) return bad;
     }
   }
   return std::nullopt;
 }
 
-std::optional<SchemaViolation> check(const json& schema, const json& v, const std::string& path) {
+std::optional<SchemaViolation> check(const json& schema, const json& v, const std::string& path,
+                                     Ctx& ctx) {
   if (!schema.is_object()) return std::nullopt;  // `true` / `{}` accept anything
+  if (auto ref = schema.find("$ref"); ref != schema.end() && ref->is_string()) {
+    // Only local refs ("#/$defs/x"): tool schemas are self-contained.
+    const std::string& r = ref->get_ref<const std::string&>();
+    if (r.rfind("#", 0) == 0 && ctx.depth < 32) {
+      try {
+        const json& target = ctx.root.at(json::json_pointer(r.substr(1)));
+        ++ctx.depth;
+        auto bad = check(target, v, path, ctx);
+        --ctx.depth;
+        if (bad) return bad;
+      } catch (const json::exception&) {
+        // An unresolvable ref constrains nothing; the schema author is told in tests.
+      }
+    }
+  }
   if (auto bad = check_type(schema, v, path)) return bad;
   if (auto e = schema.find("enum"); e != schema.end()) {
     bool found = false;
@@ -154,7 +178,7 @@ std::optional<SchemaViolation> check(const json& schema, const json& v, const st
       std::optional<SchemaViolation> first;
       bool any = false;
       for (const auto& alt : *alts) {
-        auto bad = check(alt, v, path);
+        auto bad = check(alt, v, path, ctx);
         if (!bad) {
           any = true;
           break;
@@ -165,8 +189,8 @@ std::optional<SchemaViolation> check(const json& schema, const json& v, const st
     }
   }
   if (v.is_object())
-    if (auto bad = check_object(schema, v, path)) return bad;
-  return check_bounds(schema, v, path);
+    if (auto bad = check_object(schema, v, path, ctx)) return bad;
+  return check_bounds(schema, v, path, ctx);
 }
 
 }  // namespace
@@ -177,7 +201,8 @@ std::string SchemaViolation::message() const {
 }
 
 std::optional<SchemaViolation> validate_schema(const json& schema, const json& value) {
-  return check(schema, value, "");
+  Ctx ctx{schema};
+  return check(schema, value, "", ctx);
 }
 
 void apply_defaults(const json& schema, json& value) {

@@ -154,7 +154,7 @@ std::shared_ptr<Session::Inflight> Session::begin_inflight(const json& id) {
   auto [it, inserted] = inflight_.try_emplace(id.dump(), nullptr);
   if (!inserted) return nullptr;
   it->second = std::make_shared<Inflight>();
-  if (shutting_down_) it->second->token.cancel();
+  if (cancelling_) it->second->token.cancel();
   return it->second;
 }
 
@@ -354,9 +354,9 @@ json Session::finish_modern(json result, const MethodSpec* spec) const {
 
 bool Session::shutdown(std::chrono::milliseconds finish, std::chrono::milliseconds cancel) {
   std::unique_lock lock(mu_);
-  shutting_down_ = true;
   // First let running requests finish and answer; then cancel what is left.
   if (idle_cv_.wait_for(lock, finish, [this] { return running_ == 0; })) return true;
+  cancelling_ = true;
   std::vector<std::shared_ptr<Inflight>> entries;
   for (auto& [_, e] : inflight_) entries.push_back(e);
   lock.unlock();

@@ -70,7 +70,7 @@ class Session : public std::enable_shared_from_this<Session> {
   mutable std::mutex mu_;
   std::condition_variable idle_cv_;
   bool initialized_ = false;
-  bool shutting_down_ = false;
+  bool cancelling_ = false;  // shutdown reached its cancel phase
   std::string negotiated_version_;
   int legacy_log_rank_ = -1;  // set from server options on initialize
   std::map<std::string, std::shared_ptr<Inflight>> inflight_;  // by id.dump()

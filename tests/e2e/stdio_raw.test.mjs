@@ -158,7 +158,7 @@ describe('bad input gets a JSON-RPC error and the server keeps serving', () => {
     assert.equal(badCursor.error.code, -32602);
   });
 
-  test('arguments are validated through $ref into $defs', { todo: 'server validator ignores $ref: {"address":{"street":5}} is accepted' }, async () => {
+  test('arguments are validated through $ref into $defs', async () => {
     const s = start();
     await s.initialize();
     const r = await s.request('tools/call', { name: 'json_schema_2020_12_tool', arguments: { address: { street: 5 } } });
@@ -373,7 +373,7 @@ describe('framing and shutdown', () => {
     assert.ok(r.result.structuredContent.slept_ms >= 290);
   });
 
-  test('a batch read just before EOF is still answered', { todo: 'server drops it: batch items begin after shutdown starts and are pre-cancelled' }, async () => {
+  test('a batch read just before EOF is still answered', async () => {
     // The loss is a race, so try a few times.
     for (let i = 0; i < 5; i++) {
       const s = start();

@@ -102,16 +102,22 @@ class LineReader {
 
 }  // namespace
 
-int serve_stdio(const mcp::Server& server, const StdioOptions& options) {
+void block_termination_signals() {
   // Writing to a closed pipe must fail with EPIPE, not kill the server.
   signal(SIGPIPE, SIG_IGN);
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGINT);
-  // Blocked before any worker thread exists, so every thread inherits the mask
-  // and the signals arrive only through the signalfd.
   pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+}
+
+int serve_stdio(const mcp::Server& server, const StdioOptions& options) {
+  block_termination_signals();
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
   UniqueFd sigfd(signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!sigfd) spdlog::warn("signalfd failed: {}; SIGTERM handling degraded", strerror(errno));
 

@@ -19,6 +19,11 @@ struct StdioOptions {
   int out_fd = 1;
 };
 
+// Blocks SIGTERM and SIGINT (they are then read from a signalfd) and ignores
+// SIGPIPE. Call before starting any thread: a thread created earlier keeps the
+// signals unblocked and would take the default action — death.
+void block_termination_signals();
+
 // Serves until stdin reaches EOF or SIGTERM/SIGINT arrives, then cancels what
 // is still running. Returns the process exit code (0 on a clean shutdown).
 int serve_stdio(const mcp::Server& server, const StdioOptions& options);

@@ -74,5 +74,22 @@ TEST(JsonSchemaTest, AnyOfReportsFirstAlternative) {
   EXPECT_TRUE(validate_schema(schema, -1));
 }
 
+TEST(JsonSchemaTest, FollowsLocalRefs) {
+  json schema = json::parse(R"({
+    "type": "object",
+    "$defs": {"address": {"type": "object", "properties": {"street": {"type": "string"}}},
+              "node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"},
+                                                        "v": {"type": "integer"}}}},
+    "properties": {"address": {"$ref": "#/$defs/address"}, "list": {"$ref": "#/$defs/node"}}
+  })");
+  EXPECT_FALSE(validate_schema(schema, json::parse(R"({"address":{"street":"Main"}})")));
+  auto bad = validate_schema(schema, json::parse(R"({"address":{"street":5}})"));
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->message(), "argument 'address.street': expected a string, got an integer");
+  auto deep = validate_schema(schema, json::parse(R"({"list":{"v":1,"next":{"v":2,"next":{"v":"x"}}}})"));
+  ASSERT_TRUE(deep);
+  EXPECT_EQ(deep->path, "list.next.next.v");
+}
+
 }  // namespace
 }  // namespace sandcastle::mcp

@@ -1,0 +1,69 @@
+#include "sandbox/native/wire.h"
+
+#include <gtest/gtest.h>
+
+namespace sandcastle::sandbox::native {
+namespace {
+
+TEST(Wire, ExecRoundTrip) {
+  ExecWire e;
+  e.argv = {"/bin/sh", "-c", std::string("a\0b", 3)};
+  e.env = {"A=1", "B="};
+  e.cwd = "/workspace";
+  e.timeout_ms = 1234;
+  e.rlimit_nproc = 7;
+  auto d = decode_exec(encode(e));
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->argv, e.argv);
+  EXPECT_EQ(d->env, e.env);
+  EXPECT_EQ(d->cwd, e.cwd);
+  EXPECT_EQ(d->timeout_ms, 1234u);
+  EXPECT_EQ(d->rlimit_nproc, 7u);
+}
+
+TEST(Wire, RejectsTruncatedAndTrailingBytes) {
+  ExecWire e;
+  e.argv = {"x"};
+  std::string bytes = encode(e);
+  for (std::size_t n = 0; n < bytes.size(); ++n) EXPECT_FALSE(decode_exec(bytes.substr(0, n))) << n;
+  EXPECT_FALSE(decode_exec(bytes + "z"));
+  ExecWire empty;
+  EXPECT_FALSE(decode_exec(encode(empty)));  // argv must not be empty
+}
+
+TEST(Wire, RejectsAbsurdCounts) {
+  WireWriter w;
+  w.u32(0xffffffff);  // argv count with no data behind it
+  EXPECT_FALSE(decode_exec(w.bytes()));
+}
+
+TEST(Wire, InitConfigRoundTrip) {
+  InitConfig c;
+  c.new_root = "/run/x/root";
+  c.mounts.push_back(MountOp{MountKind::kTmpfs, "", "tmp", 1 << 20, 01777, true, "nr_inodes=10"});
+  c.hostname = "h";
+  c.seccomp_bpf = std::string(16, '\x01');
+  auto d = decode_init_config(encode(c));
+  ASSERT_TRUE(d.has_value());
+  ASSERT_EQ(d->mounts.size(), 1u);
+  EXPECT_EQ(d->mounts[0].kind, MountKind::kTmpfs);
+  EXPECT_EQ(d->mounts[0].mode, 01777u);
+  EXPECT_EQ(d->mounts[0].describe(), "mount tmpfs /tmp");
+  EXPECT_EQ(d->seccomp_bpf, c.seccomp_bpf);
+}
+
+TEST(Wire, ReportRoundTripAndValidation) {
+  ExecReport r;
+  r.kind = ReportKind::kSetupError;
+  r.err = 2;
+  r.step = "execve /x";
+  auto d = decode_report(encode(r));
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->step, "execve /x");
+  std::string bad = encode(r);
+  bad[0] = 9;  // unknown kind
+  EXPECT_FALSE(decode_report(bad));
+}
+
+}  // namespace
+}  // namespace sandcastle::sandbox::native
