@@ -38,10 +38,15 @@ TEST(Wire, RejectsAbsurdCounts) {
 }
 
 TEST(Wire, InitConfigRoundTrip) {
+  MountOp op;
+  op.kind = MountKind::kTmpfs;
+  op.dst = "tmp";
+  op.size = 1 << 20;
+  op.mode = 01777;
   InitConfig c;
-  c.new_root = "/run/x/root";
-  c.mounts.push_back(MountOp{MountKind::kTmpfs, "", "tmp", 1 << 20, 01777, true, "nr_inodes=10"});
-  c.hostname = "h";
+  c.new_root = std::string("/run/x/root");
+  c.mounts.push_back(op);
+  c.hostname = std::string("h");
   c.seccomp_bpf = std::string(16, '\x01');
   auto d = decode_init_config(encode(c));
   ASSERT_TRUE(d.has_value());
