@@ -1,0 +1,245 @@
+#include "sandbox/egress_proxy.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <chrono>
+
+namespace sandcastle::sandbox {
+
+namespace {
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Splits "host:port" (host may be a [v6] literal); default_port when absent.
+bool split_host_port(const std::string& hp, uint16_t default_port, std::string& host, uint16_t& port) {
+  std::string h = hp;
+  std::string p;
+  if (!h.empty() && h[0] == '[') {
+    auto close = h.find(']');
+    if (close == std::string::npos) return false;
+    if (close + 1 < h.size()) {
+      if (h[close + 1] != ':') return false;
+      p = h.substr(close + 2);
+    }
+    h = h.substr(1, close - 1);
+  } else if (auto colon = h.rfind(':'); colon != std::string::npos) {
+    p = h.substr(colon + 1);
+    h = h.substr(0, colon);
+  }
+  if (h.empty()) return false;
+  port = default_port;
+  if (!p.empty()) {
+    unsigned v = 0;
+    auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), v);
+    if (ec != std::errc() || end != p.data() + p.size() || v == 0 || v > 65535) return false;
+    port = static_cast<uint16_t>(v);
+  }
+  host = lower(h);
+  return true;
+}
+
+// Waits for `fd` to become readable, or the wake fd; false on timeout/stop.
+bool wait_readable(int fd, int wake, int timeout_ms) {
+  pollfd p[2] = {{fd, POLLIN, 0}, {wake, POLLIN, 0}};
+  int n = ::poll(p, 2, timeout_ms);
+  return n > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR)) && !(p[1].revents & POLLIN);
+}
+
+bool send_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+UniqueFd connect_to(const std::string& host, uint16_t port, int timeout_ms) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return {};
+  UniqueFd out;
+  for (addrinfo* a = res; a && !out; a = a->ai_next) {
+    UniqueFd s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
+    if (!s) continue;
+    if (::connect(s.get(), a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) continue;
+    pollfd p{s.get(), POLLOUT, 0};
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (::poll(&p, 1, timeout_ms) == 1 && getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
+      int flags = fcntl(s.get(), F_GETFL);
+      fcntl(s.get(), F_SETFL, flags & ~O_NONBLOCK);
+      out = std::move(s);
+    }
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
+}  // namespace
+
+Result<EgressRule> rule_from_url(const std::string& url) {
+  auto scheme_end = url.find("://");
+  if (scheme_end == std::string::npos)
+    return Error::make(ErrorCode::kInvalidArgument, "not a URL (no scheme): " + url);
+  std::string scheme = lower(url.substr(0, scheme_end));
+  uint16_t def = scheme == "https" ? 443 : scheme == "http" ? 80 : 0;
+  if (def == 0) return Error::make(ErrorCode::kInvalidArgument, "only http and https URLs are supported: " + url);
+  std::string rest = url.substr(scheme_end + 3);
+  std::string authority = rest.substr(0, rest.find_first_of("/?#"));
+  if (auto at = authority.rfind('@'); at != std::string::npos) authority = authority.substr(at + 1);
+  EgressRule rule;
+  if (!split_host_port(authority, def, rule.host, rule.port))
+    return Error::make(ErrorCode::kInvalidArgument, "cannot read host and port from URL: " + url);
+  return rule;
+}
+
+EgressProxy::EgressProxy(UniqueFd listener, std::vector<EgressRule> allow, EgressLimits limits)
+    : listener_(std::move(listener)),
+      wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      allow_(std::move(allow)),
+      limits_(limits) {
+  acceptor_ = std::thread([this] { accept_loop(); });
+}
+
+EgressProxy::~EgressProxy() { stop(); }
+
+void EgressProxy::stop() {
+  if (stopping_.exchange(true)) {
+    if (acceptor_.joinable()) acceptor_.join();
+    return;
+  }
+  uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof one);
+  if (acceptor_.joinable()) acceptor_.join();
+  std::vector<std::thread> workers;
+  {
+    std::lock_guard lock(mu_);
+    workers.swap(workers_);
+  }
+  for (auto& t : workers) t.join();
+  listener_.reset();
+}
+
+bool EgressProxy::permits(const std::string& host, uint16_t port) const {
+  const std::string h = lower(host);
+  return std::any_of(allow_.begin(), allow_.end(),
+                     [&](const EgressRule& r) { return r.host == h && r.port == port; });
+}
+
+void EgressProxy::accept_loop() {
+  while (!stopping_) {
+    pollfd p[2] = {{listener_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+    if (::poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (p[1].revents & POLLIN) break;
+    if (!(p[0].revents & POLLIN)) continue;
+    UniqueFd client(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!client) continue;
+    if (active_.load() >= limits_.max_connections) {
+      send_all(client.get(), "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+      continue;
+    }
+    ++active_;
+    std::lock_guard lock(mu_);
+    workers_.emplace_back([this, c = std::move(client)]() mutable {
+      serve(std::move(c));
+      --active_;
+    });
+  }
+}
+
+void EgressProxy::serve(UniqueFd client) {
+  // Read the request head (bounded in size and time).
+  std::string head;
+  char buf[16384];
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limits_.handshake_timeout_ms);
+  while (head.find("\r\n\r\n") == std::string::npos) {
+    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
+    if (left <= 0 || head.size() > 16384 || !wait_readable(client.get(), wake_.get(), left)) return;
+    ssize_t n = ::recv(client.get(), buf, sizeof buf, 0);
+    if (n <= 0) return;
+    head.append(buf, static_cast<size_t>(n));
+  }
+  size_t head_end = head.find("\r\n\r\n") + 4;
+  std::string line = head.substr(0, head.find("\r\n"));
+  auto sp1 = line.find(' ');
+  auto sp2 = line.rfind(' ');
+  if (sp1 == std::string::npos || sp2 == sp1) return;
+  std::string method = line.substr(0, sp1);
+  std::string target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  std::string version = line.substr(sp2 + 1);
+
+  std::string host;
+  uint16_t port = 0;
+  std::string forward;  // bytes to send upstream first (absolute-form requests)
+  bool tunnel = method == "CONNECT";
+  if (tunnel) {
+    if (!split_host_port(target, 443, host, port)) return;
+  } else {
+    auto r = rule_from_url(target);
+    if (!r.ok() || target.rfind("http://", 0) != 0) {
+      send_all(client.get(), "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+      return;
+    }
+    host = r->host;
+    port = r->port;
+    auto path_start = target.find('/', target.find("://") + 3);
+    std::string path = path_start == std::string::npos ? "/" : target.substr(path_start);
+    forward = method + " " + path + " " + version + head.substr(line.size(), head_end - line.size()) + head.substr(head_end);
+  }
+  if (!permits(host, port)) {
+    ++denied_;
+    spdlog::warn("egress proxy: denied {} {}:{}", method, host, port);
+    std::string body = "sandcastle: network access to " + host + ":" + std::to_string(port) +
+                       " is not allowed; only the configured package indexes are reachable\n";
+    send_all(client.get(), "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: " +
+                               std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
+    return;
+  }
+  UniqueFd upstream = connect_to(host, port, limits_.handshake_timeout_ms);
+  if (!upstream) {
+    send_all(client.get(), "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    return;
+  }
+  ++allowed_;
+  if (tunnel) {
+    if (!send_all(client.get(), "HTTP/1.1 200 Connection established\r\n\r\n")) return;
+    if (head.size() > head_end && !send_all(upstream.get(), head.substr(head_end))) return;
+  } else if (!send_all(upstream.get(), forward)) {
+    return;
+  }
+  // Relay both ways until either side closes, idles out, or the proxy stops.
+  for (;;) {
+    pollfd p[3] = {{client.get(), POLLIN, 0}, {upstream.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+    int n = ::poll(p, 3, limits_.idle_timeout_ms);
+    if (n <= 0 || (p[2].revents & POLLIN)) return;
+    for (int i = 0; i < 2; ++i) {
+      if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t got = ::recv(p[i].fd, buf, sizeof buf, 0);
+      if (got <= 0) return;
+      if (!send_all(p[1 - i].fd, std::string_view(buf, static_cast<size_t>(got)))) return;
+    }
+  }
+}
+
+}  // namespace sandcastle::sandbox

@@ -1,0 +1,65 @@
+// An HTTP proxy that is a sandbox's only way out, and only to allowed
+// host:port pairs (the package indexes). It serves on a listening socket the
+// backend opened inside the sandbox's network namespace, and connects out
+// from the server's. CONNECT (https) and absolute-form requests (plain http,
+// e.g. a local index) are supported; everything else is refused with 403.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/result.h"
+#include "common/unique_fd.h"
+
+namespace sandcastle::sandbox {
+
+struct EgressRule {
+  std::string host;  // lower-case host name or literal address
+  uint16_t port = 0;
+  bool operator==(const EgressRule&) const = default;
+};
+
+// "https://pypi.org/simple" → {pypi.org, 443}; "http://127.0.0.1:8080/x" → {127.0.0.1, 8080}.
+Result<EgressRule> rule_from_url(const std::string& url);
+
+struct EgressLimits {
+  size_t max_connections = 32;
+  int handshake_timeout_ms = 10'000;
+  int idle_timeout_ms = 120'000;
+};
+
+class EgressProxy {
+ public:
+  EgressProxy(UniqueFd listener, std::vector<EgressRule> allow, EgressLimits limits = {});
+  ~EgressProxy();
+  EgressProxy(const EgressProxy&) = delete;
+  EgressProxy& operator=(const EgressProxy&) = delete;
+
+  // Stops accepting, closes every connection and joins the threads.
+  void stop();
+
+  uint64_t allowed_count() const { return allowed_.load(); }
+  uint64_t denied_count() const { return denied_.load(); }
+  bool permits(const std::string& host, uint16_t port) const;
+
+ private:
+  void accept_loop();
+  void serve(UniqueFd client);
+
+  UniqueFd listener_;
+  UniqueFd wake_;  // eventfd: stop() wakes every poll
+  const std::vector<EgressRule> allow_;
+  const EgressLimits limits_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> allowed_{0}, denied_{0};
+  std::atomic<size_t> active_{0};
+  std::mutex mu_;
+  std::vector<std::thread> workers_;
+  std::thread acceptor_;
+};
+
+}  // namespace sandcastle::sandbox
