@@ -1,0 +1,142 @@
+// SandboxManager against the real native backend: the cap, TTL reaping, the
+// warm pool, lookup by name, and that owners never see each other's sandboxes.
+#include "tools/sandbox_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "../sandbox/fixture.h"
+
+namespace sandcastle::tools {
+namespace {
+
+using namespace std::chrono_literals;
+
+sandbox::ExecRequest argv(std::vector<std::string> a) {
+  sandbox::ExecRequest r;
+  r.argv = std::move(a);
+  return r;
+}
+
+class SandboxManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    backend_ = sandbox::testing::shared_backend(&why);
+    if (!backend_) GTEST_SKIP() << "no sandbox backend on this host: " << why;
+  }
+  CreateRequest req(const std::string& owner = "", const std::string& name = "") {
+    CreateRequest r;
+    r.language = "python";
+    r.owner = owner;
+    r.name = name;
+    return r;
+  }
+  static ManagerOptions opts(size_t max, size_t pool) {
+    ManagerOptions o;
+    o.max_sandboxes = max;
+    o.pool_size = pool;
+    return o;
+  }
+  sandbox::Backend* backend_ = nullptr;
+};
+
+TEST_F(SandboxManagerTest, CreateGetCloseAndUnknownIds) {
+  SandboxManager m(*backend_, opts(4, 0));
+  auto e = m.create(req("", "work"));
+  ASSERT_TRUE(e.ok()) << e.error().message();
+  EXPECT_EQ((*e)->id().rfind("sb-", 0), 0u);
+  EXPECT_EQ((*m.get("work", ""))->id(), (*e)->id());
+  EXPECT_EQ((*m.get((*e)->id(), ""))->name(), "work");
+  auto dup = m.create(req("", "work"));
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.error().code, ErrorCode::kAlreadyExists);
+
+  auto r = (*e)->sandbox().exec(argv({"/bin/echo", "alive"}));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->stdout_data, "alive\n");
+
+  ASSERT_TRUE(m.close("work", "").ok());
+  EXPECT_EQ(m.get("work", "").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(m.close("work", "").error().code, ErrorCode::kNotFound);
+  // The destroyed sandbox refuses further work.
+  EXPECT_FALSE((*e)->sandbox().exec(argv({"/bin/true"})).ok());
+  m.shutdown();
+}
+
+TEST_F(SandboxManagerTest, OwnersAreIsolated) {
+  SandboxManager m(*backend_, opts(4, 0));
+  auto a = m.create(req("alice", "box"));
+  auto b = m.create(req("bob", "box"));  // same name, other owner: fine
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(m.list("alice").size(), 1u);
+  EXPECT_EQ(m.list("bob").size(), 1u);
+  // Bob cannot see, find or close Alice's sandbox — by id or by name.
+  EXPECT_EQ(m.get((*a)->id(), "bob").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ((*m.get("box", "bob"))->id(), (*b)->id());
+  EXPECT_EQ(m.close((*a)->id(), "bob").error().code, ErrorCode::kNotFound);
+  EXPECT_TRUE(m.get((*a)->id(), "alice").ok());
+  m.shutdown();
+}
+
+TEST_F(SandboxManagerTest, CapIsEnforcedWithActionableError) {
+  SandboxManager m(*backend_, opts(2, 0));
+  ASSERT_TRUE(m.create(req()).ok());
+  auto second = m.create(req());
+  ASSERT_TRUE(second.ok());
+  auto third = m.create(req());
+  ASSERT_FALSE(third.ok());
+  EXPECT_EQ(third.error().code, ErrorCode::kResourceExhausted);
+  EXPECT_NE(third.error().context.find("close_sandbox"), std::string::npos);
+  ASSERT_TRUE(m.close((*second)->id(), "").ok());
+  EXPECT_TRUE(m.create(req()).ok());
+  m.shutdown();
+}
+
+TEST_F(SandboxManagerTest, IdleSandboxesAreReapedButBusyOnesAreNot) {
+  SandboxManager m(*backend_, opts(4, 0));
+  auto idle_req = req("", "idle");
+  idle_req.ttl = 1s;
+  auto busy_req = req("", "busy");
+  busy_req.ttl = 1s;
+  auto idle = m.create(idle_req);
+  auto busy = m.create(busy_req);
+  ASSERT_TRUE(idle.ok() && busy.ok());
+  {
+    EntryUse use(*busy);  // an operation in progress
+    std::this_thread::sleep_for(1100ms);
+    EXPECT_EQ(m.reap_expired(), 1u);
+  }
+  EXPECT_EQ(m.get("idle", "").error().code, ErrorCode::kNotFound);
+  EXPECT_TRUE(m.get("busy", "").ok());
+  EXPECT_FALSE((*idle)->sandbox().exec(argv({"/bin/true"})).ok());
+  m.shutdown();
+}
+
+TEST_F(SandboxManagerTest, WarmPoolServesDefaultSpecs) {
+  SandboxManager m(*backend_, opts(8, 2));
+  m.start();
+  for (int i = 0; i < 200 && m.pool_ready() < 2; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(m.pool_ready(), 2u);
+  auto start = std::chrono::steady_clock::now();
+  auto e = m.create(req());
+  auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(e.ok());
+  EXPECT_LT(took, 50ms) << "a pooled create should not start a sandbox";
+  // A non-default spec bypasses the pool and still works.
+  auto custom = req();
+  custom.spec.limits.memory_bytes = 128 * sandbox::kMiB;
+  auto c = m.create(custom);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ((*c)->spec().limits().memory_bytes, 128 * sandbox::kMiB);
+  // The pool refills in the background.
+  for (int i = 0; i < 200 && m.pool_ready() < 2; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(m.pool_ready(), 2u);
+  m.shutdown();
+  EXPECT_EQ(m.live_count(), 0u);
+  EXPECT_EQ(m.pool_ready(), 0u);
+}
+
+}  // namespace
+}  // namespace sandcastle::tools
