@@ -1,0 +1,131 @@
+// Sandbox start-up and exec cost against the usual baselines, in one run:
+//   ./build/sandbox_bench [iterations]
+// Prints medians (ms) and ratios to `unshare -m -p -n -i -u -f` and bwrap.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sandbox/native/native_backend.h"
+
+using namespace sandcastle::sandbox;
+using Clock = std::chrono::steady_clock;
+
+extern char** environ;
+
+namespace {
+
+double median_ms(int n, const std::function<bool()>& fn) {
+  std::vector<double> t;
+  fn();  // warm caches
+  for (int i = 0; i < n; ++i) {
+    auto s = Clock::now();
+    if (!fn()) return -1;
+    t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+bool spawn_wait(const std::vector<std::string>& argv) {
+  std::vector<char*> a;
+  for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+  a.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid;
+  char* envp[] = {const_cast<char*>("PATH=/usr/bin:/bin"), nullptr};
+  int rc = posix_spawn(&pid, a[0], &fa, nullptr, a.data(), envp);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return false;
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+std::vector<std::string> bwrap(std::vector<std::string> cmd) {
+  std::vector<std::string> v = {"/usr/bin/bwrap", "--unshare-all", "--die-with-parent",
+                                "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
+                                "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+                                "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc", "/etc",
+                                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+                                "--tmpfs", "/workspace", "--chdir", "/workspace"};
+  v.insert(v.end(), cmd.begin(), cmd.end());
+  return v;
+}
+
+std::vector<std::string> unshare(std::vector<std::string> cmd) {
+  std::vector<std::string> v = {"/usr/bin/unshare", "-m", "-p", "-n", "-i", "-u", "-f"};
+  if (geteuid() != 0) v.insert(v.begin() + 1, "-r");
+  v.insert(v.end(), cmd.begin(), cmd.end());
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int n = argc > 1 ? std::atoi(argv[1]) : 50;
+  auto backend = native::NativeBackend::create();
+  if (!backend) {
+    std::fprintf(stderr, "native backend: %s\n", backend.error().message().c_str());
+    return 1;
+  }
+  Backend& b = **backend;
+  SandboxSpec spec = SandboxSpec::defaults();
+  const std::vector<std::string> kTrue = {"/bin/true"};
+  const std::vector<std::string> kPy = {"/usr/bin/python3", "-c", "print(1)"};
+
+  auto native_once = [&](const std::vector<std::string>& cmd) {
+    auto sb = b.create(spec);
+    if (!sb) return false;
+    ExecRequest req;
+    req.argv = cmd;
+    auto r = (*sb)->exec(req);
+    bool ok = r && r->exit_code == 0;
+    return (*sb)->destroy().ok() && ok;
+  };
+  auto existing = b.create(spec);
+  if (!existing) return 1;
+  auto native_exec = [&](const std::vector<std::string>& cmd) {
+    ExecRequest req;
+    req.argv = cmd;
+    auto r = (*existing)->exec(req);
+    return r && r->exit_code == 0;
+  };
+
+  struct Row {
+    std::string name;
+    double native, unshare_ms, bwrap_ms, direct;
+  };
+  std::vector<Row> rows;
+  for (const auto& [label, cmd] : {std::pair{std::string("/bin/true"), kTrue}, {std::string("python3 -c print(1)"), kPy}}) {
+    Row r;
+    r.name = label;
+    r.direct = median_ms(n, [&] { return spawn_wait(cmd); });
+    r.unshare_ms = median_ms(n, [&] { return spawn_wait(unshare(cmd)); });
+    r.bwrap_ms = median_ms(n, [&] { return spawn_wait(bwrap(cmd)); });
+    r.native = median_ms(n, [&] { return native_once(cmd); });
+    double in_existing = median_ms(n, [&] { return native_exec(cmd); });
+    rows.push_back(r);
+    rows.push_back(Row{label + " (exec in existing sandbox)", in_existing, r.unshare_ms, r.bwrap_ms, r.direct});
+  }
+  (void)(*existing)->destroy();
+
+  std::printf("sandbox_bench: %d iterations, medians in ms (%s)\n", n, geteuid() == 0 ? "root" : "unprivileged");
+  std::printf("%-46s %9s %9s %9s %9s %10s %10s\n", "case", "sandcstl", "direct", "unshare", "bwrap",
+              "vs unshare", "vs bwrap");
+  for (const auto& r : rows) {
+    std::printf("%-46s %9.3f %9.3f %9.3f %9.3f %9.2fx %9.2fx\n",
+                (r.name.find("existing") == std::string::npos ? "create+exec+destroy " + r.name : r.name).c_str(),
+                r.native, r.direct, r.unshare_ms, r.bwrap_ms, r.native / r.unshare_ms, r.native / r.bwrap_ms);
+  }
+  return 0;
+}
