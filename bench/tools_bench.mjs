@@ -1,0 +1,346 @@
+#!/usr/bin/env node
+// Sandbox-tool benchmark over stdio (issue 4), all in one run:
+//   (a) one-shot `execute_code` of Python `print(1)` through MCP, end to end,
+//       against bare `/usr/bin/python3 -c 'print(1)'` spawned from this Node
+//       process (target: ratio <= 1.2x). Calls alternate with the baseline so
+//       drift hits both. The server's own duration_ms (the exec inside the
+//       sandbox) is reported so the overhead can be located.
+//   (b) `create_sandbox` round trip with the warm pool (target p50 <= 0.5 ms):
+//       the server runs with --pool-size N, the bench waits until N warm
+//       sandboxes exist (counted as the server's sandcastle-init children),
+//       then creates N sandboxes back to back without closing, so every create
+//       is served from the pool; closes are timed afterwards. A second row
+//       shows create+close pairs with the default pool of 2 (the pool refills
+//       in the background between pairs only as fast as it can).
+//   (c) 100 concurrent one-shot executions (--max-sandboxes 150): all sent at
+//       once; 0 failures expected; p50/p99 of the per-call latency and the
+//       wall time, with the default pool (2) and with a pre-filled pool of 100.
+// Fixed iteration counts; each figure is the median over rounds.
+//
+// The client is a raw line-based JSON-RPC driver (legacy handshake
+// 2025-06-18), like stdio_bench.mjs: it measures the server and the pipe, not
+// an SDK's own overhead.
+//
+// Usage: node bench/tools_bench.mjs [--sandcastle build/sandcastle]
+//          [--oneshot 60] [--creates 200] [--concurrent 100] [--rounds 3] [--json]
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '..');
+const PYTHON = '/usr/bin/python3';
+
+function parseArgs(argv) {
+  const opts = { sandcastle: join(root, 'build', 'sandcastle'), oneshot: 60, creates: 200, concurrent: 100, rounds: 3, json: false };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const val = () => {
+      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
+      return argv[++i];
+    };
+    if (a === '--sandcastle') opts.sandcastle = resolve(val());
+    else if (a === '--oneshot') opts.oneshot = Number(val());
+    else if (a === '--creates') opts.creates = Number(val());
+    else if (a === '--concurrent') opts.concurrent = Number(val());
+    else if (a === '--rounds') opts.rounds = Number(val());
+    else if (a === '--json') opts.json = true;
+    // bench/run passes its own arguments on to every benchmark: ignore the
+    // ones meant for stdio_bench.mjs.
+    else if (['--iterations', '--warmup'].includes(a)) val();
+    else if (a === '-h' || a === '--help') {
+      console.log('usage: tools_bench.mjs [--sandcastle PATH] [--oneshot N] [--creates N] [--concurrent N] [--rounds R] [--json]');
+      process.exit(0);
+    } else throw new Error(`unknown argument ${a}`);
+  }
+  for (const k of ['oneshot', 'creates', 'concurrent', 'rounds']) {
+    if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new Error(`--${k} must be a positive integer`);
+  }
+  return opts;
+}
+
+// ---- statistics
+const sorted = (xs) => [...xs].sort((a, b) => a - b);
+function pct(xs, p) {
+  const s = sorted(xs);
+  if (!s.length) return NaN;
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
+}
+const median = (xs) => pct(xs, 50);
+const ms = (x) => (Number.isFinite(x) ? (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2)) : 'n/a');
+const ratio = (a, b) => (Number.isFinite(a / b) ? `${(a / b).toFixed(2)}×` : 'n/a');
+const sleep = (t) => new Promise((r) => setTimeout(r, t));
+
+// ---- a minimal JSON-RPC client over a child's stdio
+class LineClient {
+  constructor(command, args, env = {}) {
+    this.proc = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+    this.pending = new Map();
+    this.nextId = 1;
+    this.stderr = '';
+    this.proc.stderr.setEncoding('utf8');
+    this.proc.stderr.on('data', (d) => { if (this.stderr.length < 20000) this.stderr += d; });
+    this.exited = new Promise((res) => this.proc.on('exit', (code, signal) => res({ code, signal })));
+    this.proc.on('exit', () => {
+      for (const { reject } of this.pending.values()) reject(new Error(`server exited: ${this.stderr.slice(-500)}`));
+      this.pending.clear();
+    });
+    let buf = '';
+    this.proc.stdout.setEncoding('utf8');
+    this.proc.stdout.on('data', (chunk) => {
+      buf += chunk;
+      let nl;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (!line.trim()) continue;
+        const msg = JSON.parse(line);
+        const p = msg.id !== undefined && this.pending.get(msg.id);
+        if (p && ('result' in msg || 'error' in msg)) {
+          this.pending.delete(msg.id);
+          p.resolve({ msg, at: performance.now() });
+        }
+      }
+    });
+  }
+
+  send(msg) { this.proc.stdin.write(`${JSON.stringify(msg)}\n`); }
+
+  // Resolves with { msg, t } where t is the round trip in ms.
+  request(method, params) {
+    const id = this.nextId++;
+    const t0 = performance.now();
+    const done = new Promise((resolve, reject) => this.pending.set(id, { resolve, reject }));
+    this.send({ jsonrpc: '2.0', id, method, params });
+    return done.then(({ msg, at }) => ({ msg, t: at - t0 }));
+  }
+
+  async call(name, args) {
+    const { msg, t } = await this.request('tools/call', { name, arguments: args });
+    if (msg.error) throw new Error(`${name}: JSON-RPC error ${JSON.stringify(msg.error)}`);
+    return { r: msg.result, sc: msg.result.structuredContent, isError: msg.result.isError === true, t };
+  }
+
+  async initialize() {
+    const { msg } = await this.request('initialize', {
+      protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'tools-bench', version: '1.0.0' },
+    });
+    if (!msg.result) throw new Error(`initialize failed: ${JSON.stringify(msg)}`);
+    this.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+  }
+
+  // Live sandcastle-init children = warm pool + live sandboxes.
+  children() {
+    const pid = this.proc.pid;
+    try {
+      let n = 0;
+      for (const tid of readdirSync(`/proc/${pid}/task`)) {
+        const c = readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim();
+        if (c) n += c.split(/\s+/).length;
+      }
+      return n;
+    } catch {
+      return -1;
+    }
+  }
+
+  async waitChildren(n, timeoutMs = 120000) {
+    const t0 = performance.now();
+    while (performance.now() - t0 < timeoutMs) {
+      const c = this.children();
+      if (c < 0) { await sleep(3000); return false; }
+      if (c >= n) { await sleep(100); return true; } // let the pool thread go idle
+      await sleep(50);
+    }
+    return false;
+  }
+
+  async close() {
+    this.proc.stdin.end();
+    const t = setTimeout(() => this.proc.kill('SIGKILL'), 10000);
+    await this.exited;
+    clearTimeout(t);
+  }
+}
+
+async function server(sandcastle, args, env) {
+  const c = new LineClient(sandcastle, ['--log-level', 'warn', ...args], env);
+  await c.initialize();
+  return c;
+}
+
+function bare() {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const p = spawn(PYTHON, ['-c', 'print(1)'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    let out = '';
+    p.stdout.on('data', (d) => { out += d; });
+    p.on('error', reject);
+    p.on('close', (code) => {
+      const t = performance.now() - t0;
+      if (code !== 0 || out !== '1\n') reject(new Error(`bare python: code ${code}, out ${JSON.stringify(out)}`));
+      else resolve(t);
+    });
+  });
+}
+
+function checkPrint1(res, what) {
+  if (res.isError || res.sc?.stdout !== '1\n' || res.sc?.exit_code !== 0) {
+    throw new Error(`${what}: unexpected result ${JSON.stringify(res.r).slice(0, 400)}`);
+  }
+}
+
+// ---- (a) one-shot execute_code vs bare python
+async function benchOneShot(opts) {
+  const rounds = [];
+  for (let r = 0; r < opts.rounds; r++) {
+    const c = await server(opts.sandcastle, []);
+    await c.waitChildren(2, 10000);
+    const rt = [], dur = [], base = [];
+    for (let i = 0; i < 5; i++) { await bare(); checkPrint1(await c.call('execute_code', { code: 'print(1)' }), 'warm-up'); }
+    for (let i = 0; i < opts.oneshot; i++) {
+      base.push(await bare());
+      const res = await c.call('execute_code', { code: 'print(1)' });
+      checkPrint1(res, 'one-shot');
+      rt.push(res.t);
+      dur.push(res.sc.duration_ms);
+    }
+    // Same program in a kept sandbox: no sandbox acquisition or teardown.
+    const sb = await c.call('create_sandbox', {});
+    const kept = [];
+    for (let i = 0; i < opts.oneshot; i++) {
+      const res = await c.call('execute_code', { code: 'print(1)', sandbox_id: sb.sc.sandbox_id });
+      checkPrint1(res, 'kept sandbox');
+      kept.push(res.t);
+    }
+    await c.close();
+    rounds.push({ rt: median(rt), rt99: pct(rt, 99), dur: median(dur), base: median(base), base99: pct(base, 99), kept: median(kept) });
+  }
+  const m = (k) => median(rounds.map((x) => x[k]));
+  return { rt: m('rt'), rt99: m('rt99'), dur: m('dur'), base: m('base'), base99: m('base99'), kept: m('kept') };
+}
+
+// ---- (b) create_sandbox latency with the warm pool
+async function benchCreate(opts) {
+  const rounds = [];
+  for (let r = 0; r < opts.rounds; r++) {
+    const n = opts.creates;
+    const c = await server(opts.sandcastle, ['--pool-size', String(n), '--max-sandboxes', String(n + 50)]);
+    const t0 = performance.now();
+    const filled = await c.waitChildren(n);
+    const fillMs = performance.now() - t0;
+    const create = [], ids = [];
+    for (let i = 0; i < n; i++) {
+      const res = await c.call('create_sandbox', {});
+      if (res.isError) throw new Error(`create_sandbox failed: ${JSON.stringify(res.r).slice(0, 300)}`);
+      create.push(res.t);
+      ids.push(res.sc.sandbox_id);
+    }
+    const close = [];
+    for (const id of ids) {
+      const res = await c.call('close_sandbox', { sandbox_id: id });
+      if (res.isError) throw new Error(`close_sandbox failed: ${JSON.stringify(res.r).slice(0, 300)}`);
+      close.push(res.t);
+    }
+    await c.close();
+    // create+close pairs, default pool (2), back to back.
+    const d = await server(opts.sandcastle, []);
+    await d.waitChildren(2, 10000);
+    const pair = [];
+    for (let i = 0; i < 50; i++) {
+      const res = await d.call('create_sandbox', {});
+      pair.push(res.t);
+      await d.call('close_sandbox', { sandbox_id: res.sc.sandbox_id });
+    }
+    // A cold create (pool bypassed: a per-sandbox env does not match the pool's spec).
+    const cold = [];
+    for (let i = 0; i < 20; i++) {
+      const res = await d.call('create_sandbox', { env: { COLD: String(i) } });
+      cold.push(res.t);
+      await d.call('close_sandbox', { sandbox_id: res.sc.sandbox_id });
+    }
+    await d.close();
+    rounds.push({ p50: median(create), p99: pct(create, 99), close50: median(close), close99: pct(close, 99),
+      pair50: median(pair), pair99: pct(pair, 99), cold50: median(cold), fillMs, filled });
+  }
+  const m = (k) => median(rounds.map((x) => x[k]));
+  return { p50: m('p50'), p99: m('p99'), close50: m('close50'), close99: m('close99'), pair50: m('pair50'),
+    pair99: m('pair99'), cold50: m('cold50'), fillMs: m('fillMs'), filled: rounds.every((x) => x.filled) };
+}
+
+// ---- (c) N concurrent one-shot executions
+async function benchConcurrent(opts, poolSize) {
+  const rounds = [];
+  let failures = 0;
+  const failureSamples = [];
+  for (let r = 0; r < opts.rounds; r++) {
+    const n = opts.concurrent;
+    const c = await server(opts.sandcastle, ['--max-sandboxes', String(n + 50), '--pool-size', String(poolSize)]);
+    await c.waitChildren(poolSize, 120000);
+    const t0 = performance.now();
+    const results = await Promise.all(Array.from({ length: n }, () => c.call('execute_code', { code: 'print(1)' }).catch((e) => ({ err: e }))));
+    const wall = performance.now() - t0;
+    const lat = [], dur = [];
+    for (const res of results) {
+      try {
+        if (res.err) throw res.err;
+        checkPrint1(res, 'concurrent');
+        lat.push(res.t);
+        dur.push(res.sc.duration_ms);
+      } catch (e) {
+        failures++;
+        if (failureSamples.length < 3) failureSamples.push(String(e.message).slice(0, 300));
+      }
+    }
+    await c.close();
+    rounds.push({ p50: median(lat), p99: pct(lat, 99), wall, dur50: median(dur) });
+  }
+  const m = (k) => median(rounds.map((x) => x[k]));
+  return { p50: m('p50'), p99: m('p99'), wall: m('wall'), dur50: m('dur50'), failures, failureSamples, calls: opts.concurrent * opts.rounds };
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  if (!existsSync(opts.sandcastle)) throw new Error(`sandcastle not found at ${opts.sandcastle}; build it first`);
+  if (!existsSync(PYTHON)) throw new Error(`${PYTHON} not found`);
+  const a = await benchOneShot(opts);
+  const b = await benchCreate(opts);
+  const c2 = await benchConcurrent(opts, 2);
+  const cN = await benchConcurrent(opts, opts.concurrent);
+  if (opts.json) {
+    console.log(JSON.stringify({ oneshot: a, create: b, concurrent_pool2: c2, concurrent_prefilled: cN }, null, 2));
+  } else {
+    const pass = (ok) => (ok ? 'met' : '**missed**');
+    const lines = [
+      `sandcastle tools over stdio (raw JSON-RPC client, legacy era); ${opts.rounds} rounds, median of per-round figures; ` +
+        `${opts.oneshot} one-shots per round, ${opts.creates} creates per round, ${opts.concurrent} concurrent calls per round.`,
+      '',
+      '| benchmark | sandcastle | baseline | ratio | target |',
+      '|---|---:|---:|---:|---|',
+      `| (a) one-shot \`execute_code\` print(1), p50 | ${ms(a.rt)} ms | ${ms(a.base)} ms (bare python3 -c) | ${ratio(a.rt, a.base)} | ≤ 1.2× ${pass(a.rt / a.base <= 1.2)} |`,
+      `| (a) one-shot \`execute_code\` print(1), p99 | ${ms(a.rt99)} ms | ${ms(a.base99)} ms | ${ratio(a.rt99, a.base99)} | |`,
+      `| (a) … of which exec in the sandbox (server duration_ms), p50 | ${ms(a.dur)} ms | ${ms(a.base)} ms | ${ratio(a.dur, a.base)} | |`,
+      `| (a) … server overhead outside the exec (round trip − duration_ms), p50 | ${ms(a.rt - a.dur)} ms | | | |`,
+      `| (a) \`execute_code\` print(1) in a kept sandbox, p50 | ${ms(a.kept)} ms | ${ms(a.base)} ms | ${ratio(a.kept, a.base)} | |`,
+      `| (b) \`create_sandbox\` from a warm pool (${opts.creates} pre-filled), p50 | ${ms(b.p50)} ms | | | ≤ 0.5 ms ${pass(b.p50 <= 0.5)} |`,
+      `| (b) \`create_sandbox\` from a warm pool, p99 | ${ms(b.p99)} ms | | | |`,
+      `| (b) \`close_sandbox\`, p50 / p99 | ${ms(b.close50)} / ${ms(b.close99)} ms | | | |`,
+      `| (b) create+close pairs back to back, default pool 2: create p50 / p99 | ${ms(b.pair50)} / ${ms(b.pair99)} ms | | | |`,
+      `| (b) cold \`create_sandbox\` (pool bypassed), p50 | ${ms(b.cold50)} ms | | ${ratio(b.cold50, b.p50)} of warm | |`,
+      `| (b) time to fill a pool of ${opts.creates} | ${ms(b.fillMs)} ms${b.filled ? '' : ' (not confirmed)'} | | | |`,
+      `| (c) ${opts.concurrent} concurrent one-shots, default pool 2: p50 / p99 | ${ms(c2.p50)} / ${ms(c2.p99)} ms | ${ms(a.base)} ms (1 bare) | ${ratio(c2.p50, a.base)} | 0 failures: ${c2.failures}/${c2.calls} ${pass(c2.failures === 0)} |`,
+      `| (c) … wall time for all ${opts.concurrent} / exec duration_ms p50 | ${ms(c2.wall)} / ${ms(c2.dur50)} ms | | | |`,
+      `| (c) ${opts.concurrent} concurrent one-shots, pool of ${opts.concurrent} pre-filled: p50 / p99 | ${ms(cN.p50)} / ${ms(cN.p99)} ms | | | 0 failures: ${cN.failures}/${cN.calls} ${pass(cN.failures === 0)} |`,
+      `| (c) … wall time for all ${opts.concurrent} / exec duration_ms p50 | ${ms(cN.wall)} / ${ms(cN.dur50)} ms | | | |`,
+    ];
+    console.log(lines.join('\n'));
+    for (const s of [...c2.failureSamples, ...cN.failureSamples]) console.log(`\nfailure sample: ${s}`);
+  }
+  if (c2.failures || cN.failures) process.exitCode = 1;
+}
+
+main().catch((e) => {
+  console.error(`tools_bench: ${e.stack ?? e}`);
+  process.exit(1);
+});
