@@ -1,0 +1,45 @@
+// doctor reports this host truthfully; sweep removes a dead server's leftovers
+// and nothing of a live one.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sstream>
+
+#include "sandbox/native/doctor.h"
+#include "sandbox/native/host_image.h"
+#include "sandbox/native/sweep.h"
+
+namespace sandcastle::sandbox::native {
+namespace {
+
+TEST(Doctor, ReportsAdequateIsolationHere) {
+  std::ostringstream out;
+  EXPECT_EQ(run_doctor(out), 0) << out.str();
+  EXPECT_NE(out.str().find("user namespaces       yes"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("isolation: adequate"), std::string::npos);
+  IsolationReport r = check_isolation();
+  EXPECT_TRUE(r.adequate);
+  EXPECT_EQ(r.cgroup_version, ::geteuid() == 0 ? "v1" : "none");
+}
+
+TEST(Sweep, RemovesDeadServersLeftoversOnly) {
+  pid_t dead = ::fork();
+  if (dead == 0) _exit(0);
+  ::waitpid(dead, nullptr, 0);
+  std::string stale = runtime_parent() + "/sandcastle-" + std::to_string(dead);
+  ASSERT_EQ(::mkdir(stale.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((stale + "/etc").c_str(), 0755), 0);
+  std::string live = runtime_parent() + "/sandcastle-" + std::to_string(::getppid()) + "-keep";
+  ::mkdir(live.c_str(), 0755);
+  SweepReport rep = sweep_leftovers();
+  struct stat st {};
+  EXPECT_NE(::stat(stale.c_str(), &st), 0) << "stale runtime dir survived";
+  EXPECT_EQ(::stat(live.c_str(), &st), 0) << "a live server's dir was removed";
+  ::rmdir(live.c_str());
+  EXPECT_TRUE(rep.failed.empty());
+}
+
+}  // namespace
+}  // namespace sandcastle::sandbox::native
