@@ -114,6 +114,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{10}, int64_t{7 * 24 * 3600}));
   app.add_option("--default-language", tool_cfg.default_language,
                  "language of execute_code without one (env CONTAINER_LANGUAGE)");
+  app.add_option("--pip-index-url", tool_cfg.pip_index_url,
+                 "package index pip installs from (the only host the installer may reach)");
+  app.add_option("--npm-registry", tool_cfg.npm_registry,
+                 "registry npm installs from (the only host the installer may reach)");
   auto* doctor = app.add_subcommand("doctor", "print what this host allows and the isolation sandcastle will use");
   CLI11_PARSE(app, argc, argv);
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/unique_fd.h"
 #include "sandbox/spec.h"
 
 namespace sandcastle::sandbox {
@@ -114,6 +115,15 @@ class Sandbox {
   virtual Status remove(const std::string& path, bool recursive = false) = 0;
 
   virtual Result<Usage> usage() = 0;
+
+  // A TCP socket listening on 127.0.0.1:`port` (0 = any free port) inside the
+  // sandbox's network namespace, for the server to serve on (the package
+  // installer's egress proxy). Backends without the ability say kUnavailable.
+  virtual Result<UniqueFd> listen_loopback(std::uint16_t /*port*/) {
+    return Error::make(ErrorCode::kUnavailable,
+                       "this sandbox backend cannot open a loopback listener, so package "
+                       "installs have no network path");
+  }
 
   // Kills every process and releases everything; idempotent. Later calls
   // fail with kUnavailable.

@@ -149,6 +149,7 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
   const auto timeout = timeout_of(args, *use);
   json out;
   sandbox::ExecRequest req;
+  req.env = package_env();
   req.timeout = timeout;
   req.output.max_bytes = env.config.max_output_bytes;
   if (!(*lang)->compile.empty()) {
@@ -182,6 +183,7 @@ ToolResult execute_command(ToolEnv& env, const json& args, RequestContext& ctx) 
   if (!e.ok()) return error_result(e.error());
   EntryUse use(*e);
   sandbox::ExecRequest req;
+  req.env = package_env();
   req.argv = {"/bin/bash", "-c", args["command"].get<std::string>()};
   if (args.contains("workdir")) req.cwd = args["workdir"].get<std::string>();
   if (args.contains("env"))

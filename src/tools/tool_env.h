@@ -25,7 +25,23 @@ struct ToolConfig {
   std::uint64_t max_file_bytes = 32 * sandbox::kMiB;  // read_file/write_file/upload/download
   std::uint64_t max_output_bytes = 1 * sandbox::kMiB;  // per stream, head and tail kept
   size_t max_listed_files = 10'000;
+  // Package indexes (--pip-index-url, --npm-registry): the only hosts the
+  // installer's egress proxy lets it reach.
+  std::string pip_index_url = "https://pypi.org/simple";
+  std::string npm_registry = "https://registry.npmjs.org";
+  std::vector<std::string> pip_hosts() const;
+  std::vector<std::string> npm_hosts() const;
 };
+
+// Where installed packages live inside a sandbox, and the environment every
+// command there gets so it finds them.
+inline constexpr const char* kPythonPackages = "/workspace/.sandcastle/python";
+inline constexpr const char* kNodePackages = "/workspace/.sandcastle/node";
+inline const std::map<std::string, std::string>& package_env() {
+  static const std::map<std::string, std::string> kEnv = {
+      {"PYTHONPATH", kPythonPackages}, {"NODE_PATH", std::string(kNodePackages) + "/node_modules"}};
+  return kEnv;
+}
 
 struct ToolEnv {
   SandboxManager& manager;
@@ -38,11 +54,14 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env);
 void register_exec_tools(mcp::Server& server, ToolEnv& env);
 // Registers list_files, read_file, write_file, upload_file, download_file.
 void register_file_tools(mcp::Server& server, ToolEnv& env);
+// Registers install_packages and check_package_installation_status.
+void register_package_tools(mcp::Server& server, ToolEnv& env);
 
 inline void register_sandbox_tools(mcp::Server& server, ToolEnv& env) {
   register_lifecycle_tools(server, env);
   register_exec_tools(server, env);
   register_file_tools(server, env);
+  register_package_tools(server, env);
 }
 
 // The owner of the sandboxes a request may see ("" for the local stdio user).

@@ -17,6 +17,8 @@ WorkspaceSnapshot snapshot_workspace(sandbox::Sandbox& sb, size_t max_files) {
     for (const auto& f : *entries) {
       ++visited;
       std::string path = rel.empty() ? f.name : rel + "/" + f.name;
+      // sandcastle's own state (installed packages) is not the program's output.
+      if (rel.empty() && f.name == ".sandcastle") continue;
       if (f.type == sandbox::FileType::kDirectory) {
         dirs.push_back(path);
       } else if (f.type == sandbox::FileType::kRegular) {
