@@ -270,6 +270,18 @@ async function benchCreate(opts) {
 }
 
 // ---- (c) N concurrent one-shot executions
+// Baseline: N bare python3 processes spawned at once from this process.
+async function benchConcurrentBare(opts) {
+  const rounds = [];
+  for (let r = 0; r < opts.rounds; r++) {
+    const t0 = performance.now();
+    const lat = await Promise.all(Array.from({ length: opts.concurrent }, () => bare()));
+    rounds.push({ p50: median(lat), p99: pct(lat, 99), wall: performance.now() - t0 });
+  }
+  const m = (k) => median(rounds.map((x) => x[k]));
+  return { p50: m('p50'), p99: m('p99'), wall: m('wall') };
+}
+
 async function benchConcurrent(opts, poolSize) {
   const rounds = [];
   let failures = 0;
@@ -308,8 +320,9 @@ async function main() {
   const b = await benchCreate(opts);
   const c2 = await benchConcurrent(opts, 2);
   const cN = await benchConcurrent(opts, opts.concurrent);
+  const cb = await benchConcurrentBare(opts);
   if (opts.json) {
-    console.log(JSON.stringify({ oneshot: a, create: b, concurrent_pool2: c2, concurrent_prefilled: cN }, null, 2));
+    console.log(JSON.stringify({ oneshot: a, create: b, concurrent_pool2: c2, concurrent_prefilled: cN, concurrent_bare: cb }, null, 2));
   } else {
     const pass = (ok) => (ok ? 'met' : '**missed**');
     const lines = [
@@ -329,10 +342,12 @@ async function main() {
       `| (b) create+close pairs back to back, default pool 2: create p50 / p99 | ${ms(b.pair50)} / ${ms(b.pair99)} ms | | | |`,
       `| (b) cold \`create_sandbox\` (pool bypassed), p50 | ${ms(b.cold50)} ms | | ${ratio(b.cold50, b.p50)} of warm | |`,
       `| (b) time to fill a pool of ${opts.creates} | ${ms(b.fillMs)} ms${b.filled ? '' : ' (not confirmed)'} | | | |`,
-      `| (c) ${opts.concurrent} concurrent one-shots, default pool 2: p50 / p99 | ${ms(c2.p50)} / ${ms(c2.p99)} ms | ${ms(a.base)} ms (1 bare) | ${ratio(c2.p50, a.base)} | 0 failures: ${c2.failures}/${c2.calls} ${pass(c2.failures === 0)} |`,
-      `| (c) … wall time for all ${opts.concurrent} / exec duration_ms p50 | ${ms(c2.wall)} / ${ms(c2.dur50)} ms | | | |`,
-      `| (c) ${opts.concurrent} concurrent one-shots, pool of ${opts.concurrent} pre-filled: p50 / p99 | ${ms(cN.p50)} / ${ms(cN.p99)} ms | | | 0 failures: ${cN.failures}/${cN.calls} ${pass(cN.failures === 0)} |`,
-      `| (c) … wall time for all ${opts.concurrent} / exec duration_ms p50 | ${ms(cN.wall)} / ${ms(cN.dur50)} ms | | | |`,
+      `| (c) ${opts.concurrent} concurrent one-shots, default pool 2: p50 | ${ms(c2.p50)} ms | ${ms(cb.p50)} ms (${opts.concurrent} bare at once) | ${ratio(c2.p50, cb.p50)} | 0 failures: ${c2.failures}/${c2.calls} ${pass(c2.failures === 0)} |`,
+      `| (c) … p99 | ${ms(c2.p99)} ms | ${ms(cb.p99)} ms | ${ratio(c2.p99, cb.p99)} | |`,
+      `| (c) … wall time for all ${opts.concurrent} (exec duration_ms p50 ${ms(c2.dur50)} ms) | ${ms(c2.wall)} ms | ${ms(cb.wall)} ms | ${ratio(c2.wall, cb.wall)} | |`,
+      `| (c) ${opts.concurrent} concurrent one-shots, pool of ${opts.concurrent} pre-filled: p50 | ${ms(cN.p50)} ms | ${ms(cb.p50)} ms | ${ratio(cN.p50, cb.p50)} | 0 failures: ${cN.failures}/${cN.calls} ${pass(cN.failures === 0)} |`,
+      `| (c) … p99 | ${ms(cN.p99)} ms | ${ms(cb.p99)} ms | ${ratio(cN.p99, cb.p99)} | |`,
+      `| (c) … wall time for all ${opts.concurrent} (exec duration_ms p50 ${ms(cN.dur50)} ms) | ${ms(cN.wall)} ms | ${ms(cb.wall)} ms | ${ratio(cN.wall, cb.wall)} | |`,
     ];
     console.log(lines.join('\n'));
     for (const s of [...c2.failureSamples, ...cN.failureSamples]) console.log(`\nfailure sample: ${s}`);

@@ -49,8 +49,17 @@ describe('sandbox tools: bad inputs (SDK v1)', () => {
       assert.match(r.text, UNKNOWN_SANDBOX_HINT, `${name} says what to do: ${r.text}`);
       if (r.sc) assert.equal(r.sc.error, 'not_found', name);
     }
-    const withId = sc.tools.filter((t) => t.inputSchema.properties?.sandbox_id).map((t) => t.name);
-    for (const n of withId) assert.ok(n in calls, `${n} takes a sandbox_id and is covered`);
+    // Tools added later (install_packages, ...) get placeholder arguments.
+    const dummy = { string: 'x', array: ['x'], boolean: false, integer: 1, number: 1, object: {} };
+    for (const t of sc.tools.filter((t) => t.inputSchema.properties?.sandbox_id && !(t.name in calls))) {
+      const args = { sandbox_id: 'sb-does-not-exist' };
+      for (const k of t.inputSchema.required ?? []) {
+        if (k !== 'sandbox_id') args[k] = dummy[t.inputSchema.properties[k]?.type] ?? 'x';
+      }
+      const r = await sc.err(t.name, args);
+      assert.match(r.text, /sb-does-not-exist/, `${t.name} names the id: ${r.text}`);
+      assert.match(r.text, UNKNOWN_SANDBOX_HINT, `${t.name} says what to do: ${r.text}`);
+    }
   });
 
   test('an unknown language lists the available ones', async () => {
@@ -204,7 +213,7 @@ describe('sandbox tools: bad inputs (SDK v1)', () => {
     const t0 = performance.now();
     const r = await sc.err('execute_code', { code: 'import time\nprint("before", flush=True)\ntime.sleep(10)\nprint("after")', timeout_s: 1 });
     const ms = performance.now() - t0;
-    assert.ok(ms >= 900 && ms < 2500, `took ${ms.toFixed(0)} ms`);
+    assert.ok(ms >= 900 && ms < 3000, `took ${ms.toFixed(0)} ms`);
     assert.equal(r.sc.reason, 'timeout');
     assert.equal(r.sc.stdout, 'before\n', 'output before the kill is kept');
     assert.match(r.text, /timeout_s/, 'says how to give it more time');
@@ -309,6 +318,15 @@ describe('sandbox tools: bad inputs (SDK v1)', () => {
     const dir = await sc.err('read_file', { sandbox_id: id, path: '/workspace' });
     assert.match(dir.text, /list_files/);
   });
+
+  test('file errors from the engine say what to do next, not only the errno',
+    { todo: 'GAP: missing-file and read-only errors are bare "stat …: No such file or directory (ENOENT)" / "open …: Read-only file system (EROFS)"' },
+    async () => {
+      const missing = await sc.err('read_file', { sandbox_id: id, path: 'no/such/file.txt' });
+      assert.match(missing.text, /list_files/, missing.text);
+      const ro = await sc.err('write_file', { sandbox_id: id, path: '/usr/local/x.txt', content: 'x' });
+      assert.match(ro.text, /\/workspace/, ro.text);
+    });
 
   test('SDK v1 callTool returns isError results (structuredContent of an error matches the outputSchema or is absent)',
     { todo: 'BUG: error_result() sends structuredContent {error, message}, which fails the tool\'s outputSchema, so client.callTool throws -32602 instead of returning isError' },
