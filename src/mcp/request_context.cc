@@ -31,14 +31,15 @@ void CancelToken::unsubscribe(size_t id) {
 
 RequestContext::RequestContext(Send send, json request_id, std::optional<json> progress_token,
                                Era era, std::string protocol_version, int min_log_rank,
-                               CancelToken* cancel)
+                               CancelToken* cancel, std::string owner)
     : send_(std::move(send)),
       request_id_(std::move(request_id)),
       progress_token_(std::move(progress_token)),
       era_(era),
       protocol_version_(std::move(protocol_version)),
       min_log_rank_(min_log_rank),
-      cancel_(cancel) {}
+      cancel_(cancel),
+      owner_(std::move(owner)) {}
 
 void RequestContext::progress(double progress, std::optional<double> total,
                               const std::string& message) {

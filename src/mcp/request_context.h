@@ -37,11 +37,15 @@ class RequestContext {
   using Send = std::function<void(const json&)>;
 
   RequestContext(Send send, json request_id, std::optional<json> progress_token, Era era,
-                 std::string protocol_version, int min_log_rank, CancelToken* cancel);
+                 std::string protocol_version, int min_log_rank, CancelToken* cancel,
+                 std::string owner = {});
 
   const json& request_id() const { return request_id_; }
   Era era() const { return era_; }
   const std::string& protocol_version() const { return protocol_version_; }
+  // Who the request acts for: the API key's owner over HTTP, "" for the local
+  // stdio user. Sandboxes are visible only to their owner.
+  const std::string& owner() const { return owner_; }
   bool cancelled() const { return cancel_ && cancel_->cancelled(); }
   CancelToken* cancel_token() const { return cancel_; }
   bool wants_progress() const { return progress_token_.has_value(); }
@@ -63,6 +67,7 @@ class RequestContext {
   std::string protocol_version_;
   int min_log_rank_;  // -1: logging off for this request
   CancelToken* cancel_;
+  std::string owner_;
   std::mutex progress_mu_;
   std::optional<double> last_progress_;
 };

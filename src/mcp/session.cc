@@ -29,8 +29,8 @@ json versions_json() {
 
 }  // namespace
 
-std::shared_ptr<Session> Session::create(const Server& server, Send send) {
-  return std::shared_ptr<Session>(new Session(server, std::move(send)));
+std::shared_ptr<Session> Session::create(const Server& server, Send send, std::string owner) {
+  return std::shared_ptr<Session>(new Session(server, std::move(send), std::move(owner)));
 }
 
 size_t Session::inflight() const {
@@ -313,7 +313,8 @@ json Session::dispatch(const std::string& method, const json& params, const Enve
                        json{{"requiredCapabilities", missing}}};
     }
   }
-  RequestContext ctx(send_, id, env.progress_token, env.era, env.version, env.log_rank, token);
+  RequestContext ctx(send_, id, env.progress_token, env.era, env.version, env.log_rank, token,
+                     owner_);
   json result = spec->handler(params, ctx);
   if (modern) return finish_modern(std::move(result), spec);
   return result;

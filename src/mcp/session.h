@@ -21,8 +21,10 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   using Send = std::function<void(const json&)>;
 
-  // `send` must be thread-safe and write each message whole.
-  static std::shared_ptr<Session> create(const Server& server, Send send);
+  // `send` must be thread-safe and write each message whole. `owner` is who
+  // the session acts for (see RequestContext::owner).
+  static std::shared_ptr<Session> create(const Server& server, Send send, std::string owner = {});
+  const std::string& owner() const { return owner_; }
 
   // Parses one complete message (a line on stdio, a body over HTTP) and
   // handles it; every reply goes through `send`.
@@ -48,7 +50,8 @@ class Session : public std::enable_shared_from_this<Session> {
     std::optional<json> progress_token;
   };
 
-  Session(const Server& server, Send send) : server_(server), send_(std::move(send)) {}
+  Session(const Server& server, Send send, std::string owner)
+      : server_(server), send_(std::move(send)), owner_(std::move(owner)) {}
 
   void handle_batch(const json& batch);
   void handle_notification(const json& msg);
@@ -66,6 +69,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   const Server& server_;
   Send send_;
+  const std::string owner_;
 
   mutable std::mutex mu_;
   std::condition_variable idle_cv_;

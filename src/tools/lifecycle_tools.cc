@@ -10,11 +10,12 @@ using mcp::json;
 using mcp::RequestContext;
 using mcp::ToolResult;
 
-std::string owner_of(const RequestContext&) { return ""; }
+std::string owner_of(const RequestContext& ctx) { return ctx.owner(); }
 
 ToolResult error_result(const Error& err) {
-  return ToolResult::error(err.message(), json{{"error", error_code_name(err.code)},
-                                               {"message", err.message()}});
+  // No structuredContent: clients check it against the tool's outputSchema
+  // even on errors, and an error has none of the output's fields.
+  return ToolResult::error(err.message() + " [" + error_code_name(err.code) + "]");
 }
 
 std::string iso_time(std::chrono::system_clock::time_point t) {
