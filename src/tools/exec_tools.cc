@@ -70,6 +70,12 @@ json result_json(const sandbox::ExecResult& r, const std::string& stage) {
               {"stage", stage}};
 }
 
+// With the HTTP transport on, each created file gets a download link.
+void add_links(const ToolEnv& env, const std::string& sandbox_id, json& files) {
+  if (!env.config.file_link) return;
+  for (auto& f : files) f["url"] = env.config.file_link(sandbox_id, f["path"].get<std::string>());
+}
+
 std::string format_seconds(std::chrono::milliseconds ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", static_cast<double>(ms.count()) / 1000.0);
@@ -175,6 +181,7 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
   out["sandbox_id"] = one_shot ? json(nullptr) : json(use->id());
   out["files_created"] = one_shot ? json::array()
                                   : diff_workspace(before, snapshot_workspace(use->sandbox(), env.config.max_listed_files));
+  add_links(env, use->id(), out["files_created"]);
   return finish(out, *r, timeout);
 }
 
@@ -198,6 +205,7 @@ ToolResult execute_command(ToolEnv& env, const json& args, RequestContext& ctx) 
   json out = result_json(*r, "run");
   out["sandbox_id"] = use->id();
   out["files_created"] = diff_workspace(before, snapshot_workspace(use->sandbox(), env.config.max_listed_files));
+  add_links(env, use->id(), out["files_created"]);
   return finish(out, *r, timeout);
 }
 

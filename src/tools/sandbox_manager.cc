@@ -173,6 +173,15 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::create(const CreateRequest
                          "the server already runs its maximum of " +
                              std::to_string(options_.max_sandboxes) +
                              " sandboxes; close one you no longer need (close_sandbox) and retry");
+    if (options_.max_per_owner > 0) {
+      size_t mine = static_cast<size_t>(std::count_if(
+          by_id_.begin(), by_id_.end(), [&](const auto& kv) { return kv.second->owner() == req.owner; }));
+      if (mine >= options_.max_per_owner)
+        return Error::make(ErrorCode::kResourceExhausted,
+                           "you already have " + std::to_string(mine) +
+                               " live sandboxes, the quota per user; close one you no longer need "
+                               "(close_sandbox) and retry");
+    }
     if (!req.name.empty()) {
       for (const auto& [_, e] : by_id_)
         if (e->owner() == req.owner && e->name() == req.name)
@@ -216,6 +225,23 @@ Status SandboxManager::close(const std::string& id_or_name, const std::string& o
     by_id_.erase((*entry)->id());
   }
   return (*entry)->sandbox().destroy();
+}
+
+size_t SandboxManager::close_owned_by(const std::string& owner) {
+  std::vector<std::shared_ptr<SandboxEntry>> mine;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = by_id_.begin(); it != by_id_.end();) {
+      if (it->second->owner() == owner) {
+        mine.push_back(it->second);
+        it = by_id_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& e : mine) (void)e->sandbox().destroy();
+  return mine.size();
 }
 
 std::vector<std::shared_ptr<SandboxEntry>> SandboxManager::list(const std::string& owner) const {

@@ -88,6 +88,7 @@ struct ManagerOptions {
   size_t max_sandboxes = 64;                 // server-wide cap on live sandboxes
   std::chrono::seconds default_ttl{30 * 60};  // idle time before reaping
   size_t pool_size = 2;                      // warm sandboxes kept ready
+  size_t max_per_owner = 0;                  // live sandboxes per owner; 0 = no quota
   std::chrono::seconds reap_interval{5};
 };
 
@@ -118,6 +119,8 @@ class SandboxManager {
   // sandbox is reported as not found, never as forbidden.
   Result<std::shared_ptr<SandboxEntry>> get(const std::string& id_or_name, const std::string& owner);
   Status close(const std::string& id_or_name, const std::string& owner);
+  // Destroys every sandbox of `owner` (a session that ended); returns how many.
+  size_t close_owned_by(const std::string& owner);
   std::vector<std::shared_ptr<SandboxEntry>> list(const std::string& owner) const;
   size_t live_count() const;
   size_t pool_ready() const;

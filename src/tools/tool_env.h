@@ -3,6 +3,7 @@
 // upload/download).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ struct ToolConfig {
   // installer's egress proxy lets it reach.
   std::string pip_index_url = "https://pypi.org/simple";
   std::string npm_registry = "https://registry.npmjs.org";
+  // Set when a transport can serve sandbox files over HTTP: returns a
+  // download URL for (sandbox_id, path relative to the workdir).
+  std::function<std::string(const std::string& sandbox_id, const std::string& path)> file_link;
   std::vector<std::string> pip_hosts() const;
   std::vector<std::string> npm_hosts() const;
 };
