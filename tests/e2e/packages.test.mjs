@@ -1,0 +1,104 @@
+// install_packages / check_package_installation_status end to end: pip and npm
+// run inside the sandbox and reach a local package index on 127.0.0.1 (built
+// and served by fixtures/local_index.py) through sandcastle's egress proxy;
+// nothing else is reachable, and code execution stays offline.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { E2E_DIR, sleep } from './lib/harness.mjs';
+import { connectSandcastle } from './lib/sandbox_client.mjs';
+
+function startIndex() {
+  return new Promise((resolve, reject) => {
+    const child = spawn('/usr/bin/python3', [join(E2E_DIR, 'fixtures', 'local_index.py')], { stdio: ['ignore', 'pipe', 'inherit'] });
+    child.stdout.once('data', (d) => resolve({ child, port: Number(String(d).trim()) }));
+    child.once('error', reject);
+  });
+}
+
+// A host listener that must never be reached from inside a sandbox.
+function startForbidden() {
+  return new Promise((resolve) => {
+    const hits = [];
+    const srv = createServer((s) => { hits.push(Date.now()); s.end('reached'); });
+    srv.listen(0, '127.0.0.1', () => resolve({ srv, port: srv.address().port, hits }));
+  });
+}
+
+describe('package installs through the egress proxy', () => {
+  let index, forbidden, sc;
+  before(async () => {
+    index = await startIndex();
+    forbidden = await startForbidden();
+    sc = await connectSandcastle({
+      args: ['--pip-index-url', `http://127.0.0.1:${index.port}/simple/`,
+             '--npm-registry', `http://127.0.0.1:${index.port}/npm/`],
+      timeoutMs: 120000,
+    });
+  });
+  after(async () => {
+    await sc?.close();
+    index?.child.kill();
+    forbidden?.srv.close();
+  });
+
+  test('pip install waits, then the package imports in later calls', async () => {
+    const { sandbox_id } = await sc.create({ language: 'python' });
+    const r = await sc.ok('install_packages', { sandbox_id, packages: ['sandcastle_demo==1.2.3'] });
+    assert.equal(r.status, 'success', JSON.stringify(r));
+    assert.deepEqual(r.packages.map((p) => [p.package, p.status]), [['sandcastle_demo', 'success']]);
+    const run = await sc.ok('execute_code', { sandbox_id, code: 'import sandcastle_demo as d\nprint(d.greet("sandbox"), d.VERSION)' });
+    assert.equal(run.stdout, 'hello sandbox from the local index 1.2.3\n', JSON.stringify(run));
+    const st = await sc.ok('check_package_installation_status', { sandbox_id, package: 'sandcastle_demo' });
+    assert.equal(st.status, 'success');
+    const listed = await sc.ok('list_sandboxes');
+    const mine = listed.sandboxes.find((s) => s.sandbox_id === sandbox_id);
+    assert.deepEqual(mine.packages.map((p) => p.name), ['sandcastle_demo']);
+    // The install's own files are not reported as the program's output.
+    assert.deepEqual(run.files_created, []);
+  });
+
+  test('npm install in the background, polled until success', async () => {
+    const { sandbox_id } = await sc.create({ language: 'javascript' });
+    const started = await sc.ok('install_packages', { sandbox_id, packages: ['sandcastle-demo'], wait: false });
+    assert.equal(started.status, 'installing');
+    let status;
+    for (let i = 0; i < 120; i++) {
+      status = await sc.ok('check_package_installation_status', { sandbox_id, package: 'sandcastle-demo' });
+      if (status.status !== 'installing') break;
+      await sleep(250);
+    }
+    assert.equal(status.status, 'success', JSON.stringify(status));
+    const run = await sc.ok('execute_code', { sandbox_id, code: 'console.log(require("sandcastle-demo").greet("node"))' });
+    assert.equal(run.stdout, 'hello node from the local registry\n');
+  });
+
+  test('a missing package fails with the installer\'s own error', async () => {
+    const { sandbox_id } = await sc.create({ language: 'python' });
+    const r = await sc.err('install_packages', { sandbox_id, packages: ['no_such_package_xyz'] });
+    assert.match(r.text, /No matching distribution|Could not find a version/);
+    const st = await sc.ok('check_package_installation_status', { sandbox_id, package: 'no_such_package_xyz' });
+    assert.equal(st.status, 'failed');
+    assert.match(st.error, /No matching distribution|Could not find a version/);
+    const nf = await sc.ok('check_package_installation_status', { sandbox_id, package: 'never_requested' });
+    assert.equal(nf.status, 'not_found');
+  });
+
+  test('package names cannot smuggle installer options', async () => {
+    const { sandbox_id } = await sc.create({ language: 'python' });
+    for (const bad of ['--index-url=http://evil.example/simple', '-e .', '/etc/passwd', 'http://x/y.whl']) {
+      const r = await sc.err('install_packages', { sandbox_id, packages: [bad] });
+      assert.match(r.text, /not a valid pip package name/);
+    }
+  });
+
+  test('code stays offline: neither the index nor another host listener is reachable', async () => {
+    const { sandbox_id } = await sc.create({ language: 'python' });
+    const code = `import socket\nfor port in (${index.port}, ${forbidden.port}, 3128):\n    s = socket.socket()\n    s.settimeout(2)\n    try:\n        s.connect(("127.0.0.1", port)); print(port, "connected")\n    except OSError as e:\n        print(port, type(e).__name__, e.errno)\n`;
+    const run = await sc.ok('execute_code', { sandbox_id, code });
+    for (const line of run.stdout.trim().split('\n')) assert.match(line, /ConnectionRefusedError 111$/, run.stdout);
+    assert.equal(forbidden.hits.length, 0);
+  });
+});
