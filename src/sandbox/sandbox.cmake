@@ -9,6 +9,7 @@ set(SANDCASTLE_INIT_SOURCES
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/caps.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/rlimits.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/net.cc
+  ${PROJECT_SOURCE_DIR}/src/sandbox/native/fd_passing.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/wire.cc)
 add_executable(sandcastle-init ${SANDCASTLE_INIT_SOURCES})
 target_include_directories(sandcastle-init PRIVATE ${PROJECT_SOURCE_DIR}/src)

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "sandbox/native/fd_passing.h"
 #include "sandbox/native/init_loop.h"
 #include "sandbox/native/native_sandbox.h"
 #include "sandbox/native/wire.h"
@@ -60,26 +61,6 @@ Result<ExecWire> build_wire(const ExecRequest& req, const SandboxSpec& spec, boo
   return w;
 }
 
-Status send_request(int control, const std::string& bytes, const int (&fds)[kExecRequestFds]) {
-  struct iovec iov {const_cast<char*>(bytes.data()), bytes.size()};
-  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kExecRequestFds)] = {};
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = cbuf;
-  msg.msg_controllen = sizeof cbuf;
-  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int) * kExecRequestFds);
-  std::memcpy(CMSG_DATA(c), fds, sizeof(int) * kExecRequestFds);
-  for (;;) {
-    ssize_t n = ::sendmsg(control, &msg, MSG_NOSIGNAL);
-    if (n >= 0) return {};
-    if (errno != EINTR) return Error::from_errno("send exec request to sandbox init");
-  }
-}
-
 struct Stream {
   UniqueFd fd;
   OutputBuffer buf;
@@ -110,7 +91,7 @@ Result<ExecResult> NativeSandbox::exec(const ExecRequest& req, const ExecCallbac
                                        const CancelToken* cancel) {
   auto wire = build_wire(req, spec_, cgroup_ != nullptr);
   if (!wire) return wire.take_error();
-  std::string bytes = encode(*wire);
+  std::string bytes = encode_control(ControlKind::kExec, encode(*wire));
   if (bytes.size() > kMaxExecRequestBytes)
     return Error::make(ErrorCode::kInvalidArgument, "exec: argv and env too large");
 
@@ -132,7 +113,8 @@ Result<ExecResult> NativeSandbox::exec(const ExecRequest& req, const ExecCallbac
     std::shared_lock lock(mu_);
     if (auto st = check_alive(); !st) return st.take_error();
     const int fds[kExecRequestFds] = {report_remote.get(), in_r.get(), out_w.get(), err_w.get()};
-    if (auto st = send_request(init_.control.get(), bytes, fds); !st) return st.take_error();
+    if (int e = send_with_fds(init_.control.get(), bytes, fds, kExecRequestFds); e != 0)
+      return Error::from_errno("send exec request to sandbox init", e);
   }
   // Our copies of the command's ends must go, or EOF never comes.
   report_remote.reset();

@@ -10,8 +10,11 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <string_view>
 #include <vector>
 
+#include "sandbox/native/fd_passing.h"
+#include "sandbox/native/net.h"
 #include "sandbox/native/supervisor.h"
 
 namespace sandcastle::sandbox::native {
@@ -23,49 +26,57 @@ void reap_children() {
   }
 }
 
+void start_exec(int control_fd, int signal_fd, const InitConfig& config, std::string_view payload,
+                ReceivedMessage& m) {
+  auto req = decode_exec(payload);
+  if (!req || m.nfds != kExecRequestFds) return;
+  ExecFds exec_fds{m.fds[0], m.fds[1], m.fds[2], m.fds[3]};
+  // A fork into a new PID namespace: the child is that namespace's PID 1.
+  long pid = syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+  if (pid == 0) {
+    ::close(control_fd);
+    run_supervisor(*req, config, exec_fds, signal_fd);
+  }
+  if (pid < 0) {
+    ExecReport rep;
+    rep.kind = ReportKind::kSetupError;
+    rep.err = errno;
+    rep.step = "clone exec supervisor";
+    std::string bytes = encode(rep);
+    (void)!::send(m.fds[0], bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  }
+}
+
+// The listener is created here, in the sandbox's network namespace, and
+// handed over; init keeps no copy, so the server's close is the end of it.
+void open_listener(std::string_view payload, ReceivedMessage& m) {
+  auto req = decode_listen(payload);
+  if (!req || m.nfds != 1) return;
+  ListenReply rep;
+  int listener = -1;
+  if (auto e = open_loopback_listener(req->port, &listener)) {
+    rep.err = e->err == 0 ? EIO : e->err;
+    rep.step = e->step;
+  }
+  std::string bytes = encode(rep);
+  (void)send_with_fds(m.fds[0], bytes, &listener, listener >= 0 ? 1 : 0);
+  if (listener >= 0) ::close(listener);
+}
+
 // Receives one request; returns false when the server has gone away.
 bool handle_request(int control_fd, int signal_fd, const InitConfig& config,
                     std::vector<char>& buf) {
-  struct iovec iov {buf.data(), buf.size()};
-  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kExecRequestFds)];
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = cbuf;
-  msg.msg_controllen = sizeof cbuf;
-  ssize_t n = ::recvmsg(control_fd, &msg, MSG_CMSG_CLOEXEC);
-  if (n == 0) return false;
-  if (n < 0) return errno == EINTR || errno == EAGAIN;
-
-  int fds[kExecRequestFds] = {-1, -1, -1, -1};
-  int nfds = 0;
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      nfds = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-      if (nfds > kExecRequestFds) nfds = kExecRequestFds;
-      std::memcpy(fds, CMSG_DATA(c), sizeof(int) * static_cast<std::size_t>(nfds));
+  ReceivedMessage m = recv_with_fds(control_fd, buf.data(), buf.size());
+  if (m.len == 0) return false;
+  if (m.len < 0) return m.err == EINTR || m.err == EAGAIN;
+  auto msg = decode_control(std::string_view(buf.data(), static_cast<std::size_t>(m.len)));
+  if (msg && !m.truncated) {
+    switch (msg->kind) {
+      case ControlKind::kExec: start_exec(control_fd, signal_fd, config, msg->payload, m); break;
+      case ControlKind::kListen: open_listener(msg->payload, m); break;
     }
   }
-  auto req = decode_exec(std::string_view(buf.data(), static_cast<std::size_t>(n)));
-  bool truncated = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
-  if (req && nfds == kExecRequestFds && !truncated) {
-    ExecFds exec_fds{fds[0], fds[1], fds[2], fds[3]};
-    // A fork into a new PID namespace: the child is that namespace's PID 1.
-    long pid = syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
-    if (pid == 0) {
-      ::close(control_fd);
-      run_supervisor(*req, config, exec_fds, signal_fd);
-    }
-    if (pid < 0) {
-      ExecReport rep;
-      rep.kind = ReportKind::kSetupError;
-      rep.err = errno;
-      rep.step = "clone exec supervisor";
-      std::string bytes = encode(rep);
-      (void)!::send(fds[0], bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    }
-  }
-  for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+  m.close_fds();
   return true;
 }
 

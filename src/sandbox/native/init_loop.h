@@ -7,8 +7,9 @@
 
 namespace sandcastle::sandbox::native {
 
-// Each request is one SOCK_SEQPACKET message: an encoded ExecWire plus four
-// fds via SCM_RIGHTS: report socket, stdin, stdout, stderr.
+// Each request is one SOCK_SEQPACKET message (see ControlKind in wire.h);
+// an exec carries four fds via SCM_RIGHTS: report socket, stdin, stdout,
+// stderr.
 constexpr int kExecRequestFds = 4;
 constexpr std::size_t kMaxExecRequestBytes = 200 * 1024;
 

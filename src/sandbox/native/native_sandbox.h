@@ -47,6 +47,7 @@ class NativeSandbox : public Sandbox {
   Status remove(const std::string& path, bool recursive) override;
 
   Result<Usage> usage() override;
+  Result<UniqueFd> listen_loopback(std::uint16_t port) override;
   Status destroy() override;
 
   // Host pid of the sandbox init (tests and diagnostics).

@@ -1,6 +1,7 @@
 // Network namespace setup: a new namespace has only `lo`, and it is down.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 
 #include "sandbox/native/step_error.h"
@@ -8,5 +9,12 @@
 namespace sandcastle::sandbox::native {
 
 std::optional<StepError> bring_loopback_up();
+
+// A TCP socket bound to 127.0.0.1:port (0 = kernel's choice) and listening,
+// in the caller's network namespace; close-on-exec. Run by the sandbox's
+// init on the server's request: the socket belongs to the sandbox's
+// namespace, and the server, which accepts on it, needs no setns (which an
+// unprivileged server could not do).
+std::optional<StepError> open_loopback_listener(std::uint16_t port, int* fd_out);
 
 }  // namespace sandcastle::sandbox::native
