@@ -328,11 +328,16 @@ describe('sandbox tools: bad inputs (SDK v1)', () => {
       assert.match(ro.text, /\/workspace/, ro.text);
     });
 
+  // Was a bug until a4b783d: error results carried structuredContent
+  // {error, message}, which failed each tool's outputSchema, so the v1
+  // client.callTool threw -32602 instead of returning the isError result.
   test('SDK v1 callTool returns isError results (structuredContent of an error matches the outputSchema or is absent)',
-    { todo: 'BUG: error_result() sends structuredContent {error, message}, which fails the tool\'s outputSchema, so client.callTool throws -32602 instead of returning isError' },
     async () => {
-      const r = await sc.sdkCall('close_sandbox', { sandbox_id: 'sb-does-not-exist' });
-      assert.equal(r.isError, true);
-      assert.match(r.text, UNKNOWN_SANDBOX_HINT);
+      for (const [name, args] of [['close_sandbox', { sandbox_id: 'sb-does-not-exist' }],
+        ['read_file', { sandbox_id: id, path: '../x' }], ['execute_code', { code: 'x', language: 'cobol' }]]) {
+        const r = await sc.sdkCall(name, args);
+        assert.equal(r.isError, true, name);
+        assert.ok(r.text.length > 0);
+      }
     });
 });
