@@ -1,10 +1,17 @@
-// execute_code and execute_command: run a snippet or a shell command in a
-// sandbox (or a fresh one-shot sandbox), streaming output as it arrives.
+// execute_code, execute_command and restart_kernel: run a snippet or a shell
+// command in a sandbox (or a fresh one-shot sandbox), streaming output as it
+// arrives. In a python or javascript sandbox, execute_code goes to the
+// sandbox's persistent kernel (tools/kernel.h) so state survives between
+// calls; `fresh: true`, other languages and one-shot runs start a process.
 #include <atomic>
 #include <cstdio>
+#include <mutex>
 #include <set>
 
+#include "mcp/pagination.h"
+#include "tools/kernel.h"
 #include "tools/languages.h"
+#include "tools/resource_methods.h"
 #include "tools/tool_env.h"
 #include "tools/workspace_diff.h"
 
@@ -28,8 +35,33 @@ json exec_output_schema() {
                 {"truncated", {{"type", "boolean"}}},
                 {"reason", {{"type", "string"}}},
                 {"stage", {{"type", "string"}}},
-                {"files_created", {{"type", "array"}}}}},
+                {"files_created", {{"type", "array"}}},
+                {"mode", {{"type", "string"}, {"enum", {"kernel", "process"}}}},
+                {"execution_count", {{"type", "integer"}}},
+                {"result", {{"type", "object"}}},
+                {"error", {{"type", "object"}}},
+                {"displays", {{"type", "array"}}},
+                {"kernel", {{"type", "object"}}},
+                {"hint", {{"type", "string"}}}}},
               {"required", {"stdout", "stderr", "exit_code", "duration_ms", "truncated", "reason"}}};
+}
+
+// Live output: each chunk as notifications/progress (with a progressToken) and
+// as a notifications/message log line (when logging is on), in order. Empty
+// when the client asked for neither.
+std::function<void(const char*, std::string_view)> output_streamer(RequestContext& ctx, const std::string& stage) {
+  if (!ctx.wants_progress() && !ctx.log_enabled("info")) return nullptr;
+  struct State {
+    std::mutex mu;
+    uint64_t chunks = 0;
+  };
+  auto st = std::make_shared<State>();
+  return [st, &ctx, stage](const char* name, std::string_view data) {
+    std::string text(data);
+    std::lock_guard l(st->mu);  // increment and send together: progress must rise
+    ctx.progress(static_cast<double>(++st->chunks), std::nullopt, text);
+    ctx.log("info", json{{"stream", name}, {"stage", stage}, {"text", text}}, "sandbox");
+  };
 }
 
 // Runs one exec with the request's cancellation and progress wired in.
@@ -39,16 +71,10 @@ Result<sandbox::ExecResult> run(SandboxEntry& entry, sandbox::ExecRequest req, R
   size_t sub = 0;
   if (ctx.cancel_token()) sub = ctx.cancel_token()->on_cancel([&cancel] { cancel.cancel(); });
   sandbox::ExecCallbacks cb;
-  std::atomic<uint64_t> chunks{0};
-  const bool stream = ctx.wants_progress() || ctx.log_enabled("info");
-  if (stream) {
-    auto emit = [&ctx, &chunks, stage](const char* name, std::string_view data) {
-      std::string text(data);
-      ctx.progress(static_cast<double>(++chunks), std::nullopt, text);
-      ctx.log("info", json{{"stream", name}, {"stage", stage}, {"text", text}}, "sandbox");
-    };
-    cb.on_stdout = [emit](std::string_view d) { emit("stdout", d); };
-    cb.on_stderr = [emit](std::string_view d) { emit("stderr", d); };
+  auto emit = output_streamer(ctx, stage);
+  if (emit) {
+    cb.on_stdout = [&emit](std::string_view d) { emit("stdout", d); };
+    cb.on_stderr = [&emit](std::string_view d) { emit("stderr", d); };
   }
   auto r = entry.sandbox().exec(req, cb, &cancel);
   if (ctx.cancel_token() && sub) ctx.cancel_token()->unsubscribe(sub);
@@ -70,10 +96,27 @@ json result_json(const sandbox::ExecResult& r, const std::string& stage) {
               {"stage", stage}};
 }
 
-// With the HTTP transport on, each created file gets a download link.
+// With the HTTP transport on, each created file gets a download link. Every
+// file also gets its sandbox:// resource URI (resources/read serves it).
 void add_links(const ToolEnv& env, const std::string& sandbox_id, json& files) {
-  if (!env.config.file_link) return;
-  for (auto& f : files) f["url"] = env.config.file_link(sandbox_id, f["path"].get<std::string>());
+  for (auto& f : files) {
+    f["uri"] = sandbox_resource_uri(sandbox_id, f["path"].get<std::string>());
+    if (env.config.file_link) f["url"] = env.config.file_link(sandbox_id, f["path"].get<std::string>());
+  }
+}
+
+// resource_link content blocks (protocol 2025-06-18 and later) for the files
+// a run created or changed.
+void add_resource_links(ToolResult& res, const json& files, const RequestContext& ctx) {
+  if (ctx.protocol_version() < "2025-06-18") return;
+  for (const auto& f : files) {
+    if (!f.contains("uri")) continue;
+    res.content.push_back({{"type", "resource_link"},
+                           {"uri", f["uri"]},
+                           {"name", f["path"]},
+                           {"mimeType", f["mime_type"]},
+                           {"size", f["size"]}});
+  }
 }
 
 std::string format_seconds(std::chrono::milliseconds ms) {
@@ -107,6 +150,118 @@ std::chrono::milliseconds timeout_of(const json& args, const SandboxEntry& e) {
   if (args.contains("timeout_s"))
     return std::chrono::milliseconds(static_cast<int64_t>(args["timeout_s"].get<double>() * 1000));
   return e.spec().limits().exec_timeout;
+}
+
+std::shared_ptr<Kernel> kernel_of(SandboxEntry& e, KernelLanguage lang) {
+  return std::static_pointer_cast<Kernel>(e.attachment([&e, lang] {
+    auto env = package_env();
+    env["MPLBACKEND"] = "Agg";
+    env["MPLCONFIGDIR"] = "/tmp/.sandcastle/mpl";
+    return std::make_shared<Kernel>(e.sandbox(), lang, env);
+  }));
+}
+
+bool is_image_mime(const std::string& m) {
+  return m == "image/png" || m == "image/jpeg" || m == "image/gif" || m == "image/webp" || m == "image/svg+xml";
+}
+
+// A MIME bundle from the kernel, as structured data: images become MCP image
+// content (never base64 inside text) and are replaced by a pointer to it.
+json bundle_to_content(const json& bundle, ToolResult& res) {
+  json entry = json::object();
+  for (const auto& [mime, v] : bundle.items()) {
+    if (is_image_mime(mime) && v.is_string()) {
+      const std::string& s = v.get_ref<const std::string&>();
+      // SVG arrives as text; the other images as base64 already.
+      std::string data = mime == "image/svg+xml" ? mcp::base64_encode(s) : s;
+      entry[mime] = {{"content_index", res.content.size()}, {"bytes", mime == "image/svg+xml" ? s.size() : data.size() / 4 * 3}};
+      res.content.push_back({{"type", "image"}, {"data", std::move(data)}, {"mimeType", mime}});
+    } else {
+      entry[mime] = v;
+    }
+  }
+  return entry;
+}
+
+ToolResult execute_in_kernel(ToolEnv& env, EntryUse& use, KernelLanguage lang, const json& args,
+                             RequestContext& ctx) {
+  auto kernel = kernel_of(*use, lang);
+  CellRequest req;
+  req.code = args["code"].get<std::string>();
+  if (args.contains("stdin")) req.stdin_data = args["stdin"].get<std::string>();
+  req.timeout = timeout_of(args, *use);
+  req.max_output_bytes = env.config.max_output_bytes;
+  CellCallbacks cb;
+  auto emit = output_streamer(ctx, "run");
+  if (emit) cb.on_output = [&emit](const char* stream, std::string_view text) { emit(stream, text); };
+
+  auto before = snapshot_workspace(use->sandbox(), env.config.max_listed_files);
+  auto r = kernel->execute(req, cb, ctx.cancel_token());
+  if (!r.ok()) return error_result(r.error());
+  const CellResult& c = *r;
+  json out{{"stdout", c.stdout_data},
+           {"stderr", c.stderr_data},
+           {"exit_code", c.exit_code},
+           {"signal", c.signal},
+           {"duration_ms", static_cast<double>(c.duration.count()) / 1000.0},
+           {"truncated", c.stdout_truncated || c.stderr_truncated},
+           {"stdout_bytes", c.stdout_total},
+           {"stderr_bytes", c.stderr_total},
+           {"reason", cell_end_name(c.end)},
+           {"stage", "run"},
+           {"mode", "kernel"},
+           {"language", kernel_language_name(lang)},
+           {"sandbox_id", use->id()},
+           {"execution_count", c.execution_count}};
+  json kinfo{{"state_lost", c.state_lost}, {"restarted", c.kernel_restarted}, {"fresh", c.fresh_kernel}};
+  if (!c.death.empty()) kinfo["death"] = c.death;
+  out["kernel"] = kinfo;
+
+  ToolResult res;
+  res.content.push_back(json::object());  // the structured mirror goes first, filled in below
+  if (!c.value.is_null()) out["result"] = bundle_to_content(c.value, res);
+  if (!c.error.is_null()) out["error"] = c.error;
+  if (!c.displays.empty()) {
+    json displays = json::array();
+    for (const auto& d : c.displays) displays.push_back(bundle_to_content(d, res));
+    out["displays"] = displays;
+  }
+  out["files_created"] = diff_workspace(before, snapshot_workspace(use->sandbox(), env.config.max_listed_files));
+  add_links(env, use->id(), out["files_created"]);
+
+  const std::string secs = format_seconds(req.timeout);
+  const char* what = c.end == CellEnd::kCancelled ? "was cancelled" : nullptr;
+  std::string ran_past = "ran past its " + secs + " s timeout";
+  switch (c.end) {
+    case CellEnd::kCompleted:
+      break;
+    case CellEnd::kTimeout:
+    case CellEnd::kCancelled:
+      if (c.state_lost) {
+        out["hint"] = "the code " + (what ? std::string(what) : ran_past) +
+                      " and ignored the interrupt for 2 s, so the kernel was killed and restarted: "
+                      "variables, imports and functions from earlier calls are lost; run the set-up "
+                      "code again" + (what ? "" : ", and pass a larger timeout_s or make the code faster");
+      } else {
+        out["hint"] = "the code " + (what ? std::string(what) : ran_past) +
+                      " and was interrupted (KeyboardInterrupt); the kernel and its state are intact" +
+                      (what ? "" : "; pass a larger timeout_s or make the code faster");
+      }
+      break;
+    case CellEnd::kKernelDied:
+      out["hint"] = "the kernel died (" + c.death + ") while running this code; its state was lost "
+                    "(variables, imports, functions). A fresh kernel answers the next call: run the "
+                    "set-up code again" +
+                    std::string(c.death.rfind("out of memory", 0) == 0
+                                    ? "; use less memory or create a sandbox with a larger limits.memory_mb"
+                                    : "");
+      break;
+  }
+  res.content[0] = {{"type", "text"}, {"text", mcp::dump_message(out)}};
+  res.structured = std::move(out);
+  res.is_error = c.end == CellEnd::kTimeout || c.end == CellEnd::kKernelDied;
+  add_resource_links(res, res.structured["files_created"], ctx);
+  return res;
 }
 
 ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
@@ -144,6 +299,12 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
   } cleanup{env, entry, one_shot};
   EntryUse use(entry);
 
+  // A python/javascript sandbox keeps a kernel; one-shot runs, `fresh` runs
+  // and other languages get a process of their own.
+  if (!one_shot && !args.value("fresh", false) && (*lang)->name == use->language()) {
+    if (auto kl = kernel_language_for((*lang)->name)) return execute_in_kernel(env, use, *kl, args, ctx);
+  }
+
   const std::string dir = "/tmp/.sandcastle/run-" + std::to_string(++g_run_counter);
   const std::string src = dir + "/" + (*lang)->source_file;
   const std::string bin = dir + "/main";
@@ -165,7 +326,7 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
     if (c->reason != sandbox::EndReason::kExited || c->status() != 0) {
       out = result_json(*c, "compile");
       out["language"] = (*lang)->name;
-      out["sandbox_id"] = use->id();
+      out["sandbox_id"] = one_shot ? json(nullptr) : json(use->id());
       ToolResult res = finish(out, *c, timeout);
       res.is_error = true;  // nothing ran: the model must fix the code
       return res;
@@ -181,8 +342,11 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
   out["sandbox_id"] = one_shot ? json(nullptr) : json(use->id());
   out["files_created"] = one_shot ? json::array()
                                   : diff_workspace(before, snapshot_workspace(use->sandbox(), env.config.max_listed_files));
-  add_links(env, use->id(), out["files_created"]);
-  return finish(out, *r, timeout);
+  out["mode"] = "process";
+  if (!one_shot) add_links(env, use->id(), out["files_created"]);
+  ToolResult res = finish(out, *r, timeout);
+  add_resource_links(res, out["files_created"], ctx);
+  return res;
 }
 
 ToolResult execute_command(ToolEnv& env, const json& args, RequestContext& ctx) {
@@ -206,7 +370,28 @@ ToolResult execute_command(ToolEnv& env, const json& args, RequestContext& ctx) 
   out["sandbox_id"] = use->id();
   out["files_created"] = diff_workspace(before, snapshot_workspace(use->sandbox(), env.config.max_listed_files));
   add_links(env, use->id(), out["files_created"]);
-  return finish(out, *r, timeout);
+  ToolResult res = finish(out, *r, timeout);
+  add_resource_links(res, out["files_created"], ctx);
+  return res;
+}
+
+ToolResult restart_kernel(ToolEnv& env, const json& args, RequestContext& ctx) {
+  auto e = env.manager.get(args["sandbox_id"], owner_of(ctx));
+  if (!e.ok()) return error_result(e.error());
+  EntryUse use(*e);
+  auto lang = kernel_language_for(use->language());
+  if (!lang)
+    return ToolResult::error("sandbox " + use->id() + " runs " + use->language() +
+                             ", which has no kernel: every execute_code there already starts fresh. "
+                             "Kernels exist for python and javascript sandboxes.");
+  auto kernel = kernel_of(*use, *lang);
+  kernel->restart();
+  return ToolResult::from_structured(json{{"sandbox_id", use->id()},
+                                          {"language", use->language()},
+                                          {"restarted", true},
+                                          {"note", "a fresh kernel is starting: earlier variables, imports "
+                                                   "and functions are gone; files in /workspace and "
+                                                   "installed packages remain"}});
 }
 
 json timeout_schema() {
@@ -222,10 +407,17 @@ void register_exec_tools(mcp::Server& server, ToolEnv& env) {
   server.tools().add(
       {"execute_code", "Execute code",
        "Runs a code snippet and returns its stdout, stderr, exit code and the files it "
-       "created in /workspace. With sandbox_id it runs in that sandbox (files and installed "
-       "packages persist); without, it runs in a fresh one-shot sandbox that is destroyed "
-       "afterwards. Compiled languages are compiled first; a compile error comes back with "
-       "stage \"compile\". The sandbox has no network. Languages: " + langs + ".",
+       "created in /workspace (also as resource links). With sandbox_id it runs in that sandbox "
+       "(files and installed packages persist); in a python or javascript sandbox it runs in a "
+       "persistent interpreter, so variables, imports and functions from earlier calls are still "
+       "there, the value of the last expression comes back as `result`, exceptions as `error` "
+       "{name, value, traceback}, and matplotlib figures and display(obj) images as image "
+       "content (fresh: true runs a separate process instead). Without sandbox_id it runs in a "
+       "fresh one-shot sandbox that is destroyed afterwards. Compiled languages are compiled "
+       "first; a compile error comes back with stage \"compile\". A timeout or cancellation "
+       "interrupts the code (KeyboardInterrupt); code that ignores it for 2 s loses the "
+       "interpreter's state, and the result says so. The sandbox has no network. Languages: " +
+           langs + ".",
        json{{"type", "object"},
             {"properties",
              {{"code", {{"type", "string"}, {"description", "The source code to run."}}},
@@ -234,7 +426,10 @@ void register_exec_tools(mcp::Server& server, ToolEnv& env) {
                                                 env.config.default_language + ")."}}},
               {"sandbox_id", {{"type", "string"}, {"description", "Sandbox id or name; omit for a one-shot run."}}},
               {"timeout_s", timeout_schema()},
-              {"stdin", {{"type", "string"}, {"description", "Bytes fed to the program's standard input."}}}}},
+              {"stdin", {{"type", "string"}, {"description", "Bytes fed to the program's standard input."}}},
+              {"fresh", {{"type", "boolean"}, {"default", false},
+                         {"description", "Run in a new process instead of the sandbox's persistent "
+                                         "kernel (no access to earlier variables)."}}}}},
             {"required", {"code"}},
             {"additionalProperties", false}},
        exec_output_schema(),
@@ -264,6 +459,32 @@ void register_exec_tools(mcp::Server& server, ToolEnv& env) {
             {"openWorldHint", false}},
        nullptr},
       [&env](const json& args, RequestContext& ctx) { return execute_command(env, args, ctx); });
+
+  server.tools().add(
+      {"restart_kernel", "Restart interpreter",
+       "Restarts the persistent interpreter of a python or javascript sandbox: every variable, "
+       "import and function defined by earlier execute_code calls is cleared. Files in "
+       "/workspace and installed packages stay. Use it to start over or to recover a wedged "
+       "interpreter.",
+       json{{"type", "object"},
+            {"properties", {{"sandbox_id", {{"type", "string"}, {"description", "Sandbox id or name."}}}}},
+            {"required", {"sandbox_id"}},
+            {"additionalProperties", false}},
+       json{{"type", "object"},
+            {"properties",
+             {{"sandbox_id", {{"type", "string"}}},
+              {"language", {{"type", "string"}}},
+              {"restarted", {{"type", "boolean"}}},
+              {"note", {{"type", "string"}}}}},
+            {"required", {"sandbox_id", "restarted"}}},
+       json{{"readOnlyHint", false}, {"destructiveHint", true}, {"idempotentHint", true},
+            {"openWorldHint", false}},
+       nullptr},
+      [&env](const json& args, RequestContext& ctx) { return restart_kernel(env, args, ctx); });
+}
+
+void start_kernel_async(const std::shared_ptr<SandboxEntry>& entry) {
+  if (auto lang = kernel_language_for(entry->language())) kernel_of(*entry, *lang)->start_async();
 }
 
 }  // namespace sandcastle::tools

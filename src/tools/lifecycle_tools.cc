@@ -142,6 +142,7 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
         if (args["persistent"].get<bool>()) req.spec.persistence = sandbox::Persistence::kPersistent;
         auto entry = env.manager.create(req);
         if (!entry.ok()) return error_result(entry.error());
+        start_kernel_async(*entry);  // python/javascript: the interpreter warms up meanwhile
         return ToolResult::from_structured(sandbox_json(**entry));
       });
 

@@ -69,6 +69,17 @@ void SandboxEntry::set_package(PackageRecord rec) {
   packages_[key] = std::move(rec);
 }
 
+std::shared_ptr<void> SandboxEntry::attachment(const std::function<std::shared_ptr<void>()>& make) {
+  std::lock_guard lock(mu_);
+  if (!attachment_) attachment_ = make();
+  return attachment_;
+}
+
+std::shared_ptr<void> SandboxEntry::attachment_if_any() const {
+  std::lock_guard lock(mu_);
+  return attachment_;
+}
+
 std::optional<PackageRecord> SandboxEntry::package(const std::string& name) const {
   std::lock_guard lock(mu_);
   auto it = packages_.find(name);

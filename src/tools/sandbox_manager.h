@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -57,6 +58,11 @@ class SandboxEntry {
   std::optional<PackageRecord> package(const std::string& name) const;
   std::vector<PackageRecord> packages() const;
 
+  // State a tool keeps alongside the sandbox (the interpreter kernel): made
+  // by `make` on first use, destroyed with the entry before the sandbox.
+  std::shared_ptr<void> attachment(const std::function<std::shared_ptr<void>()>& make);
+  std::shared_ptr<void> attachment_if_any() const;
+
  private:
   const std::string id_, name_, language_, owner_;
   const std::chrono::seconds ttl_;
@@ -67,6 +73,7 @@ class SandboxEntry {
   std::chrono::system_clock::time_point last_used_;
   int active_uses_ = 0;
   std::map<std::string, PackageRecord> packages_;
+  std::shared_ptr<void> attachment_;  // declared after sandbox_: released first
 };
 
 // RAII use of an entry: touches it and holds off the reaper.

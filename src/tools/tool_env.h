@@ -54,8 +54,13 @@ struct ToolEnv {
 
 // Registers create_sandbox, list_sandboxes, get_sandbox_status, close_sandbox.
 void register_lifecycle_tools(mcp::Server& server, ToolEnv& env);
-// Registers execute_code and execute_command.
+// Registers execute_code, execute_command and restart_kernel.
 void register_exec_tools(mcp::Server& server, ToolEnv& env);
+// Starts a python/javascript sandbox's kernel in the background (no-op for
+// other languages), so the first execute_code finds it warm.
+void start_kernel_async(const std::shared_ptr<SandboxEntry>& entry);
+// Registers resources/read and resources/templates/list for sandbox:// URIs.
+void register_resource_methods(mcp::Server& server, ToolEnv& env);
 // Registers list_files, read_file, write_file, upload_file, download_file.
 void register_file_tools(mcp::Server& server, ToolEnv& env);
 // Registers install_packages and check_package_installation_status.
@@ -66,6 +71,7 @@ inline void register_sandbox_tools(mcp::Server& server, ToolEnv& env) {
   register_exec_tools(server, env);
   register_file_tools(server, env);
   register_package_tools(server, env);
+  register_resource_methods(server, env);
 }
 
 // The owner of the sandboxes a request may see ("" for the local stdio user).

@@ -1,0 +1,235 @@
+// sandcastle's JavaScript kernel driver. Runs inside a sandbox as a long-lived
+// Node process; every cell runs in the same (main) context, so variables,
+// functions and required modules persist, and top-level await works (the
+// REPL's own rewrite, with declarations hoisted so they persist too).
+//
+// Framing: 4-byte big-endian length, then one UTF-8 JSON object.
+//   server -> driver: execute {id, code, stdin?}, interrupt, shutdown
+//   driver -> server: hello {token, pid, version}, stream {id, name, text},
+//                     display {id, data{mime: value}}, result {id, ...}
+// Interrupts: a cell stuck in synchronous code is stopped by SIGINT (the
+// server sends one; scripts run with breakOnSigint); a cell awaiting a promise
+// is stopped by the in-band interrupt message or SIGINT.
+'use strict';
+const net = require('net');
+const vm = require('vm');
+const util = require('util');
+const path = require('path');
+const { createRequire } = require('module');
+const { performance } = require('perf_hooks');
+
+let processTopLevelAwait = null;
+try {
+  // Needs --expose-internals; without it, cells with top-level await are
+  // wrapped in an async function whose declarations do not persist.
+  ({ processTopLevelAwait } = require('internal/repl/await'));
+} catch (_) { /* fall back below */ }
+
+const FLUSH_MS = 25;
+const FLUSH_BYTES = 16 * 1024;
+const port = Number(process.env.SANDCASTLE_KERNEL_PORT);
+const token = process.env.SANDCASTLE_KERNEL_TOKEN || '';
+delete process.env.SANDCASTLE_KERNEL_PORT;
+delete process.env.SANDCASTLE_KERNEL_TOKEN;
+
+const sock = net.connect({ host: '127.0.0.1', port });
+sock.setNoDelay(true);
+
+function send(msg) {
+  const body = Buffer.from(JSON.stringify(msg), 'utf8');
+  const head = Buffer.allocUnsafe(4);
+  head.writeUInt32BE(body.length, 0);
+  sock.write(Buffer.concat([head, body]));
+}
+
+let current = null;  // the running cell: {id, interrupt()}
+let executionCount = 0;
+const queue = [];
+
+class CellStream {
+  constructor(name) {
+    this.name = name;
+    this.parts = [];
+    this.size = 0;
+    this.last = performance.now();
+    this.timer = null;
+  }
+  write(text) {
+    if (!current || !text) return;
+    this.parts.push(text);
+    this.size += text.length;
+    const now = performance.now();
+    if (this.size >= FLUSH_BYTES || (now - this.last >= FLUSH_MS && text.endsWith('\n'))) {
+      this.flush(now);
+    } else if (!this.timer) {
+      this.timer = setTimeout(() => { this.timer = null; this.flush(); }, FLUSH_MS);
+    }
+  }
+  flush(now = performance.now()) {
+    this.last = now;
+    if (this.timer) { clearTimeout(this.timer); this.timer = null; }
+    if (!this.parts.length) return;
+    const text = this.parts.join('');
+    this.parts = [];
+    this.size = 0;
+    if (current) send({ type: 'stream', id: current.id, name: this.name, text });
+  }
+}
+const streams = { stdout: new CellStream('stdout'), stderr: new CellStream('stderr') };
+
+function capture(name) {
+  return function write(chunk, encoding, cb) {
+    if (typeof encoding === 'function') { cb = encoding; encoding = undefined; }
+    const text = typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');
+    streams[name].write(text);
+    if (typeof cb === 'function') process.nextTick(cb);
+    return true;
+  };
+}
+process.stdout.write = capture('stdout');
+process.stderr.write = capture('stderr');
+
+function inspect(v) {
+  return typeof v === 'string' ? util.inspect(v) : util.inspect(v, { depth: 4, colors: false });
+}
+
+function bundle(obj) {
+  if (obj && typeof obj === 'object' && !Array.isArray(obj)) {
+    const keys = Object.keys(obj);
+    if (keys.length && keys.every((k) => k.includes('/'))) {
+      const data = { ...obj };
+      if (!data['text/plain']) data['text/plain'] = inspect(obj);
+      return data;
+    }
+    const data = {};
+    if (typeof obj.toHTML === 'function') { try { data['text/html'] = String(obj.toHTML()); } catch (_) { /* skip */ } }
+    if (typeof obj.toMarkdown === 'function') { try { data['text/markdown'] = String(obj.toMarkdown()); } catch (_) { /* skip */ } }
+    data['text/plain'] = inspect(obj);
+    return data;
+  }
+  return { 'text/plain': inspect(obj) };
+}
+
+// display(obj): shows obj in the result. A plain object whose keys are MIME
+// types ({'image/png': base64, 'text/html': '...'}) is sent as that bundle.
+function display(...objs) {
+  if (!current) return;
+  for (const o of objs) {
+    streams.stdout.flush();
+    streams.stderr.flush();
+    send({ type: 'display', id: current.id, data: bundle(o) });
+  }
+}
+
+class ExitRequest extends Error {
+  constructor(code) { super('process.exit'); this.code = code; }
+}
+
+const workdir = process.cwd();
+globalThis.require = createRequire(path.join(workdir, '[sandcastle]'));
+globalThis.display = display;
+globalThis.__dirname = workdir;
+globalThis.__filename = path.join(workdir, '[sandcastle]');
+const realExit = process.exit.bind(process);
+process.exit = (code) => { throw new ExitRequest(code === undefined ? 0 : code); };
+
+function errorInfo(e, filename) {
+  if (!(e instanceof Error) && !(e && typeof e === 'object' && 'stack' in e)) {
+    return { name: 'Uncaught', value: inspect(e), traceback: ['Uncaught ' + inspect(e) + '\n'] };
+  }
+  const stack = String(e.stack || `${e.name}: ${e.message}`).split('\n');
+  // Only the user's frames: drop the driver's and Node's own.
+  const kept = stack.filter((line, i) => i === 0 || !/^\s+at /.test(line) ||
+    (!line.includes(__filename) && !/[( ]node:/.test(line)));
+  void filename;
+  return { name: e.name || 'Error', value: e.message || String(e), traceback: kept.map((l) => l + '\n') };
+}
+
+process.on('uncaughtException', (e) => {
+  if (current) streams.stderr.write('Uncaught ' + (e && e.stack ? e.stack : inspect(e)) + '\n');
+});
+process.on('unhandledRejection', (e) => {
+  if (current) streams.stderr.write('Unhandled rejection: ' + (e && e.stack ? e.stack : inspect(e)) + '\n');
+});
+process.on('SIGINT', () => { if (current) current.interrupt(); });
+
+async function runCell(msg) {
+  executionCount += 1;
+  const n = executionCount;
+  const filename = `<cell-${n}>`;
+  let interrupt;
+  const interrupted = new Promise((_, reject) => {
+    interrupt = () => {
+      const e = new Error('Script execution interrupted.');
+      e.name = 'Interrupted';
+      reject(e);
+    };
+  });
+  interrupted.catch(() => {});
+  current = { id: msg.id, interrupt };
+  const now = performance.now();
+  streams.stdout.last = streams.stderr.last = now;
+  const reply = { type: 'result', id: msg.id, execution_count: n, status: 'ok' };
+  try {
+    let code = String(msg.code || '');
+    let wrapped = null;
+    if (/\bawait\b/.test(code)) {
+      if (processTopLevelAwait) {
+        try { wrapped = processTopLevelAwait(code); } catch (_) { wrapped = null; }
+      } else {
+        wrapped = `(async () => { ${code}\n})()`;
+      }
+    }
+    let value;
+    if (wrapped) {
+      const p = new vm.Script(wrapped, { filename }).runInThisContext({ breakOnSigint: true });
+      const r = await Promise.race([p, interrupted]);
+      value = r && typeof r === 'object' && 'value' in r && processTopLevelAwait ? r.value : undefined;
+    } else {
+      value = new vm.Script(code, { filename }).runInThisContext({ breakOnSigint: true });
+    }
+    if (value !== undefined) {
+      globalThis._ = value;
+      reply.value = bundle(value);
+    }
+  } catch (e) {
+    if (e instanceof ExitRequest) {
+      reply.exit_code = Number.isInteger(e.code) ? e.code : (Number(e.code) || 0);
+    } else {
+      if (e && e.message === 'Script execution interrupted.') e.name = 'Interrupted';
+      reply.status = 'error';
+      reply.error = errorInfo(e, filename);
+      streams.stderr.write(reply.error.traceback.join(''));
+    }
+  } finally {
+    streams.stdout.flush();
+    streams.stderr.flush();
+    current = null;
+  }
+  send(reply);
+}
+
+let running = false;
+async function pump() {
+  if (running) return;
+  running = true;
+  while (queue.length) await runCell(queue.shift());
+  running = false;
+}
+
+let inbuf = Buffer.alloc(0);
+sock.on('data', (d) => {
+  inbuf = inbuf.length ? Buffer.concat([inbuf, d]) : d;
+  while (inbuf.length >= 4) {
+    const n = inbuf.readUInt32BE(0);
+    if (inbuf.length < 4 + n) break;
+    const msg = JSON.parse(inbuf.subarray(4, 4 + n).toString('utf8'));
+    inbuf = inbuf.subarray(4 + n);
+    if (msg.type === 'execute') { queue.push(msg); pump(); }
+    else if (msg.type === 'interrupt') { if (current) current.interrupt(); }
+    else if (msg.type === 'shutdown') realExit(0);
+  }
+});
+sock.on('close', () => realExit(0));
+sock.on('error', () => realExit(0));
+sock.on('connect', () => send({ type: 'hello', token, pid: process.pid, version: process.version }));

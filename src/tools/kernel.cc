@@ -1,0 +1,608 @@
+#include "tools/kernel.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "sandbox/output_buffer.h"
+#include "tools/kernel_sources.h"
+
+namespace sandcastle::tools {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::chrono::milliseconds kStartupTimeout{20'000};
+// The kernel lives as long as the sandbox; the exec still needs a deadline.
+constexpr std::chrono::milliseconds kKernelLifetime{30LL * 24 * 3600 * 1000};
+constexpr std::size_t kMaxFrame = 256 * 1024 * 1024;
+constexpr std::size_t kDiagBytes = 8 * 1024;
+
+std::atomic<std::uint64_t> g_cell_counter{0};
+
+std::string random_token() {
+  unsigned char raw[16];
+  size_t got = 0;
+  while (got < sizeof raw) {
+    ssize_t n = ::getrandom(raw + got, sizeof raw - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+bool same_token(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGKILL: return "SIGKILL";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGSYS: return "SIGSYS";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGXFSZ: return "SIGXFSZ";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+void poke(int fd) {
+  std::uint64_t one = 1;
+  (void)!::write(fd, &one, sizeof one);
+}
+
+void drain(int fd) {
+  std::uint64_t v;
+  (void)!::read(fd, &v, sizeof v);
+}
+
+bool send_frame(int fd, const json& msg) {
+  std::string body = msg.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string frame(4, '\0');
+  const auto n = static_cast<std::uint32_t>(body.size());
+  frame[0] = static_cast<char>(n >> 24);
+  frame[1] = static_cast<char>(n >> 16);
+  frame[2] = static_cast<char>(n >> 8);
+  frame[3] = static_cast<char>(n);
+  frame += body;
+  std::string_view rest = frame;
+  while (!rest.empty()) {
+    ssize_t w = ::send(fd, rest.data(), rest.size(), MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    rest.remove_prefix(static_cast<size_t>(w));
+  }
+  return true;
+}
+
+// One complete frame from the front of `buf`, if there is one. A frame that
+// is not a JSON object comes back as an object with "type": "garbage".
+std::optional<json> take_frame(std::string& buf, size_t& pos) {
+  if (buf.size() - pos < 4) return std::nullopt;
+  const auto* p = reinterpret_cast<const unsigned char*>(buf.data() + pos);
+  const std::size_t n = (std::size_t{p[0]} << 24) | (std::size_t{p[1]} << 16) | (std::size_t{p[2]} << 8) | p[3];
+  if (n > kMaxFrame) return json{{"type", "garbage"}};
+  if (buf.size() - pos < 4 + n) return std::nullopt;
+  json msg = json::parse(buf.begin() + static_cast<std::ptrdiff_t>(pos + 4),
+                         buf.begin() + static_cast<std::ptrdiff_t>(pos + 4 + n), nullptr, false);
+  pos += 4 + n;
+  if (pos == buf.size()) {
+    buf.clear();
+    pos = 0;
+  } else if (pos > (1u << 20)) {
+    buf.erase(0, pos);
+    pos = 0;
+  }
+  if (!msg.is_object()) return json{{"type", "garbage"}};
+  return msg;
+}
+
+}  // namespace
+
+std::optional<KernelLanguage> kernel_language_for(const std::string& language) {
+  if (language == "python") return KernelLanguage::kPython;
+  if (language == "javascript") return KernelLanguage::kJavaScript;
+  return std::nullopt;
+}
+
+const char* kernel_language_name(KernelLanguage lang) {
+  return lang == KernelLanguage::kPython ? "python" : "javascript";
+}
+
+const char* cell_end_name(CellEnd e) {
+  switch (e) {
+    case CellEnd::kCompleted: return "exited";
+    case CellEnd::kTimeout: return "timeout";
+    case CellEnd::kCancelled: return "cancelled";
+    case CellEnd::kKernelDied: return "kernel_died";
+  }
+  return "?";
+}
+
+// One kernel process and the connection to it.
+struct Kernel::Instance {
+  std::mutex mu;
+  std::condition_variable cv;
+  sandbox::CancelToken kill;
+  const std::string token = random_token();
+  UniqueFd exit_ev{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};  // readable once the process is gone
+  std::thread thread;
+
+  // Set by the launcher thread, under mu.
+  bool listening = false;  // listener ready, or the launch failed
+  std::optional<Error> launch_error;
+  UniqueFd listener;
+  bool exited = false;
+  std::optional<Result<sandbox::ExecResult>> exit;
+
+  // Used only by the thread running a cell (the kernel's run_mu_ holder).
+  UniqueFd conn;
+  std::string rbuf;
+  size_t rpos = 0;
+  int pid = 0;
+  std::string version;
+
+  // Output the process writes to its own stdout/stderr (C extensions,
+  // subprocesses): goes to the running cell, else kept for diagnostics.
+  std::mutex sink_mu;
+  std::function<void(const char*, std::string_view)> sink;
+  std::string diag;
+
+  void deliver(const char* stream, std::string_view data) {
+    std::lock_guard l(sink_mu);
+    if (sink) {
+      sink(stream, data);
+      return;
+    }
+    diag.append(data);
+    if (diag.size() > kDiagBytes) diag.erase(0, diag.size() - kDiagBytes);
+  }
+
+  bool has_exited() {
+    std::lock_guard l(mu);
+    return exited;
+  }
+};
+
+namespace {
+
+Status write_driver(sandbox::Sandbox& sb, KernelLanguage lang, std::string* path) {
+  const bool py = lang == KernelLanguage::kPython;
+  *path = std::string(kKernelDir) + (py ? "/python_driver.py" : "/node_driver.js");
+  if (sb.stat(*path).ok()) return {};
+  if (auto s = sb.mkdir(kKernelDir, true); !s.ok()) return s;
+  return sb.write_file(*path, py ? python_driver_source() : node_driver_source(), 0444);
+}
+
+void run_instance(sandbox::Sandbox& sb, KernelLanguage lang, std::map<std::string, std::string> env,
+                  const std::shared_ptr<Kernel::Instance>& inst) {
+  auto finish = [&](std::optional<Error> launch_error, std::optional<Result<sandbox::ExecResult>> exit) {
+    {
+      std::lock_guard l(inst->mu);
+      if (launch_error) inst->launch_error = std::move(launch_error);
+      inst->listening = true;
+      inst->exited = true;
+      inst->exit = std::move(exit);
+    }
+    inst->cv.notify_all();
+    poke(inst->exit_ev.get());
+  };
+  std::string driver;
+  if (auto s = write_driver(sb, lang, &driver); !s.ok()) return finish(s.error(), std::nullopt);
+  auto listener = sb.listen_loopback(0);
+  if (!listener.ok()) return finish(listener.error(), std::nullopt);
+  sockaddr_in addr{};
+  socklen_t len = sizeof addr;
+  if (::getsockname(listener->get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    return finish(Error::from_errno("getsockname of the kernel listener"), std::nullopt);
+  const int port = ntohs(addr.sin_port);
+  {
+    std::lock_guard l(inst->mu);
+    inst->listener = std::move(listener).value();
+    inst->listening = true;
+  }
+  inst->cv.notify_all();
+
+  sandbox::ExecRequest req;
+  if (lang == KernelLanguage::kPython) {
+    req.argv = {"/usr/bin/python3", "-X", "utf8", driver};
+  } else {
+    req.argv = {"/usr/bin/node", "--expose-internals", driver};
+  }
+  req.env = std::move(env);
+  req.env["SANDCASTLE_KERNEL_PORT"] = std::to_string(port);
+  req.env["SANDCASTLE_KERNEL_TOKEN"] = inst->token;
+  req.timeout = kKernelLifetime;
+  req.output.max_bytes = 64 * 1024;
+  sandbox::ExecCallbacks cb;
+  cb.on_stdout = [&inst](std::string_view d) { inst->deliver("stdout", d); };
+  cb.on_stderr = [&inst](std::string_view d) { inst->deliver("stderr", d); };
+  auto r = sb.exec(req, cb, &inst->kill);
+  if (r.ok()) {
+    spdlog::debug("kernel in sandbox {} ended: {} status {}", sb.id(), sandbox::end_reason_name(r->reason),
+                  r->status());
+  }
+  finish(std::nullopt, std::move(r));
+}
+
+// Why the process is gone, in words: "SIGSEGV", "out of memory", "exit 3".
+void describe_death(Kernel::Instance& inst, CellResult& res) {
+  std::lock_guard l(inst.mu);
+  if (inst.launch_error) {
+    res.death = "could not start: " + inst.launch_error->message();
+    res.exit_code = 1;
+    return;
+  }
+  if (!inst.exit || !inst.exit->ok()) {
+    res.death = inst.exit ? inst.exit->error().message() : "unknown";
+    res.exit_code = 1;
+    return;
+  }
+  const auto& r = inst.exit->value();
+  res.exit_code = r.status();
+  res.signal = r.signal;
+  if (r.reason == sandbox::EndReason::kOutOfMemory) res.death = "out of memory (OOM kill)";
+  else if (r.signal) res.death = signal_name(r.signal);
+  else res.death = "exit " + std::to_string(r.exit_code);
+}
+
+}  // namespace
+
+Kernel::Kernel(sandbox::Sandbox& sb, KernelLanguage lang, std::map<std::string, std::string> env)
+    : sb_(sb), lang_(lang), env_(std::move(env)) {}
+
+Kernel::~Kernel() {
+  std::shared_ptr<Instance> inst;
+  {
+    std::lock_guard l(mu_);
+    inst = std::move(inst_);
+  }
+  if (inst) kill_instance(inst);
+}
+
+std::shared_ptr<Kernel::Instance> Kernel::launch_locked() {
+  auto inst = std::make_shared<Instance>();
+  std::map<std::string, std::string> env = env_;
+  inst->thread = std::thread([this, inst, env = std::move(env)]() mutable {
+    run_instance(sb_, lang_, std::move(env), inst);
+  });
+  ever_started_ = true;
+  return inst;
+}
+
+void Kernel::kill_instance(const std::shared_ptr<Instance>& inst) {
+  inst->kill.cancel();
+  if (inst->thread.joinable() && inst->thread.get_id() != std::this_thread::get_id()) inst->thread.join();
+  inst->conn.reset();
+}
+
+void Kernel::start_async() {
+  std::lock_guard l(mu_);
+  if (inst_ && !inst_->has_exited()) return;
+  if (inst_) {
+    auto old = std::move(inst_);
+    kill_instance(old);
+  }
+  inst_ = launch_locked();
+}
+
+void Kernel::restart() {
+  std::unique_lock run(run_mu_);
+  std::shared_ptr<Instance> old;
+  {
+    std::lock_guard l(mu_);
+    old = std::move(inst_);
+  }
+  if (old) kill_instance(old);
+  std::lock_guard l(mu_);
+  execution_count_ = 0;
+  inst_ = launch_locked();
+}
+
+json Kernel::status() const {
+  std::lock_guard l(mu_);
+  json j{{"language", kernel_language_name(lang_)}, {"execution_count", execution_count_}};
+  bool alive = inst_ && !inst_->has_exited();
+  j["alive"] = alive;
+  if (alive && inst_->pid) j["pid"] = inst_->pid;
+  if (inst_ && !inst_->version.empty()) j["version"] = inst_->version;
+  return j;
+}
+
+Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& cb, mcp::CancelToken* cancel) {
+  const auto t0 = Clock::now();
+  UniqueFd cancel_ev(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!cancel_ev) return Error::from_errno("eventfd for kernel cancellation");
+  struct Subscription {
+    mcp::CancelToken* token;
+    size_t id = 0;
+    ~Subscription() {
+      if (token && id) token->unsubscribe(id);
+    }
+  } sub{cancel};
+  if (cancel) sub.id = cancel->on_cancel([fd = cancel_ev.get()] { poke(fd); });
+  auto cancelled = [&] { return cancel && cancel->cancelled(); };
+
+  // One cell at a time; a queued call still honours its cancellation.
+  std::unique_lock run(run_mu_, std::defer_lock);
+  while (!run.try_lock_for(std::chrono::milliseconds(50))) {
+    if (cancelled()) {
+      CellResult res;
+      res.end = CellEnd::kCancelled;
+      return res;
+    }
+  }
+
+  CellResult res;
+  std::shared_ptr<Instance> inst;
+  {
+    std::lock_guard l(mu_);
+    if (!inst_ || inst_->has_exited()) {
+      if (inst_) {
+        auto old = std::move(inst_);
+        kill_instance(old);
+      }
+      inst_ = launch_locked();
+    }
+    inst = inst_;
+  }
+
+  // Output from the socket (this thread) and from the process's own fds (the
+  // exec thread) meet here, serialized.
+  std::mutex out_mu;
+  sandbox::OutputBuffer out_buf(req.max_output_bytes), err_buf(req.max_output_bytes);
+  auto deliver = [&](const char* stream, std::string_view text) {
+    std::lock_guard l(out_mu);
+    (stream[3] == 'o' ? out_buf : err_buf).append(text);  // "stdout" / "stderr"
+    if (cb.on_output) cb.on_output(stream, text);
+  };
+  auto finish_output = [&] {
+    {
+      std::lock_guard l(inst->sink_mu);
+      inst->sink = nullptr;
+    }
+    std::lock_guard l(out_mu);
+    res.stdout_truncated = out_buf.truncated();
+    res.stderr_truncated = err_buf.truncated();
+    res.stdout_total = out_buf.total();
+    res.stderr_total = err_buf.total();
+    res.stdout_data = out_buf.take();
+    res.stderr_data = err_buf.take();
+    res.duration = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0);
+  };
+  auto died = [&]() -> Result<CellResult> {
+    // The process is gone (or going): wait for the exec to report why.
+    {
+      std::unique_lock l(inst->mu);
+      inst->cv.wait_for(l, std::chrono::seconds(5), [&] { return inst->exited; });
+    }
+    finish_output();
+    res.end = CellEnd::kKernelDied;
+    res.state_lost = true;
+    describe_death(*inst, res);
+    // A replacement starts now, so the next call finds it ready.
+    std::lock_guard l(mu_);
+    execution_count_ = 0;
+    if (inst_ == inst) {
+      kill_instance(inst);
+      inst_ = launch_locked();
+      res.kernel_restarted = true;
+    }
+    return res;
+  };
+
+  const auto deadline = t0 + req.timeout;
+  // ---- handshake with a kernel that has not connected yet
+  if (!inst->conn) {
+    res.fresh_kernel = true;
+    const auto until = std::min(deadline, Clock::now() + kStartupTimeout);
+    {
+      std::unique_lock l(inst->mu);
+      inst->cv.wait_until(l, until, [&] { return inst->listening; });
+      if (!inst->listening) return Error::make(ErrorCode::kTimeout, "the kernel did not start in time");
+    }
+    if (inst->has_exited() && !inst->listener) {
+      std::lock_guard l(inst->mu);
+      if (inst->launch_error) return *inst->launch_error;
+    }
+    UniqueFd listener;
+    {
+      std::lock_guard l(inst->mu);
+      listener = std::move(inst->listener);
+    }
+    bool connected = false;
+    while (!connected) {
+      auto now = Clock::now();
+      if (now >= until || cancelled()) break;
+      struct pollfd p[3] = {{listener.get(), POLLIN, 0}, {inst->exit_ev.get(), POLLIN, 0}, {cancel_ev.get(), POLLIN, 0}};
+      int wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()) + 1;
+      if (::poll(p, 3, wait_ms) < 0 && errno != EINTR) return Error::from_errno("poll for the kernel connection");
+      if (p[0].revents & POLLIN) {
+        int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd >= 0) {
+          inst->conn.reset(fd);
+          connected = true;
+        }
+      } else if (p[1].revents & POLLIN) {
+        break;
+      }
+    }
+    listener.reset();  // exactly one connection
+    if (!connected) {
+      if (cancelled()) {
+        res.end = CellEnd::kCancelled;
+        return res;
+      }
+      kill_instance(inst);
+      std::string diag;
+      {
+        std::lock_guard l(inst->sink_mu);
+        diag = inst->diag;
+      }
+      CellResult d;
+      describe_death(*inst, d);
+      return Error::make(ErrorCode::kUnavailable, std::string("the ") + kernel_language_name(lang_) +
+                                                      " kernel did not start (" + d.death + ")" +
+                                                      (diag.empty() ? "" : ": " + diag));
+    }
+    int one = 1;
+    ::setsockopt(inst->conn.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    // The first frame must be hello with our token: anything else that got
+    // to the port first is dropped with the kernel.
+    std::optional<json> hello;
+    while (!hello) {
+      hello = take_frame(inst->rbuf, inst->rpos);
+      if (hello) break;
+      auto now = Clock::now();
+      if (now >= until) break;
+      struct pollfd p{inst->conn.get(), POLLIN, 0};
+      int wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()) + 1;
+      if (::poll(&p, 1, wait_ms) <= 0) continue;
+      char buf[4096];
+      ssize_t n = ::recv(inst->conn.get(), buf, sizeof buf, 0);
+      if (n <= 0) break;
+      inst->rbuf.append(buf, static_cast<size_t>(n));
+    }
+    if (!hello || hello->value("type", "") != "hello" || !same_token(hello->value("token", ""), inst->token)) {
+      kill_instance(inst);
+      return Error::make(ErrorCode::kUnavailable, std::string("the ") + kernel_language_name(lang_) +
+                                                      " kernel did not complete its handshake");
+    }
+    inst->pid = hello->value("pid", 0);
+    inst->version = hello->value("version", "");
+  }
+
+  // ---- the cell
+  {
+    std::lock_guard l(inst->sink_mu);
+    inst->sink = deliver;
+  }
+  const std::string cell_id = std::to_string(++g_cell_counter);
+  json exec_msg{{"type", "execute"}, {"id", cell_id}, {"code", req.code}};
+  if (!req.stdin_data.empty()) exec_msg["stdin"] = req.stdin_data;
+  if (!send_frame(inst->conn.get(), exec_msg)) return died();
+
+  bool interrupting = false;
+  Clock::time_point kill_at{};
+  auto interrupt = [&] {
+    (void)send_frame(inst->conn.get(), json{{"type", "interrupt"}});
+    if (lang_ == KernelLanguage::kJavaScript && inst->pid > 0) {
+      // Synchronous JavaScript only stops for a real SIGINT.
+      sandbox::ExecRequest k;
+      k.argv = {"/bin/sh", "-c", "kill -INT " + std::to_string(inst->pid)};
+      k.timeout = std::chrono::milliseconds(2000);
+      (void)sb_.exec(k);
+    }
+  };
+  for (;;) {
+    while (auto f = take_frame(inst->rbuf, inst->rpos)) {
+      const std::string type = f->value("type", "");
+      if (type == "garbage") return died();
+      if (f->value("id", "") != cell_id) continue;  // late output of an earlier cell
+      if (type == "stream") {
+        const std::string name = f->value("name", "stdout");
+        const auto& text = (*f)["text"];
+        if (text.is_string()) deliver(name == "stderr" ? "stderr" : "stdout", text.get_ref<const std::string&>());
+      } else if (type == "display") {
+        if ((*f)["data"].is_object()) res.displays.push_back(std::move((*f)["data"]));
+      } else if (type == "result") {
+        finish_output();
+        res.execution_count = f->value("execution_count", 0);
+        if (f->contains("value")) res.value = std::move((*f)["value"]);
+        if (f->value("status", "ok") == "error") {
+          res.error = std::move((*f)["error"]);
+          res.exit_code = 1;
+        }
+        if (f->contains("exit_code") && (*f)["exit_code"].is_number_integer()) res.exit_code = (*f)["exit_code"];
+        if (interrupting && res.exit_code == 0) res.exit_code = 130;
+        if (!interrupting) res.end = CellEnd::kCompleted;
+        std::lock_guard l(mu_);
+        execution_count_ = res.execution_count;
+        return res;
+      }
+    }
+    auto now = Clock::now();
+    if (!interrupting && (now >= deadline || cancelled())) {
+      res.end = cancelled() ? CellEnd::kCancelled : CellEnd::kTimeout;
+      interrupting = true;
+      kill_at = now + req.interrupt_grace;
+      interrupt();
+      continue;
+    }
+    if (interrupting && now >= kill_at) {
+      // The code ignored the interrupt: the kernel goes, and a fresh one is
+      // started for the next call.
+      kill_instance(inst);
+      finish_output();
+      res.state_lost = true;
+      res.kernel_restarted = true;
+      res.exit_code = 137;
+      std::lock_guard l(mu_);
+      execution_count_ = 0;
+      if (inst_ == inst) inst_ = launch_locked();
+      return res;
+    }
+    const auto until = interrupting ? kill_at : deadline;
+    int wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()) + 1;
+    struct pollfd p[3] = {{inst->conn.get(), POLLIN, 0},
+                          {inst->exit_ev.get(), POLLIN, 0},
+                          {cancel_ev.get(), static_cast<short>(interrupting ? 0 : POLLIN), 0}};
+    int pr = ::poll(p, 3, wait_ms);
+    if (pr < 0 && errno != EINTR) return Error::from_errno("poll the kernel connection");
+    if (pr <= 0) continue;
+    if (p[2].revents & POLLIN) drain(cancel_ev.get());
+    if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      char buf[65536];
+      ssize_t n = ::recv(inst->conn.get(), buf, sizeof buf, 0);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) return died();  // the connection closed: the process is gone
+      inst->rbuf.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (p[1].revents & POLLIN) {
+      // The process exited: what it sent before is still readable.
+      char buf[65536];
+      ssize_t n;
+      while ((n = ::recv(inst->conn.get(), buf, sizeof buf, MSG_DONTWAIT)) > 0)
+        inst->rbuf.append(buf, static_cast<size_t>(n));
+      while (auto f = take_frame(inst->rbuf, inst->rpos)) {
+        if (f->value("id", "") != cell_id) continue;
+        if (f->value("type", "") == "stream" && (*f)["text"].is_string())
+          deliver(f->value("name", "stdout") == "stderr" ? "stderr" : "stdout",
+                  (*f)["text"].get_ref<const std::string&>());
+      }
+      return died();
+    }
+  }
+}
+
+}  // namespace sandcastle::tools

@@ -1,0 +1,126 @@
+// A persistent interpreter ("kernel") inside a sandbox: our own small driver
+// (src/kernels/) runs as one long-lived exec and talks to the server over a
+// TCP connection on 127.0.0.1 inside the sandbox's network namespace, which
+// the server opened with listen_loopback(). Frames are a 4-byte big-endian
+// length and a JSON object.
+//
+// One cell at a time; output streams back while the cell runs. A cell that
+// is cancelled or runs past its timeout is interrupted (KeyboardInterrupt /
+// SIGINT); if that is ignored for the grace period the kernel is killed and a
+// fresh one started, and the result says the state was lost. A kernel that
+// dies on its own (segfault, OOM, os._exit) is reported the same way and
+// replaced on the next call.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+#include "mcp/request_context.h"
+#include "sandbox/sandbox.h"
+
+namespace sandcastle::tools {
+
+enum class KernelLanguage { kPython, kJavaScript };
+
+// The kernel for a language name ("python", "javascript"), if it has one.
+std::optional<KernelLanguage> kernel_language_for(const std::string& language);
+const char* kernel_language_name(KernelLanguage lang);
+
+// Where the drivers are written inside each sandbox (read-only files).
+inline constexpr const char* kKernelDir = "/tmp/.sandcastle/kernel";
+
+struct CellRequest {
+  std::string code;
+  std::string stdin_data;
+  std::chrono::milliseconds timeout{30'000};
+  std::size_t max_output_bytes = 1024 * 1024;  // per stream, head and tail kept
+  // How long an interrupted cell may take to stop before the kernel is killed.
+  std::chrono::milliseconds interrupt_grace{2'000};
+};
+
+enum class CellEnd {
+  kCompleted,   // the cell ran to its end (successfully or with an exception)
+  kTimeout,     // ran past its timeout: interrupted, or the kernel was killed
+  kCancelled,   // the request was cancelled: same
+  kKernelDied,  // the kernel process died on its own (signal, OOM, exit)
+};
+const char* cell_end_name(CellEnd e);
+
+struct CellResult {
+  CellEnd end = CellEnd::kCompleted;
+  std::string stdout_data, stderr_data;
+  bool stdout_truncated = false, stderr_truncated = false;
+  std::uint64_t stdout_total = 0, stderr_total = 0;
+  nlohmann::json value;                               // MIME bundle of the final expression, or null
+  nlohmann::json error;                               // {name, value, traceback} or null
+  nlohmann::json displays = nlohmann::json::array();  // MIME bundles, in order
+  int execution_count = 0;
+  int exit_code = 0;  // 0, 1 after an exception, sys.exit's code, 128+signal on death
+  int signal = 0;     // the signal that killed the kernel, when it died
+  // The kernel's state is gone: it died, or it ignored the interrupt and was
+  // killed. A fresh kernel answers the next call.
+  bool state_lost = false;
+  bool kernel_restarted = false;  // we killed and restarted it (timeout/cancel)
+  bool fresh_kernel = false;      // this call started a new kernel first
+  std::string death;              // "SIGSEGV", "out of memory", "exit 3"
+  std::chrono::microseconds duration{0};
+};
+
+struct CellCallbacks {
+  // Output as it arrives ("stdout"/"stderr"); calls are serialized.
+  std::function<void(const char* stream, std::string_view text)> on_output;
+};
+
+class Kernel {
+ public:
+  struct Instance;
+
+  Kernel(sandbox::Sandbox& sb, KernelLanguage lang, std::map<std::string, std::string> env = {});
+  ~Kernel();
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+
+  KernelLanguage language() const { return lang_; }
+
+  // Starts a kernel process in the background unless one is running; the
+  // next execute() finishes the handshake. Cheap: spawns one thread.
+  void start_async();
+
+  // Runs one cell. Concurrent calls wait their turn. Errors are about the
+  // kernel itself (it could not start); everything the code did is in the
+  // CellResult.
+  Result<CellResult> execute(const CellRequest& req, const CellCallbacks& cb = {},
+                             mcp::CancelToken* cancel = nullptr);
+
+  // Kills the running kernel (if any) and starts a fresh one.
+  void restart();
+
+  // {alive, pid, execution_count, version}
+  nlohmann::json status() const;
+
+ private:
+  std::shared_ptr<Instance> launch_locked();
+  void kill_instance(const std::shared_ptr<Instance>& inst);
+
+  sandbox::Sandbox& sb_;
+  const KernelLanguage lang_;
+  const std::map<std::string, std::string> env_;
+  std::timed_mutex run_mu_;  // one cell at a time
+  mutable std::mutex mu_;
+  std::shared_ptr<Instance> inst_;
+  int execution_count_ = 0;
+  bool ever_started_ = false;
+};
+
+}  // namespace sandcastle::tools

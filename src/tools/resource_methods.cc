@@ -1,0 +1,165 @@
+#include "tools/resource_methods.h"
+
+#include "common/utf8.h"
+#include "mcp/pagination.h"
+#include "tools/tool_env.h"
+#include "tools/workspace_diff.h"
+
+namespace sandcastle::tools {
+
+using mcp::json;
+using mcp::RequestContext;
+using mcp::RpcError;
+
+namespace {
+
+constexpr std::string_view kScheme = "sandbox://";
+
+bool unreserved(unsigned char c) {
+  return std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+std::string encode_segment(std::string_view s) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (unreserved(c)) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::optional<std::string> decode(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    if (i + 2 >= s.size()) return std::nullopt;
+    int hi = hex_value(s[i + 1]), lo = hex_value(s[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
+
+bool is_text_mime(const std::string& mime) {
+  return mime.rfind("text/", 0) == 0 || mime == "application/json" || mime == "application/xml" ||
+         mime == "application/yaml" || mime == "application/toml" || mime == "application/x-sh" ||
+         mime == "image/svg+xml";
+}
+
+RpcError not_found(const RequestContext& ctx, const std::string& uri, const std::string& why) {
+  // Legacy era: -32002 (resource not found); 2026-07-28: -32602.
+  const int code = ctx.era() == mcp::Era::kModern ? mcp::rpc_error::kInvalidParams : mcp::rpc_error::kResourceNotFound;
+  return RpcError{code, "Resource not found: " + uri + " (" + why + ")", json{{"uri", uri}}};
+}
+
+json read_resource(ToolEnv& env, const json& params, RequestContext& ctx) {
+  auto it = params.find("uri");
+  if (it == params.end() || !it->is_string())
+    throw RpcError{mcp::rpc_error::kInvalidParams, "resources/read needs \"uri\": a sandbox://<sandbox_id>/<path> URI", nullptr};
+  const std::string uri = *it;
+  auto parsed = parse_sandbox_uri(uri);
+  if (!parsed)
+    throw not_found(ctx, uri, "sandcastle serves sandbox://<sandbox_id>/<path> URIs, path relative to /workspace");
+  auto e = env.manager.get(parsed->sandbox_id, owner_of(ctx));
+  if (!e.ok()) throw not_found(ctx, uri, "no sandbox " + parsed->sandbox_id + " of yours");
+  EntryUse use(*e);
+  auto st = use->sandbox().stat(parsed->path);
+  if (!st.ok()) throw not_found(ctx, uri, st.error().message());
+  if (st->type != sandbox::FileType::kRegular) throw not_found(ctx, uri, "not a regular file");
+  if (st->size > env.config.max_file_bytes)
+    throw RpcError{mcp::rpc_error::kInvalidParams,
+                   "the file is " + std::to_string(st->size) + " bytes, above the " +
+                       std::to_string(env.config.max_file_bytes) +
+                       "-byte limit; read it in parts with the read_file tool (offset, length)",
+                   json{{"uri", uri}, {"size", st->size}}};
+  auto data = use->sandbox().read_file(parsed->path, env.config.max_file_bytes);
+  if (!data.ok()) throw not_found(ctx, uri, data.error().message());
+  const std::string mime = mime_type_for(parsed->path);
+  json content{{"uri", uri}, {"mimeType", mime}};
+  if ((is_text_mime(mime) || mime == "application/octet-stream") && valid_utf8(*data)) {
+    content["text"] = std::move(*data);
+    if (mime == "application/octet-stream") content["mimeType"] = "text/plain";
+  } else {
+    content["blob"] = mcp::base64_encode(*data);
+  }
+  return json{{"contents", json::array({content})}};
+}
+
+}  // namespace
+
+std::string sandbox_resource_uri(const std::string& sandbox_id, const std::string& path) {
+  std::string out(kScheme);
+  out += encode_segment(sandbox_id);
+  out += '/';
+  size_t start = 0;
+  while (true) {
+    size_t slash = path.find('/', start);
+    out += encode_segment(std::string_view(path).substr(start, slash == std::string::npos ? std::string::npos : slash - start));
+    if (slash == std::string::npos) break;
+    out += '/';
+    start = slash + 1;
+  }
+  return out;
+}
+
+std::optional<SandboxUri> parse_sandbox_uri(const std::string& uri) {
+  if (uri.rfind(kScheme, 0) != 0) return std::nullopt;
+  std::string_view rest = std::string_view(uri).substr(kScheme.size());
+  size_t slash = rest.find('/');
+  if (slash == std::string_view::npos || slash == 0 || slash + 1 >= rest.size()) return std::nullopt;
+  auto id = decode(rest.substr(0, slash));
+  auto path = decode(rest.substr(slash + 1));
+  if (!id || !path || path->empty() || path->find('\0') != std::string::npos) return std::nullopt;
+  return SandboxUri{*id, *path};
+}
+
+void register_resource_methods(mcp::Server& server, ToolEnv& env) {
+  mcp::MethodSpec read;
+  read.async = true;
+  read.cacheable = true;  // 2026-07-28 wants ttlMs/cacheScope: private, not to be reused
+  read.ttl_ms = 0;
+  read.handler = [&env](const json& params, RequestContext& ctx) { return read_resource(env, params, ctx); };
+  server.add_method("resources/read", std::move(read));
+
+  mcp::MethodSpec list;
+  list.cacheable = true;
+  list.ttl_ms = 0;
+  // Files are reached through the template and the links tools return.
+  list.handler = [](const json&, RequestContext&) { return json{{"resources", json::array()}}; };
+  server.add_method("resources/list", std::move(list));
+
+  mcp::MethodSpec templates;
+  templates.cacheable = true;
+  templates.ttl_ms = 3'600'000;
+  templates.cache_public = true;
+  templates.handler = [](const json&, RequestContext&) {
+    return json{{"resourceTemplates",
+                 json::array({{{"uriTemplate", kSandboxUriTemplate},
+                               {"name", "sandbox-file"},
+                               {"title", "File in a sandbox"},
+                               {"description",
+                                "A file in one of your sandboxes; path is relative to /workspace. "
+                                "execute_code and execute_command link the files they create with "
+                                "these URIs."}}})}};
+  };
+  server.add_method("resources/templates/list", std::move(templates));
+}
+
+}  // namespace sandcastle::tools
