@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   bool test_fixtures = false;
   bool allow_weak = false;
-  size_t max_message_bytes = 16 * 1024 * 1024;
+  size_t max_message_bytes = 64 * 1024 * 1024;
   size_t page_size = 100;
   std::string backend_name = env_or("INTERPRETER_TYPE", "native");
   std::string pass_through;

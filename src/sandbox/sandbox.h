@@ -81,6 +81,7 @@ struct FileStat {
   std::uint64_t size = 0;
   std::uint32_t mode = 0;  // permission bits
   std::int64_t mtime_sec = 0;
+  std::int64_t mtime_nsec = 0;  // a rewrite within the same second still differs
 };
 
 struct Usage {

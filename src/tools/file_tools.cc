@@ -29,6 +29,26 @@ std::string join(const std::string& dir, const std::string& name) {
   return dir.back() == '/' ? dir + name : dir + "/" + name;
 }
 
+// File errors with what to do next, keyed by the errno the engine reports.
+ToolResult file_error(const Error& err, const std::string& path) {
+  std::string hint;
+  switch (err.sys_errno) {
+    case ENOENT: hint = "no such file or directory; call list_files to see what exists"; break;
+    case EROFS: hint = "that location is read-only; write under /workspace (or /tmp)"; break;
+    case EACCES:
+    case EPERM: hint = "permission denied; files outside /workspace and /tmp are not writable by the sandbox user"; break;
+    case EISDIR: hint = "it is a directory; use list_files, or name a file inside it"; break;
+    case ENOTDIR: hint = "a component of the path is not a directory; check the path with list_files"; break;
+    case ENOSPC: hint = "the sandbox's disk is full; delete files or create a sandbox with a larger limits.disk_mb"; break;
+    case EFBIG: hint = "the file exceeds the sandbox's file size limit"; break;
+    default: break;
+  }
+  if (err.code == ErrorCode::kInvalidArgument || err.code == ErrorCode::kPermissionDenied)
+    hint = "paths must stay inside the sandbox: relative to /workspace, or absolute sandbox paths, without '..'";
+  if (hint.empty()) return error_result(err);
+  return ToolResult::error(path + ": " + hint + " (" + err.message() + ")");
+}
+
 json file_json(const std::string& path, const sandbox::FileStat& f) {
   return json{{"path", path}, {"name", f.name}, {"type", type_name(f.type)}, {"size", f.size},
               {"mode", f.mode}, {"modified", iso_time(std::chrono::system_clock::from_time_t(f.mtime_sec))}};
@@ -48,7 +68,7 @@ ToolResult list_files(ToolEnv& env, const json& args, RequestContext& ctx) {
     dirs.pop_back();
     auto entries = use->sandbox().list(dir);
     if (!entries.ok()) {
-      if (dir == root) return error_result(entries.error());
+      if (dir == root) return file_error(entries.error(), root);
       continue;
     }
     for (const auto& f : *entries) {
@@ -74,15 +94,20 @@ ToolResult read_file(ToolEnv& env, const json& args, RequestContext& ctx) {
   const uint64_t offset = args["offset"];
   const uint64_t length = args.contains("length") ? args["length"].get<uint64_t>() : env.config.max_file_bytes;
   auto st = use->sandbox().stat(path);
-  if (!st.ok()) return error_result(st.error());
+  if (!st.ok()) return file_error(st.error(), path);
   if (st->type == sandbox::FileType::kDirectory)
     return ToolResult::error(path + " is a directory; use list_files to see what it contains");
-  if (offset == 0 && length >= env.config.max_file_bytes && st->size > env.config.max_file_bytes)
-    return ToolResult::error(path + " is " + std::to_string(st->size) + " bytes, more than the " +
+  if (length > env.config.max_file_bytes || (!args.contains("length") && st->size - std::min(offset, st->size) > env.config.max_file_bytes))
+    return ToolResult::error(path + " is " + std::to_string(st->size) + " bytes; one read returns at most " +
                              std::to_string(env.config.max_file_bytes) +
-                             "-byte limit of one read; read it in parts with offset and length");
-  auto data = use->sandbox().read_file(path, std::min<uint64_t>(offset + length, offset + env.config.max_file_bytes));
-  if (!data.ok()) return error_result(data.error());
+                             " bytes: read it in parts with offset and length");
+  // The engine reads whole files; a part of a file up to the sandbox's own
+  // file-size limit is cut out here.
+  const uint64_t whole_cap = std::max<uint64_t>(st->size, 1);
+  if (whole_cap > use->spec().limits().file_size_bytes + 1)
+    return ToolResult::error(path + " is larger than the sandbox's file size limit");
+  auto data = use->sandbox().read_file(path, whole_cap);
+  if (!data.ok()) return file_error(data.error(), path);
   std::string part = offset >= data->size() ? std::string() : data->substr(offset, length);
   const std::string encoding = args["encoding"];
   json out{{"path", path}, {"size", st->size}, {"offset", offset}, {"length", part.size()},
@@ -116,9 +141,9 @@ ToolResult write_file(ToolEnv& env, const json& args, RequestContext& ctx) {
                              "-byte limit of one write; split the file or generate it inside the sandbox");
   auto slash = path.rfind('/');
   if (slash != std::string::npos && slash > 0)
-    if (auto s = use->sandbox().mkdir(path.substr(0, slash), true); !s.ok()) return error_result(s.error());
+    if (auto s = use->sandbox().mkdir(path.substr(0, slash), true); !s.ok()) return file_error(s.error(), path);
   if (auto s = use->sandbox().write_file(path, data, args["executable"].get<bool>() ? 0755 : 0644); !s.ok())
-    return error_result(s.error());
+    return file_error(s.error(), path);
   return ToolResult::from_structured(json{{"path", path}, {"size", data.size()}, {"written", true}});
 }
 
@@ -135,8 +160,8 @@ ToolResult upload_file(ToolEnv& env, const HostPaths& host, const json& args, Re
   if (dest.empty()) dest = source.substr(source.rfind('/') + 1);
   auto slash = dest.rfind('/');
   if (slash != std::string::npos && slash > 0)
-    if (auto s = use->sandbox().mkdir(dest.substr(0, slash), true); !s.ok()) return error_result(s.error());
-  if (auto s = use->sandbox().write_file(dest, *data, 0644); !s.ok()) return error_result(s.error());
+    if (auto s = use->sandbox().mkdir(dest.substr(0, slash), true); !s.ok()) return file_error(s.error(), dest);
+  if (auto s = use->sandbox().write_file(dest, *data, 0644); !s.ok()) return file_error(s.error(), dest);
   return ToolResult::from_structured(json{{"source_path", source}, {"dest_path", dest}, {"size", data->size()}});
 }
 
@@ -146,7 +171,7 @@ ToolResult download_file(ToolEnv& env, const HostPaths& host, const json& args, 
   EntryUse use(*e);
   const std::string path = args["path"];
   auto data = use->sandbox().read_file(path, env.config.max_file_bytes);
-  if (!data.ok()) return error_result(data.error());
+  if (!data.ok()) return file_error(data.error(), path);
   const std::string dest = args["dest_path"];
   auto fd = host.open_write(dest);
   if (!fd.ok()) return error_result(fd.error());

@@ -22,7 +22,7 @@ WorkspaceSnapshot snapshot_workspace(sandbox::Sandbox& sb, size_t max_files) {
       if (f.type == sandbox::FileType::kDirectory) {
         dirs.push_back(path);
       } else if (f.type == sandbox::FileType::kRegular) {
-        snap[path] = {f.size, f.mtime_sec};
+        snap[path] = {f.size, f.mtime_sec, f.mtime_nsec};
       }
     }
   }
@@ -33,8 +33,7 @@ nlohmann::json diff_workspace(const WorkspaceSnapshot& before, const WorkspaceSn
   auto out = nlohmann::json::array();
   for (const auto& [path, sig] : after) {
     auto it = before.find(path);
-    if (it != before.end() && it->second.size == sig.size && it->second.mtime_sec == sig.mtime_sec)
-      continue;
+    if (it != before.end() && it->second == sig) continue;
     out.push_back({{"path", path}, {"size", sig.size}, {"mime_type", mime_type_for(path)},
                    {"status", it == before.end() ? "created" : "modified"}});
   }

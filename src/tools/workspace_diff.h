@@ -14,6 +14,8 @@ namespace sandcastle::tools {
 struct FileSig {
   std::uint64_t size = 0;
   std::int64_t mtime_sec = 0;
+  std::int64_t mtime_nsec = 0;
+  bool operator==(const FileSig&) const = default;
 };
 using WorkspaceSnapshot = std::map<std::string, FileSig>;  // path relative to the workdir
 

@@ -198,16 +198,18 @@ describe('sandbox tools: bad inputs (SDK v1)', () => {
     await sc.ok('execute_command', { sandbox_id: id, command: 'rm huge.bin' });
   });
 
-  test('with default flags, a write over the 16 MiB message limit still gets an answer to its request',
-    { todo: 'BUG: the stdio oversize error goes out with id null (and the 16 MiB default message limit is below the 32 MiB file limit), so the SDK call hangs until its own timeout' },
-    async () => {
-      const s = await plain.create();
-      const t0 = performance.now();
-      const r = await plain.call('write_file', { sandbox_id: s.sandbox_id, path: 'big.txt', content: 'x'.repeat(17 * MiB) }, { timeout: 3000 });
-      assert.equal(r.isError, true);
-      assert.match(r.text, /limit/);
-      assert.ok(performance.now() - t0 < 3000);
-    });
+  test('with default flags, a 17 MiB write fits, and a message over the 64 MiB limit gets an answer to its request', async () => {
+    const s = await plain.create();
+    const ok = await plain.call('write_file', { sandbox_id: s.sandbox_id, path: 'big.txt', content: 'x'.repeat(17 * MiB) }, { timeout: 20000 });
+    assert.equal(ok.isError, false, ok.text.slice(0, 300));
+    assert.equal(ok.sc.size, 17 * MiB);
+    const t0 = performance.now();
+    // The SDK matches the error to this call only if it carries the call's id.
+    await assert.rejects(
+      plain.call('write_file', { sandbox_id: s.sandbox_id, path: 'huge.txt', content: 'x'.repeat(70 * MiB) }, { timeout: 20000 }),
+      (e) => e.code === -32600 && /exceeds the limit of 67108864 bytes/.test(e.message));
+    assert.ok(performance.now() - t0 < 15000, 'answered, not timed out');
+  });
 
   test('timeout: sleep 10 with timeout_s 1 is killed in about 1 s, isError, reason timeout', async () => {
     const t0 = performance.now();
@@ -236,7 +238,6 @@ describe('sandbox tools: bad inputs (SDK v1)', () => {
   });
 
   test('a one-shot compile error reports sandbox_id null, like a one-shot run',
-    { todo: 'BUG: execute_code one-shot compile failure returns the id of the already-destroyed one-shot sandbox' },
     async () => {
       const r = await sc.err('execute_code', { language: 'c', code: 'int main(void) { return x; }' });
       assert.equal(r.sc.sandbox_id, null);
@@ -320,7 +321,6 @@ describe('sandbox tools: bad inputs (SDK v1)', () => {
   });
 
   test('file errors from the engine say what to do next, not only the errno',
-    { todo: 'GAP: missing-file and read-only errors are bare "stat …: No such file or directory (ENOENT)" / "open …: Read-only file system (EROFS)"' },
     async () => {
       const missing = await sc.err('read_file', { sandbox_id: id, path: 'no/such/file.txt' });
       assert.match(missing.text, /list_files/, missing.text);

@@ -8,7 +8,6 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SANDBOX_TOOLS, connectSandcastle, tempDir } from './lib/sandbox_client.mjs';
 
-const INSTALL_TODO = 'install_packages not implemented yet';
 const PASS_VALUE = 'pass-through-value-7f3a';
 const HIDDEN_VALUE = 'hidden-host-value-91c2';
 
@@ -101,7 +100,6 @@ describe('sandbox tools: seed workflows (SDK v1)', () => {
     });
 
     test('read_file reads part of a file with offset and length',
-      { todo: 'BUG: read_file with offset+length < file size fails "larger than the read limit" (fs_read gets max = offset+length)' },
       async () => {
         const part = await sc.ok('read_file', { sandbox_id: id, path: 'data/input.txt', offset: 5, length: 3 });
         assert.equal(part.content, 'one');
@@ -137,7 +135,7 @@ describe('sandbox tools: seed workflows (SDK v1)', () => {
       assert.ok(s.usage.disk_bytes >= 70000, `the uploaded file counts in disk use: ${s.usage.disk_bytes}`);
     });
 
-    test('install_packages in the sandbox (seed a install_package)', { todo: INSTALL_TODO }, async () => {
+    test('install_packages in the sandbox (seed a install_package)', async () => {
       assert.ok(sc.tool('install_packages'), 'install_packages is listed');
       const r = await sc.call('install_packages', { sandbox_id: id, packages: ['sandcastle-no-such-package-e2e'] });
       assert.equal(r.isError, true, 'installing a package no index has fails');
@@ -291,13 +289,13 @@ int main(int argc, char **argv) {
       assert.ok(e.last_used);
     });
 
-    test('2. install_packages in the background (wait: false)', { todo: INSTALL_TODO }, async () => {
+    test('2. install_packages in the background (wait: false)', async () => {
       const r = await d.call('install_packages', { sandbox_id: id, packages: ['sandcastle-no-such-package-e2e'], wait: false });
       assert.equal(r.isError, false, r.text);
       assert.match(JSON.stringify(r.sc), /installing|failed/);
     });
 
-    test('3. check_package_installation_status until it settles (failed, with the installer\'s error)', { todo: INSTALL_TODO }, async () => {
+    test('3. check_package_installation_status until it settles (failed, with the installer\'s error)', async () => {
       let st;
       for (let i = 0; i < 100; i++) {
         const r = await d.call('check_package_installation_status', { sandbox_id: id, package: 'sandcastle-no-such-package-e2e' });
@@ -337,7 +335,6 @@ int main(int argc, char **argv) {
     });
 
     test('4b. a same-size rewrite within the same second is reported as modified',
-      { todo: 'BUG: workspace diff compares size + whole-second mtime, so a same-size rewrite in the same second is missed' },
       async () => {
         await d.ok('write_file', { sandbox_id: id, path: 'same.txt', content: 'aaaa' });
         const r = await d.ok('execute_code', { sandbox_id: id, code: "open('same.txt','w').write('bbbb')" });

@@ -44,6 +44,7 @@ FileStat to_stat(const std::string& name, const struct stat& st) {
   f.size = static_cast<std::uint64_t>(st.st_size);
   f.mode = st.st_mode & 07777;
   f.mtime_sec = st.st_mtim.tv_sec;
+  f.mtime_nsec = st.st_mtim.tv_nsec;
   return f;
 }
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <mutex>
+#include <regex>
 #include <spdlog/spdlog.h>
 #include <string>
 
@@ -76,7 +77,12 @@ class LineReader {
  private:
   void append(const char* p, size_t n) {
     if (skipped_ > 0 || buf_.size() + n > max_) {
+      if (skipped_ == 0) head_ = buf_.substr(0, kKeep);
       skipped_ += buf_.size() + n;
+      // Keep the last bytes: SDKs write "id" last, and the error needs it.
+      tail_.append(buf_).append(p, n);
+      if (tail_.size() > kKeep) tail_.erase(0, tail_.size() - kKeep);
+      if (head_.size() < kKeep) head_.append(p, std::min(n, kKeep - head_.size()));
       buf_.clear();
       return;
     }
@@ -85,7 +91,9 @@ class LineReader {
   template <typename OnLine, typename OnOversize>
   void finish_line(OnLine& on_line, OnOversize& on_oversize) {
     if (skipped_ > 0) {
-      on_oversize(skipped_);
+      on_oversize(skipped_, head_, tail_);
+      head_.clear();
+      tail_.clear();
     } else {
       if (!buf_.empty() && buf_.back() == '\r') buf_.pop_back();
       // Blank lines carry no message; skip them quietly.
@@ -95,10 +103,28 @@ class LineReader {
     skipped_ = 0;
   }
 
+  static constexpr size_t kKeep = 512;
   size_t max_;
   std::string buf_;
   size_t skipped_ = 0;
+  std::string head_, tail_;  // the ends of an oversized line
 };
+
+// The id of a message too large to parse, found at either end of it (SDKs
+// write it last, hand-written clients first), so the client can match the
+// error to its request. Null when it cannot be found unambiguously.
+mcp::json recover_id(const std::string& head, const std::string& tail) {
+  static const std::regex kTail(R"re("id"\s*:\s*(-?[0-9]{1,18}|"[^"\\]{0,200}")\s*\}\s*$)re");
+  static const std::regex kHead(R"re(^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?[0-9]{1,18}|"[^"\\]{0,200}")\s*,)re");
+  std::smatch m;
+  if (std::regex_search(tail, m, kTail) || std::regex_search(head, m, kHead)) {
+    try {
+      return mcp::json::parse(m[1].str());
+    } catch (const mcp::json::exception&) {
+    }
+  }
+  return nullptr;
+}
 
 }  // namespace
 
@@ -127,9 +153,9 @@ int serve_stdio(const mcp::Server& server, const StdioOptions& options) {
 
   LineReader reader(options.max_line_bytes);
   auto on_line = [&](const std::string& line) { session->handle_text(line); };
-  auto on_oversize = [&](size_t bytes) {
+  auto on_oversize = [&](size_t bytes, const std::string& head, const std::string& tail) {
     writer->write_line(mcp::dump_message(mcp::make_error(
-        nullptr, mcp::rpc_error::kInvalidRequest,
+        recover_id(head, tail), mcp::rpc_error::kInvalidRequest,
         "Invalid Request: message of " + std::to_string(bytes) + " bytes exceeds the limit of " +
             std::to_string(options.max_line_bytes) + " bytes (--max-message-bytes)")));
   };

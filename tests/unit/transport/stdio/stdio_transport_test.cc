@@ -106,6 +106,21 @@ TEST(StdioTransportTest, OversizedLineRejectedAndServingContinues) {
   EXPECT_EQ(h.read_json()["id"], 5);
 }
 
+TEST(StdioTransportTest, OversizedRequestErrorCarriesItsId) {
+  StdioHarness h(1024);
+  // SDKs write the id last...
+  h.write(R"({"method":"tools/call","params":{"name":"x","arguments":{"blob":")" + std::string(4000, 'a') +
+          R"(","id":99}},"jsonrpc":"2.0","id":"req-7"})" "\n");
+  json err = h.read_json();
+  EXPECT_EQ(err["id"], "req-7");
+  EXPECT_EQ(err["error"]["code"], mcp::rpc_error::kInvalidRequest);
+  // ...hand-written clients first; a nested "id" is never mistaken for it.
+  h.write(R"({"jsonrpc":"2.0","id":12,"method":"x","params":{"a":")" + std::string(4000, 'b') + R"(","o":{"id":7}}})" "\n");
+  EXPECT_EQ(h.read_json()["id"], 12);
+  h.write(R"({"method":"x","params":{"a":")" + std::string(4000, 'c') + R"(","o":{"id":7}}})" "\n");
+  EXPECT_TRUE(h.read_json()["id"].is_null());
+}
+
 TEST(StdioTransportTest, MalformedInputKeepsServing) {
   StdioHarness h;
   h.write("{oops\n");
