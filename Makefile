@@ -7,7 +7,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 ARGS ?=
 
-.PHONY: run test deps build build-asan unit integration e2e bench clean format
+.PHONY: run test deps build build-asan unit integration e2e bench fuzz clean format
 
 run: deps build
 	exec ./$(BUILD)/sandcastle $(ARGS)
@@ -29,8 +29,18 @@ build-asan:
 bench: deps build
 	bench/run
 
+# Real coverage-guided fuzzing with clang's libFuzzer, FUZZ_SECONDS per target;
+# new inputs land in tests/fuzz/corpus/<target>/ (commit the interesting ones).
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	@cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+	  -DSANDCASTLE_FUZZ=ON -DSANDCASTLE_TESTS=ON >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_session fuzz_schema fuzz_cursor
+	for t in session schema cursor; do \
+	  ./build-fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 tests/fuzz/corpus/$$t || exit 1; done
+
 format:
 	clang-format -i $$(git ls-files 'src/*.cc' 'src/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz
