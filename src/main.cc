@@ -1,23 +1,33 @@
 // sandcastle: an MCP server that runs code in sandboxes. This file is the
-// composition root: it reads the command line and environment, builds the
-// backend, the sandbox manager and the tools, and hands them to a transport.
+// composition root: it reads the configuration (config.toml < environment <
+// flags), builds the backend, the sandbox manager and the tools, and hands
+// them to a transport (stdio, or HTTP with API keys and file links).
 #include <CLI/CLI.hpp>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
 #include "common/log.h"
+#include "common/metrics.h"
+#include "config/config.h"
 #include "mcp/fixtures.h"
 #include "mcp/server.h"
 #include "sandbox/native/doctor.h"
 #include "sandbox/native/native_backend.h"
 #include "sandbox/native/sweep.h"
 #include "sandbox/refusing_backend.h"
+#include "store/key_store.h"
 #include "tools/languages.h"
 #include "tools/tool_env.h"
+#include "transport/http/file_links.h"
+#include "transport/http/http_server.h"
+#include "transport/http/mcp_http.h"
 #include "transport/stdio/stdio_transport.h"
 
 namespace {
@@ -34,15 +44,6 @@ constexpr const char* kInstructions =
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return (v && *v) ? std::string(v) : fallback;
-}
-
-std::vector<std::string> split_csv(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
 }
 
 std::unique_ptr<sandbox::Backend> make_backend(const std::string& name, bool allow_weak) {
@@ -71,70 +72,270 @@ std::unique_ptr<sandbox::Backend> make_backend(const std::string& name, bool all
   return std::move(native).value();
 }
 
+bool is_loopback_host(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host == "[::1]" ||
+         host.rfind("127.", 0) == 0;
+}
+
+Status ensure_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Error::make(ErrorCode::kIo, "create state directory " + dir + ": " + ec.message());
+  ::chmod(dir.c_str(), 0700);
+  return ok_status();
+}
+
+Result<std::unique_ptr<store::KeyStore>> open_keys(const config::Config& cfg) {
+  if (auto s = ensure_dir(cfg.state_dir); !s.ok()) return s.error();
+  return store::KeyStore::open(cfg.state_dir + "/sandcastle.db");
+}
+
+int run_keys(const config::Config& cfg, CLI::App* create, CLI::App* list, CLI::App* revoke,
+             const std::string& key_name, const std::string& revoke_id, bool as_json) {
+  auto ks = open_keys(cfg);
+  if (!ks.ok()) {
+    std::cerr << "sandcastle keys: " << ks.error().message() << "\n";
+    return 1;
+  }
+  if (create->parsed()) {
+    auto k = (*ks)->create(key_name);
+    if (!k.ok()) {
+      std::cerr << "sandcastle keys create: " << k.error().message() << "\n";
+      return 1;
+    }
+    if (as_json) {
+      std::cout << nlohmann::json{{"id", k->info.id}, {"name", k->info.name}, {"key", k->secret}}.dump() << "\n";
+    } else {
+      std::cout << k->secret << "\n";
+      std::cerr << "created API key " << k->info.id << " (" << k->info.name
+                << "); it is shown only now. Send it as 'Authorization: Bearer <key>', 'X-API-Key: <key>' or "
+                   "?api_key=<key>.\n";
+    }
+    return 0;
+  }
+  if (list->parsed()) {
+    auto keys = (*ks)->list();
+    if (!keys.ok()) {
+      std::cerr << "sandcastle keys list: " << keys.error().message() << "\n";
+      return 1;
+    }
+    if (as_json) {
+      nlohmann::json arr = nlohmann::json::array();
+      for (const auto& k : *keys)
+        arr.push_back({{"id", k.id}, {"name", k.name}, {"created_at", k.created_at},
+                       {"revoked_at", k.revoked_at.empty() ? nlohmann::json() : nlohmann::json(k.revoked_at)}});
+      std::cout << arr.dump(2) << "\n";
+    } else {
+      std::cout << "ID            NAME                  CREATED               STATUS\n";
+      for (const auto& k : *keys) {
+        char line[256];
+        std::snprintf(line, sizeof line, "%-13s %-21s %-21s %s\n", k.id.c_str(), k.name.c_str(),
+                      k.created_at.c_str(), k.revoked_at.empty() ? "active" : ("revoked " + k.revoked_at).c_str());
+        std::cout << line;
+      }
+    }
+    return 0;
+  }
+  if (revoke->parsed()) {
+    auto s = (*ks)->revoke(revoke_id);
+    if (!s.ok()) {
+      std::cerr << "sandcastle keys revoke: " << s.error().message() << "\n";
+      return 1;
+    }
+    std::cerr << "revoked " << revoke_id << "\n";
+    return 0;
+  }
+  return 2;
+}
+
+void wait_for_termination() {
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  int sig = 0;
+  while (sigwait(&mask, &sig) != 0) {
+  }
+  spdlog::info("shutting down: {}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"sandcastle: an MCP server that runs code safely in isolated sandboxes"};
   app.set_version_flag("--version", std::string("sandcastle ") + SANDCASTLE_VERSION);
-  std::string transport = "stdio";
-  std::string log_level = "info";
+  // Flags that mirror a configuration setting are collected as text and
+  // applied after config.toml and the environment, so they win.
+  std::map<std::string, std::string> flag_values;
+  std::map<std::string, CLI::Option*> flag_opts;
+  auto setting_flag = [&](const std::string& flag, const std::string& setting, const std::string& help) {
+    flag_opts[setting] = app.add_option(flag, flag_values[setting], help + " [" + setting + "]");
+    return flag_opts[setting];
+  };
+  std::string config_path;
   bool test_fixtures = false;
   bool allow_weak = false;
-  size_t max_message_bytes = 64 * 1024 * 1024;
-  size_t page_size = 100;
-  std::string backend_name = env_or("INTERPRETER_TYPE", "native");
-  std::string pass_through;
+  bool insecure = false;
+  bool auth = false;
   std::vector<std::string> host_paths;
-  tools::ManagerOptions manager_opts;
-  int64_t ttl_s = manager_opts.default_ttl.count();
-  tools::ToolConfig tool_cfg;
-  tool_cfg.default_image = env_or("CONTAINER_IMAGE", "host");
-  tool_cfg.default_language = env_or("CONTAINER_LANGUAGE", "python");
+  std::string pass_through;
 
-  app.add_option("--transport", transport, "stdio (default) or http")
-      ->check(CLI::IsMember({"stdio", "http"}));
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (stderr)")
+  app.add_option("--config", config_path, "config.toml to read (default: <state dir>/config.toml when present)");
+  setting_flag("--transport", "server.transport", "stdio (default) or http")->check(CLI::IsMember({"stdio", "http"}));
+  setting_flag("--host", "server.host", "address the HTTP server binds (default 127.0.0.1)");
+  setting_flag("--port", "server.port", "HTTP port (default 8181; 0 picks a free one)");
+  setting_flag("--public-url", "server.public_url", "base URL of file links (default http://host:port)");
+  setting_flag("--http-threads", "server.threads", "HTTP I/O threads");
+  setting_flag("--max-body-bytes", "server.max_body_bytes", "largest HTTP request body");
+  setting_flag("--request-timeout-ms", "server.request_timeout_ms", "time allowed to send one HTTP request");
+  setting_flag("--keepalive-ms", "server.keepalive_ms", "interval of SSE keep-alive comments");
+  app.add_flag("--auth", auth, "require an API key (see `sandcastle keys`) [auth.enabled]");
+  app.add_flag("--insecure", insecure, "allow listening on a non-loopback address without API keys [auth.insecure]");
+  setting_flag("--allowed-origins", "http.allowed_origins", "comma-separated Origins accepted besides loopback");
+  setting_flag("--allowed-hosts", "http.allowed_hosts", "comma-separated Host names accepted");
+  setting_flag("--cors-origins", "http.cors_origins", "comma-separated Origins given CORS headers ('*' any)");
+  setting_flag("--state-dir", "state_dir", "where keys and state live");
+  setting_flag("--log-level", "server.log_level", "trace, debug, info, warn, error or off (stderr)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
-  app.add_flag("--test-fixtures", test_fixtures, "expose the conformance-suite fixture tools (testing only)");
-  app.add_option("--max-message-bytes", max_message_bytes, "largest accepted message (stdio line)")
-      ->check(CLI::Range(size_t{1024}, size_t{1} << 31));
-  app.add_option("--page-size", page_size, "items per page of list results")->check(CLI::Range(1, 10000));
-  app.add_option("--backend", backend_name, "sandbox backend (env INTERPRETER_TYPE): native");
-  app.add_flag("--allow-weak-isolation", allow_weak,
-               "run code even when `sandcastle doctor` finds isolation inadequate");
-  app.add_option("--pass-through-env", pass_through,
-                 "comma-separated host variables copied into every sandbox");
-  app.add_option("--allow-host-path", host_paths,
-                 "host directory upload_file/download_file may use (repeatable)");
-  app.add_option("--max-sandboxes", manager_opts.max_sandboxes, "server-wide cap on live sandboxes")
-      ->check(CLI::Range(1, 100000));
-  app.add_option("--pool-size", manager_opts.pool_size, "warm sandboxes kept ready")
-      ->check(CLI::Range(0, 1000));
-  app.add_option("--sandbox-ttl", ttl_s, "seconds an idle sandbox lives (default 1800)")
-      ->check(CLI::Range(int64_t{10}, int64_t{7 * 24 * 3600}));
-  app.add_option("--default-language", tool_cfg.default_language,
-                 "language of execute_code without one (env CONTAINER_LANGUAGE)");
-  app.add_option("--pip-index-url", tool_cfg.pip_index_url,
-                 "package index pip installs from (the only host the installer may reach)");
-  app.add_option("--npm-registry", tool_cfg.npm_registry,
-                 "registry npm installs from (the only host the installer may reach)");
+  app.add_flag("--test-fixtures", test_fixtures, "expose the conformance-suite fixtures (testing only)");
+  setting_flag("--max-message-bytes", "server.max_message_bytes", "largest accepted message (stdio line)");
+  setting_flag("--page-size", "server.page_size", "items per page of list results");
+  setting_flag("--backend", "sandbox.backend", "sandbox backend (env INTERPRETER_TYPE): native");
+  app.add_flag("--allow-weak-isolation", allow_weak, "run code even when `sandcastle doctor` finds isolation inadequate");
+  app.add_option("--pass-through-env", pass_through, "comma-separated host variables copied into every sandbox");
+  app.add_option("--allow-host-path", host_paths, "host directory upload_file/download_file may use (repeatable)");
+  setting_flag("--max-sandboxes", "sandbox.max_sandboxes", "server-wide cap on live sandboxes");
+  setting_flag("--max-per-key", "sandbox.max_per_key", "live sandboxes per API key or session (0: no quota)");
+  setting_flag("--pool-size", "sandbox.pool_size", "warm sandboxes kept ready");
+  setting_flag("--sandbox-ttl", "sandbox.ttl_s", "seconds an idle sandbox lives (default 1800)");
+  setting_flag("--default-language", "sandbox.default_language", "language of execute_code without one");
+  setting_flag("--pip-index-url", "packages.pip_index_url", "package index pip installs from");
+  setting_flag("--npm-registry", "packages.npm_registry", "registry npm installs from");
+
   auto* doctor = app.add_subcommand("doctor", "print what this host allows and the isolation sandcastle will use");
+  auto* keys = app.add_subcommand("keys", "manage API keys (stored hashed in <state dir>/sandcastle.db)");
+  keys->require_subcommand(1);
+  bool keys_json = false;
+  keys->add_flag("--json", keys_json, "print JSON");
+  std::string key_name, revoke_id;
+  auto* keys_create = keys->add_subcommand("create", "create a key and print it (once)");
+  keys_create->add_option("--name", key_name, "a name to recognise the key by");
+  auto* keys_list = keys->add_subcommand("list", "list keys (never the keys themselves)");
+  auto* keys_revoke = keys->add_subcommand("revoke", "revoke a key by id or name");
+  keys_revoke->add_option("id", revoke_id, "key id or name")->required();
+  auto* cfg_cmd = app.add_subcommand("config", "configuration");
+  cfg_cmd->require_subcommand(1);
+  auto* cfg_show = cfg_cmd->add_subcommand("show", "print the effective configuration and where each value came from");
   CLI11_PARSE(app, argc, argv);
 
   if (doctor->parsed()) return sandbox::native::run_doctor(std::cout);
 
-  init_logging(log_level);
+  // --- configuration: defaults < config.toml < environment < flags ---------
+  config::Loader loader;
+  {
+    // Legacy variable names of the seeds, below the SANDCASTLE_* ones.
+    if (const char* v = std::getenv("INTERPRETER_TYPE"); v && *v) (void)loader.set("sandbox.backend", v, config::Source::kEnv);
+    if (const char* v = std::getenv("CONTAINER_LANGUAGE"); v && *v)
+      (void)loader.set("sandbox.default_language", v, config::Source::kEnv);
+    auto env = config::sandcastle_env();
+    std::string state_dir = config::default_state_dir();
+    if (auto it = env.find(config::env_name("state_dir")); it != env.end()) state_dir = it->second;
+    if (flag_opts["state_dir"]->count()) state_dir = flag_values["state_dir"];
+    std::string file = config_path;
+    if (file.empty() && std::filesystem::exists(state_dir + "/config.toml")) file = state_dir + "/config.toml";
+    if (!config_path.empty() && !std::filesystem::exists(config_path)) {
+      std::cerr << "sandcastle: --config " << config_path << ": no such file\n";
+      return 2;
+    }
+    if (!file.empty()) {
+      if (auto s = loader.load_file(file); !s.ok()) {
+        std::cerr << "sandcastle: " << s.error().context << "\n";
+        return 2;
+      }
+    }
+    if (auto s = loader.load_env(env); !s.ok()) {
+      std::cerr << "sandcastle: " << s.error().context << "\n";
+      return 2;
+    }
+    for (auto& [setting, opt] : flag_opts)
+      if (opt->count())
+        if (auto s = loader.set(setting, flag_values[setting]); !s.ok()) {
+          std::cerr << "sandcastle: " << s.error().context << "\n";
+          return 2;
+        }
+    if (auth) (void)loader.set("auth.enabled", "true");
+    if (insecure) (void)loader.set("auth.insecure", "true");
+    if (!host_paths.empty()) {
+      std::string joined;
+      for (auto& p : host_paths) joined += (joined.empty() ? "" : ",") + p;
+      (void)loader.set("sandbox.allowed_host_paths", joined);
+    }
+    if (!pass_through.empty()) (void)loader.set("sandbox.pass_through_env", pass_through);
+    if (loader.config().state_dir.empty()) loader.config().state_dir = state_dir;
+    if (auto s = loader.validate(); !s.ok()) {
+      std::cerr << "sandcastle: " << s.error().context << "\n";
+      return 2;
+    }
+  }
+  const config::Config& cfg = loader.config();
+  if (cfg_show->parsed()) {
+    std::cout << loader.show();
+    return 0;
+  }
+  if (keys->parsed()) return run_keys(cfg, keys_create, keys_list, keys_revoke, key_name, revoke_id, keys_json);
+
+  init_logging(cfg.log_level);
   // Before any thread starts (the backend and the pool start some).
   transport::block_termination_signals();
-  manager_opts.default_ttl = std::chrono::seconds(ttl_s);
-  for (const auto& name : split_csv(pass_through)) {
+
+  const bool http_mode = cfg.transport == "http";
+  std::unique_ptr<store::KeyStore> key_store;
+  if (http_mode) {
+    if (!cfg.auth_enabled && !is_loopback_host(cfg.host) && !cfg.insecure) {
+      spdlog::error("refusing to listen on {} without API keys: anyone who can reach it could run code. "
+                    "Enable auth (--auth, [auth] enabled = true, after `sandcastle keys create`) or pass --insecure",
+                    cfg.host);
+      return 2;
+    }
+    auto ks = open_keys(cfg);
+    if (!ks.ok()) {
+      if (cfg.auth_enabled) {
+        spdlog::error("API keys: {}", ks.error().message());
+        return 2;
+      }
+      spdlog::warn("API keys unavailable ({}); serving without them", ks.error().message());
+    } else {
+      key_store = std::move(ks).value();
+      if (cfg.auth_enabled && key_store->active_count() == 0)
+        spdlog::warn("auth is on but no API key exists yet: create one with `sandcastle keys create`");
+    }
+  }
+
+  tools::ManagerOptions manager_opts;
+  manager_opts.max_sandboxes = static_cast<size_t>(cfg.max_sandboxes);
+  manager_opts.pool_size = static_cast<size_t>(cfg.pool_size);
+  manager_opts.default_ttl = std::chrono::seconds(cfg.sandbox_ttl_s);
+  // Quotas apply to HTTP owners (keys, sessions); the local stdio user has none.
+  if (http_mode) manager_opts.max_per_owner = static_cast<size_t>(cfg.max_per_key);
+  tools::ToolConfig tool_cfg;
+  tool_cfg.default_image = env_or("CONTAINER_IMAGE", "host");
+  tool_cfg.default_language = cfg.default_language;
+  tool_cfg.pip_index_url = cfg.pip_index_url;
+  tool_cfg.npm_registry = cfg.npm_registry;
+  tool_cfg.allowed_host_paths = cfg.allowed_host_paths;
+  tool_cfg.default_limits.memory_bytes = static_cast<uint64_t>(cfg.memory_mb) * sandbox::kMiB;
+  tool_cfg.default_limits.cpu_millis = static_cast<uint32_t>(cfg.cpu_millis);
+  tool_cfg.default_limits.pids = static_cast<uint32_t>(cfg.pids);
+  tool_cfg.default_limits.disk_bytes = static_cast<uint64_t>(cfg.disk_mb) * sandbox::kMiB;
+  tool_cfg.default_limits.tmp_bytes = static_cast<uint64_t>(cfg.tmp_mb) * sandbox::kMiB;
+  tool_cfg.default_limits.exec_timeout = std::chrono::milliseconds(cfg.exec_timeout_ms);
+  for (const auto& name : cfg.pass_through_env) {
     if (const char* v = std::getenv(name.c_str())) {
       tool_cfg.pass_through_env[name] = v;
     } else {
-      spdlog::warn("--pass-through-env: {} is not set in the server's environment", name);
+      spdlog::warn("pass-through env: {} is not set in the server's environment", name);
     }
   }
-  tool_cfg.allowed_host_paths = host_paths;
   if (auto lang = tools::find_language(tool_cfg.default_language); !lang.ok()) {
     spdlog::error("default language: {}", lang.error().message());
     return 2;
@@ -146,35 +347,103 @@ int main(int argc, char** argv) {
   for (const auto& r : swept.removed) spdlog::info("removed leftover of a crashed predecessor: {}", r);
   for (const auto& f : swept.failed) spdlog::warn("could not remove leftover: {}", f);
 
-  auto backend = make_backend(backend_name, allow_weak);
+  auto backend = make_backend(cfg.backend, allow_weak);
   sandbox::SpecOptions pool_spec;
   pool_spec.image = tool_cfg.default_image;
   pool_spec.limits = tool_cfg.default_limits;
   pool_spec.env = tool_cfg.pass_through_env;
   if (backend->name() == "none") manager_opts.pool_size = 0;
   tools::SandboxManager manager(*backend, manager_opts, pool_spec);
+
+  // File links (HTTP only): signed URLs served from the sandboxes.
+  std::unique_ptr<transport::http::FileLinks> links;
+  if (http_mode) {
+    const uint64_t max_file = tool_cfg.max_file_bytes;
+    links = std::make_unique<transport::http::FileLinks>(
+        "", std::chrono::seconds(cfg.file_link_ttl_s),
+        [&manager, max_file](const std::string& id, const std::string& owner, const std::string& path) -> Result<std::string> {
+          auto e = manager.get(id, owner);
+          if (!e.ok()) return Error::make(ErrorCode::kNotFound, "sandbox " + id + " not found (closed or expired)");
+          tools::EntryUse use(*e);
+          return use->sandbox().read_file(path, max_file);
+        });
+    tool_cfg.file_link = [l = links.get()](const std::string& id, const std::string& path) { return l->link(id, path); };
+  }
   tools::ToolEnv tool_env{manager, tool_cfg};
 
   mcp::ServerInfo info;
   info.instructions = kInstructions;
   mcp::ServerOptions options;
-  options.page_size = page_size;
+  options.page_size = static_cast<size_t>(cfg.page_size);
   mcp::Server server(info, options);
   tools::register_sandbox_tools(server, tool_env);
   if (test_fixtures) mcp::register_test_fixtures(server);
 
-  if (transport == "http") {
-    spdlog::error("the HTTP transport is not available in this build yet; use --transport stdio");
-    return 2;
-  }
+  metrics::registry().gauge_fn(metrics::name::kSandboxesLive, "sandboxes alive now",
+                               [&manager] { return static_cast<double>(manager.live_count()); });
+
   manager.start();
-  transport::StdioOptions stdio;
-  stdio.max_line_bytes = max_message_bytes;
-  int rc = transport::serve_stdio(server, stdio);
+  int rc = 0;
+  if (!http_mode) {
+    transport::StdioOptions stdio;
+    stdio.max_line_bytes = static_cast<size_t>(cfg.max_message_bytes);
+    rc = transport::serve_stdio(server, stdio);
+  } else {
+    transport::http::McpHttpOptions hopts;
+    hopts.allowed_origins = cfg.allowed_origins;
+    hopts.cors_origins = cfg.cors_origins;
+    hopts.allowed_hosts = cfg.allowed_hosts;
+    if (hopts.allowed_hosts.empty() && is_loopback_host(cfg.host))
+      hopts.allowed_hosts = {"localhost", "127.0.0.1", "[::1]"};
+    hopts.auth_required = cfg.auth_enabled;
+    if (key_store) hopts.verify_key = [ks = key_store.get()](const std::string& k) { return ks->verify(k); };
+    hopts.on_owner_gone = [&manager](const std::string& owner) {
+      size_t n = manager.close_owned_by(owner);
+      if (n) spdlog::info("closed {} sandbox(es) of ended {}", n, owner);
+    };
+    hopts.files_handler = [l = links.get()](const transport::http::Request& req,
+                                            std::shared_ptr<transport::http::Exchange> ex) { l->serve(req, ex); };
+    hopts.keepalive = std::chrono::milliseconds(cfg.keepalive_ms);
+    hopts.session_idle_ttl = std::chrono::seconds(cfg.session_idle_ttl_s);
+    hopts.max_sessions = static_cast<size_t>(cfg.max_sessions);
+    transport::http::McpHttp mcp_http(server, hopts);
+    transport::http::ServerOptions sopts;
+    sopts.host = cfg.host;
+    sopts.port = static_cast<uint16_t>(cfg.port);
+    sopts.threads = static_cast<size_t>(cfg.threads);
+    sopts.max_body_bytes = static_cast<size_t>(cfg.max_body_bytes);
+    sopts.request_timeout = std::chrono::milliseconds(cfg.request_timeout_ms);
+    transport::http::Server http(sopts, [&mcp_http](transport::http::Request&& req,
+                                                    std::shared_ptr<transport::http::Exchange> ex) {
+      mcp_http.handle(std::move(req), std::move(ex));
+    });
+    auto port = http.listen();
+    if (!port.ok()) {
+      spdlog::error("{}", port.error().message());
+      manager.shutdown();
+      _exit(2);
+    }
+    std::string host_for_url = cfg.host.find(':') != std::string::npos ? "[" + cfg.host + "]" : cfg.host;
+    if (cfg.host == "0.0.0.0") host_for_url = "127.0.0.1";
+    std::string base = "http://" + host_for_url + ":" + std::to_string(*port);
+    links->set_base_url(cfg.public_url.empty() ? base : cfg.public_url);
+    mcp_http.attach(http);
+    http.start();
+    // Tests and scripts read this line to find an ephemeral port.
+    std::fprintf(stderr, "listening on %s/mcp (Streamable HTTP), %s/sse (HTTP+SSE); auth %s\n", base.c_str(),
+                 base.c_str(), cfg.auth_enabled ? "required" : "off");
+    std::fflush(stderr);
+    wait_for_termination();
+    http.stop_accepting();
+    mcp_http.shutdown(std::chrono::milliseconds(1000), std::chrono::milliseconds(700));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let final writes flush
+    http.stop();
+  }
   manager.shutdown();
   spdlog::default_logger()->flush();
   // Handlers that ignored cancellation may still hold threads; end the process
   // without running static destructors underneath them.
   std::fflush(stdout);
+  std::fflush(stderr);
   _exit(rc);
 }

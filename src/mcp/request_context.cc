@@ -55,6 +55,23 @@ void RequestContext::progress(double progress, std::optional<double> total,
   send_(make_notification("notifications/progress", std::move(params)));
 }
 
+namespace {
+thread_local const RequestContext* t_current = nullptr;
+}  // namespace
+
+const RequestContext* RequestContext::current() { return t_current; }
+RequestContext::Scope::Scope(const RequestContext& ctx) : prev_(t_current) { t_current = &ctx; }
+RequestContext::Scope::~Scope() { t_current = prev_; }
+
+json RequestContext::request(const std::string& method, json params, std::chrono::milliseconds timeout) {
+  if (!requester_)
+    throw RpcError{rpc_error::kInternalError,
+                   "this request cannot ask the client (" + method +
+                       "): the 2026-07-28 protocol has no server-to-client requests",
+                   nullptr};
+  return requester_(method, std::move(params), timeout);
+}
+
 bool RequestContext::log_enabled(const std::string& level) const {
   int rank = log_level_rank(level);
   return min_log_rank_ >= 0 && rank >= min_log_rank_;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -59,6 +60,41 @@ class RequestContext {
   void log(const std::string& level, const json& data, const std::string& logger = "sandcastle");
   bool log_enabled(const std::string& level) const;
 
+  // Sends a request to the client (sampling/createMessage, elicitation/create,
+  // roots/list) and waits for its result. Throws RpcError when the client
+  // answers with an error, does not answer in time, the request is cancelled,
+  // or the era has no server-to-client requests (2026-07-28).
+  using Requester =
+      std::function<json(const std::string& method, json params, std::chrono::milliseconds timeout)>;
+  void set_requester(Requester r) { requester_ = std::move(r); }
+  json request(const std::string& method, json params,
+               std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  // What the client declared: initialize's capabilities, or the modern _meta's.
+  void set_client_capabilities(json caps) { client_caps_ = std::move(caps); }
+  const json& client_capabilities() const { return client_caps_; }
+
+  // Over Streamable HTTP: ends the SSE stream carrying this request's
+  // messages now (the client reconnects with Last-Event-ID and receives the
+  // rest: SSE polling, SEP-1699). A no-op on other transports.
+  void set_stream_closer(std::function<void()> fn) { stream_closer_ = std::move(fn); }
+  void close_stream() {
+    if (stream_closer_) stream_closer_();
+  }
+
+  // The request this thread is serving (set while a handler runs), or nullptr:
+  // lets deep callees (e.g. a file-link hook) learn the owner without plumbing.
+  static const RequestContext* current();
+  class Scope {
+   public:
+    explicit Scope(const RequestContext& ctx);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    const RequestContext* prev_;
+  };
+
  private:
   Send send_;
   json request_id_;
@@ -68,6 +104,9 @@ class RequestContext {
   int min_log_rank_;  // -1: logging off for this request
   CancelToken* cancel_;
   std::string owner_;
+  Requester requester_;
+  std::function<void()> stream_closer_;
+  json client_caps_ = json::object();
   std::mutex progress_mu_;
   std::optional<double> last_progress_;
 };

@@ -1,6 +1,9 @@
 #include "mcp/server.h"
 
+#include <chrono>
 #include <optional>
+
+#include "common/metrics.h"
 
 namespace sandcastle::mcp {
 
@@ -35,7 +38,25 @@ void Server::add_builtin_methods() {
     json args = params.value("arguments", json::object());
     if (!args.is_object())
       throw RpcError{rpc_error::kInvalidParams, "\"arguments\" must be an object", nullptr};
-    return tools_.call(name->get<std::string>(), args, ctx).to_json();
+    const std::string tool = name->get<std::string>();
+    if (!tools_.contains(tool)) return tools_.call(tool, args, ctx).to_json();  // throws -32602
+    auto start = std::chrono::steady_clock::now();
+    ToolResult result = tools_.call(tool, args, ctx);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const char* outcome = ctx.cancelled() ? "cancelled" : result.is_error ? "error" : "ok";
+    auto& reg = metrics::registry();
+    reg.counter(metrics::name::kToolCalls, "tools/call requests, by tool and outcome",
+                {{"tool", tool}, {"outcome", outcome}})
+        .inc();
+    reg.histogram(metrics::name::kToolCallSeconds, "tools/call duration in seconds, by tool", {{"tool", tool}})
+        .observe(secs);
+    if (tool == "execute_code" || tool == "execute_command") {
+      reg.counter(metrics::name::kExecutions, "code and command executions, by outcome", {{"outcome", outcome}})
+          .inc();
+      reg.histogram(metrics::name::kExecutionSeconds, "execution duration in seconds (whole tool call)")
+          .observe(secs);
+    }
+    return result.to_json();
   };
   add_method("tools/call", std::move(call));
 }

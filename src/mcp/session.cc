@@ -33,6 +33,88 @@ std::shared_ptr<Session> Session::create(const Server& server, Send send, std::s
   return std::shared_ptr<Session>(new Session(server, std::move(send), std::move(owner)));
 }
 
+std::shared_ptr<Session> Session::create_routed(const Server& server, RoutedSend send,
+                                               std::string owner) {
+  auto s = std::shared_ptr<Session>(new Session(server, nullptr, std::move(owner)));
+  s->routed_ = std::move(send);
+  s->send_ = [routed = s->routed_](const json& m) { routed(m, nullptr); };
+  return s;
+}
+
+void Session::emit(const json& msg, const json* related) const {
+  if (routed_) {
+    routed_(msg, related);
+  } else {
+    send_(msg);
+  }
+}
+
+json Session::client_capabilities() const {
+  std::lock_guard lock(mu_);
+  return client_capabilities_;
+}
+
+void Session::handle_response(const json& msg) {
+  std::shared_ptr<Outgoing> out;
+  {
+    std::lock_guard lock(mu_);
+    auto it = outgoing_.find(msg["id"].dump());
+    if (it == outgoing_.end()) {
+      spdlog::debug("ignoring response with unknown id {}", msg["id"].dump());
+      return;
+    }
+    out = it->second;
+    outgoing_.erase(it);
+  }
+  std::lock_guard lock(out->mu);
+  out->response = msg;
+  out->cv.notify_all();
+}
+
+json Session::request_client(const std::string& method, json params, const json& related,
+                             CancelToken* token, std::chrono::milliseconds timeout) {
+  auto out = std::make_shared<Outgoing>();
+  json id;
+  {
+    std::lock_guard lock(mu_);
+    id = "sandcastle-" + std::to_string(next_outgoing_id_++);
+    outgoing_[id.dump()] = out;
+  }
+  size_t sub = 0;
+  if (token)
+    sub = token->on_cancel([out] {
+      std::lock_guard lock(out->mu);
+      out->cv.notify_all();
+    });
+  emit(json{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}},
+       &related);
+  std::unique_lock lock(out->mu);
+  bool got = out->cv.wait_for(lock, timeout, [&] {
+    return out->response.has_value() || (token && token->cancelled());
+  });
+  lock.unlock();
+  if (token && sub) token->unsubscribe(sub);
+  if (!got || !out->response) {
+    std::lock_guard mlock(mu_);
+    outgoing_.erase(id.dump());
+  }
+  if (token && token->cancelled())
+    throw RpcError{rpc_error::kInternalError, "request cancelled while waiting for the client", nullptr};
+  if (!got || !out->response)
+    throw RpcError{rpc_error::kInternalError,
+                   "the client did not answer " + method + " within " +
+                       std::to_string(timeout.count()) + " ms",
+                   nullptr};
+  const json& r = *out->response;
+  if (r.contains("error")) {
+    const json& e = r["error"];
+    throw RpcError{e.value("code", rpc_error::kInternalError),
+                   "the client answered " + method + " with an error: " + e.value("message", std::string()),
+                   e.value("data", json())};
+  }
+  return r.value("result", json::object());
+}
+
 size_t Session::inflight() const {
   std::lock_guard lock(mu_);
   return running_;
@@ -67,8 +149,8 @@ void Session::handle_json(const json& msg) {
       send_(make_error(c.id, rpc_error::kInvalidRequest, "Invalid Request: " + c.why));
       return;
     case MessageKind::kResponse:
-      // sandcastle sends no requests to clients yet; a stray response is harmless.
-      spdlog::debug("ignoring response with id {}", msg["id"].dump());
+      // An answer to one of our requests to the client; a stray one is harmless.
+      handle_response(msg);
       return;
     case MessageKind::kNotification:
       handle_notification(msg);
@@ -119,7 +201,15 @@ void Session::handle_batch(const json& batch) {
         if (reply) replies.push_back(std::move(*reply));
       }
     }
-    if (!replies.empty()) self->send_(replies);
+    if (!replies.empty()) {
+      const json* related = nullptr;
+      for (const auto& item : batch)
+        if (item.is_object() && item.contains("id") && item.contains("method")) {
+          related = &item["id"];
+          break;
+        }
+      self->emit(replies, related);
+    }
     std::lock_guard lock(self->mu_);
     --self->running_;
     self->idle_cv_.notify_all();
@@ -171,22 +261,24 @@ void Session::handle_request(const json& msg) {
   {
     std::lock_guard lock(mu_);
     if (async && running_ >= server_.options().max_inflight) {
-      send_(make_error(id, rpc_error::kInternalError,
+      emit(make_error(id, rpc_error::kInternalError,
                        "Server busy: " + std::to_string(running_) +
-                           " requests already running in this session; retry when one finishes"));
+                           " requests already running in this session; retry when one finishes"),
+           &id);
       return;
     }
   }
   auto entry = begin_inflight(id);
   if (!entry) {
-    send_(make_error(id, rpc_error::kInvalidRequest,
-                     "Invalid Request: a request with id " + id.dump() + " is already in flight"));
+    emit(make_error(id, rpc_error::kInvalidRequest,
+                    "Invalid Request: a request with id " + id.dump() + " is already in flight"),
+         &id);
     return;
   }
   if (!async) {
     auto reply = process_request(msg, &entry->token);
     end_inflight(id);
-    if (reply) send_(*reply);
+    if (reply) emit(*reply, &id);
     return;
   }
   {
@@ -197,7 +289,7 @@ void Session::handle_request(const json& msg) {
   std::thread([self, msg, entry] {
     auto reply = self->process_request(msg, &entry->token);
     self->end_inflight(msg["id"]);
-    if (reply) self->send_(*reply);
+    if (reply) self->emit(*reply, &msg["id"]);
     std::lock_guard lock(self->mu_);
     --self->running_;
     self->idle_cv_.notify_all();
@@ -313,8 +405,19 @@ json Session::dispatch(const std::string& method, const json& params, const Enve
                        json{{"requiredCapabilities", missing}}};
     }
   }
-  RequestContext ctx(send_, id, env.progress_token, env.era, env.version, env.log_rank, token,
-                     owner_);
+  RequestContext ctx([this, id](const json& m) { emit(m, &id); }, id, env.progress_token, env.era,
+                     env.version, env.log_rank, token, owner_);
+  if (!modern) {
+    ctx.set_requester([this, id, token](const std::string& m, json p, std::chrono::milliseconds t) {
+      return request_client(m, std::move(p), id, token, t);
+    });
+    ctx.set_client_capabilities(client_capabilities());
+  } else {
+    ctx.set_client_capabilities(params["_meta"][meta_key::kClientCapabilities]);
+  }
+  if (routed_)
+    ctx.set_stream_closer([this, id] { routed_(json{{"$close_stream", true}}, &id); });
+  RequestContext::Scope scope(ctx);
   json result = spec->handler(params, ctx);
   if (modern) return finish_modern(std::move(result), spec);
   return result;
@@ -332,6 +435,8 @@ json Session::initialize(const json& params) {
   negotiated_version_ = negotiate_legacy_version(v->get<std::string>());
   initialized_ = true;
   legacy_log_rank_ = log_level_rank(server_.options().default_log_level);
+  if (auto caps = params.find("capabilities"); caps != params.end() && caps->is_object())
+    client_capabilities_ = *caps;
   if (params.contains("clientInfo") && params["clientInfo"].is_object())
     spdlog::info("client {} {} initialized with protocol {}",
                  params["clientInfo"].value("name", std::string("?")),

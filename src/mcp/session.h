@@ -24,6 +24,15 @@ class Session : public std::enable_shared_from_this<Session> {
   // `send` must be thread-safe and write each message whole. `owner` is who
   // the session acts for (see RequestContext::owner).
   static std::shared_ptr<Session> create(const Server& server, Send send, std::string owner = {});
+  // Like create, but every message a request causes (its reply, progress, log
+  // messages, requests to the client) names that request's id, so a transport
+  // with one response stream per request (Streamable HTTP) can route it.
+  // Messages tied to no request come with nullptr. A message that is exactly
+  // {"$close_stream": true} is a transport instruction (RequestContext::close_stream),
+  // never to be sent.
+  using RoutedSend = std::function<void(const json& msg, const json* related_id)>;
+  static std::shared_ptr<Session> create_routed(const Server& server, RoutedSend send,
+                                                std::string owner = {});
   const std::string& owner() const { return owner_; }
 
   // Parses one complete message (a line on stdio, a body over HTTP) and
@@ -38,6 +47,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   size_t inflight() const;
   std::string negotiated_version() const;
+  // The capabilities the client declared in initialize (legacy era).
+  json client_capabilities() const;
 
  private:
   struct Inflight {
@@ -66,9 +77,22 @@ class Session : public std::enable_shared_from_this<Session> {
 
   std::shared_ptr<Inflight> begin_inflight(const json& id);
   void end_inflight(const json& id);
+  void emit(const json& msg, const json* related) const;
+  // Sends a request to the client on behalf of request `related` and waits
+  // for its response (server-to-client requests: sampling, elicitation).
+  json request_client(const std::string& method, json params, const json& related,
+                      CancelToken* token, std::chrono::milliseconds timeout);
+  void handle_response(const json& msg);
+
+  struct Outgoing {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<json> response;
+  };
 
   const Server& server_;
   Send send_;
+  RoutedSend routed_;  // set by create_routed; then send_ forwards to it
   const std::string owner_;
 
   mutable std::mutex mu_;
@@ -79,6 +103,9 @@ class Session : public std::enable_shared_from_this<Session> {
   int legacy_log_rank_ = -1;  // set from server options on initialize
   std::map<std::string, std::shared_ptr<Inflight>> inflight_;  // by id.dump()
   size_t running_ = 0;
+  json client_capabilities_ = json::object();
+  std::map<std::string, std::shared_ptr<Outgoing>> outgoing_;  // by id
+  uint64_t next_outgoing_id_ = 1;
 };
 
 }  // namespace sandcastle::mcp

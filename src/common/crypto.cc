@@ -1,0 +1,109 @@
+#include "common/crypto.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/sha.h>
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+namespace sandcastle::crypto {
+
+std::string sha256(std::string_view data) {
+  unsigned char out[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), out);
+  return std::string(reinterpret_cast<char*>(out), sizeof out);
+}
+
+std::string hmac_sha256(std::string_view key, std::string_view data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len);
+  return std::string(reinterpret_cast<char*>(out), len);
+}
+
+std::string random_bytes(size_t n) {
+  std::string out(n, '\0');
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = getrandom(out.data() + got, n - got, 0);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(std::string("getrandom: ") + std::strerror(errno));
+    }
+    got += static_cast<size_t>(r);
+  }
+  return out;
+}
+
+std::string hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+std::string base64url(std::string_view bytes) {
+  static constexpr char kAlpha[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    unsigned v = (static_cast<unsigned char>(bytes[i]) << 16) |
+                 (static_cast<unsigned char>(bytes[i + 1]) << 8) | static_cast<unsigned char>(bytes[i + 2]);
+    out += {kAlpha[(v >> 18) & 63], kAlpha[(v >> 12) & 63], kAlpha[(v >> 6) & 63], kAlpha[v & 63]};
+  }
+  if (size_t rest = bytes.size() - i; rest > 0) {
+    unsigned v = static_cast<unsigned char>(bytes[i]) << 16;
+    if (rest == 2) v |= static_cast<unsigned char>(bytes[i + 1]) << 8;
+    out += {kAlpha[(v >> 18) & 63], kAlpha[(v >> 12) & 63]};
+    if (rest == 2) out.push_back(kAlpha[(v >> 6) & 63]);
+  }
+  return out;
+}
+
+std::string base64_decode(std::string_view text, bool* ok) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+' || c == '-') return 62;
+    if (c == '/' || c == '_') return 63;
+    return -1;
+  };
+  std::string out;
+  unsigned acc = 0;
+  int bits = 0;
+  *ok = true;
+  for (char c : text) {
+    if (c == '=') break;
+    int v = value(c);
+    if (v < 0) {
+      *ok = false;
+      return {};
+    }
+    acc = (acc << 6) | static_cast<unsigned>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  return out;
+}
+
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]);
+  return diff == 0;
+}
+
+}  // namespace sandcastle::crypto

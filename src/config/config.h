@@ -1,0 +1,107 @@
+// The operator's configuration: one struct with every default written here,
+// filled in order from config.toml, then SANDCASTLE_* environment variables,
+// then command-line flags. Each setting has one dotted name ("server.port")
+// used in the file ([server] port = 8181), the environment
+// (SANDCASTLE_SERVER_PORT) and error messages.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace sandcastle::config {
+
+struct Config {
+  // [server]
+  std::string transport = "stdio";  // stdio | http
+  std::string host = "127.0.0.1";
+  int64_t port = 8181;
+  std::string public_url;  // base of file links; default http://host:port
+  int64_t threads = 2;     // HTTP I/O threads
+  int64_t max_body_bytes = 16 * 1024 * 1024;
+  int64_t request_timeout_ms = 10'000;
+  int64_t keepalive_ms = 15'000;
+  std::string log_level = "info";
+  int64_t max_message_bytes = 16 * 1024 * 1024;
+  int64_t page_size = 100;
+  // [auth]
+  bool auth_enabled = false;
+  bool insecure = false;  // allow a non-loopback bind without auth
+  // [http]
+  std::vector<std::string> allowed_origins;
+  std::vector<std::string> allowed_hosts;  // empty: loopback names on a loopback bind, else any
+  std::vector<std::string> cors_origins;
+  int64_t session_idle_ttl_s = 3600;
+  int64_t file_link_ttl_s = 3600;
+  int64_t max_sessions = 10'000;
+  // [sandbox]
+  std::string backend = "native";
+  int64_t sandbox_ttl_s = 1800;
+  int64_t pool_size = 2;
+  int64_t max_sandboxes = 64;
+  int64_t max_per_key = 16;  // live sandboxes per API key or session; 0 = no quota
+  std::string default_language = "python";
+  std::vector<std::string> allowed_host_paths;
+  std::vector<std::string> pass_through_env;
+  // [limits] (defaults of every sandbox)
+  int64_t memory_mb = 512;
+  int64_t cpu_millis = 1000;
+  int64_t pids = 256;
+  int64_t disk_mb = 256;
+  int64_t tmp_mb = 64;
+  int64_t exec_timeout_ms = 30'000;
+  // [packages]
+  std::string pip_index_url = "https://pypi.org/simple";
+  std::string npm_registry = "https://registry.npmjs.org";
+  // top level
+  std::string state_dir;  // default $XDG_STATE_HOME/sandcastle or ~/.local/state/sandcastle
+};
+
+enum class Source { kDefault, kFile, kEnv, kFlag };
+const char* source_name(Source s);
+
+// One setting's description (for flags, errors and `config show`).
+struct Setting {
+  std::string name;  // "server.port"
+  std::string type;  // string | integer | boolean | array of strings
+  std::string help;
+};
+const std::vector<Setting>& settings();
+
+class Loader {
+ public:
+  Loader();
+  // Reads a config.toml. Errors name the file, line and key.
+  Status load_file(const std::string& path);
+  // Applies SANDCASTLE_<NAME> variables from `env` (e.g. SANDCASTLE_SERVER_PORT).
+  Status load_env(const std::map<std::string, std::string>& env);
+  // Sets one setting from text (a flag's value); lists are comma-separated.
+  Status set(const std::string& name, const std::string& value, Source source = Source::kFlag);
+
+  const Config& config() const { return cfg_; }
+  Config& config() { return cfg_; }
+  Source source_of(const std::string& name) const;
+  // Checks cross-setting rules (port range, transport name, ...).
+  Status validate() const;
+  // The effective configuration as TOML, each value commented with its origin.
+  std::string show() const;
+
+  struct Binding;
+
+ private:
+  Config cfg_;
+  std::map<std::string, Source> sources_;
+};
+
+// $XDG_STATE_HOME/sandcastle, else ~/.local/state/sandcastle.
+std::string default_state_dir();
+// The process environment as a map (SANDCASTLE_* only).
+std::map<std::string, std::string> sandcastle_env();
+// "server.port" → "SANDCASTLE_SERVER_PORT".
+std::string env_name(const std::string& setting);
+
+}  // namespace sandcastle::config

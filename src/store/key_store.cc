@@ -1,0 +1,158 @@
+#include "store/key_store.h"
+
+#include <chrono>
+#include <ctime>
+
+#include "common/crypto.h"
+
+namespace sandcastle::store {
+
+namespace {
+
+std::string now_iso() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// A prepared statement that finalizes itself.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &st_, nullptr); }
+  ~Stmt() { sqlite3_finalize(st_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  bool ok() const { return rc_ == SQLITE_OK; }
+  void bind(int i, const std::string& v) { sqlite3_bind_text(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT); }
+  void bind_blob(int i, const std::string& v) {
+    sqlite3_bind_blob(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  }
+  int step() { return sqlite3_step(st_); }
+  std::string text(int col) {
+    auto p = sqlite3_column_text(st_, col);
+    return p ? std::string(reinterpret_cast<const char*>(p)) : std::string();
+  }
+  std::string blob(int col) {
+    auto p = static_cast<const char*>(sqlite3_column_blob(st_, col));
+    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(st_, col))) : std::string();
+  }
+
+ private:
+  sqlite3_stmt* st_ = nullptr;
+  int rc_;
+};
+
+Error db_error(sqlite3* db, const std::string& what) {
+  return Error::make(ErrorCode::kIo, what + ": " + sqlite3_errmsg(db));
+}
+
+}  // namespace
+
+bool parse_key(const std::string& key, std::string* id, std::string* secret) {
+  if (key.rfind("sc_", 0) != 0) return false;
+  auto sep = key.find('_', 3);
+  if (sep == std::string::npos || sep == 3 || sep + 1 >= key.size()) return false;
+  *id = key.substr(3, sep - 3);
+  *secret = key.substr(sep + 1);
+  return true;
+}
+
+Result<std::unique_ptr<KeyStore>> KeyStore::open(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return Error::make(ErrorCode::kIo, "open key database " + path + ": " + msg);
+  }
+  sqlite3_busy_timeout(db, 5000);
+  std::unique_ptr<KeyStore> ks(new KeyStore(db));
+  if (auto s = ks->exec("PRAGMA journal_mode=WAL"); !s.ok()) return s.error();
+  if (auto s = ks->exec("CREATE TABLE IF NOT EXISTS api_keys ("
+                        " id TEXT PRIMARY KEY, name TEXT NOT NULL, salt BLOB NOT NULL, hash BLOB NOT NULL,"
+                        " created_at TEXT NOT NULL, revoked_at TEXT, last_used_at TEXT)");
+      !s.ok())
+    return s.error();
+  return ks;
+}
+
+KeyStore::~KeyStore() { sqlite3_close(db_); }
+
+Status KeyStore::exec(const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return Error::make(ErrorCode::kIo, "sqlite: " + msg);
+  }
+  return ok_status();
+}
+
+Result<CreatedKey> KeyStore::create(const std::string& name) {
+  std::lock_guard lock(mu_);
+  CreatedKey k;
+  k.info.id = crypto::hex(crypto::random_bytes(6));
+  k.info.name = name.empty() ? "key-" + k.info.id : name;
+  k.info.created_at = now_iso();
+  std::string secret = crypto::base64url(crypto::random_bytes(24));
+  std::string salt = crypto::random_bytes(16);
+  std::string hash = crypto::sha256(salt + secret);
+  Stmt st(db_, "INSERT INTO api_keys(id, name, salt, hash, created_at) VALUES(?,?,?,?,?)");
+  if (!st.ok()) return db_error(db_, "prepare insert");
+  st.bind(1, k.info.id);
+  st.bind(2, k.info.name);
+  st.bind_blob(3, salt);
+  st.bind_blob(4, hash);
+  st.bind(5, k.info.created_at);
+  if (st.step() != SQLITE_DONE) return db_error(db_, "insert key");
+  k.secret = "sc_" + k.info.id + "_" + secret;
+  return k;
+}
+
+Result<std::vector<KeyInfo>> KeyStore::list() {
+  std::lock_guard lock(mu_);
+  Stmt st(db_, "SELECT id, name, created_at, revoked_at, last_used_at FROM api_keys ORDER BY created_at, id");
+  if (!st.ok()) return db_error(db_, "prepare list");
+  std::vector<KeyInfo> out;
+  while (st.step() == SQLITE_ROW) out.push_back({st.text(0), st.text(1), st.text(2), st.text(3), st.text(4)});
+  return out;
+}
+
+Status KeyStore::revoke(const std::string& id_or_name) {
+  std::lock_guard lock(mu_);
+  Stmt st(db_, "UPDATE api_keys SET revoked_at=? WHERE (id=? OR name=?) AND revoked_at IS NULL");
+  if (!st.ok()) return db_error(db_, "prepare revoke");
+  st.bind(1, now_iso());
+  st.bind(2, id_or_name);
+  st.bind(3, id_or_name);
+  if (st.step() != SQLITE_DONE) return db_error(db_, "revoke key");
+  if (sqlite3_changes(db_) == 0)
+    return Error::make(ErrorCode::kNotFound, "no active API key with id or name '" + id_or_name + "'");
+  return ok_status();
+}
+
+std::optional<std::string> KeyStore::verify(const std::string& key) {
+  std::string id, secret;
+  if (!parse_key(key, &id, &secret)) return std::nullopt;
+  std::lock_guard lock(mu_);
+  Stmt st(db_, "SELECT salt, hash FROM api_keys WHERE id=? AND revoked_at IS NULL");
+  if (!st.ok()) return std::nullopt;
+  st.bind(1, id);
+  if (st.step() != SQLITE_ROW) return std::nullopt;
+  std::string salt = st.blob(0), hash = st.blob(1);
+  if (!crypto::constant_time_equal(crypto::sha256(salt + secret), hash)) return std::nullopt;
+  return id;
+}
+
+size_t KeyStore::active_count() {
+  std::lock_guard lock(mu_);
+  Stmt st(db_, "SELECT COUNT(*) FROM api_keys WHERE revoked_at IS NULL");
+  if (!st.ok() || st.step() != SQLITE_ROW) return 0;
+  return static_cast<size_t>(std::stoull(st.text(0)));
+}
+
+}  // namespace sandcastle::store

@@ -1,0 +1,59 @@
+// API keys in SQLite (<state dir>/sandcastle.db). A key is shown once, at
+// creation: "sc_<id>_<secret>". Only a salted SHA-256 of the secret is
+// stored; verification looks the id up and compares hashes in constant time.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace sandcastle::store {
+
+struct KeyInfo {
+  std::string id;
+  std::string name;
+  std::string created_at;  // ISO 8601 UTC
+  std::string revoked_at;  // "" while active
+  std::string last_used_at;
+};
+
+struct CreatedKey {
+  KeyInfo info;
+  std::string secret;  // the whole key to give to the client; never stored
+};
+
+class KeyStore {
+ public:
+  // Opens (creating when missing) the database at `path`.
+  static Result<std::unique_ptr<KeyStore>> open(const std::string& path);
+  ~KeyStore();
+  KeyStore(const KeyStore&) = delete;
+  KeyStore& operator=(const KeyStore&) = delete;
+
+  Result<CreatedKey> create(const std::string& name);
+  Result<std::vector<KeyInfo>> list();
+  // Revokes by id or name; kNotFound when no active key matches.
+  Status revoke(const std::string& id_or_name);
+  // The key's id when `key` is a valid, unrevoked key.
+  std::optional<std::string> verify(const std::string& key);
+  // Active keys (for deciding whether auth can be on).
+  size_t active_count();
+
+ private:
+  explicit KeyStore(sqlite3* db) : db_(db) {}
+  Status exec(const std::string& sql);
+
+  sqlite3* db_;
+  std::mutex mu_;
+};
+
+// Splits "sc_<id>_<secret>"; false when the shape is wrong.
+bool parse_key(const std::string& key, std::string* id, std::string* secret);
+
+}  // namespace sandcastle::store

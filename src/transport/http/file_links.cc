@@ -1,0 +1,178 @@
+#include "transport/http/file_links.h"
+
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+#include "common/crypto.h"
+#include "mcp/request_context.h"
+
+namespace sandcastle::transport::http {
+
+std::string content_type_for(const std::string& path) {
+  static const std::map<std::string, std::string> kTypes = {
+      {"png", "image/png"},        {"jpg", "image/jpeg"},       {"jpeg", "image/jpeg"},
+      {"gif", "image/gif"},        {"svg", "image/svg+xml"},    {"webp", "image/webp"},
+      {"pdf", "application/pdf"},  {"json", "application/json"}, {"csv", "text/csv; charset=utf-8"},
+      {"txt", "text/plain; charset=utf-8"}, {"md", "text/markdown; charset=utf-8"},
+      {"html", "text/html; charset=utf-8"}, {"htm", "text/html; charset=utf-8"},
+      {"py", "text/x-python; charset=utf-8"}, {"js", "text/javascript; charset=utf-8"},
+      {"log", "text/plain; charset=utf-8"}, {"xml", "application/xml"},
+      {"zip", "application/zip"},  {"gz", "application/gzip"},  {"tar", "application/x-tar"},
+      {"wav", "audio/wav"},        {"mp3", "audio/mpeg"},       {"mp4", "video/mp4"},
+      {"xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"},
+      {"parquet", "application/vnd.apache.parquet"}};
+  auto slash = path.rfind('/');
+  auto dot = path.rfind('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return "application/octet-stream";
+  std::string ext = path.substr(dot + 1);
+  for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto it = kTypes.find(ext);
+  return it == kTypes.end() ? "application/octet-stream" : it->second;
+}
+
+std::optional<std::pair<uint64_t, uint64_t>> parse_range(const std::string& header, uint64_t size,
+                                                         bool* unsatisfiable) {
+  *unsatisfiable = false;
+  if (header.rfind("bytes=", 0) != 0) return std::nullopt;
+  std::string spec = header.substr(6);
+  if (spec.find(',') != std::string::npos) return std::nullopt;  // multi-range: send it all
+  auto dash = spec.find('-');
+  if (dash == std::string::npos) return std::nullopt;
+  std::string a = spec.substr(0, dash), b = spec.substr(dash + 1);
+  auto digits = [](const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; };
+  try {
+    if (a.empty()) {  // suffix: the last b bytes
+      if (!digits(b)) return std::nullopt;
+      uint64_t n = std::stoull(b);
+      if (n == 0 || size == 0) {
+        *unsatisfiable = true;
+        return std::nullopt;
+      }
+      n = std::min(n, size);
+      return std::make_pair(size - n, size - 1);
+    }
+    if (!digits(a) || (!b.empty() && !digits(b))) return std::nullopt;
+    uint64_t first = std::stoull(a);
+    uint64_t last = b.empty() ? size - 1 : std::stoull(b);
+    if (first >= size) {
+      *unsatisfiable = true;
+      return std::nullopt;
+    }
+    if (last < first) return std::nullopt;
+    return std::make_pair(first, std::min(last, size - 1));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+FileLinks::FileLinks(std::string base_url, std::chrono::seconds ttl, Reader reader, std::string secret)
+    : base_url_(std::move(base_url)),
+      ttl_(ttl),
+      reader_(std::move(reader)),
+      secret_(secret.empty() ? crypto::random_bytes(32) : std::move(secret)) {}
+
+std::string FileLinks::sign(const std::string& sandbox_id, const std::string& path, const std::string& exp) const {
+  return crypto::base64url(crypto::hmac_sha256(secret_, sandbox_id + '\n' + path + '\n' + exp));
+}
+
+std::string FileLinks::link(const std::string& sandbox_id, const std::string& path) {
+  const auto* ctx = mcp::RequestContext::current();
+  return link_for(sandbox_id, ctx ? ctx->owner() : std::string(), path, std::chrono::system_clock::now() + ttl_);
+}
+
+std::string FileLinks::link_for(const std::string& sandbox_id, const std::string& owner, const std::string& path,
+                                std::chrono::system_clock::time_point expires) {
+  {
+    std::lock_guard lock(mu_);
+    owners_[sandbox_id] = owner;
+  }
+  std::string clean = path;
+  while (!clean.empty() && clean.front() == '/') clean.erase(clean.begin());
+  std::string exp = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(expires.time_since_epoch()).count());
+  return base_url_ + "/files/" + url_encode(sandbox_id) + "/" + url_encode(clean) + "?exp=" + exp +
+         "&sig=" + sign(sandbox_id, clean, exp);
+}
+
+bool FileLinks::verify(const std::string& sandbox_id, const std::string& path, const std::string& exp,
+                       const std::string& sig) const {
+  if (exp.empty() || exp.size() > 12 || exp.find_first_not_of("0123456789") != std::string::npos) return false;
+  if (!crypto::constant_time_equal(sign(sandbox_id, path, exp), sig)) return false;
+  auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch());
+  return std::stoll(exp) >= now.count();
+}
+
+void FileLinks::serve(const Request& req, std::shared_ptr<Exchange> ex) {
+  if (req.method != "GET" && req.method != "HEAD") {
+    Response r = Response::text(405, "Method Not Allowed");
+    r.headers.emplace_back("Allow", "GET, HEAD");
+    ex->respond(std::move(r));
+    return;
+  }
+  std::string rest = req.path.substr(std::string("/files/").size());
+  auto slash = rest.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 >= rest.size()) {
+    ex->respond(Response::text(404, "Not Found: /files/<sandbox_id>/<path>"));
+    return;
+  }
+  std::string sandbox_id = rest.substr(0, slash), path = rest.substr(slash + 1);
+  auto q = [&](const char* k) {
+    auto it = req.query.find(k);
+    return it == req.query.end() ? std::string() : it->second;
+  };
+  if (!verify(sandbox_id, path, q("exp"), q("sig"))) {
+    ex->respond(Response::text(403, "Forbidden: the link's signature is invalid or it has expired"));
+    return;
+  }
+  std::string owner;
+  {
+    std::lock_guard lock(mu_);
+    auto it = owners_.find(sandbox_id);
+    if (it == owners_.end()) {
+      ex->respond(Response::text(404, "Not Found: sandbox " + sandbox_id + " is gone"));
+      return;
+    }
+    owner = it->second;
+  }
+  bool head = req.method == "HEAD";
+  std::string range = req.header("range");
+  // Sandbox file reads can block: off the I/O thread.
+  std::thread([this, ex, sandbox_id, owner, path, head, range] {
+    auto data = reader_(sandbox_id, owner, path);
+    if (!data.ok()) {
+      int status = data.error().code == ErrorCode::kNotFound ? 404 : 500;
+      if (data.error().code == ErrorCode::kNotFound && data.error().context.find("sandbox") != std::string::npos) {
+        std::lock_guard lock(mu_);
+        owners_.erase(sandbox_id);
+      }
+      ex->respond(Response::text(status, data.error().message()));
+      return;
+    }
+    const std::string& body = *data;
+    Response r;
+    r.headers.emplace_back("Content-Type", content_type_for(path));
+    r.headers.emplace_back("Accept-Ranges", "bytes");
+    r.headers.emplace_back("Cache-Control", "private, no-store");
+    r.headers.emplace_back("X-Content-Type-Options", "nosniff");
+    bool bad = false;
+    auto rg = range.empty() ? std::nullopt : parse_range(range, body.size(), &bad);
+    if (bad) {
+      r.status = 416;
+      r.headers.emplace_back("Content-Range", "bytes */" + std::to_string(body.size()));
+    } else if (rg) {
+      r.status = 206;
+      r.headers.emplace_back("Content-Range", "bytes " + std::to_string(rg->first) + "-" +
+                                                  std::to_string(rg->second) + "/" + std::to_string(body.size()));
+      r.body = body.substr(rg->first, rg->second - rg->first + 1);
+    } else {
+      r.body = body;
+    }
+    if (head) {
+      r.headers.emplace_back("Content-Length", std::to_string(r.body.size()));
+      r.body.clear();
+    }
+    ex->respond(std::move(r));
+  }).detach();
+}
+
+}  // namespace sandcastle::transport::http

@@ -1,0 +1,78 @@
+// MCP over HTTP: the Streamable HTTP endpoint (/mcp) for both protocol eras,
+// the 2024-11-05 HTTP+SSE transport (/sse + /messages), DNS-rebinding
+// protection (Host and Origin), optional CORS, API-key authentication and
+// the ownership of sandboxes by key or session, /healthz and /metrics.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mcp/server.h"
+#include "transport/http/http_server.h"
+
+namespace sandcastle::transport::http {
+
+struct McpHttpOptions {
+  std::string endpoint = "/mcp";
+  // Host header names accepted (DNS-rebinding protection); empty: any. Ports are ignored.
+  std::vector<std::string> allowed_hosts;
+  // Origins accepted besides loopback ones ("https://app.example.com"); "*" accepts any.
+  std::vector<std::string> allowed_origins;
+  bool allow_loopback_origins = true;
+  // Origins that get CORS headers; empty: no CORS at all.
+  std::vector<std::string> cors_origins;
+
+  bool auth_required = false;
+  // Checks a presented API key; returns its key id, or nullopt when unknown/revoked.
+  std::function<std::optional<std::string>(const std::string& key)> verify_key;
+  // A session that owned sandboxes ("session:<id>") ended: destroy them.
+  std::function<void(const std::string& owner)> on_owner_gone;
+  // Serves /files/... (signed links); unset: 404.
+  std::function<void(const Request&, std::shared_ptr<Exchange>)> files_handler;
+
+  std::chrono::milliseconds keepalive{15'000};   // ":" comments on open SSE streams
+  std::chrono::seconds session_idle_ttl{3600};   // a session nobody touches expires
+  size_t max_sessions = 10'000;
+  size_t replay_events = 1'000;                  // per session, for Last-Event-ID
+  int retry_ms = 1'000;                          // SSE retry: field on priming events
+};
+
+class McpHttp {
+ public:
+  McpHttp(const mcp::Server& server, McpHttpOptions options);
+  ~McpHttp();
+  McpHttp(const McpHttp&) = delete;
+  McpHttp& operator=(const McpHttp&) = delete;
+
+  // Attaches to the HTTP server (for timers) and starts the idle-session sweep.
+  void attach(Server& http);
+  // The request handler to give the HTTP server.
+  void handle(Request&& req, std::shared_ptr<Exchange> ex);
+
+  // Graceful shutdown: requests in flight get `finish` to answer, the rest are
+  // cancelled (up to `cancel` to unwind), then every stream is closed and every
+  // session ended.
+  void shutdown(std::chrono::milliseconds finish, std::chrono::milliseconds cancel);
+
+  size_t session_count() const;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// "Bearer x" / X-API-Key / ?api_key=: the key a request presents, or "".
+std::string presented_key(const Request& req);
+// Host header check: true when `host` (with or without port) is allowed.
+bool host_allowed(const std::string& host_header, const std::vector<std::string>& allowed);
+// True for http(s)://localhost, 127.0.0.1 or [::1] with any port.
+bool is_loopback_origin(const std::string& origin);
+// 2026-07-28 header values: plain ASCII or "=?base64?...?=".
+std::string decode_header_value(const std::string& v);
+
+}  // namespace sandcastle::transport::http
