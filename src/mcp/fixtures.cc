@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace sandcastle::mcp {
@@ -45,6 +46,272 @@ ToolResult content_result(json content) {
   ToolResult r;
   r.content = std::move(content);
   return r;
+}
+
+
+// Server-to-client requests (legacy era): sampling and elicitation, plus a
+// tool whose SSE stream the server closes mid-call (SSE polling, SEP-1699).
+void register_client_request_fixtures(Server& server) {
+  ToolRegistry& t = server.tools();
+  auto needs = [](RequestContext& ctx, const char* cap) {
+    return ctx.client_capabilities().is_object() && ctx.client_capabilities().contains(cap);
+  };
+  t.add({"test_sampling", "Sampling", "Asks the client's LLM to answer a prompt (conformance fixture).",
+         json{{"type", "object"},
+              {"properties", {{"prompt", {{"type", "string"}, {"description", "The prompt to send to the LLM"}}}}},
+              {"required", {"prompt"}}},
+         nullptr, read_only(), json{{"sampling", json::object()}}},
+        [needs](const json& args, RequestContext& ctx) {
+          if (!needs(ctx, "sampling"))
+            return ToolResult::error("the client did not declare the sampling capability");
+          json r = ctx.request("sampling/createMessage",
+                               json{{"messages", json::array({{{"role", "user"},
+                                                               {"content", {{"type", "text"}, {"text", args["prompt"]}}}}})},
+                                    {"maxTokens", 100}});
+          std::string text = r.contains("content") && r["content"].is_object()
+                                 ? r["content"].value("text", r["content"].dump())
+                                 : r.dump();
+          return ToolResult::text("LLM response: " + text);
+        });
+  t.add({"test_elicitation", "Elicitation", "Asks the user for a username and email (conformance fixture).",
+         json{{"type", "object"},
+              {"properties", {{"message", {{"type", "string"}, {"description", "The message to show the user"}}}}},
+              {"required", {"message"}}},
+         nullptr, read_only(), json{{"elicitation", json::object()}}},
+        [needs](const json& args, RequestContext& ctx) {
+          if (!needs(ctx, "elicitation"))
+            return ToolResult::error("the client did not declare the elicitation capability");
+          json r = ctx.request(
+              "elicitation/create",
+              json{{"message", args["message"]},
+                   {"requestedSchema",
+                    {{"type", "object"},
+                     {"properties", {{"username", {{"type", "string"}, {"description", "User's response"}}},
+                                     {"email", {{"type", "string"}, {"description", "User's email address"}}}}},
+                     {"required", {"username", "email"}}}}});
+          return ToolResult::text("User response: action=" + r.value("action", std::string("?")) +
+                                  ", content=" + r.value("content", json::object()).dump());
+        });
+  t.add({"test_elicitation_sep1034_defaults", "Elicitation defaults",
+         "Elicits a form whose fields all have defaults (conformance fixture, SEP-1034).", no_args(), nullptr,
+         read_only(), json{{"elicitation", json::object()}}},
+        [needs](const json&, RequestContext& ctx) {
+          if (!needs(ctx, "elicitation"))
+            return ToolResult::error("the client did not declare the elicitation capability");
+          json r = ctx.request(
+              "elicitation/create",
+              json{{"message", "Please review and update the form fields with defaults"},
+                   {"requestedSchema",
+                    {{"type", "object"},
+                     {"properties",
+                      {{"name", {{"type", "string"}, {"description", "User name"}, {"default", "John Doe"}}},
+                       {"age", {{"type", "integer"}, {"description", "User age"}, {"default", 30}}},
+                       {"score", {{"type", "number"}, {"description", "User score"}, {"default", 95.5}}},
+                       {"status",
+                        {{"type", "string"},
+                         {"description", "User status"},
+                         {"enum", {"active", "inactive", "pending"}},
+                         {"default", "active"}}},
+                       {"verified", {{"type", "boolean"}, {"description", "Verification status"}, {"default", true}}}}},
+                     {"required", json::array()}}}});
+          return ToolResult::text("Elicitation completed: action=" + r.value("action", std::string("?")) +
+                                  ", content=" + r.value("content", json::object()).dump());
+        });
+  t.add({"test_elicitation_sep1330_enums", "Elicitation enums",
+         "Elicits a form with every enum variant (conformance fixture, SEP-1330).", no_args(), nullptr, read_only(),
+         json{{"elicitation", json::object()}}},
+        [needs](const json&, RequestContext& ctx) {
+          if (!needs(ctx, "elicitation"))
+            return ToolResult::error("the client did not declare the elicitation capability");
+          json props{
+              {"untitledSingle", {{"type", "string"}, {"description", "Untitled single-select"},
+                                  {"enum", {"option1", "option2", "option3"}}}},
+              {"titledSingle",
+               {{"type", "string"},
+                {"description", "Titled single-select"},
+                {"oneOf", json::array({{{"const", "value1"}, {"title", "First Option"}},
+                                       {{"const", "value2"}, {"title", "Second Option"}},
+                                       {{"const", "value3"}, {"title", "Third Option"}}})}}},
+              {"legacyEnum",
+               {{"type", "string"},
+                {"description", "Legacy titled enum"},
+                {"enum", {"opt1", "opt2", "opt3"}},
+                {"enumNames", {"Option One", "Option Two", "Option Three"}}}},
+              {"untitledMulti",
+               {{"type", "array"},
+                {"description", "Untitled multi-select"},
+                {"items", {{"type", "string"}, {"enum", {"option1", "option2", "option3"}}}}}},
+              {"titledMulti",
+               {{"type", "array"},
+                {"description", "Titled multi-select"},
+                {"items", {{"anyOf", json::array({{{"const", "value1"}, {"title", "First Choice"}},
+                                                  {{"const", "value2"}, {"title", "Second Choice"}},
+                                                  {{"const", "value3"}, {"title", "Third Choice"}}})}}}}}};
+          json r = ctx.request("elicitation/create",
+                               json{{"message", "Please choose from every kind of enum"},
+                                    {"requestedSchema", {{"type", "object"}, {"properties", props}, {"required", json::array()}}}});
+          return ToolResult::text("Elicitation completed: action=" + r.value("action", std::string("?")) +
+                                  ", content=" + r.value("content", json::object()).dump());
+        });
+  t.add({"test_reconnection", "Reconnection",
+         "Closes its SSE stream mid-call; the result arrives after the client reconnects (SEP-1699 fixture).",
+         no_args(), nullptr, read_only(), nullptr},
+        [](const json&, RequestContext& ctx) {
+          interruptible_sleep(ctx, std::chrono::milliseconds(50));
+          ctx.close_stream();
+          interruptible_sleep(ctx, std::chrono::milliseconds(300));
+          return ToolResult::text("Reconnection test completed successfully");
+        });
+}
+
+// Wraps an existing method (the sandbox resources) so fixture URIs are
+// served first and everything else falls through to it.
+void wrap_method(Server& server, const std::string& name, MethodSpec defaults,
+                 std::function<std::optional<json>(const json&, RequestContext&, const MethodSpec*)> fn) {
+  const MethodSpec* prev = server.find_method(name);
+  MethodSpec spec = prev ? *prev : std::move(defaults);
+  auto inner = prev ? std::make_shared<MethodSpec>(*prev) : nullptr;
+  spec.handler = [fn, inner](const json& params, RequestContext& ctx) -> json {
+    if (auto r = fn(params, ctx, inner.get())) return *r;
+    if (inner) return inner->handler(params, ctx);
+    throw RpcError{rpc_error::kInvalidParams, "unknown resource", nullptr};
+  };
+  server.add_method(name, std::move(spec));
+}
+
+void register_resource_fixtures(Server& server) {
+  static const json kStatic = json::array(
+      {{{"uri", "test://static-text"}, {"name", "static-text"}, {"title", "Static text"},
+        {"description", "A static text resource (conformance fixture)"}, {"mimeType", "text/plain"}},
+       {{"uri", "test://static-binary"}, {"name", "static-binary"}, {"title", "Static binary"},
+        {"description", "A static PNG resource (conformance fixture)"}, {"mimeType", "image/png"}},
+       {{"uri", "test://watched-resource"}, {"name", "watched-resource"}, {"title", "Watched resource"},
+        {"description", "A resource to subscribe to (conformance fixture)"}, {"mimeType", "text/plain"}}});
+  MethodSpec cacheable;
+  cacheable.cacheable = true;
+  wrap_method(server, "resources/list", cacheable, [](const json& params, RequestContext& ctx, const MethodSpec* inner) {
+    json r = inner ? inner->handler(params, ctx) : json{{"resources", json::array()}};
+    json all = kStatic;
+    for (auto& x : r["resources"]) all.push_back(x);
+    r["resources"] = all;
+    return std::optional<json>(r);
+  });
+  wrap_method(server, "resources/templates/list", cacheable,
+              [](const json& params, RequestContext& ctx, const MethodSpec* inner) {
+                json r = inner ? inner->handler(params, ctx) : json{{"resourceTemplates", json::array()}};
+                r["resourceTemplates"].push_back({{"uriTemplate", "test://template/{id}/data"},
+                                                  {"name", "template-data"},
+                                                  {"title", "Template data"},
+                                                  {"description", "Data for an id (conformance fixture)"},
+                                                  {"mimeType", "application/json"}});
+                return std::optional<json>(r);
+              });
+  MethodSpec read_defaults;
+  read_defaults.cacheable = true;
+  wrap_method(server, "resources/read", read_defaults,
+              [](const json& params, RequestContext& ctx, const MethodSpec*) -> std::optional<json> {
+                std::string uri = params.value("uri", std::string());
+                if (uri.rfind("test://", 0) != 0) return std::nullopt;
+                auto one = [&](json c) { return json{{"contents", json::array({std::move(c)})}}; };
+                if (uri == "test://static-text")
+                  return one({{"uri", uri}, {"mimeType", "text/plain"},
+                              {"text", "This is the content of the static text resource."}});
+                if (uri == "test://static-binary")
+                  return one({{"uri", uri}, {"mimeType", "image/png"}, {"blob", kPng}});
+                if (uri == "test://watched-resource")
+                  return one({{"uri", uri}, {"mimeType", "text/plain"}, {"text", "Watched resource content."}});
+                const std::string prefix = "test://template/", suffix = "/data";
+                if (uri.size() > prefix.size() + suffix.size() && uri.rfind(prefix, 0) == 0 &&
+                    uri.compare(uri.size() - suffix.size(), suffix.size(), suffix) == 0) {
+                  std::string id = uri.substr(prefix.size(), uri.size() - prefix.size() - suffix.size());
+                  if (id.find('/') == std::string::npos)
+                    return one({{"uri", uri}, {"mimeType", "application/json"},
+                                {"text", json{{"id", id}, {"templateTest", true}, {"data", "Data for ID: " + id}}.dump()}});
+                }
+                int code = ctx.era() == Era::kModern ? rpc_error::kInvalidParams : rpc_error::kResourceNotFound;
+                throw RpcError{code, "Resource not found: " + uri, json{{"uri", uri}}};
+              });
+  // Subscriptions (legacy era): tracked per server; updates are never sent
+  // because fixture resources never change.
+  auto subs = std::make_shared<std::pair<std::mutex, std::set<std::string>>>();
+  MethodSpec sub;
+  sub.legacy_only = true;
+  sub.handler = [subs](const json& params, RequestContext&) {
+    if (!params.contains("uri") || !params["uri"].is_string())
+      throw RpcError{rpc_error::kInvalidParams, "resources/subscribe needs \"uri\"", nullptr};
+    std::lock_guard lock(subs->first);
+    subs->second.insert(params["uri"].get<std::string>());
+    return json::object();
+  };
+  server.add_method("resources/subscribe", sub);
+  MethodSpec unsub = sub;
+  unsub.handler = [subs](const json& params, RequestContext&) {
+    std::lock_guard lock(subs->first);
+    subs->second.erase(params.value("uri", std::string()));
+    return json::object();
+  };
+  server.add_method("resources/unsubscribe", unsub);
+}
+
+void register_prompt_fixtures(Server& server) {
+  static const json kPrompts = json::array(
+      {{{"name", "test_simple_prompt"}, {"title", "Simple prompt"},
+        {"description", "A prompt without arguments (conformance fixture)"}},
+       {{"name", "test_prompt_with_arguments"}, {"title", "Prompt with arguments"},
+        {"description", "A prompt with two required arguments (conformance fixture)"},
+        {"arguments", json::array({{{"name", "arg1"}, {"description", "First test argument"}, {"required", true}},
+                                   {{"name", "arg2"}, {"description", "Second test argument"}, {"required", true}}})}},
+       {{"name", "test_prompt_with_embedded_resource"}, {"title", "Prompt with a resource"},
+        {"description", "A prompt embedding a resource (conformance fixture)"},
+        {"arguments", json::array({{{"name", "resourceUri"}, {"description", "URI of the resource to embed"},
+                                    {"required", true}}})}},
+       {{"name", "test_prompt_with_image"}, {"title", "Prompt with an image"},
+        {"description", "A prompt with an image (conformance fixture)"}}});
+  MethodSpec list;
+  list.cacheable = true;
+  list.ttl_ms = 60'000;
+  list.cache_public = true;
+  list.handler = [](const json&, RequestContext&) { return json{{"prompts", kPrompts}}; };
+  server.add_method("prompts/list", list);
+  MethodSpec get;
+  get.handler = [](const json& params, RequestContext&) {
+    std::string name = params.value("name", std::string());
+    json args = params.value("arguments", json::object());
+    auto arg = [&](const char* k) -> std::string {
+      if (!args.is_object() || !args.contains(k) || !args[k].is_string())
+        throw RpcError{rpc_error::kInvalidParams, "prompt " + name + " needs argument '" + k + "'", nullptr};
+      return args[k].get<std::string>();
+    };
+    auto user = [](json content) { return json{{"role", "user"}, {"content", std::move(content)}}; };
+    if (name == "test_simple_prompt")
+      return json{{"messages", json::array({user({{"type", "text"}, {"text", "This is a simple prompt for testing."}})})}};
+    if (name == "test_prompt_with_arguments")
+      return json{{"messages", json::array({user({{"type", "text"},
+                                                  {"text", "Prompt with arguments: arg1='" + arg("arg1") +
+                                                               "', arg2='" + arg("arg2") + "'"}})})}};
+    if (name == "test_prompt_with_embedded_resource")
+      return json{{"messages",
+                   json::array({user({{"type", "resource"},
+                                      {"resource", {{"uri", arg("resourceUri")},
+                                                    {"mimeType", "text/plain"},
+                                                    {"text", "Embedded resource content for testing."}}}}),
+                                user({{"type", "text"}, {"text", "Please process the embedded resource above."}})})}};
+    if (name == "test_prompt_with_image")
+      return json{{"messages", json::array({user({{"type", "image"}, {"data", kPng}, {"mimeType", "image/png"}}),
+                                            user({{"type", "text"}, {"text", "Please analyze the image above."}})})}};
+    throw RpcError{rpc_error::kInvalidParams, "Unknown prompt: " + name, nullptr};
+  };
+  server.add_method("prompts/get", get);
+  MethodSpec complete;
+  complete.handler = [](const json& params, RequestContext&) {
+    std::string value = params.value("argument", json::object()).value("value", std::string());
+    static const std::vector<std::string> kWords = {"paris", "park", "party", "hello", "world"};
+    json values = json::array();
+    for (const auto& w : kWords)
+      if (w.rfind(value, 0) == 0) values.push_back(w);
+    return json{{"completion", {{"values", values}, {"total", values.size()}, {"hasMore", false}}}};
+  };
+  server.add_method("completion/complete", complete);
 }
 
 }  // namespace
@@ -173,6 +440,9 @@ void register_test_fixtures(Server& server) {
          "Requires the client's sampling capability (modern era: -32021 without it).", no_args(),
          nullptr, read_only(), json{{"sampling", json::object()}}},
         [](const json&, RequestContext&) { return ToolResult::text("client declared sampling"); });
+  register_client_request_fixtures(server);
+  register_resource_fixtures(server);
+  register_prompt_fixtures(server);
 }
 
 }  // namespace sandcastle::mcp
