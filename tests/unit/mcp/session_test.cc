@@ -102,9 +102,14 @@ TEST_F(SessionTest, InitializeNegotiatesAndDeclaresCapabilities) {
   EXPECT_EQ(r["result"]["serverInfo"]["name"], "sandcastle");
   EXPECT_TRUE(r["result"]["capabilities"].contains("tools"));
   EXPECT_TRUE(r["result"]["capabilities"].contains("logging"));
-  // Nothing is declared that has no handler.
-  EXPECT_FALSE(r["result"]["capabilities"].contains("prompts"));
-  EXPECT_FALSE(r["result"]["capabilities"].contains("resources"));
+  // The fixtures register prompts and resources, so they are declared; a
+  // server without handlers declares nothing it cannot serve.
+  EXPECT_TRUE(r["result"]["capabilities"].contains("prompts"));
+  EXPECT_TRUE(r["result"]["capabilities"].contains("resources"));
+  Server bare;
+  EXPECT_FALSE(bare.capabilities().contains("prompts"));
+  EXPECT_FALSE(bare.capabilities().contains("resources"));
+  EXPECT_FALSE(bare.capabilities().contains("completions"));
 
   json again = call(request(2, "initialize", {{"protocolVersion", "2025-03-26"}}));
   EXPECT_EQ(again["error"]["code"], rpc_error::kInvalidRequest);
