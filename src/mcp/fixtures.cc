@@ -440,6 +440,19 @@ void register_test_fixtures(Server& server) {
          "Requires the client's sampling capability (modern era: -32021 without it).", no_args(),
          nullptr, read_only(), json{{"sampling", json::object()}}},
         [](const json&, RequestContext&) { return ToolResult::text("client declared sampling"); });
+  // Diagnostic tools of conformance 0.2 (2026-07-28): one that needs a client
+  // capability (-32021 without it) and one that logs (silent without logLevel).
+  t.add({"test_missing_capability", "Needs sampling",
+         "Requires the client's sampling capability (modern era: -32021 without it).", no_args(), nullptr,
+         read_only(), json{{"sampling", json::object()}}},
+        [](const json&, RequestContext&) { return ToolResult::text("client declared sampling"); });
+  t.add({"test_logging_tool", "Logging", "Logs one message at each of info and warning (conformance fixture).",
+         no_args(), nullptr, read_only(), nullptr},
+        [](const json&, RequestContext& ctx) {
+          ctx.log("info", "logging tool: info");
+          ctx.log("warning", "logging tool: warning");
+          return ToolResult::text("logged");
+        });
   register_client_request_fixtures(server);
   register_resource_fixtures(server);
   register_prompt_fixtures(server);

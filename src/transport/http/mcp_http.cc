@@ -457,6 +457,17 @@ void handle_modern_post(Ctx& c, const json& body) {
   auto mismatch = [&](const std::string& what) {
     c.reply(rpc_error_response(400, id, mcp::rpc_error::kHeaderMismatch, "Header mismatch: " + what));
   };
+  // The _meta envelope itself: -32602 with HTTP 400 when it is incomplete.
+  auto invalid = [&](const std::string& what) {
+    c.reply(rpc_error_response(400, id, mcp::rpc_error::kInvalidParams, "Invalid params: " + what));
+  };
+  if (!meta.is_object()) return invalid("the 2026-07-28 protocol requires params._meta on every request");
+  if (body_version.empty())
+    return invalid(std::string("params._meta is missing \"") + mcp::meta_key::kProtocolVersion + "\"");
+  if (is_request && (!meta.contains(mcp::meta_key::kClientCapabilities) ||
+                     !meta[mcp::meta_key::kClientCapabilities].is_object()))
+    return invalid(std::string("params._meta is missing \"") + mcp::meta_key::kClientCapabilities +
+                   "\" (an object; required for protocol version " + body_version + ")");
   const std::string hv = c.req.header("mcp-protocol-version");
   if (hv.empty()) return mismatch("the MCP-Protocol-Version header is required (expected " + body_version + ")");
   if (hv != body_version)
@@ -806,6 +817,13 @@ void handle_mcp(Ctx& c) {
       }
     } else if (body.empty()) {
       c.reply(rpc_error_response(400, nullptr, mcp::rpc_error::kInvalidRequest, "Invalid Request: empty batch"));
+      return;
+    }
+    if (!hv.empty() && !mcp::is_legacy_version(hv) && body.is_object() &&
+        body.value("method", std::string()) == "initialize") {
+      c.reply(rpc_error_response(404, body.value("id", json()), mcp::rpc_error::kMethodNotFound,
+                                 "Method not found: initialize does not exist in protocol version " + hv +
+                                     " (no handshake; send _meta on every request)"));
       return;
     }
     if (is_modern_message(body, c.req)) {
