@@ -3,6 +3,8 @@
 // arrives. In a python or javascript sandbox, execute_code goes to the
 // sandbox's persistent kernel (tools/kernel.h) so state survives between
 // calls; `fresh: true`, other languages and one-shot runs start a process.
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -152,12 +154,25 @@ std::chrono::milliseconds timeout_of(const json& args, const SandboxEntry& e) {
   return e.spec().limits().exec_timeout;
 }
 
-std::shared_ptr<Kernel> kernel_of(SandboxEntry& e, KernelLanguage lang) {
-  return std::static_pointer_cast<Kernel>(e.attachment([&e, lang] {
+// The environment of every run: installed packages on the paths, and
+// matplotlib headless (Agg) with its config where Debian keeps it (the
+// sandbox's /etc has no matplotlibrc).
+const std::map<std::string, std::string>& run_env() {
+  static const std::map<std::string, std::string> kEnv = [] {
     auto env = package_env();
     env["MPLBACKEND"] = "Agg";
     env["MPLCONFIGDIR"] = "/tmp/.sandcastle/mpl";
-    return std::make_shared<Kernel>(e.sandbox(), lang, env);
+    env["XDG_CACHE_HOME"] = "/tmp/.sandcastle/cache";  // fontconfig's cache is not the program's output
+    if (::access("/usr/share/matplotlib/mpl-data/matplotlibrc", R_OK) == 0)
+      env["MATPLOTLIBRC"] = "/usr/share/matplotlib/mpl-data/matplotlibrc";
+    return env;
+  }();
+  return kEnv;
+}
+
+std::shared_ptr<Kernel> kernel_of(SandboxEntry& e, KernelLanguage lang) {
+  return std::static_pointer_cast<Kernel>(e.attachment([&e, lang] {
+    return std::make_shared<Kernel>(e.sandbox(), lang, run_env());
   }));
 }
 
@@ -316,7 +331,7 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
   const auto timeout = timeout_of(args, *use);
   json out;
   sandbox::ExecRequest req;
-  req.env = package_env();
+  req.env = run_env();
   req.timeout = timeout;
   req.output.max_bytes = env.config.max_output_bytes;
   if (!(*lang)->compile.empty()) {

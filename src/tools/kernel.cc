@@ -27,8 +27,9 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr std::chrono::milliseconds kStartupTimeout{20'000};
-// The kernel lives as long as the sandbox; the exec still needs a deadline.
-constexpr std::chrono::milliseconds kKernelLifetime{30LL * 24 * 3600 * 1000};
+// The kernel lives as long as the sandbox; the exec still needs a deadline
+// (below 2^31 ms: the engine's poll timeout is an int).
+constexpr std::chrono::milliseconds kKernelLifetime{7LL * 24 * 3600 * 1000};
 constexpr std::size_t kMaxFrame = 256 * 1024 * 1024;
 constexpr std::size_t kDiagBytes = 8 * 1024;
 
@@ -271,6 +272,7 @@ void describe_death(Kernel::Instance& inst, CellResult& res) {
   res.exit_code = r.status();
   res.signal = r.signal;
   if (r.reason == sandbox::EndReason::kOutOfMemory) res.death = "out of memory (OOM kill)";
+  else if (r.reason == sandbox::EndReason::kTimeout) res.death = "it reached the kernel's 7-day lifetime";
   else if (r.signal) res.death = signal_name(r.signal);
   else res.death = "exit " + std::to_string(r.exit_code);
 }
@@ -513,16 +515,11 @@ Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& 
 
   bool interrupting = false;
   Clock::time_point kill_at{};
-  auto interrupt = [&] {
-    (void)send_frame(inst->conn.get(), json{{"type", "interrupt"}});
-    if (lang_ == KernelLanguage::kJavaScript && inst->pid > 0) {
-      // Synchronous JavaScript only stops for a real SIGINT.
-      sandbox::ExecRequest k;
-      k.argv = {"/bin/sh", "-c", "kill -INT " + std::to_string(inst->pid)};
-      k.timeout = std::chrono::milliseconds(2000);
-      (void)sb_.exec(k);
-    }
-  };
+  // Python: the driver's watcher thread raises KeyboardInterrupt in the main
+  // thread. JavaScript: an awaiting cell is interrupted; synchronous code
+  // cannot read the message (each exec has its own PID namespace, so no
+  // other exec can signal the kernel) and is killed after the grace period.
+  auto interrupt = [&] { (void)send_frame(inst->conn.get(), json{{"type", "interrupt"}}); };
   for (;;) {
     while (auto f = take_frame(inst->rbuf, inst->rpos)) {
       const std::string type = f->value("type", "");
