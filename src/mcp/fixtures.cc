@@ -383,13 +383,24 @@ void register_test_fixtures(Server& server) {
         });
   t.add({"json_schema_2020_12_tool", "JSON Schema 2020-12",
          "Has an input schema using 2020-12 keywords (conformance fixture).",
+         // SEP-1613 and SEP-2106: $schema, $defs with $anchor, composition and
+         // conditional keywords must reach the client unchanged.
          json{{"$schema", "https://json-schema.org/draft/2020-12/schema"},
               {"type", "object"},
-              {"$defs", {{"address", {{"type", "object"},
+              {"$defs", {{"address", {{"$anchor", "addressDef"},
+                                      {"type", "object"},
                                       {"properties", {{"street", {{"type", "string"}}},
                                                       {"city", {{"type", "string"}}}}}}}}},
               {"properties", {{"name", {{"type", "string"}}},
-                              {"address", {{"$ref", "#/$defs/address"}}}}},
+                              {"address", {{"$ref", "#/$defs/address"}}},
+                              {"contactMethod", {{"type", "string"}, {"enum", {"phone", "email"}}}},
+                              {"phone", {{"type", "string"}}},
+                              {"email", {{"type", "string"}}}}},
+              {"allOf", json::array({{{"anyOf", json::array({{{"required", {"phone"}}},
+                                                             {{"required", {"email"}}}})}}})},
+              {"if", {{"properties", {{"contactMethod", {{"const", "phone"}}}}}, {"required", {"contactMethod"}}}},
+              {"then", {{"required", {"phone"}}}},
+              {"else", {{"required", {"email"}}}},
               {"additionalProperties", false}},
          nullptr, read_only(), nullptr},
         [](const json& args, RequestContext&) { return ToolResult::text("received: " + args.dump()); });
