@@ -38,7 +38,7 @@ int keep_caps_across_exec() {
   return 0;
 }
 
-std::optional<StepError> drop_all_caps() {
+std::optional<StepError> drop_bounding_and_ambient() {
   if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
     return step_failed("clear ambient capabilities");
   for (unsigned long cap = 0; cap < 64; ++cap) {
@@ -47,6 +47,16 @@ std::optional<StepError> drop_all_caps() {
       return step_failed("drop bounding capability " + std::to_string(cap));
     }
   }
+  return std::nullopt;
+}
+
+std::optional<StepError> drop_all_caps() {
+  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
+    return step_failed("clear ambient capabilities");
+  // Belt and braces: a bounding set that still holds CAP_SYS_ADMIN means
+  // init's drop did not happen; refuse to run the command.
+  if (prctl(PR_CAPBSET_READ, CAP_SYS_ADMIN, 0, 0, 0) != 0)
+    return step_failed("bounding set not empty", EPERM);
   __user_cap_data_struct data[2] = {};
   if (capset_raw(data) != 0) return step_failed("capset (drop all)");
   return std::nullopt;

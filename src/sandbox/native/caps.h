@@ -14,9 +14,15 @@ namespace sandcastle::sandbox::native {
 // raises every capability into the ambient set. Returns 0 or an errno.
 int keep_caps_across_exec();
 
-// Single-threaded code only. Clears ambient, bounding, inheritable,
-// permitted and effective sets, in that order (dropping the bounding set
-// needs CAP_SETPCAP, which the last step removes).
+// Run once by the sandbox's init when setup is done: empties the bounding
+// and ambient sets. Init never execs again, so its own (effective and
+// permitted) capabilities are unaffected, but nothing it forks can regain a
+// capability through execve — and each exec's child need not repeat the
+// ~40 prctl calls of the bounding-set drop.
+std::optional<StepError> drop_bounding_and_ambient();
+
+// The command's child, before execve: clears ambient (again, cheaply) and
+// inheritable/permitted/effective. The bounding set was emptied by init.
 std::optional<StepError> drop_all_caps();
 
 }  // namespace sandcastle::sandbox::native

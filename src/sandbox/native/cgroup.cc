@@ -128,31 +128,55 @@ Result<std::unique_ptr<SandboxCgroup>> SandboxCgroup::create(const CgroupSupport
     cg->dirs_[key] = dir;
     return {};
   };
-  auto set = [&](const std::string& key, const std::string& f, const std::string& v) -> Status {
-    return write_small_file(cg->dirs_[key] + "/" + f, v);
-  };
   if (support.version == CgroupVersion::kV2) {
     if (auto st = make("", support.v2_parent); !st) return st.take_error();
-    if (auto st = set("", "memory.max", std::to_string(limits.memory_bytes)); !st) return st.take_error();
-    (void)set("", "memory.swap.max", "0");  // absent without swap accounting
-    if (auto st = set("", "pids.max", std::to_string(limits.pids)); !st) return st.take_error();
-    if (limits.cpu_millis) (void)set("", "cpu.max", std::to_string(limits.cpu_millis * 100) + " 100000");
     cg->v2_fd_ = UniqueFd(::open(cg->dirs_[""].c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (!cg->v2_fd_) return Error::from_errno("open " + cg->dirs_[""]);
-    return cg;
+    (void)write_small_file(cg->dirs_[""] + "/memory.swap.max", "0");  // absent without swap accounting
+  } else if (support.version == CgroupVersion::kV1) {
+    for (const auto& [ctrl, parent] : support.v1_parents)
+      if (auto st = make(ctrl, parent); !st) return st.take_error();
+  } else {
+    return Error::make(ErrorCode::kUnavailable, "no cgroups");
   }
-  if (support.version != CgroupVersion::kV1) return Error::make(ErrorCode::kUnavailable, "no cgroups");
-  for (const auto& [ctrl, parent] : support.v1_parents)
-    if (auto st = make(ctrl, parent); !st) return st.take_error();
-  if (auto st = set("memory", "memory.limit_in_bytes", std::to_string(limits.memory_bytes)); !st)
-    return st.take_error();
-  if (auto st = set("pids", "pids.max", std::to_string(limits.pids)); !st) return st.take_error();
-  if (limits.cpu_millis && cg->dirs_.count("cpu")) {
-    (void)set("cpu", "cpu.cfs_period_us", "100000");
-    if (auto st = set("cpu", "cpu.cfs_quota_us", std::to_string(limits.cpu_millis * 100)); !st)
-      return st.take_error();
-  }
+  if (auto st = cg->apply_limits(limits); !st) return st.take_error();
   return cg;
+}
+
+Status SandboxCgroup::apply_limits(const Limits& limits) {
+  auto set = [&](const std::string& key, const std::string& f, const std::string& v) -> Status {
+    return write_small_file(dirs_[key] + "/" + f, v);
+  };
+  bool first = !limits_applied_;
+  bool memory = first || applied_.memory_bytes != limits.memory_bytes;
+  bool pids = first || applied_.pids != limits.pids;
+  bool cpu = first || applied_.cpu_millis != limits.cpu_millis;
+  if (version_ == CgroupVersion::kV2) {
+    if (memory)
+      if (auto st = set("", "memory.max", std::to_string(limits.memory_bytes)); !st) return st;
+    if (pids)
+      if (auto st = set("", "pids.max", std::to_string(limits.pids)); !st) return st;
+    if (cpu) {
+      std::string quota = limits.cpu_millis ? std::to_string(limits.cpu_millis * 100) : "max";
+      (void)set("", "cpu.max", quota + " 100000");  // cpu may not be delegated
+    }
+  } else if (version_ == CgroupVersion::kV1) {
+    if (memory)
+      if (auto st = set("memory", "memory.limit_in_bytes", std::to_string(limits.memory_bytes)); !st)
+        return st;
+    if (pids)
+      if (auto st = set("pids", "pids.max", std::to_string(limits.pids)); !st) return st;
+    if (cpu && dirs_.count("cpu")) {
+      if (first) (void)set("cpu", "cpu.cfs_period_us", "100000");
+      std::string quota = limits.cpu_millis ? std::to_string(limits.cpu_millis * 100) : "-1";
+      // A fresh group is unlimited: nothing to write for "unlimited" then.
+      if (!(first && limits.cpu_millis == 0))
+        if (auto st = set("cpu", "cpu.cfs_quota_us", quota); !st) return st;
+    }
+  }
+  applied_ = limits;
+  limits_applied_ = true;
+  return {};
 }
 
 SandboxCgroup::~SandboxCgroup() { (void)remove(); }

@@ -41,6 +41,9 @@ class SandboxCgroup {
   SandboxCgroup& operator=(const SandboxCgroup&) = delete;
 
   CgroupVersion version() const { return version_; }
+  // Writes memory, pids and CPU limits; values already in place are skipped
+  // (a pre-created group is adjusted to its sandbox's spec when claimed).
+  Status apply_limits(const Limits& limits);
   // v2: directory fd for clone3(CLONE_INTO_CGROUP); -1 on v1.
   int v2_dir_fd() const { return v2_fd_.get(); }
   // v1: moves a process into every controller's group (done before the
@@ -63,6 +66,8 @@ class SandboxCgroup {
   std::map<std::string, std::string> dirs_;  // controller (or "") -> directory
   UniqueFd v2_fd_;
   bool removed_ = false;
+  bool limits_applied_ = false;
+  Limits applied_{};
 };
 
 // Leftover groups of dead sandcastle processes (named sandcastle-<pid>-*).

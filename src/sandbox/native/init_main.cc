@@ -14,6 +14,7 @@
 #include <cstring>
 #include <string>
 
+#include "sandbox/native/caps.h"
 #include "sandbox/native/init_loop.h"
 #include "sandbox/native/mounts.h"
 #include "sandbox/native/net.h"
@@ -55,6 +56,10 @@ int main() {
   }
   for (int fd : {kConfigFd, kStatusFd, kControlFd}) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
   prctl(PR_SET_NAME, "sandcastle-init", 0, 0, 0);
+  // Default dispositions for every signal, once: execve keeps ignored
+  // signals ignored (the server may ignore SIGPIPE), and init and the
+  // supervisors install no handlers, so every command starts from these.
+  for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);
   // Die with the server; set again because exec may have cleared it.
   prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 
@@ -82,7 +87,10 @@ int main() {
     return report(step_failed("sethostname"));
   // 5. Network: loopback only.
   if (auto e = bring_loopback_up()) return report(*e);
-  // 6. Ready.
+  // 6. Empty bounding and ambient sets: init keeps what it needs (nested
+  //    PID namespaces, low ports), no command can regain anything.
+  if (auto e = drop_bounding_and_ambient()) return report(*e);
+  // 7. Ready.
   InitStatus ok{};
   if (::write(kStatusFd, &ok, sizeof ok) != static_cast<ssize_t>(sizeof ok)) return 1;
   ::close(kStatusFd);

@@ -1,6 +1,7 @@
 #include "sandbox/native/native_backend.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <climits>
@@ -13,7 +14,80 @@
 
 namespace sandcastle::sandbox::native {
 
-BackendShared::~BackendShared() { (void)remove_tree(dirs.base); }
+Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits) {
+  std::uint64_t n = serial.fetch_add(1);
+  Prespawned p;
+  p.id = std::string(kRuntimePrefix) + std::to_string(::getpid()) + "-" + std::to_string(n);
+  p.ids = mapping_for_server(n);
+  if (cgroups.version != CgroupVersion::kNone) {
+    auto cg = SandboxCgroup::create(cgroups, p.id, limits);
+    if (!cg) return cg.take_error();
+    p.cgroup = std::move(*cg);
+  }
+  auto init = spawn_pending_init(spawner, SpawnRequest{helper_path, p.ids, p.cgroup.get()});
+  if (!init) return init.take_error();
+  p.init = std::move(*init);
+  return p;
+}
+
+std::optional<Prespawned> BackendShared::take_prespawned() {
+  for (;;) {
+    std::optional<Prespawned> p;
+    {
+      std::lock_guard lock(pool_mu);
+      if (pool.empty()) return std::nullopt;
+      p.emplace(std::move(pool.front()));
+      pool.pop_front();
+    }
+    // An init that died while waiting (killed by hand, say) is readable.
+    struct pollfd pfd {p->init.process.pidfd.get(), POLLIN, 0};
+    if (::poll(&pfd, 1, 0) == 0) return p;
+    reaper.kill_and_release(p->id, std::move(p->init.process), std::move(p->cgroup));
+  }
+}
+
+void BackendShared::schedule_refill() {
+  {
+    std::lock_guard lock(pool_mu);
+    if (prespawn_target == 0 || refill_queued || stopping || pool.size() >= prespawn_target) return;
+    refill_queued = true;
+  }
+  // `this` outlives the job: the destructor sets `stopping` (no more posts)
+  // and then waits for the spawner queue to run dry before tearing down.
+  spawner.post([shared = this] {
+    for (;;) {
+      {
+        std::lock_guard lock(shared->pool_mu);
+        if (shared->stopping || shared->pool.size() >= shared->prespawn_target) {
+          shared->refill_queued = false;
+          return;
+        }
+      }
+      auto p = shared->begin_sandbox(Limits{});
+      std::lock_guard lock(shared->pool_mu);
+      if (!p) {
+        // Not retried in a loop: the next create tries again.
+        spdlog::warn("native sandbox: prespawn failed: {}", p.error().message());
+        shared->refill_queued = false;
+        return;
+      }
+      shared->pool.push_back(std::move(*p));
+    }
+  });
+}
+
+BackendShared::~BackendShared() {
+  {
+    std::lock_guard lock(pool_mu);
+    stopping = true;
+  }
+  // Every queued refill has run (or seen `stopping`) once this returns.
+  spawner.run([] {});
+  for (auto& p : pool) reaper.kill_and_release(p.id, std::move(p.init.process), std::move(p.cgroup));
+  pool.clear();
+  reaper.drain();
+  (void)remove_tree(dirs.base);
+}
 
 std::string find_init_helper(const std::string& override_path) {
   if (!override_path.empty()) return override_path;
@@ -66,6 +140,8 @@ Result<std::unique_ptr<NativeBackend>> NativeBackend::create(NativeBackendOption
     c.notes.push_back("cgroup v1 cpu controller unavailable: no CPU quota");
   }
   for (const auto& n : c.notes) spdlog::warn("native sandbox: {}", n);
+  shared->prespawn_target = options.prespawn;
+  shared->schedule_refill();
   return std::unique_ptr<NativeBackend>(new NativeBackend(std::move(shared)));
 }
 
@@ -78,15 +154,19 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) 
   if (spec.persistence() != Persistence::kEphemeral)
     return Error::make(ErrorCode::kInvalidArgument, "native backend: only ephemeral sandboxes");
 
-  std::uint64_t serial = shared_->serial.fetch_add(1);
-  std::string id = std::string(kRuntimePrefix) + std::to_string(::getpid()) + "-" + std::to_string(serial);
-  IdMapping ids = mapping_for_server(serial);
-
-  std::unique_ptr<SandboxCgroup> cgroup;
-  if (shared_->cgroups.version != CgroupVersion::kNone) {
-    auto cg = SandboxCgroup::create(shared_->cgroups, id, spec.limits());
-    if (!cg) return cg.take_error();
-    cgroup = std::move(*cg);
+  // A prespawned sandbox if there is one (then refill in the background),
+  // otherwise one begun now.
+  std::optional<Prespawned> pre = shared_->take_prespawned();
+  shared_->schedule_refill();
+  if (!pre) {
+    auto begun = shared_->begin_sandbox(spec.limits());
+    if (!begun) return begun.take_error();
+    pre.emplace(std::move(*begun));
+  } else if (pre->cgroup) {
+    if (auto st = pre->cgroup->apply_limits(spec.limits()); !st) {
+      shared_->reaper.kill_and_release(pre->id, std::move(pre->init.process), std::move(pre->cgroup));
+      return st.take_error();
+    }
   }
 
   InitConfig config;
@@ -94,11 +174,10 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) 
   config.mounts = host_image_plan(spec, shared_->dirs.etc_template);
   config.hostname = spec.hostname();
   config.seccomp_bpf = shared_->seccomp_bpf;
-  config.uid = ids.inside_uid;
-  config.gid = ids.inside_gid;
+  config.uid = pre->ids.inside_uid;
+  config.gid = pre->ids.inside_gid;
 
-  SpawnRequest req{shared_->helper_path, ids, cgroup.get(), encode(config)};
-  auto init = spawn_init(shared_->spawner, req);
+  auto init = start_init(std::move(pre->init), encode(config));
   if (!init) return init.take_error();
 
   // The sandbox's root as the server sees it; file operations resolve
@@ -110,8 +189,8 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) 
     kill_and_reap(*init);
     return e;
   }
-  return std::unique_ptr<Sandbox>(new NativeSandbox(std::move(id), spec, shared_, ids, std::move(cgroup),
-                                                    std::move(*init), std::move(root)));
+  return std::unique_ptr<Sandbox>(new NativeSandbox(std::move(pre->id), spec, shared_, pre->ids,
+                                                    std::move(pre->cgroup), std::move(*init), std::move(root)));
 }
 
 }  // namespace sandcastle::sandbox::native

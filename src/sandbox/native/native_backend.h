@@ -20,6 +20,11 @@ struct NativeBackendOptions {
   // Empty: $SANDCASTLE_INIT, then "sandcastle-init" next to /proc/self/exe,
   // then the build-tree path compiled in.
   std::string init_helper_path;
+  // Sandboxes begun ahead of demand (namespaces, cgroup, running init; see
+  // PendingInit): a create takes one and only applies its spec — mounts,
+  // hostname, limits. Each costs an idle helper process (~1 MiB) and an
+  // empty network namespace. 0 = every create starts from scratch.
+  std::size_t prespawn = 2;
 };
 
 class NativeBackend : public Backend {

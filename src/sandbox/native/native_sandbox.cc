@@ -55,7 +55,7 @@ class FsCredsGuard {
 }  // namespace
 
 NativeSandbox::NativeSandbox(std::string id, SandboxSpec spec, std::shared_ptr<BackendShared> shared,
-                             IdMapping ids, std::unique_ptr<SandboxCgroup> cgroup, InitProcess init,
+                             IdMapping ids, std::shared_ptr<SandboxCgroup> cgroup, InitProcess init,
                              UniqueFd root)
     : id_(std::move(id)),
       spec_(std::move(spec)),
@@ -193,13 +193,11 @@ Status NativeSandbox::destroy() {
   if (destroyed_) return {};
   destroyed_ = true;
   root_.reset();
-  // PID 1 dying takes every process of the sandbox with it, and with the
-  // last process the mount namespace and its tmpfs mounts go away.
-  kill_and_reap(init_);
-  Status st;
-  if (cgroup_) st = cgroup_->remove();
-  if (!st) spdlog::warn("sandbox {}: {}", id_, st.error().message());
-  return st;
+  // SIGKILL to PID 1 now: the kernel kills every process of the sandbox,
+  // and with the last one its mounts go. Waiting for that and removing the
+  // cgroup happen on the reaper thread, off the caller's path.
+  shared_->reaper.kill_and_release(id_, std::move(init_), cgroup_);
+  return {};
 }
 
 }  // namespace sandcastle::sandbox::native

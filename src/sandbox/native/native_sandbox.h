@@ -4,17 +4,30 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 
 #include "sandbox/native/cgroup.h"
 #include "sandbox/native/host_image.h"
+#include "sandbox/native/reaper.h"
 #include "sandbox/native/spawn.h"
 #include "sandbox/native/userns.h"
 #include "sandbox/sandbox.h"
 
 namespace sandcastle::sandbox::native {
+
+// A sandbox begun ahead of demand: namespaces, id maps, cgroup and the
+// running init helper, waiting for the spec-dependent rest (see PendingInit).
+struct Prespawned {
+  std::string id;
+  IdMapping ids;
+  std::shared_ptr<SandboxCgroup> cgroup;  // null without cgroups
+  PendingInit init;
+};
 
 struct BackendShared {
   RuntimeDirs dirs;
@@ -22,15 +35,30 @@ struct BackendShared {
   std::string seccomp_bpf;
   std::string helper_path;
   BackendCapabilities caps;
-  Spawner spawner;
   std::atomic<std::uint64_t> serial{0};
+  Spawner spawner;
+  Reaper reaper;
+
+  // Sandboxes begun ahead of demand, refilled on the spawner thread.
+  std::size_t prespawn_target = 0;
+  std::mutex pool_mu;
+  std::deque<Prespawned> pool;
+  bool refill_queued = false;
+  bool stopping = false;
+
+  // A new sandbox up to its init waiting for a config (on any thread).
+  Result<Prespawned> begin_sandbox(const Limits& limits);
+  // One from the pool whose init is still alive, if any.
+  std::optional<Prespawned> take_prespawned();
+  // Queues a refill of the pool (no-op when one is queued or target is 0).
+  void schedule_refill();
   ~BackendShared();
 };
 
 class NativeSandbox : public Sandbox {
  public:
   NativeSandbox(std::string id, SandboxSpec spec, std::shared_ptr<BackendShared> shared, IdMapping ids,
-                std::unique_ptr<SandboxCgroup> cgroup, InitProcess init, UniqueFd root);
+                std::shared_ptr<SandboxCgroup> cgroup, InitProcess init, UniqueFd root);
   ~NativeSandbox() override;
 
   const std::string& id() const override { return id_; }
@@ -62,7 +90,9 @@ class NativeSandbox : public Sandbox {
   SandboxSpec spec_;
   std::shared_ptr<BackendShared> shared_;
   IdMapping ids_;
-  std::unique_ptr<SandboxCgroup> cgroup_;
+  // Shared with the reaper, which removes it after destroy; a concurrent
+  // exec may still read its counters (they read 0 once it is gone).
+  std::shared_ptr<SandboxCgroup> cgroup_;
   InitProcess init_;
   UniqueFd root_;
   // Shared: exec sends and file ops. Exclusive: destroy.

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <thread>
 
 #include "sandbox/native/caps.h"
 #include "sandbox/native/cgroup.h"
@@ -30,20 +31,26 @@ Spawner::~Spawner() {
 }
 
 void Spawner::run(const std::function<void()>& fn) {
-  std::function<void()> job = fn;
+  if (std::this_thread::get_id() == thread_.get_id()) {
+    fn();
+    return;
+  }
   bool done = false;
-  std::function<void()> wrapped = [&] {
-    job();
-    std::lock_guard lock(mu_);
-    done = true;
-  };
   {
     std::lock_guard lock(mu_);
-    jobs_.push_back(&wrapped);
+    jobs_.push_back(Job{fn, &done});
   }
   cv_.notify_all();
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return done; });
+}
+
+void Spawner::post(std::function<void()> fn) {
+  {
+    std::lock_guard lock(mu_);
+    jobs_.push_back(Job{std::move(fn), nullptr});
+  }
+  cv_.notify_all();
 }
 
 void Spawner::loop() {
@@ -51,11 +58,12 @@ void Spawner::loop() {
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
     if (jobs_.empty()) return;
-    auto* job = jobs_.front();
+    Job job = std::move(jobs_.front());
     jobs_.pop_front();
     lock.unlock();
-    (*job)();
+    job.fn();
     lock.lock();
+    if (job.done) *job.done = true;
     cv_.notify_all();
   }
 }
@@ -127,7 +135,7 @@ UniqueFd high_fd(int fd) {
 
 Status write_all(int fd, const char* p, std::size_t n) {
   while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
     if (w < 0 && errno == EINTR) continue;
     if (w < 0) return Error::from_errno("write init config");
     p += w;
@@ -150,9 +158,12 @@ void kill_and_reap(InitProcess& init) {
   init.pid = -1;
 }
 
-Result<InitProcess> spawn_init(Spawner& spawner, const SpawnRequest& req) {
+Result<PendingInit> spawn_pending_init(Spawner& spawner, const SpawnRequest& req) {
   int cfg[2], status[2], ctl[2];
-  if (::pipe2(cfg, O_CLOEXEC) != 0) return Error::from_errno("pipe for init config");
+  // A socket rather than a pipe, so writing to a helper that died is EPIPE
+  // (MSG_NOSIGNAL) and never a SIGPIPE to the server.
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, cfg) != 0)
+    return Error::from_errno("socketpair for init config");
   UniqueFd cfg_r = high_fd(cfg[0]), cfg_w(cfg[1]);
   if (::pipe2(status, O_CLOEXEC) != 0) return Error::from_errno("pipe for init status");
   UniqueFd st_r(status[0]), st_w = high_fd(status[1]);
@@ -186,13 +197,14 @@ Result<InitProcess> spawn_init(Spawner& spawner, const SpawnRequest& req) {
   });
   if (pid < 0) return Error::from_errno("clone3 sandbox namespaces", clone_errno);
 
-  InitProcess init;
+  PendingInit pending;
+  InitProcess& init = pending.process;
   init.pid = static_cast<pid_t>(pid);
   init.pidfd = UniqueFd(pidfd);
   cfg_r.reset();
   st_w.reset();
   ctl_child.reset();
-  auto fail = [&](Error e) -> Result<InitProcess> {
+  auto fail = [&](Error e) -> Result<PendingInit> {
     kill_and_reap(init);
     return e;
   };
@@ -200,22 +212,38 @@ Result<InitProcess> spawn_init(Spawner& spawner, const SpawnRequest& req) {
   if (auto st = write_id_maps(init.pid, req.ids); !st) return fail(st.take_error());
   if (req.cgroup)
     if (auto st = req.cgroup->add_process(init.pid); !st) return fail(st.take_error());
-  // One write: the go byte, then the config the helper reads after exec.
-  std::string msg(1, 'g');
-  std::uint32_t len = static_cast<std::uint32_t>(req.config.size());
+  // Go: the child takes its mapped identity and execs the helper, which
+  // then blocks reading its config from the same pipe.
+  if (auto st = write_all(cfg_w.get(), "g", 1); !st) return fail(st.take_error());
+  init.control = std::move(ctl_server);
+  pending.config = std::move(cfg_w);
+  pending.status = std::move(st_r);
+  return pending;
+}
+
+Result<InitProcess> start_init(PendingInit pending, const std::string& config) {
+  InitProcess init = std::move(pending.process);
+  auto fail = [&](Error e) -> Result<InitProcess> {
+    kill_and_reap(init);
+    return e;
+  };
+  // Length and config in one go (a config larger than the socket buffer is
+  // read as it is written).
+  std::string msg;
+  std::uint32_t len = static_cast<std::uint32_t>(config.size());
   msg.append(reinterpret_cast<const char*>(&len), sizeof len);
-  msg += req.config;
-  if (auto st = write_all(cfg_w.get(), msg.data(), msg.size()); !st) return fail(st.take_error());
-  cfg_w.reset();
+  msg += config;
+  if (auto st = write_all(pending.config.get(), msg.data(), msg.size()); !st) return fail(st.take_error());
+  pending.config.reset();
 
   InitStatus result{};
   std::size_t got = 0;
   while (got < sizeof result) {
-    struct pollfd p {st_r.get(), POLLIN, 0};
+    struct pollfd p {pending.status.get(), POLLIN, 0};
     int r = ::poll(&p, 1, 30'000);
     if (r == 0) return fail(Error::make(ErrorCode::kTimeout, "sandbox init did not report"));
     if (r < 0 && errno == EINTR) continue;
-    ssize_t n = ::read(st_r.get(), reinterpret_cast<char*>(&result) + got, sizeof result - got);
+    ssize_t n = ::read(pending.status.get(), reinterpret_cast<char*>(&result) + got, sizeof result - got);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return fail(Error::make(ErrorCode::kInternal, "sandbox init exited during setup"));
     got += static_cast<std::size_t>(n);
@@ -224,7 +252,6 @@ Result<InitProcess> spawn_init(Spawner& spawner, const SpawnRequest& req) {
     result.step[sizeof result.step - 1] = '\0';
     return fail(Error::from_errno(result.step, result.err));
   }
-  init.control = std::move(ctl_server);
   return init;
 }
 

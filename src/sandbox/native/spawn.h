@@ -29,14 +29,21 @@ class Spawner {
   ~Spawner();
   Spawner(const Spawner&) = delete;
   Spawner& operator=(const Spawner&) = delete;
-  // Runs fn on the spawner thread and waits for it.
+  // Runs fn on the spawner thread and waits for it (inline when called from
+  // the spawner thread itself, e.g. by a posted job).
   void run(const std::function<void()>& fn);
+  // Queues fn to run on the spawner thread; jobs run in order, run() included.
+  void post(std::function<void()> fn);
 
  private:
+  struct Job {
+    std::function<void()> fn;
+    bool* done = nullptr;  // run(): set under mu_ when fn returns
+  };
   void loop();
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>*> jobs_;
+  std::deque<Job> jobs_;
   bool stop_ = false;
   std::thread thread_;
 };
@@ -51,10 +58,21 @@ struct SpawnRequest {
   std::string helper_path;
   IdMapping ids;
   SandboxCgroup* cgroup = nullptr;  // may be null (no cgroups)
-  std::string config;               // encoded InitConfig
 };
 
-Result<InitProcess> spawn_init(Spawner& spawner, const SpawnRequest& req);
+// An init cloned into its namespaces, id-mapped, placed in its cgroup, and
+// already running the helper, which waits for its config: all of a sandbox
+// that does not depend on its spec, and most of the cost of creating one.
+struct PendingInit {
+  InitProcess process;  // control socket set
+  UniqueFd config;      // the helper reads u32 length + encoded InitConfig
+  UniqueFd status;      // the helper writes one InitStatus
+};
+
+Result<PendingInit> spawn_pending_init(Spawner& spawner, const SpawnRequest& req);
+// Sends the config (the spec-dependent part: mounts, hostname) and waits for
+// the helper's {step, errno} or ready. Kills the init on failure.
+Result<InitProcess> start_init(PendingInit pending, const std::string& config);
 
 // SIGKILL through the pidfd and reap.
 void kill_and_reap(InitProcess& init);

@@ -46,46 +46,65 @@ std::string find_env(const std::vector<std::string>& env, const char* key) {
 }
 
 // execvpe() searches the PATH of the *current* environment; the command's
-// PATH is the one in its request, so the search is done here.
-StepError exec_command(const ExecWire& req) {
+// PATH is the one in its request, so the search is done here. Exec attempts
+// are spelled out before the (v)fork, so the child only makes syscalls.
+struct PreparedExec {
   std::vector<char*> argv;
-  for (const auto& a : req.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
   std::vector<char*> envp;
-  for (const auto& e : req.env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
+  std::vector<std::string> candidates;  // paths to try, in order
+  std::string step;                      // "execve <argv[0]>"
+};
+
+PreparedExec prepare_exec(const ExecWire& req) {
+  PreparedExec p;
+  for (const auto& a : req.argv) p.argv.push_back(const_cast<char*>(a.c_str()));
+  p.argv.push_back(nullptr);
+  for (const auto& e : req.env) p.envp.push_back(const_cast<char*>(e.c_str()));
+  p.envp.push_back(nullptr);
   const std::string& file = req.argv[0];
+  p.step = "execve " + file;
   if (file.find('/') != std::string::npos) {
-    ::execve(file.c_str(), argv.data(), envp.data());
-    return step_failed("execve " + file);
+    p.candidates.push_back(file);
+    return p;
   }
   std::string path = find_env(req.env, "PATH");
   if (path.empty()) path = "/usr/local/bin:/usr/bin:/bin";
-  int err = ENOENT;
   std::size_t start = 0;
   while (start <= path.size()) {
     std::size_t end = path.find(':', start);
     if (end == std::string::npos) end = path.size();
     std::string dir = path.substr(start, end - start);
-    std::string candidate = (dir.empty() ? "." : dir) + "/" + file;
-    ::execve(candidate.c_str(), argv.data(), envp.data());
-    if (errno == EACCES) err = EACCES;  // like execvp: remember, keep looking
-    else if (errno != ENOENT && errno != ENOTDIR) err = errno;
+    p.candidates.push_back((dir.empty() ? "." : dir) + "/" + file);
     start = end + 1;
   }
-  return step_failed("execve " + file, err);
+  return p;
+}
+
+StepError exec_command(const PreparedExec& p) {
+  int err = ENOENT;
+  for (const auto& candidate : p.candidates) {
+    ::execve(candidate.c_str(), p.argv.data(), p.envp.data());
+    if (p.candidates.size() == 1) return StepError{errno, p.step};
+    if (errno == EACCES) err = EACCES;  // like execvp: remember, keep looking
+    else if (errno != ENOENT && errno != ENOTDIR) err = errno;
+  }
+  return StepError{err, p.step};
 }
 
 }  // namespace
 
-[[noreturn]] void run_exec_child(const ExecWire& req, const InitConfig& config, ExecFds fds,
-                                 int error_fd) {
+namespace {
+
+// Runs in a vfork child: the supervisor is suspended until execve or _exit,
+// and the memory is shared, so no allocation on the success path.
+[[noreturn]] void run_exec_child(const ExecWire& req, const PreparedExec& prepared,
+                                 const InitConfig& config, ExecFds fds, int error_fd) {
   // Setup order (fixed; each step reports {step, errno}):
-  // 1. default signal dispositions and an empty mask, as a fresh process expects
+  // 1. an empty signal mask, as a fresh process expects (dispositions are
+  //    all default since init's start; init blocks SIGCHLD for its signalfd)
   sigset_t all;
   sigemptyset(&all);
   sigprocmask(SIG_SETMASK, &all, nullptr);
-  for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);
   // 2. own session: no controlling terminal, own process group
   if (::setsid() < 0) fail_child(error_fd, step_failed("setsid"));
   // 3. stdio from the server's pipes; every other fd closed
@@ -116,8 +135,10 @@ StepError exec_command(const ExecWire& req) {
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
       fail_child(error_fd, step_failed("seccomp load"));
   }
-  fail_child(error_fd, exec_command(req));
+  fail_child(error_fd, exec_command(prepared));
 }
+
+}  // namespace
 
 [[noreturn]] void run_supervisor(const ExecWire& req, const InitConfig& config, ExecFds fds,
                                  int signal_fd) {
@@ -133,12 +154,15 @@ StepError exec_command(const ExecWire& req) {
     (void)!::send(fds.report, bytes.data(), bytes.size(), MSG_NOSIGNAL);
     _exit(1);
   }
-  pid_t child = ::fork();
+  PreparedExec prepared = prepare_exec(req);
+  // vfork: no copy of our page tables for a child that execs at once. The
+  // fds it closes are its own (the fd table is copied, only memory shared).
+  pid_t child = ::vfork();
   if (child == 0) {
     ::close(errpipe[0]);
     ::close(signal_fd);
     ::close(fds.report);
-    run_exec_child(req, config, fds, errpipe[1]);
+    run_exec_child(req, prepared, config, fds, errpipe[1]);
   }
   ::close(errpipe[1]);
   ::close(fds.in);

@@ -19,9 +19,4 @@ struct ExecFds {
 [[noreturn]] void run_supervisor(const ExecWire& req, const InitConfig& config, ExecFds fds,
                                  int signal_fd);
 
-// The command's own process: fixed setup order, then execve. On failure it
-// writes {errno, step} to error_fd and exits 127.
-[[noreturn]] void run_exec_child(const ExecWire& req, const InitConfig& config, ExecFds fds,
-                                 int error_fd);
-
 }  // namespace sandcastle::sandbox::native

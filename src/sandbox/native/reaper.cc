@@ -1,0 +1,57 @@
+#include "sandbox/native/reaper.h"
+
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/log.h"
+
+namespace sandcastle::sandbox::native {
+
+Reaper::Reaper() : thread_([this] { loop(); }) {}
+
+Reaper::~Reaper() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();  // the loop empties the queue before it returns
+}
+
+void Reaper::kill_and_release(std::string id, InitProcess init, std::shared_ptr<SandboxCgroup> cgroup) {
+  if (init.pidfd) syscall(SYS_pidfd_send_signal, init.pidfd.get(), SIGKILL, nullptr, 0);
+  // The control socket is init's lifeline too: closed, its loop ends.
+  init.control.reset();
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(Item{std::move(id), std::move(init), std::move(cgroup)});
+  }
+  cv_.notify_all();
+}
+
+void Reaper::drain() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return queue_.empty() && in_flight_ == 0; });
+}
+
+void Reaper::loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;
+    Item item = std::move(queue_.front());
+    queue_.pop_front();
+    ++in_flight_;
+    lock.unlock();
+    kill_and_reap(item.init);
+    if (item.cgroup)
+      if (auto st = item.cgroup->remove(); !st) spdlog::warn("sandbox {}: {}", item.id, st.error().message());
+    item.cgroup.reset();
+    lock.lock();
+    --in_flight_;
+    cv_.notify_all();
+  }
+}
+
+}  // namespace sandcastle::sandbox::native

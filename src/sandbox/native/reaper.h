@@ -1,0 +1,52 @@
+// Teardown off the request path. destroy() kills a sandbox's init at once
+// (SIGKILL through its pidfd: PID 1 gone, the kernel kills every process of
+// the sandbox and its mounts go with the last of them) and hands the rest —
+// waiting for the exit, removing the cgroup — to this thread, so the caller
+// does not wait for the kernel's namespace teardown.
+//
+// Nothing leaks: drain() (run by the backend's destructor) finishes every
+// queued teardown, inits die with the server anyway (PDEATHSIG), and a
+// server that crashed mid-teardown leaves cgroups named after its dead pid,
+// which the next start's sweep removes.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "sandbox/native/cgroup.h"
+#include "sandbox/native/spawn.h"
+
+namespace sandcastle::sandbox::native {
+
+class Reaper {
+ public:
+  Reaper();
+  ~Reaper();  // drains
+  Reaper(const Reaper&) = delete;
+  Reaper& operator=(const Reaper&) = delete;
+
+  // Sends SIGKILL now; reaps and removes the cgroup later.
+  void kill_and_release(std::string id, InitProcess init, std::shared_ptr<SandboxCgroup> cgroup);
+  // Returns when everything queued so far is done.
+  void drain();
+
+ private:
+  struct Item {
+    std::string id;
+    InitProcess init;
+    std::shared_ptr<SandboxCgroup> cgroup;
+  };
+  void loop();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;
+  std::size_t in_flight_ = 0;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace sandcastle::sandbox::native
