@@ -956,7 +956,10 @@ void McpHttp::handle(Request&& req, std::shared_ptr<Exchange> ex) {
   }
   // Authentication: a presented key must be valid; none is fine unless required.
   std::string key = presented_key(req);
-  if (!key.empty() || st.options.auth_required) {
+  // POST /messages: clients resolve the endpoint URL without the ?api_key= of
+  // the /sse URL, so the unguessable session id alone is accepted there.
+  const bool session_capability = req.path == "/messages" && req.method == "POST" && key.empty();
+  if (!key.empty() || (st.options.auth_required && !session_capability)) {
     std::optional<std::string> id;
     if (!key.empty() && st.options.verify_key) id = st.options.verify_key(key);
     if (!id) {
