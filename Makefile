@@ -1,11 +1,11 @@
 # sandcastle — the two commands a new user needs:
-#   make run    install what is missing, build (Release), start the server
+#   make run    install what is missing, build (Release), start the HTTP server (ARGS="" for stdio)
 #   make test   install what is missing, build, run every test suite
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
-ARGS ?=
+ARGS ?= --transport http
 
 .PHONY: run test deps build build-asan unit integration e2e bench fuzz clean format
 
