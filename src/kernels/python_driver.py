@@ -8,53 +8,78 @@
 #                     display {id, data{mime: value}}, result {id, ...}
 # Standard library only; embedded in the sandcastle binary and written into
 # each sandbox read-only.
-import ast
-import base64
+# Lean on purpose: an idle kernel should cost little more than the bare
+# interpreter, so only C modules and what `site` already loaded are imported
+# up front (no json/re/socket/threading/ast/traceback); the rest is imported
+# when a cell first needs it.
+import _ast
+import _json
+import _signal
+import _socket
+import _thread
+import binascii
 import builtins
 import io
-import json
-import linecache
 import os
 import select
-import signal
-import socket
-import struct
 import sys
-import threading
 import time
-import traceback
-import types
 
-_DRIVER_FILE = os.path.abspath(__file__)
-_HEADER = struct.Struct(">I")
+_DRIVER_FILE = sys._getframe().f_code.co_filename  # also right when run from the .pyc
 _MAX_FRAME = 64 * 1024 * 1024
 _FLUSH_INTERVAL = 0.025
 _FLUSH_BYTES = 16 * 1024
+_PyCF_ONLY_AST = 0x400
+_PyCF_ALLOW_TOP_LEVEL_AWAIT = 0x2000
+_CO_COROUTINE = 0x80
+
+
+class _ScanContext:
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = float
+    memo = {}
+
+
+_scan = _json.make_scanner(_ScanContext())
+_encode = _json.make_encoder(None, repr, _json.encode_basestring, None, ":", ",", False, False, True)
+
+
+def json_dumps(obj):
+    return "".join(_encode(obj, 0))
+
+
+def json_loads(text):
+    obj, end = _scan(text, 0)
+    return obj
 
 
 class Channel:
     def __init__(self, sock):
         self.sock = sock
-        self.send_lock = threading.Lock()
-        self.read_lock = threading.Lock()
+        self.send_lock = _thread.allocate_lock()
+        self.read_lock = _thread.allocate_lock()
         self.buf = b""
 
     def send(self, msg):
-        data = json.dumps(msg, ensure_ascii=False, default=repr).encode("utf-8", "surrogatepass")
+        data = json_dumps(msg).encode("utf-8", "replace")
         with self.send_lock:
-            self.sock.sendall(_HEADER.pack(len(data)) + data)
+            self.sock.sendall(len(data).to_bytes(4, "big") + data)
 
     # Reads one frame; callers hold read_lock.
     def recv(self):
         while True:
             if len(self.buf) >= 4:
-                (n,) = _HEADER.unpack_from(self.buf)
+                n = int.from_bytes(self.buf[:4], "big")
                 if n > _MAX_FRAME:
                     raise ValueError("frame too large")
                 if len(self.buf) >= 4 + n:
                     frame = self.buf[4:4 + n]
                     self.buf = self.buf[4 + n:]
-                    return json.loads(frame)
+                    return json_loads(frame.decode("utf-8", "replace"))
             chunk = self.sock.recv(1 << 16)
             if not chunk:
                 return None
@@ -71,7 +96,7 @@ class CellStream(io.TextIOBase):
         self.parts = []
         self.size = 0
         self.last_flush = time.monotonic()
-        self.lock = threading.Lock()
+        self.lock = _thread.allocate_lock()
 
     @property
     def encoding(self):
@@ -133,10 +158,14 @@ class _BinaryView:
         self.stream.flush()
 
 
+def _b64encode(data):
+    return binascii.b2a_base64(bytes(data), newline=False).decode("ascii")
+
+
 def _b64(v):
     if isinstance(v, str):
         return v
-    return base64.b64encode(bytes(v)).decode("ascii")
+    return _b64encode(v)
 
 
 def mime_bundle(obj):
@@ -167,7 +196,7 @@ def mime_bundle(obj):
                 v = _b64(v)
             elif mime == "application/json":
                 try:
-                    json.dumps(v)
+                    json_dumps(v)
                 except Exception:
                     continue
             elif not isinstance(v, str):
@@ -186,7 +215,7 @@ def _figure_png(obj):
         return None
     buf = io.BytesIO()
     obj.savefig(buf, format="png", bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    return _b64encode(buf.getvalue())
 
 
 class Kernel:
@@ -196,8 +225,9 @@ class Kernel:
         self.execution_count = 0
         self.busy = False
         self.in_user = False
-        self.main_ident = threading.main_thread().ident
-        self.module = types.ModuleType("__main__")
+        self.main_ident = _thread.get_ident()
+        self.sources = {}  # cell file name -> source, for tracebacks
+        self.module = type(sys)("__main__")
         self.module.__dict__["__builtins__"] = builtins
         self.ns = self.module.__dict__
         sys.modules["__main__"] = self.module
@@ -206,8 +236,8 @@ class Kernel:
         self.pkg_dir = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]
         self.pkg_mtime = self._pkg_mtime()
         builtins.display = self.display
-        self.watcher = threading.Thread(target=self._watch, name="sandcastle-watch", daemon=True)
-        self.watch_cv = threading.Condition()
+        self.wake = _thread.allocate_lock()  # held while idle: the watcher sleeps on it
+        self.wake.acquire()
 
     def _pkg_mtime(self):
         try:
@@ -249,12 +279,13 @@ class Kernel:
 
     # --- the watcher: live flushes and in-band interrupts while a cell runs
     def _watch(self):
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT})
         sock = self.chan.sock
         while True:
-            with self.watch_cv:
-                while not self.busy:
-                    self.watch_cv.wait()
+            if not self.busy:
+                self.wake.acquire()  # released when a cell starts
+                self.wake.release()
+                continue
             try:
                 readable, _, _ = select.select([sock], [], [], _FLUSH_INTERVAL)
             except (OSError, ValueError):
@@ -276,7 +307,7 @@ class Kernel:
                         if msg is None or msg.get("type") == "shutdown":
                             os._exit(0)
                         if msg.get("type") == "interrupt" and self.busy:
-                            signal.pthread_kill(self.main_ident, signal.SIGINT)
+                            _signal.pthread_kill(self.main_ident, _signal.SIGINT)
                 finally:
                     self.chan.read_lock.release()
             elif readable:
@@ -289,7 +320,7 @@ class Kernel:
         self.execution_count += 1
         n = self.execution_count
         filename = "<cell-%d>" % n
-        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        self.sources[filename] = code
         mtime = self._pkg_mtime()
         if mtime != self.pkg_mtime:
             import importlib
@@ -301,9 +332,10 @@ class Kernel:
         sys.stdin = io.StringIO(msg.get("stdin", ""))
         self.stdout.last_flush = self.stderr.last_flush = time.monotonic()
         self.cell_id = cell
-        with self.watch_cv:
-            self.busy = True
-            self.watch_cv.notify()
+        if "matplotlib" in code or "matplotlib" in sys.modules:
+            _quiet_matplotlib()
+        self.busy = True
+        self.wake.release()
         try:
             value = self._guarded(code, filename)
             if value is not None:
@@ -327,8 +359,8 @@ class Kernel:
                 self._flush_figures()
             except Exception as e:
                 self.stderr.write("sandcastle: could not render a figure: %r\n" % (e,))
-            with self.watch_cv:
-                self.busy = False
+            self.wake.acquire()
+            self.busy = False
             try:
                 sys.__stdout__.flush()
                 sys.__stderr__.flush()
@@ -348,25 +380,31 @@ class Kernel:
             self.in_user = False
 
     def _execute(self, code, filename):
-        tree = ast.parse(code, filename, "exec")
+        # Like Jupyter: the last statement, if an expression, is the result.
+        # The C-level AST (_ast) keeps the `ast` module out of idle kernels.
+        flags = _PyCF_ALLOW_TOP_LEVEL_AWAIT
+        tree = compile(code, filename, "exec", _PyCF_ONLY_AST | flags)
         last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
-        flags = getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)
+        if tree.body and isinstance(tree.body[-1], _ast.Expr):
+            last = _ast.Expression(tree.body.pop().value)
         if tree.body:
-            co = compile(tree, filename, "exec", flags=flags)
+            co = compile(tree, filename, "exec", flags)
             r = eval(co, self.ns)
-            if r is not None and co.co_flags & 0x80:  # CO_COROUTINE: top-level await
+            if r is not None and co.co_flags & _CO_COROUTINE:  # top-level await
                 _run_coroutine(r)
         if last is not None:
-            co = compile(last, filename, "eval", flags=flags)
+            co = compile(last, filename, "eval", flags)
             r = eval(co, self.ns)
-            if co.co_flags & 0x80:
+            if co.co_flags & _CO_COROUTINE:
                 r = _run_coroutine(r)
             return r
         return None
 
     def _error(self, e):
+        import linecache
+        import traceback
+        for name, src in self.sources.items():
+            linecache.cache[name] = (len(src), None, src.splitlines(True), name)
         if isinstance(e, SyntaxError):
             tb = traceback.format_exception_only(type(e), e)
         else:
@@ -386,8 +424,8 @@ class Kernel:
             raise KeyboardInterrupt
 
     def serve(self):
-        signal.signal(signal.SIGINT, self.on_sigint)
-        self.watcher.start()
+        _signal.signal(_signal.SIGINT, self.on_sigint)
+        _thread.start_new_thread(self._watch, ())
         while True:
             with self.chan.read_lock:
                 msg = self.chan.recv()
@@ -411,18 +449,23 @@ def _run_coroutine(coro):
     return loop.run_until_complete(coro)
 
 
-def main():
-    port = int(os.environ.pop("SANDCASTLE_KERNEL_PORT"))
-    token = os.environ.pop("SANDCASTLE_KERNEL_TOKEN")
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    os.environ.setdefault("MPLBACKEND", "Agg")
+def _quiet_matplotlib():
+    # plt.show() has nothing to show under Agg: figures come back as images.
     import warnings
     warnings.filterwarnings("ignore", message=".*non-interactive.*")
     warnings.filterwarnings("ignore", message=".*Matplotlib is currently using agg.*")
+
+
+def main():
+    port = int(os.environ.pop("SANDCASTLE_KERNEL_PORT"))
+    token = os.environ.pop("SANDCASTLE_KERNEL_TOKEN")
+    _signal.pthread_sigmask(_signal.SIG_UNBLOCK, {_signal.SIGINT})
+    os.environ.setdefault("MPLBACKEND", "Agg")
     # Like an interactive interpreter: modules in the working directory import.
     sys.path[0] = ""
-    sock = socket.create_connection(("127.0.0.1", port))
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    sock.connect(("127.0.0.1", port))
+    sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
     chan = Channel(sock)
     chan.send({"type": "hello", "token": token, "pid": os.getpid(),
                "version": sys.version.split()[0]})

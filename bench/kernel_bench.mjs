@@ -1,0 +1,252 @@
+#!/usr/bin/env node
+// Kernel benchmark over stdio (issue 5), all in one run:
+//   (a) warm `x += 1` round trip in an existing Python kernel through MCP
+//       (tools/call execute_code with sandbox_id), p50 and p99, beside a bare
+//       `ping` round trip measured interleaved in the same run (target: p50
+//       <= 0.3 ms). The server's own duration_ms (kernel cell time) is shown.
+//   (b) memory of an idle sandbox with a live Python kernel: PSS and RSS of
+//       the sandbox's processes on the host (init, supervisor, the kernel),
+//       against a bare /usr/bin/python3 sleeping (target: kernel <= 1 MiB
+//       above the bare interpreter).
+//   (c) how many such sandboxes fit: --count sandboxes are created for real
+//       (each runs a cell so its kernel is live), the per-sandbox cost is
+//       measured from MemAvailable and PSS, and the machine's limits (memory,
+//       pid_max, threads-max) give the estimate (target >= 2,000).
+//
+// Usage: node bench/kernel_bench.mjs [--sandcastle build/sandcastle]
+//          [--iterations 2000] [--count 200] [--json]
+import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '..');
+
+function parseArgs(argv) {
+  const opts = { sandcastle: join(root, 'build', 'sandcastle'), iterations: 2000, count: 200, json: false };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const val = () => argv[++i];
+    if (a === '--sandcastle') opts.sandcastle = resolve(val());
+    else if (a === '--iterations') opts.iterations = Number(val());
+    else if (a === '--count') opts.count = Number(val());
+    else if (a === '--json') opts.json = true;
+    else if (['--warmup', '--oneshot', '--creates', '--concurrent', '--rounds'].includes(a)) val();  // other benches' flags (bench/run)
+    else if (a === '-h' || a === '--help') {
+      console.log('usage: kernel_bench.mjs [--sandcastle PATH] [--iterations N] [--count N] [--json]');
+      process.exit(0);
+    } else throw new Error(`unknown argument ${a}`);
+  }
+  return opts;
+}
+
+const sorted = (xs) => [...xs].sort((a, b) => a - b);
+const pct = (xs, p) => { const s = sorted(xs); return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]; };
+const f3 = (x) => (Number.isFinite(x) ? x.toFixed(3) : 'n/a');
+const mib = (kib) => (kib / 1024).toFixed(2);
+const sleep = (t) => new Promise((r) => setTimeout(r, t));
+
+class LineClient {
+  constructor(command, args) {
+    this.proc = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    this.pending = new Map();
+    this.nextId = 1;
+    this.stderr = '';
+    this.proc.stderr.setEncoding('utf8');
+    this.proc.stderr.on('data', (d) => { if (this.stderr.length < 20000) this.stderr += d; });
+    this.proc.on('exit', () => {
+      for (const { reject } of this.pending.values()) reject(new Error(`server exited: ${this.stderr.slice(-500)}`));
+      this.pending.clear();
+    });
+    let buf = '';
+    this.proc.stdout.setEncoding('utf8');
+    this.proc.stdout.on('data', (chunk) => {
+      buf += chunk;
+      let nl;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (!line.trim()) continue;
+        const msg = JSON.parse(line);
+        const p = msg.id !== undefined && this.pending.get(msg.id);
+        if (p && ('result' in msg || 'error' in msg)) {
+          this.pending.delete(msg.id);
+          p.resolve({ msg, at: performance.now() });
+        }
+      }
+    });
+  }
+  send(msg) { this.proc.stdin.write(`${JSON.stringify(msg)}\n`); }
+  request(method, params) {
+    const id = this.nextId++;
+    const t0 = performance.now();
+    const done = new Promise((resolve, reject) => this.pending.set(id, { resolve, reject }));
+    this.send({ jsonrpc: '2.0', id, method, params });
+    return done.then(({ msg, at }) => ({ msg, t: at - t0 }));
+  }
+  async call(name, args) {
+    const { msg, t } = await this.request('tools/call', { name, arguments: args });
+    if (msg.error) throw new Error(`${name}: ${JSON.stringify(msg.error)}`);
+    if (msg.result.isError) throw new Error(`${name}: ${msg.result.content[0].text.slice(0, 300)}`);
+    return { sc: msg.result.structuredContent, t };
+  }
+  async init() {
+    await this.request('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'kernel-bench', version: '1' } });
+    this.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+  }
+  async close() {
+    this.proc.stdin.end();
+    await new Promise((r) => this.proc.on('exit', r));
+  }
+}
+
+// ---- host process accounting
+function procTable() {
+  const rows = new Map();
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      const cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
+      rows.set(Number(d), { pid: Number(d), ppid, cmd });
+    } catch { /* gone */ }
+  }
+  return rows;
+}
+function descendants(rows, pid) {
+  const kids = new Map();
+  for (const r of rows.values()) { if (!kids.has(r.ppid)) kids.set(r.ppid, []); kids.get(r.ppid).push(r.pid); }
+  const out = [];
+  const walk = (p) => { for (const k of kids.get(p) ?? []) { out.push(k); walk(k); } };
+  walk(pid);
+  return out;
+}
+function mem(pid) {
+  try {
+    const t = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+    const get = (k) => Number((t.match(new RegExp(`^${k}:\\s+(\\d+)`, 'm')) ?? [0, 0])[1]);
+    return { pss: get('Pss'), rss: get('Rss'), dirty: get('Private_Dirty'), uss: get('Private_Dirty') + get('Private_Clean') };
+  } catch { return { pss: 0, rss: 0, dirty: 0, uss: 0 }; }
+}
+const memAvailable = () => Number(readFileSync('/proc/meminfo', 'utf8').match(/MemAvailable:\s+(\d+)/)[1]);
+
+// Each sandbox's process tree on the host: the subtree of every outermost
+// sandcastle-init below the server.
+function sandboxTrees(serverPid) {
+  const rows = procTable();
+  const all = descendants(rows, serverPid);
+  const isInit = (p) => rows.get(p)?.cmd.startsWith('sandcastle-init');
+  const tops = all.filter((p) => isInit(p) && !isInit(rows.get(p).ppid));
+  return tops.map((top) => {
+    const pids = [top, ...descendants(rows, top)];
+    return { top, pids, kernel: pids.find((p) => rows.get(p)?.cmd.includes('python_driver')), rows };
+  });
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  const out = {};
+
+  // (a) warm round trips
+  {
+    const c = new LineClient(opts.sandcastle, []);
+    await c.init();
+    const { sc } = await c.call('create_sandbox', { language: 'python' });
+    const id = sc.sandbox_id;
+    await c.call('execute_code', { sandbox_id: id, code: 'x = 0' });
+    for (let i = 0; i < 200; i++) { await c.request('ping', {}); await c.call('execute_code', { sandbox_id: id, code: 'x += 1' }); }
+    const ping = [], cell = [], dur = [];
+    for (let i = 0; i < opts.iterations; i++) {
+      ping.push((await c.request('ping', {})).t);
+      const r = await c.call('execute_code', { sandbox_id: id, code: 'x += 1' });
+      cell.push(r.t);
+      dur.push(r.sc.duration_ms);
+    }
+    const check = await c.call('execute_code', { sandbox_id: id, code: 'x' });
+    if (Number(check.sc.result['text/plain']) !== opts.iterations + 200) throw new Error(`x is ${check.sc.result['text/plain']}`);
+    out.roundtrip = {
+      iterations: opts.iterations,
+      cell_p50: pct(cell, 50), cell_p99: pct(cell, 99),
+      ping_p50: pct(ping, 50), ping_p99: pct(ping, 99),
+      kernel_duration_p50: pct(dur, 50),
+    };
+
+    // (b) memory of this idle sandbox (its kernel has run 2,200 cells)
+    await sleep(500);
+    const trees = sandboxTrees(c.proc.pid);
+    const t = trees.find((x) => x.kernel);
+    const parts = t.pids.map((p) => ({ cmd: t.rows.get(p).cmd.split(' ')[0], ...mem(p) }));
+    const kernel = mem(t.kernel);
+    const bare = spawn('/usr/bin/python3', ['-c', 'import time; time.sleep(30)']);
+    await sleep(600);
+    const bareMem = mem(bare.pid);
+    bare.kill();
+    const cg = (await c.call('get_sandbox_status', { sandbox_id: id })).sc.usage;
+    out.memory = {
+      kernel, bare: bareMem,
+      sandbox_pss: parts.reduce((a, p) => a + p.pss, 0),
+      sandbox_rss: parts.reduce((a, p) => a + p.rss, 0),
+      parts, cgroup_memory_kib: Math.round(cg.memory_bytes / 1024),
+    };
+    await c.close();
+  }
+
+  // (c) capacity
+  {
+    const n = opts.count;
+    const c = new LineClient(opts.sandcastle, ['--max-sandboxes', String(n + 10), '--pool-size', '0']);
+    await c.init();
+    await sleep(300);
+    const avail0 = memAvailable();
+    const t0 = performance.now();
+    let made = 0;
+    let failure = '';
+    for (let i = 0; i < n; i++) {
+      try {
+        const { sc } = await c.call('create_sandbox', { language: 'python' });
+        await c.call('execute_code', { sandbox_id: sc.sandbox_id, code: 'x = 1' });
+        made++;
+      } catch (e) { failure = String(e.message).slice(0, 200); break; }
+    }
+    const secs = (performance.now() - t0) / 1000;
+    await sleep(1000);
+    const avail1 = memAvailable();
+    const trees = sandboxTrees(c.proc.pid);
+    let pss = 0;
+    for (const t of trees) for (const p of t.pids) pss += mem(p).pss;
+    const tasksPer = trees.length ? trees.reduce((a, t) => a + t.pids.length, 0) / trees.length + 1 : 4;  // + the watcher thread
+    const perAvail = (avail0 - avail1) / Math.max(1, made);
+    const perPss = pss / Math.max(1, trees.length);
+    const pidMax = Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8'));
+    const threadsMax = Number(readFileSync('/proc/sys/kernel/threads-max', 'utf8'));
+    out.capacity = {
+      made, requested: n, failure, seconds: secs, live_trees: trees.length,
+      per_sandbox_available_kib: perAvail, per_sandbox_pss_kib: perPss,
+      mem_available_kib: avail0,
+      fit_by_memory: Math.floor(avail0 / Math.max(perAvail, perPss)),
+      fit_by_pids: Math.floor(Math.min(pidMax, threadsMax) / tasksPer),
+      tasks_per_sandbox: tasksPer,
+    };
+    await c.close();
+  }
+
+  if (opts.json) { console.log(JSON.stringify(out, null, 2)); return; }
+  const r = out.roundtrip, m = out.memory, k = out.capacity;
+  const pass = (ok) => (ok ? 'met' : 'NOT met');
+  console.log('| measure | value | baseline (same run) | target |');
+  console.log('| --- | --- | --- | --- |');
+  console.log(`| warm \`x += 1\` round trip, p50 (${r.iterations} calls) | ${f3(r.cell_p50)} ms | ping ${f3(r.ping_p50)} ms | ≤ 0.3 ms ${pass(r.cell_p50 <= 0.3)} |`);
+  console.log(`| warm \`x += 1\` round trip, p99 | ${f3(r.cell_p99)} ms | ping ${f3(r.ping_p99)} ms | |`);
+  console.log(`| kernel cell time inside the server (duration_ms), p50 | ${f3(r.kernel_duration_p50)} ms | | |`);
+  // USS (private pages) is what each further kernel costs; PSS of a lone
+  // process also carries its share of libraries few others map yet.
+  console.log(`| idle kernel (python3) after ${r.iterations + 201} cells: USS / PSS / RSS | ${mib(m.kernel.uss)} / ${mib(m.kernel.pss)} / ${mib(m.kernel.rss)} MiB | bare python3: ${mib(m.bare.uss)} / ${mib(m.bare.pss)} / ${mib(m.bare.rss)} MiB | ≤ +1 MiB: USS ${pass(m.kernel.uss - m.bare.uss <= 1024)} (+${mib(m.kernel.uss - m.bare.uss)}), PSS +${mib(m.kernel.pss - m.bare.pss)} |`);
+  console.log(`| whole idle sandbox (init ×2, supervisor, kernel) PSS / RSS | ${mib(m.sandbox_pss)} / ${mib(m.sandbox_rss)} MiB | cgroup memory ${mib(m.cgroup_memory_kib)} MiB | |`);
+  console.log(`| sandboxes with a live kernel created for real | ${k.made} of ${k.requested} in ${k.seconds.toFixed(1)} s${k.failure ? ` (stopped: ${k.failure})` : ''} | | |`);
+  console.log(`| cost per sandbox: MemAvailable drop / PSS | ${mib(k.per_sandbox_available_kib)} / ${mib(k.per_sandbox_pss_kib)} MiB | | |`);
+  console.log(`| sandboxes that fit: memory (${mib(k.mem_available_kib)} MiB available) / pids | ${k.fit_by_memory} / ${k.fit_by_pids} | | ≥ 2,000 ${pass(Math.min(k.fit_by_memory, k.fit_by_pids) >= 2000)} |`);
+}
+
+main().catch((e) => { console.error(e); process.exit(1); });
