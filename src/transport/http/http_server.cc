@@ -351,16 +351,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     writing_ = true;
-    net::async_write(stream_.socket(), net::buffer(queue_.front()),
-                     [self = shared_from_this()](beast::error_code ec, size_t) {
-                       self->queued_ -= self->queue_.front().size();
-                       self->queue_.pop_front();
-                       if (ec) {
-                         self->shutdown();
-                         return;
-                       }
-                       self->write_next();
-                     });
+    // Everything queued goes out in one gathered write (one syscall, and
+    // usually one TCP segment, for a header, an event and the last chunk).
+    writing_bufs_.clear();
+    while (!queue_.empty()) {
+      writing_bufs_.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    std::vector<net::const_buffer> bufs;
+    bufs.reserve(writing_bufs_.size());
+    for (const auto& b : writing_bufs_) bufs.push_back(net::buffer(b));
+    net::async_write(stream_.socket(), bufs, [self = shared_from_this()](beast::error_code ec, size_t) {
+      for (const auto& b : self->writing_bufs_) self->queued_ -= b.size();
+      self->writing_bufs_.clear();
+      if (ec) {
+        self->shutdown();
+        return;
+      }
+      self->write_next();
+    });
   }
 
   void next_request() {
@@ -388,6 +397,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string remote_;
   std::weak_ptr<Exchange> exchange_;
   std::deque<std::string> queue_;
+  std::vector<std::string> writing_bufs_;  // owned by the write in progress
   size_t queued_ = 0;
   uint64_t gen_ = 0;
   uint64_t next_started_gen_ = 0;

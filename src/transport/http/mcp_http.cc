@@ -678,7 +678,10 @@ void handle_legacy_post(Ctx& c, const json& body) {
         return;
       }
   }
-  open_post_stream(c, s, ids, tool_call, std::move(extra));
+  // A tools/call opens its SSE stream at once when the session polls
+  // (2025-11-25: a priming event lets the client resume a closed stream);
+  // otherwise the first message decides between JSON and SSE.
+  open_post_stream(c, s, ids, tool_call && s->priming, std::move(extra));
   // A dropped connection is not a cancellation: the stream lives on for resumption.
   std::weak_ptr<HttpSession> weak = s;
   auto ex = c.ex;
@@ -804,7 +807,7 @@ void handle_mcp(Ctx& c) {
     json body;
     try {
       body = json::parse(c.req.body);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, and out_of_range for 1E1111
       c.reply(rpc_error_response(400, nullptr, mcp::rpc_error::kParseError,
                                  std::string("Parse error: the body is not valid JSON (UTF-8): ") + e.what()));
       return;
@@ -891,7 +894,7 @@ void handle_sse_message(Ctx& c) {
   json body;
   try {
     body = json::parse(c.req.body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for 1E1111
     c.reply(Response::text(400, std::string("Parse error: ") + e.what()));
     return;
   }

@@ -1,0 +1,245 @@
+#!/usr/bin/env node
+// HTTP benchmark: sandcastle's Streamable HTTP transport against the official
+// TypeScript SDK server (@modelcontextprotocol/server-everything, mode
+// streamableHttp), both driven by this one load generator in the same run.
+//
+// For each server and each concurrency C in {1, 16, 200}: C clients, each with
+// its own legacy session (2025-06-18) on its own keep-alive connection, send
+// requests back to back until N requests are done; measured: requests per
+// second, p50 and p99 latency, errors (HTTP status != 200 or a JSON-RPC
+// error). Methods: tools/list and a trivial tools/call (sandcastle: test_echo,
+// server-everything: echo). Then: memory (RSS) and threads of each server
+// with 1,000 idle SSE streams open.
+//
+// Usage: node bench/http_bench.mjs [--sandcastle build/sandcastle] [--requests 10000]
+//          [--streams 1000] [--json]
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import http from 'node:http';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '..');
+
+function parseArgs(argv) {
+  const opts = { sandcastle: join(root, 'build', 'sandcastle'), requests: 10000, streams: 1000, json: false,
+    concurrency: [1, 16, 200] };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const val = () => argv[++i];
+    if (a === '--sandcastle') opts.sandcastle = resolve(val());
+    else if (a === '--requests') opts.requests = Number(val());
+    else if (a === '--streams') opts.streams = Number(val());
+    else if (a === '--concurrency') opts.concurrency = val().split(',').map(Number);
+    else if (a === '--json') opts.json = true;
+    else if (a === '--iterations' || a === '--warmup' || a === '--rounds') val();  // bench/run passes these to all
+    else throw new Error(`unknown argument ${a}`);
+  }
+  return opts;
+}
+
+const EVERYTHING_DIR = [join(here, 'node_modules', '@modelcontextprotocol', 'server-everything'),
+  join(root, 'tests', 'e2e', 'node_modules', '@modelcontextprotocol', 'server-everything')].find((d) => existsSync(d));
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function freePort() {
+  const srv = http.createServer();
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  const { port } = srv.address();
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+async function startSandcastle(bin) {
+  const proc = spawn(bin, ['--transport', 'http', '--port', '0', '--test-fixtures', '--pool-size', '0',
+    '--log-level', 'error', '--state-dir', join('/tmp', `sandcastle-bench-${process.pid}`)],
+  { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  const base = await new Promise((res, rej) => {
+    proc.stderr.on('data', (c) => {
+      err += c;
+      const m = err.match(/listening on (http:\/\/[^\s/]+)\/mcp/);
+      if (m) res(m[1]);
+    });
+    proc.on('exit', (code) => rej(new Error(`sandcastle exited ${code}: ${err}`)));
+  });
+  return { name: 'sandcastle', proc, url: `${base}/mcp`, call: { name: 'test_echo', arguments: { text: 'hi' } } };
+}
+
+async function startEverything() {
+  const port = await freePort();
+  const proc = spawn(process.execPath, [join(EVERYTHING_DIR, 'dist', 'index.js'), 'streamableHttp'],
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, PORT: String(port) } });
+  let err = '';
+  await new Promise((res, rej) => {
+    proc.stderr.on('data', (c) => { err += c; if (/listening on port/.test(err)) res(); });
+    proc.on('exit', (code) => rej(new Error(`server-everything exited ${code}: ${err}`)));
+  });
+  const version = JSON.parse(readFileSync(join(EVERYTHING_DIR, 'package.json'), 'utf8')).version;
+  return { name: `server-everything ${version}`, proc, url: `http://127.0.0.1:${port}/mcp`,
+    call: { name: 'echo', arguments: { message: 'hi' } } };
+}
+
+// One POST on `agent`; resolves {status, headers, body}.
+function request(agent, url, body, headers) {
+  return new Promise((resolveReq, reject) => {
+    const u = new URL(url);
+    const data = JSON.stringify(body);
+    const req = http.request({ agent, host: u.hostname, port: u.port, path: u.pathname, method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream',
+        'content-length': Buffer.byteLength(data), ...headers } }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolveReq({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+
+// The JSON-RPC reply in a JSON or SSE body.
+function reply(res) {
+  if ((res.headers['content-type'] ?? '').includes('text/event-stream')) {
+    for (const line of res.body.split('\n')) {
+      if (!line.startsWith('data:')) continue;
+      const d = line.slice(5).trim();
+      if (!d) continue;
+      const m = JSON.parse(d);
+      if ('result' in m || 'error' in m) return m;
+    }
+    return null;
+  }
+  return JSON.parse(res.body);
+}
+
+async function openSession(agent, url) {
+  const init = await request(agent, url, { jsonrpc: '2.0', id: 0, method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'http-bench', version: '1' } } }, {});
+  const sid = init.headers['mcp-session-id'];
+  if (init.status !== 200 || !sid) throw new Error(`initialize: ${init.status} ${init.body}`);
+  const headers = { 'mcp-session-id': sid, 'mcp-protocol-version': '2025-06-18' };
+  await request(agent, url, { jsonrpc: '2.0', method: 'notifications/initialized' }, headers);
+  return headers;
+}
+
+async function load(server, method, concurrency, total) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
+  const sessions = [];
+  for (let i = 0; i < concurrency; i++) sessions.push(await openSession(agent, server.url));
+  const params = method === 'tools/call' ? server.call : {};
+  const lat = [];
+  let errors = 0, next = 0, id = 1;
+  const worker = async (headers) => {
+    while (next < total) {
+      next++;
+      const t0 = performance.now();
+      try {
+        const res = await request(agent, server.url, { jsonrpc: '2.0', id: id++, method, params }, headers);
+        const r = res.status === 200 ? reply(res) : null;
+        if (!r || r.error || (method === 'tools/call' && r.result?.isError)) errors++;
+      } catch {
+        errors++;
+      }
+      lat.push(performance.now() - t0);
+    }
+  };
+  // Warm-up: a few requests per session, not measured.
+  await Promise.all(sessions.map(async (h) => { for (let i = 0; i < 3; i++) await request(agent, server.url, { jsonrpc: '2.0', id: id++, method, params }, h); }));
+  const t0 = performance.now();
+  await Promise.all(sessions.map(worker));
+  const secs = (performance.now() - t0) / 1000;
+  for (const h of sessions) await new Promise((r) => {
+    const u = new URL(server.url);
+    http.request({ agent, host: u.hostname, port: u.port, path: u.pathname, method: 'DELETE', headers: h }, (res) => { res.resume(); res.on('end', r); }).on('error', r).end();
+  });
+  agent.destroy();
+  lat.sort((a, b) => a - b);
+  const q = (p) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))];
+  return { rps: lat.length / secs, p50: q(0.5), p99: q(0.99), errors, requests: lat.length };
+}
+
+function procStatus(pid) {
+  const s = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const rss = Number(s.match(/VmRSS:\s+(\d+)/)[1]) / 1024;
+  const threads = Number(s.match(/Threads:\s+(\d+)/)[1]);
+  return { rss, threads };
+}
+
+// Opens `n` sessions, each with a standalone GET SSE stream, and measures the server.
+async function idleStreams(server, n) {
+  const before = procStatus(server.proc.pid);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
+  const reqs = [];
+  let open = 0;
+  for (let i = 0; i < n; i++) {
+    const h = await openSession(agent, server.url);
+    await new Promise((res, rej) => {
+      const u = new URL(server.url);
+      const req = http.request({ agent: false, host: u.hostname, port: u.port, path: u.pathname, method: 'GET',
+        headers: { ...h, accept: 'text/event-stream' } }, (r) => {
+        if (r.statusCode === 200) open++;
+        r.on('data', () => {});
+        r.on('error', () => {});
+        res();
+      });
+      req.on('error', rej);
+      req.end();
+      reqs.push(req);
+    });
+  }
+  await sleep(1000);
+  const after = procStatus(server.proc.pid);
+  for (const r of reqs) r.destroy();
+  agent.destroy();
+  return { open, rssBefore: before.rss, rssAfter: after.rss, threads: after.threads,
+    perStreamKiB: ((after.rss - before.rss) * 1024) / Math.max(1, open) };
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  if (!existsSync(opts.sandcastle)) throw new Error(`${opts.sandcastle} not found`);
+  if (!EVERYTHING_DIR) throw new Error('server-everything missing: run scripts/install-deps');
+  const results = [];
+  const memory = [];
+  for (const start of [() => startSandcastle(opts.sandcastle), startEverything]) {
+    const server = await start();
+    try {
+      for (const method of ['tools/list', 'tools/call']) {
+        for (const c of opts.concurrency) {
+          const n = c === 1 ? Math.min(2000, opts.requests) : opts.requests;
+          const r = await load(server, method, c, n);
+          results.push({ server: server.name, method, concurrency: c, ...r });
+          if (!opts.json) console.error(`${server.name} ${method} c=${c}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, ${r.errors} errors`);
+        }
+      }
+      memory.push({ server: server.name, ...(await idleStreams(server, opts.streams)) });
+    } finally {
+      server.proc.kill('SIGTERM');
+      await sleep(200);
+    }
+  }
+  if (opts.json) {
+    console.log(JSON.stringify({ results, memory }, null, 2));
+    return;
+  }
+  const sc = (m, c) => results.find((r) => r.server === 'sandcastle' && r.method === m && r.concurrency === c);
+  const ev = (m, c) => results.find((r) => r.server !== 'sandcastle' && r.method === m && r.concurrency === c);
+  console.log('| method | clients | sandcastle req/s | p50 ms | p99 ms | errors | server-everything req/s | p50 ms | p99 ms | errors | ratio |');
+  console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+  for (const m of ['tools/list', 'tools/call']) {
+    for (const c of opts.concurrency) {
+      const a = sc(m, c), b = ev(m, c);
+      console.log(`| ${m} | ${c} | ${a.rps.toFixed(0)} | ${a.p50.toFixed(2)} | ${a.p99.toFixed(2)} | ${a.errors}/${a.requests} | ${b.rps.toFixed(0)} | ${b.p50.toFixed(2)} | ${b.p99.toFixed(2)} | ${b.errors}/${b.requests} | ${(a.rps / b.rps).toFixed(1)}× |`);
+    }
+  }
+  console.log();
+  console.log(`| server | idle SSE streams open | RSS before | RSS after | per stream | threads |`);
+  console.log('| --- | ---: | ---: | ---: | ---: | ---: |');
+  for (const m of memory)
+    console.log(`| ${m.server} | ${m.open} | ${m.rssBefore.toFixed(1)} MiB | ${m.rssAfter.toFixed(1)} MiB | ${m.perStreamKiB.toFixed(1)} KiB | ${m.threads} |`);
+}
+
+main().catch((e) => { console.error(e); process.exit(1); });
