@@ -256,9 +256,7 @@ struct McpHttp::State : std::enable_shared_from_this<McpHttp::State> {
       Headers h = st.extra_headers;
       h.emplace_back("Content-Type", "application/json");
       st.sink->respond(Response{200, std::move(h), mcp::dump_message(msg)});
-      st.sink.reset();
-      st.finished = true;
-      st.finished_at = Clock::now();
+      s->streams.erase(sit);  // nothing to resume: no event ids were given
       return;
     }
     if (st.sink && !st.sink_is_sse) {
@@ -276,6 +274,24 @@ struct McpHttp::State : std::enable_shared_from_this<McpHttp::State> {
       if (st.sink) {
         end_sse(st.sink);
         st.sink.reset();
+      }
+      prune_finished(*s);
+    }
+  }
+
+  // Finished streams stay resumable for a while; a busy session keeps only
+  // the most recent ones. Called with s.mu held.
+  void prune_finished(HttpSession& s) {
+    constexpr size_t kKeep = 64;
+    size_t finished = 0;
+    for (const auto& [id, st] : s.streams)
+      if (id != 0 && st.finished && !st.sink) ++finished;
+    for (auto it = s.streams.begin(); it != s.streams.end() && finished > kKeep;) {
+      if (it->first != 0 && it->second.finished && !it->second.sink) {
+        it = s.streams.erase(it);
+        --finished;
+      } else {
+        ++it;
       }
     }
   }
