@@ -1,5 +1,7 @@
 #include "store/key_store.h"
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <ctime>
 
@@ -69,6 +71,8 @@ Result<std::unique_ptr<KeyStore>> KeyStore::open(const std::string& path) {
     sqlite3_close(db);
     return Error::make(ErrorCode::kIo, "open key database " + path + ": " + msg);
   }
+  // Only hashes are stored, but nobody else needs to read them either.
+  ::chmod(path.c_str(), 0600);
   sqlite3_busy_timeout(db, 5000);
   std::unique_ptr<KeyStore> ks(new KeyStore(db));
   if (auto s = ks->exec("PRAGMA journal_mode=WAL"); !s.ok()) return s.error();
