@@ -80,23 +80,34 @@ Result<RuntimeDirs> prepare_runtime_dirs() {
   return d;
 }
 
-std::vector<MountOp> host_image_plan(const SandboxSpec& spec, const std::string& etc_template) {
-  const Limits& l = spec.limits();
+namespace {
+
+struct PlanBuilder {
   std::vector<MountOp> p;
-  auto mkdir = [&](std::string dst, std::uint32_t mode = 0755) {
+  void mkdir(std::string dst, std::uint32_t mode = 0755) {
     p.push_back(MountOp{MountKind::kMkdir, "", std::move(dst), 0, mode, false, ""});
-  };
-  auto bind = [&](std::string src, std::string dst) {
+  }
+  void bind(std::string src, std::string dst) {
     mkdir(dst);
     p.push_back(MountOp{MountKind::kBind, std::move(src), std::move(dst), 0, 0, false, ""});
-  };
-  auto tmpfs = [&](std::string dst, std::uint64_t size, std::uint32_t mode, std::string opts) {
-    mkdir(dst, mode);
+  }
+  // The mount point exists already (made by the base plan).
+  void tmpfs(std::string dst, std::uint64_t size, std::uint32_t mode, std::string opts) {
     p.push_back(MountOp{MountKind::kTmpfs, "", std::move(dst), size, mode, true, std::move(opts)});
-  };
-  auto link = [&](std::string target, std::string dst) {
+  }
+  void link(std::string target, std::string dst) {
     p.push_back(MountOp{MountKind::kSymlink, std::move(target), std::move(dst), 0, 0, false, ""});
-  };
+  }
+};
+
+}  // namespace
+
+std::vector<MountOp> host_image_base_plan(const std::string& etc_template) {
+  PlanBuilder b;
+  std::vector<MountOp>& p = b.p;
+  auto mkdir = [&](std::string dst, std::uint32_t mode = 0755) { b.mkdir(std::move(dst), mode); };
+  auto bind = [&](std::string src, std::string dst) { b.bind(std::move(src), std::move(dst)); };
+  auto link = [&](std::string target, std::string dst) { b.link(std::move(target), std::move(dst)); };
 
   bind("/usr", "usr");
   // /bin, /lib, ... exactly as on the host: merged-/usr links stay links.
@@ -123,7 +134,8 @@ std::vector<MountOp> host_image_plan(const SandboxSpec& spec, const std::string&
   mkdir("proc");
   p.push_back(MountOp{MountKind::kProc, "", "proc", 0, 0, false, ""});
 
-  tmpfs("dev", 64 * 1024, 0755, "noexec");
+  mkdir("dev");
+  b.tmpfs("dev", 64 * 1024, 0755, "noexec");
   for (const char* node : {"null", "zero", "full", "random", "urandom", "tty"})
     p.push_back(MountOp{MountKind::kBindFile, std::string("/dev/") + node, std::string("dev/") + node,
                         0, 0, true, ""});
@@ -134,16 +146,31 @@ std::vector<MountOp> host_image_plan(const SandboxSpec& spec, const std::string&
   link("/proc/self/fd/0", "dev/stdin");
   link("/proc/self/fd/1", "dev/stdout");
   link("/proc/self/fd/2", "dev/stderr");
-  tmpfs("dev/shm", l.tmp_bytes, 01777, "noexec");
-  p.push_back(MountOp{MountKind::kReadOnly, "", "dev", 0, 0, false, ""});
+  mkdir("dev/shm", 01777);
+  mkdir("tmp", 01777);
+  mkdir("workspace", 0755);
+  mkdir("root", 0700);
+  return p;
+}
 
-  tmpfs("tmp", l.tmp_bytes, 01777, "nr_inodes=65536");
+std::vector<MountOp> host_image_spec_plan(const SandboxSpec& spec) {
+  const Limits& l = spec.limits();
+  PlanBuilder b;
+  b.tmpfs("dev/shm", l.tmp_bytes, 01777, "noexec");
+  b.p.push_back(MountOp{MountKind::kReadOnly, "", "dev", 0, 0, false, ""});
+  b.tmpfs("tmp", l.tmp_bytes, 01777, "nr_inodes=65536");
   // The disk limit: a tmpfs of exactly that size, so a full disk is ENOSPC
   // inside the sandbox and nothing on the host.
-  tmpfs("workspace", l.disk_bytes, 0755, "uid=1000,gid=1000,nr_inodes=262144");
-  mkdir("root", 0700);
+  b.tmpfs("workspace", l.disk_bytes, 0755, "uid=1000,gid=1000,nr_inodes=262144");
   // Last: the root tmpfs itself becomes read-only.
-  p.push_back(MountOp{MountKind::kReadOnly, "", "", 0, 0, false, ""});
+  b.p.push_back(MountOp{MountKind::kReadOnly, "", "", 0, 0, false, ""});
+  return b.p;
+}
+
+std::vector<MountOp> host_image_plan(const SandboxSpec& spec, const std::string& etc_template) {
+  std::vector<MountOp> p = host_image_base_plan(etc_template);
+  std::vector<MountOp> rest = host_image_spec_plan(spec);
+  p.insert(p.end(), rest.begin(), rest.end());
   return p;
 }
 

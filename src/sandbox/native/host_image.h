@@ -26,7 +26,13 @@ struct RuntimeDirs {
 // from a crashed predecessor's.
 Result<RuntimeDirs> prepare_runtime_dirs();
 
-// Mount plan for the "host" image (paths relative to the new root).
+// Mount plan for the "host" image (paths relative to the new root), in two
+// parts: what every sandbox of this server has (binds, /proc, /dev, mount
+// points; done ahead of demand by a prespawned init), and what its spec
+// sizes (the tmpfs mounts), followed by the read-only remounts of /dev and /.
+std::vector<MountOp> host_image_base_plan(const std::string& etc_template);
+std::vector<MountOp> host_image_spec_plan(const SandboxSpec& spec);
+// Both, in order.
 std::vector<MountOp> host_image_plan(const SandboxSpec& spec, const std::string& etc_template);
 
 // Where runtime dirs live for this user (/run as root, else /tmp).

@@ -3,8 +3,9 @@
 // ordinary C++ instead of the async-signal-safe subset a forked child of the
 // multithreaded server is limited to.
 //
-// Inherited fds: 3 = config pipe (u32 length + encoded InitConfig),
-// 4 = status pipe (one InitStatus), 5 = control socket (exec requests).
+// Inherited fds: 3 = config socket (u32 length + encoded InitConfig, later
+// u32 length + encoded FinishConfig), 4 = status pipe (an InitStatus after
+// each), 5 = control socket (exec and listen requests).
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "sandbox/native/caps.h"
@@ -40,6 +42,15 @@ bool read_all(int fd, void* buf, std::size_t n) {
   return true;
 }
 
+// u32 length + bytes.
+std::optional<StepError> read_message(int fd, std::string& out) {
+  std::uint32_t len = 0;
+  if (!read_all(fd, &len, sizeof len) || len > (1u << 20)) return step_failed("read config length", EPROTO);
+  out.assign(len, '\0');
+  if (!read_all(fd, out.data(), len)) return step_failed("read config", EPROTO);
+  return std::nullopt;
+}
+
 int report(const StepError& e) {
   InitStatus st{};
   st.err = e.err == 0 ? EIO : e.err;
@@ -63,16 +74,13 @@ int main() {
   // Die with the server; set again because exec may have cleared it.
   prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 
-  std::uint32_t len = 0;
-  if (!read_all(kConfigFd, &len, sizeof len) || len > (1u << 20))
-    return report(step_failed("read config length", EPROTO));
-  std::string bytes(len, '\0');
-  if (!read_all(kConfigFd, bytes.data(), len)) return report(step_failed("read config", EPROTO));
-  ::close(kConfigFd);
+  std::string bytes;
+  if (auto e = read_message(kConfigFd, bytes)) return report(*e);
   auto config = decode_init_config(bytes);
   if (!config) return report(step_failed("decode config", EPROTO));
 
-  // Setup order:
+  // Setup order. Steps 1-6 depend on nothing in the sandbox's spec and may
+  // run long before the sandbox is asked for (a prespawned init).
   // 1. Supplementary groups inherited from the server are dropped (refused
   //    when the unprivileged path had to deny setgroups: then they are the
   //    invoking user's own groups anyway).
@@ -80,18 +88,28 @@ int main() {
   // 2. Not dumpable: commands share our uid, and this keeps them from
   //    ptrace-attaching to or reading /proc of init and the supervisors.
   if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return report(step_failed("set non-dumpable"));
-  // 3. The filesystem: plan, pivot_root, old root detached.
+  // 3. The filesystem: base plan, pivot_root, old root detached.
   if (auto e = build_root_filesystem(*config)) return report(*e);
-  // 4. Identity of the machine.
-  if (::sethostname(config->hostname.data(), config->hostname.size()) != 0)
-    return report(step_failed("sethostname"));
-  // 5. Network: loopback only.
+  // 4. Network: loopback only.
   if (auto e = bring_loopback_up()) return report(*e);
-  // 6. Empty bounding and ambient sets: init keeps what it needs (nested
+  // 5. Empty bounding and ambient sets: init keeps what it needs (nested
   //    PID namespaces, low ports), no command can regain anything.
   if (auto e = drop_bounding_and_ambient()) return report(*e);
-  // 7. Ready.
+  // 6. Prepared.
   InitStatus ok{};
+  if (::write(kStatusFd, &ok, sizeof ok) != static_cast<ssize_t>(sizeof ok)) return 1;
+
+  // The spec's part, when the sandbox is created.
+  if (auto e = read_message(kConfigFd, bytes)) return report(*e);
+  ::close(kConfigFd);
+  auto finish = decode_finish_config(bytes);
+  if (!finish) return report(step_failed("decode finish config", EPROTO));
+  // 7. Sized tmpfs mounts, then /dev and / read-only.
+  if (auto e = finish_root_filesystem(*finish)) return report(*e);
+  // 8. Identity of the machine.
+  if (::sethostname(finish->hostname.data(), finish->hostname.size()) != 0)
+    return report(step_failed("sethostname"));
+  // 9. Ready.
   if (::write(kStatusFd, &ok, sizeof ok) != static_cast<ssize_t>(sizeof ok)) return 1;
   ::close(kStatusFd);
   return run_init_loop(kControlFd, *config);

@@ -23,7 +23,7 @@ int set_attrs(const std::string& path, std::uint64_t attrs, bool recursive) {
 }
 
 std::optional<StepError> apply(const std::string& root, const MountOp& op) {
-  std::string dst = op.dst.empty() ? root : root + "/" + op.dst;
+  std::string dst = op.dst.empty() ? root : (root == "/" ? root : root + "/") + op.dst;
   switch (op.kind) {
     case MountKind::kMkdir:
       if (::mkdir(dst.c_str(), op.mode) != 0 && errno != EEXIST) return step_failed(op.describe());
@@ -108,6 +108,13 @@ std::optional<StepError> build_root_filesystem(const InitConfig& config) {
   if (syscall(SYS_pivot_root, ".", ".") != 0) return step_failed("pivot_root");
   if (::umount2(".", MNT_DETACH) != 0) return step_failed("detach old root");
   if (::chdir("/") != 0) return step_failed("chdir /");
+  return std::nullopt;
+}
+
+std::optional<StepError> finish_root_filesystem(const FinishConfig& config) {
+  for (const MountOp& op : config.mounts) {
+    if (auto err = apply("/", op)) return err;
+  }
   return std::nullopt;
 }
 

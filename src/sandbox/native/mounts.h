@@ -14,4 +14,7 @@ namespace sandcastle::sandbox::native {
 // apply each MountOp in plan order, pivot_root, detach the old root.
 std::optional<StepError> build_root_filesystem(const InitConfig& config);
 
+// After pivot_root: applies the FinishConfig's ops relative to "/".
+std::optional<StepError> finish_root_filesystem(const FinishConfig& config);
+
 }  // namespace sandcastle::sandbox::native

@@ -24,7 +24,13 @@ Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits) {
     if (!cg) return cg.take_error();
     p.cgroup = std::move(*cg);
   }
-  auto init = spawn_pending_init(spawner, SpawnRequest{helper_path, p.ids, p.cgroup.get()});
+  InitConfig config;
+  config.new_root = dirs.root_mount;
+  config.mounts = host_image_base_plan(dirs.etc_template);
+  config.seccomp_bpf = seccomp_bpf;
+  config.uid = p.ids.inside_uid;
+  config.gid = p.ids.inside_gid;
+  auto init = spawn_pending_init(spawner, SpawnRequest{helper_path, p.ids, p.cgroup.get(), encode(config)});
   if (!init) return init.take_error();
   p.init = std::move(*init);
   return p;
@@ -169,15 +175,10 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) 
     }
   }
 
-  InitConfig config;
-  config.new_root = shared_->dirs.root_mount;
-  config.mounts = host_image_plan(spec, shared_->dirs.etc_template);
-  config.hostname = spec.hostname();
-  config.seccomp_bpf = shared_->seccomp_bpf;
-  config.uid = pre->ids.inside_uid;
-  config.gid = pre->ids.inside_gid;
-
-  auto init = start_init(std::move(pre->init), encode(config));
+  FinishConfig finish;
+  finish.mounts = host_image_spec_plan(spec);
+  finish.hostname = spec.hostname();
+  auto init = start_init(std::move(pre->init), encode(finish));
   if (!init) return init.take_error();
 
   // The sandbox's root as the server sees it; file operations resolve

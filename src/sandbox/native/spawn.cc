@@ -144,6 +144,26 @@ Status write_all(int fd, const char* p, std::size_t n) {
   return {};
 }
 
+Status read_init_status(int fd) {
+  InitStatus result{};
+  std::size_t got = 0;
+  while (got < sizeof result) {
+    struct pollfd p {fd, POLLIN, 0};
+    int r = ::poll(&p, 1, 30'000);
+    if (r == 0) return Error::make(ErrorCode::kTimeout, "sandbox init did not report");
+    if (r < 0 && errno == EINTR) continue;
+    ssize_t n = ::read(fd, reinterpret_cast<char*>(&result) + got, sizeof result - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Error::make(ErrorCode::kInternal, "sandbox init exited during setup");
+    got += static_cast<std::size_t>(n);
+  }
+  if (result.err != 0) {
+    result.step[sizeof result.step - 1] = '\0';
+    return Error::from_errno(result.step, result.err);
+  }
+  return {};
+}
+
 }  // namespace
 
 void kill_and_reap(InitProcess& init) {
@@ -212,46 +232,34 @@ Result<PendingInit> spawn_pending_init(Spawner& spawner, const SpawnRequest& req
   if (auto st = write_id_maps(init.pid, req.ids); !st) return fail(st.take_error());
   if (req.cgroup)
     if (auto st = req.cgroup->add_process(init.pid); !st) return fail(st.take_error());
-  // Go: the child takes its mapped identity and execs the helper, which
-  // then blocks reading its config from the same pipe.
-  if (auto st = write_all(cfg_w.get(), "g", 1); !st) return fail(st.take_error());
+  // One write: the go byte (the child takes its mapped identity and execs
+  // the helper), then the InitConfig the helper reads after exec.
+  std::string msg(1, 'g');
+  std::uint32_t len = static_cast<std::uint32_t>(req.config.size());
+  msg.append(reinterpret_cast<const char*>(&len), sizeof len);
+  msg += req.config;
+  if (auto st = write_all(cfg_w.get(), msg.data(), msg.size()); !st) return fail(st.take_error());
   init.control = std::move(ctl_server);
   pending.config = std::move(cfg_w);
   pending.status = std::move(st_r);
   return pending;
 }
 
-Result<InitProcess> start_init(PendingInit pending, const std::string& config) {
+Result<InitProcess> start_init(PendingInit pending, const std::string& finish_config) {
   InitProcess init = std::move(pending.process);
   auto fail = [&](Error e) -> Result<InitProcess> {
     kill_and_reap(init);
     return e;
   };
-  // Length and config in one go (a config larger than the socket buffer is
-  // read as it is written).
   std::string msg;
-  std::uint32_t len = static_cast<std::uint32_t>(config.size());
+  std::uint32_t len = static_cast<std::uint32_t>(finish_config.size());
   msg.append(reinterpret_cast<const char*>(&len), sizeof len);
-  msg += config;
+  msg += finish_config;
   if (auto st = write_all(pending.config.get(), msg.data(), msg.size()); !st) return fail(st.take_error());
   pending.config.reset();
-
-  InitStatus result{};
-  std::size_t got = 0;
-  while (got < sizeof result) {
-    struct pollfd p {pending.status.get(), POLLIN, 0};
-    int r = ::poll(&p, 1, 30'000);
-    if (r == 0) return fail(Error::make(ErrorCode::kTimeout, "sandbox init did not report"));
-    if (r < 0 && errno == EINTR) continue;
-    ssize_t n = ::read(pending.status.get(), reinterpret_cast<char*>(&result) + got, sizeof result - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail(Error::make(ErrorCode::kInternal, "sandbox init exited during setup"));
-    got += static_cast<std::size_t>(n);
-  }
-  if (result.err != 0) {
-    result.step[sizeof result.step - 1] = '\0';
-    return fail(Error::from_errno(result.step, result.err));
-  }
+  // "prepared" (usually written long ago by a prespawned init), then "ready".
+  for (int i = 0; i < 2; ++i)
+    if (auto st = read_init_status(pending.status.get()); !st) return fail(st.take_error());
   return init;
 }
 

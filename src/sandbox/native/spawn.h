@@ -58,21 +58,23 @@ struct SpawnRequest {
   std::string helper_path;
   IdMapping ids;
   SandboxCgroup* cgroup = nullptr;  // may be null (no cgroups)
+  std::string config;               // encoded InitConfig (spec-independent)
 };
 
 // An init cloned into its namespaces, id-mapped, placed in its cgroup, and
-// already running the helper, which waits for its config: all of a sandbox
-// that does not depend on its spec, and most of the cost of creating one.
+// running the helper with its InitConfig: building everything of a sandbox
+// that does not depend on its spec (most of the cost of creating one), then
+// waiting for the FinishConfig.
 struct PendingInit {
   InitProcess process;  // control socket set
-  UniqueFd config;      // the helper reads u32 length + encoded InitConfig
-  UniqueFd status;      // the helper writes one InitStatus
+  UniqueFd config;      // u32 length + encoded FinishConfig goes here
+  UniqueFd status;      // two InitStatus records come back: prepared, ready
 };
 
 Result<PendingInit> spawn_pending_init(Spawner& spawner, const SpawnRequest& req);
-// Sends the config (the spec-dependent part: mounts, hostname) and waits for
-// the helper's {step, errno} or ready. Kills the init on failure.
-Result<InitProcess> start_init(PendingInit pending, const std::string& config);
+// Sends the FinishConfig (the spec-dependent part: sized mounts, hostname)
+// and waits for the helper's {step, errno} or ready. Kills the init on failure.
+Result<InitProcess> start_init(PendingInit pending, const std::string& finish_config);
 
 // SIGKILL through the pidfd and reap.
 void kill_and_reap(InitProcess& init);

@@ -54,11 +54,11 @@ std::string MountOp::describe() const {
   return "mount op";
 }
 
-std::string encode(const InitConfig& c) {
-  WireWriter w;
-  w.str(c.new_root);
-  w.u32(static_cast<std::uint32_t>(c.mounts.size()));
-  for (const auto& m : c.mounts) {
+namespace {
+
+void put_mounts(WireWriter& w, const std::vector<MountOp>& mounts) {
+  w.u32(static_cast<std::uint32_t>(mounts.size()));
+  for (const auto& m : mounts) {
     w.u32(static_cast<std::uint32_t>(m.kind));
     w.str(m.src);
     w.str(m.dst);
@@ -67,7 +67,33 @@ std::string encode(const InitConfig& c) {
     w.u32(m.writable ? 1 : 0);
     w.str(m.options);
   }
-  w.str(c.hostname);
+}
+
+bool get_mounts(WireReader& r, std::vector<MountOp>& out) {
+  std::uint32_t n = r.u32();
+  if (!r.ok() || n > 4096) return false;
+  for (std::uint32_t i = 0; i < n && r.ok(); ++i) {
+    MountOp m;
+    std::uint32_t kind = r.u32();
+    if (kind < 1 || kind > static_cast<std::uint32_t>(MountKind::kReadOnly)) return false;
+    m.kind = static_cast<MountKind>(kind);
+    m.src = r.str();
+    m.dst = r.str();
+    m.size = r.u64();
+    m.mode = r.u32();
+    m.writable = r.u32() != 0;
+    m.options = r.str();
+    out.push_back(std::move(m));
+  }
+  return r.ok();
+}
+
+}  // namespace
+
+std::string encode(const InitConfig& c) {
+  WireWriter w;
+  w.str(c.new_root);
+  put_mounts(w, c.mounts);
   w.str(c.seccomp_bpf);
   w.u32(c.uid);
   w.u32(c.gid);
@@ -78,25 +104,26 @@ std::optional<InitConfig> decode_init_config(std::string_view bytes) {
   WireReader r(bytes);
   InitConfig c;
   c.new_root = r.str();
-  std::uint32_t n = r.u32();
-  if (!r.ok() || n > 4096) return std::nullopt;
-  for (std::uint32_t i = 0; i < n && r.ok(); ++i) {
-    MountOp m;
-    std::uint32_t kind = r.u32();
-    if (kind < 1 || kind > static_cast<std::uint32_t>(MountKind::kReadOnly)) return std::nullopt;
-    m.kind = static_cast<MountKind>(kind);
-    m.src = r.str();
-    m.dst = r.str();
-    m.size = r.u64();
-    m.mode = r.u32();
-    m.writable = r.u32() != 0;
-    m.options = r.str();
-    c.mounts.push_back(std::move(m));
-  }
-  c.hostname = r.str();
+  if (!get_mounts(r, c.mounts)) return std::nullopt;
   c.seccomp_bpf = r.str();
   c.uid = r.u32();
   c.gid = r.u32();
+  if (!r.ok() || !r.at_end()) return std::nullopt;
+  return c;
+}
+
+std::string encode(const FinishConfig& c) {
+  WireWriter w;
+  put_mounts(w, c.mounts);
+  w.str(c.hostname);
+  return w.bytes();
+}
+
+std::optional<FinishConfig> decode_finish_config(std::string_view bytes) {
+  WireReader r(bytes);
+  FinishConfig c;
+  if (!get_mounts(r, c.mounts)) return std::nullopt;
+  c.hostname = r.str();
   if (!r.ok() || !r.at_end()) return std::nullopt;
   return c;
 }

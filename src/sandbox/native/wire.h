@@ -73,11 +73,12 @@ struct MountOp {
   std::string describe() const;
 };
 
-// Everything the init helper needs to build the sandbox.
+// What the init helper needs to build the spec-independent part of the
+// sandbox (it may do so long before the sandbox is asked for): the root
+// filesystem up to pivot_root, loopback, and what each exec applies.
 struct InitConfig {
   std::string new_root;  // host directory the root tmpfs is mounted on
-  std::vector<MountOp> mounts;
-  std::string hostname;
+  std::vector<MountOp> mounts;  // relative to new_root, applied before pivot_root
   std::string seccomp_bpf;  // struct sock_filter array, applied in each exec
   std::uint32_t uid = 1000;
   std::uint32_t gid = 1000;
@@ -85,6 +86,17 @@ struct InitConfig {
 
 std::string encode(const InitConfig& c);
 std::optional<InitConfig> decode_init_config(std::string_view bytes);
+
+// The spec-dependent rest, sent when the sandbox is created: sized tmpfs
+// mounts and the final read-only remounts (relative to the new root, after
+// pivot_root), and the hostname.
+struct FinishConfig {
+  std::vector<MountOp> mounts;
+  std::string hostname;
+};
+
+std::string encode(const FinishConfig& c);
+std::optional<FinishConfig> decode_finish_config(std::string_view bytes);
 
 struct ExecWire {
   std::vector<std::string> argv;
@@ -143,8 +155,9 @@ struct ExecReport {
 std::string encode(const ExecReport& r);
 std::optional<ExecReport> decode_report(std::string_view bytes);
 
-// Fixed-size record the init helper writes once to its status pipe: err == 0
-// means "ready"; otherwise step names what failed ("mount /proc").
+// Fixed-size record the init helper writes to its status pipe, twice: after
+// the InitConfig part ("prepared") and after the FinishConfig part ("ready").
+// err != 0 ends it: step names what failed ("mount /proc").
 struct InitStatus {
   std::int32_t err = 0;
   char step[244] = {};

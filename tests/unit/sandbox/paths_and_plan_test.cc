@@ -49,5 +49,27 @@ TEST(HostImagePlan, ReadOnlyUsrSizedTmpfsAndRootLast) {
   EXPECT_EQ(plan.back().dst, "");
 }
 
+TEST(HostImagePlan, BasePartIsSpecIndependentAndSpecPartOnlySizesAndSeals) {
+  // The base plan is built before any spec is known (prespawned inits):
+  // every mount in it is the same for every sandbox, and it mounts nothing
+  // writable except /dev's small fixed tmpfs.
+  for (const MountOp& op : host_image_base_plan("/run/t/etc"))
+    if (op.kind == MountKind::kTmpfs) {
+      EXPECT_EQ(op.dst, "dev");
+    }
+  SpecOptions o;
+  o.limits.tmp_bytes = 5 * kMiB;
+  auto spec = SandboxSpec::create(o);
+  ASSERT_TRUE(spec.ok());
+  auto rest = host_image_spec_plan(*spec);
+  for (const MountOp& op : rest)
+    EXPECT_TRUE(op.kind == MountKind::kTmpfs || op.kind == MountKind::kReadOnly) << op.describe();
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.front().dst, "dev/shm");
+  EXPECT_EQ(rest.front().size, 5 * kMiB);
+  EXPECT_EQ(rest.back().kind, MountKind::kReadOnly);
+  EXPECT_EQ(rest.back().dst, "");
+}
+
 }  // namespace
 }  // namespace sandcastle::sandbox::native

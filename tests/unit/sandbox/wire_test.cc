@@ -46,7 +46,6 @@ TEST(Wire, InitConfigRoundTrip) {
   InitConfig c;
   c.new_root = std::string("/run/x/root");
   c.mounts.push_back(op);
-  c.hostname = std::string("h");
   c.seccomp_bpf = std::string(16, '\x01');
   auto d = decode_init_config(encode(c));
   ASSERT_TRUE(d.has_value());
@@ -55,6 +54,18 @@ TEST(Wire, InitConfigRoundTrip) {
   EXPECT_EQ(d->mounts[0].mode, 01777u);
   EXPECT_EQ(d->mounts[0].describe(), "mount tmpfs /tmp");
   EXPECT_EQ(d->seccomp_bpf, c.seccomp_bpf);
+}
+
+TEST(Wire, FinishConfigRoundTrip) {
+  FinishConfig c;
+  c.mounts.push_back(MountOp{MountKind::kReadOnly, "", "", 0, 0, false, ""});
+  c.hostname = "h";
+  auto d = decode_finish_config(encode(c));
+  ASSERT_TRUE(d.has_value());
+  ASSERT_EQ(d->mounts.size(), 1u);
+  EXPECT_EQ(d->mounts[0].kind, MountKind::kReadOnly);
+  EXPECT_EQ(d->hostname, "h");
+  EXPECT_FALSE(decode_finish_config(encode(c) + "x"));
 }
 
 TEST(Wire, ReportRoundTripAndValidation) {
