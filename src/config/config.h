@@ -26,7 +26,8 @@ struct Config {
   int64_t request_timeout_ms = 10'000;
   int64_t keepalive_ms = 15'000;
   std::string log_level = "info";
-  int64_t max_message_bytes = 16 * 1024 * 1024;
+  // Room for the largest file write (32 MiB) in base64 with its envelope.
+  int64_t max_message_bytes = 64 * 1024 * 1024;
   int64_t page_size = 100;
   // [auth]
   bool auth_enabled = false;

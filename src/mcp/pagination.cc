@@ -95,6 +95,8 @@ std::optional<size_t> decode_cursor(const std::string& list, const std::string& 
   size_t offset = 0;
   auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), offset);
   if (ec != std::errc() || p != num.data() + num.size()) return std::nullopt;
+  // Only the exact form we issue: no padding, whitespace or leading zeros.
+  if (encode_cursor(list, offset) != cursor) return std::nullopt;
   return offset;
 }
 

@@ -129,8 +129,10 @@ void Session::handle_text(std::string_view text) {
   json msg;
   try {
     msg = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    // nlohmann rejects invalid UTF-8 inside strings here, too.
+  } catch (const json::exception& e) {
+    // Not only parse_error: a number too large for a double ("1E1111") throws
+    // out_of_range, and an escaped exception would end the server. nlohmann
+    // rejects invalid UTF-8 inside strings here, too.
     send_(make_error(nullptr, rpc_error::kParseError,
                      std::string("Parse error: the message is not valid JSON (UTF-8): ") + e.what()));
     return;

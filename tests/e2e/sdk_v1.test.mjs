@@ -21,7 +21,7 @@ describe('SDK v1 client (legacy era)', () => {
   before(async () => { c = await connect(); });
   after(async () => { await c?.client.close(); });
 
-  test('initialize negotiates the SDK version and reports serverInfo', () => {
+  test('initialize negotiates the SDK version and reports serverInfo', async () => {
     const { req, res } = exchange(c.wire, 'initialize');
     assert.ok(req, 'initialize was sent');
     assert.ok(res?.result, `initialize answered: ${JSON.stringify(res)}`);
@@ -31,7 +31,12 @@ describe('SDK v1 client (legacy era)', () => {
     const caps = c.client.getServerCapabilities();
     assert.ok(caps.tools, 'declares tools');
     assert.ok(caps.logging, 'declares logging');
-    assert.ok(!caps.resources && !caps.prompts, 'declares only what is implemented');
+    // resources: sandbox:// files (resources/read, resources/templates/list).
+    assert.ok(caps.resources, 'declares resources');
+    // Declared only what is implemented: every declared feature answers.
+    assert.deepEqual(Object.keys(caps).filter((k) => !['tools', 'logging', 'resources', 'prompts', 'completions'].includes(k)), []);
+    if (caps.resources) await c.client.listResourceTemplates();
+    if (caps.prompts) await c.client.listPrompts();
   });
 
   test('tools/list has every fixture with a schema', async () => {

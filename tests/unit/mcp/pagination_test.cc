@@ -23,6 +23,9 @@ TEST(PaginationTest, RejectsForeignOrTamperedCursors) {
   std::string flipped = c;
   flipped[2] = flipped[2] == 'A' ? 'B' : 'A';
   EXPECT_FALSE(decode_cursor("tools", flipped));
+  // Found by fuzzing: base64 decoding skips line breaks, a cursor must not.
+  std::string wrapped = c.substr(0, 4) + "\n\n" + c.substr(4);
+  EXPECT_FALSE(decode_cursor("tools", wrapped));
 }
 
 TEST(PaginationTest, Base64MatchesRfc4648) {

@@ -159,6 +159,10 @@ TEST_F(SessionTest, InvalidMessagesGetInvalidRequest) {
   session_->handle_text("{not json");
   json parse = out_.wait([](const json& m) { return m.contains("error") && m["error"]["code"] == -32700; }, 1s);
   EXPECT_TRUE(parse["id"].is_null());
+  // Found by fuzzing: an out-of-range number throws out_of_range, not parse_error.
+  session_->handle_text("{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\",\"x\":1E1111}");
+  json range = out_.wait([](const json& m) { return m.contains("error") && m["error"]["code"] == -32700 && m["error"]["message"].get<std::string>().find("out_of_range") != std::string::npos; }, 1s);
+  EXPECT_FALSE(range.is_null());
   session_->handle_text("{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\",\"x\":\"\xff\"}");
   json utf = out_.wait([](const json& m) { return m.contains("error") && m["error"]["code"] == -32700 && m["error"]["message"].get<std::string>().find("UTF-8") != std::string::npos; }, 1s);
   EXPECT_FALSE(utf.is_null());
