@@ -4,6 +4,8 @@
 // concurrent execs on one sandbox need no shared state beyond one send.
 #include <fcntl.h>
 #include <poll.h>
+
+#include <algorithm>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -139,7 +141,10 @@ Result<ExecResult> NativeSandbox::exec(const ExecRequest& req, const ExecCallbac
     auto now = Clock::now();
     if (now >= deadline)
       return Error::make(ErrorCode::kTimeout, "exec: sandbox did not report within timeout + grace");
-    int wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1;
+    // Clamped before narrowing: a long exec (a kernel lives for days) must not
+    // overflow poll's int timeout into a negative "wait forever".
+    auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+    int wait_ms = static_cast<int>(std::min<long long>(left_ms, 60'000));
     if (cancel && !cancel_sent && wait_ms > 20) wait_ms = 20;  // poll the token
 
     struct pollfd p[4];
