@@ -131,7 +131,7 @@ async function load(server, method, concurrency, total) {
   for (let i = 0; i < concurrency; i++) sessions.push(await openSession(agent, server.url));
   const params = method === 'tools/call' ? server.call : {};
   const lat = [];
-  let errors = 0, next = 0, id = 1;
+  let errors = 0, next = 0, id = 1, bytes = 0;
   const worker = async (headers) => {
     while (next < total) {
       next++;
@@ -139,6 +139,7 @@ async function load(server, method, concurrency, total) {
       try {
         const res = await request(agent, server.url, { jsonrpc: '2.0', id: id++, method, params }, headers);
         const r = res.status === 200 ? reply(res) : null;
+        bytes = res.body.length;
         if (!r || r.error || (method === 'tools/call' && r.result?.isError)) errors++;
       } catch {
         errors++;
@@ -158,7 +159,7 @@ async function load(server, method, concurrency, total) {
   agent.destroy();
   lat.sort((a, b) => a - b);
   const q = (p) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))];
-  return { rps: lat.length / secs, p50: q(0.5), p99: q(0.99), errors, requests: lat.length };
+  return { rps: lat.length / secs, p50: q(0.5), p99: q(0.99), errors, requests: lat.length, bytes };
 }
 
 function procStatus(pid) {
@@ -229,12 +230,15 @@ async function main() {
   const ev = (m, c) => results.find((r) => r.server !== 'sandcastle' && r.method === m && r.concurrency === c);
   console.log('| method | clients | sandcastle req/s | p50 ms | p99 ms | errors | server-everything req/s | p50 ms | p99 ms | errors | ratio |');
   console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+  const size = (m) => `${m}: sandcastle ${sc(m, opts.concurrency[0]).bytes} B, server-everything ${ev(m, opts.concurrency[0]).bytes} B per response`;
   for (const m of ['tools/list', 'tools/call']) {
     for (const c of opts.concurrency) {
       const a = sc(m, c), b = ev(m, c);
       console.log(`| ${m} | ${c} | ${a.rps.toFixed(0)} | ${a.p50.toFixed(2)} | ${a.p99.toFixed(2)} | ${a.errors}/${a.requests} | ${b.rps.toFixed(0)} | ${b.p50.toFixed(2)} | ${b.p99.toFixed(2)} | ${b.errors}/${b.requests} | ${(a.rps / b.rps).toFixed(1)}× |`);
     }
   }
+  console.log();
+  console.log(`Response sizes: ${size('tools/list')}; ${size('tools/call')}.`);
   console.log();
   console.log(`| server | idle SSE streams open | RSS before | RSS after | per stream | threads |`);
   console.log('| --- | ---: | ---: | ---: | ---: | ---: |');
