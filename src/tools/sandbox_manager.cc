@@ -4,6 +4,7 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 namespace sandcastle::tools {
 
@@ -98,8 +99,35 @@ EntryUse::EntryUse(std::shared_ptr<SandboxEntry> e) : e_(std::move(e)) { e_->beg
 EntryUse::~EntryUse() { e_->end_use(); }
 
 SandboxManager::SandboxManager(sandbox::Backend& backend, ManagerOptions options,
-                               sandbox::SpecOptions pool_spec)
-    : backend_(backend), options_(options), pool_options_(std::move(pool_spec)) {}
+                               sandbox::SpecOptions pool_spec, store::SandboxStore* store)
+    : backend_(backend),
+      options_(options),
+      pool_options_(std::move(pool_spec)),
+      store_(store ? store : &own_store_) {}
+
+namespace {
+store::SandboxRecord record_of(const SandboxEntry& e) {
+  store::SandboxRecord r;
+  r.id = e.id();
+  r.name = e.name();
+  r.owner = e.owner();
+  r.language = e.language();
+  r.image = e.spec().image();
+  r.persistent = e.spec().persistence() == sandbox::Persistence::kPersistent;
+  r.created_at = e.created_at();
+  r.ttl = e.ttl();
+  const auto& l = e.spec().limits();
+  r.spec_json = nlohmann::json{{"image", e.spec().image()},
+                               {"memory_bytes", l.memory_bytes},
+                               {"pids", l.pids},
+                               {"cpu_millis", l.cpu_millis},
+                               {"disk_bytes", l.disk_bytes},
+                               {"exec_timeout_ms", l.exec_timeout.count()},
+                               {"env", e.spec().env()}}
+                    .dump();
+  return r;
+}
+}  // namespace
 
 SandboxManager::~SandboxManager() { shutdown(); }
 
@@ -117,6 +145,7 @@ void SandboxManager::shutdown() {
     std::lock_guard lock(mu_);
     stopping_ = true;
     live.swap(by_id_);
+    for (const auto& [id, _] : live) store_->remove(id);
     pool.swap(pool_);
   }
   cv_.notify_all();
@@ -212,6 +241,7 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::create(const CreateRequest
                                               req.owner, req.ttl.value_or(options_.default_ttl),
                                               std::move(sb).value());
   by_id_[id] = entry;
+  store_->put(record_of(*entry));
   return entry;
 }
 
@@ -234,6 +264,7 @@ Status SandboxManager::close(const std::string& id_or_name, const std::string& o
   {
     std::lock_guard lock(mu_);
     by_id_.erase((*entry)->id());
+    store_->remove((*entry)->id());
   }
   return (*entry)->sandbox().destroy();
 }
@@ -245,6 +276,7 @@ size_t SandboxManager::close_owned_by(const std::string& owner) {
     for (auto it = by_id_.begin(); it != by_id_.end();) {
       if (it->second->owner() == owner) {
         mine.push_back(it->second);
+        store_->remove(it->first);
         it = by_id_.erase(it);
       } else {
         ++it;
@@ -284,6 +316,7 @@ size_t SandboxManager::reap_expired() {
       auto& e = it->second;
       if (e->active_uses() == 0 && now - e->last_used_steady() >= e->ttl()) {
         expired.push_back(e);
+        store_->remove(it->first);
         it = by_id_.erase(it);
       } else {
         ++it;

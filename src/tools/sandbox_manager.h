@@ -17,6 +17,7 @@
 
 #include "common/result.h"
 #include "sandbox/sandbox.h"
+#include "store/sandbox_store.h"
 
 namespace sandcastle::tools {
 
@@ -109,8 +110,9 @@ struct CreateRequest {
 
 class SandboxManager {
  public:
+  // `store` records every live sandbox (null: an in-memory store of its own).
   SandboxManager(sandbox::Backend& backend, ManagerOptions options,
-                 sandbox::SpecOptions pool_spec = {});
+                 sandbox::SpecOptions pool_spec = {}, store::SandboxStore* store = nullptr);
   ~SandboxManager();
   SandboxManager(const SandboxManager&) = delete;
   SandboxManager& operator=(const SandboxManager&) = delete;
@@ -130,6 +132,7 @@ class SandboxManager {
   size_t close_owned_by(const std::string& owner);
   std::vector<std::shared_ptr<SandboxEntry>> list(const std::string& owner) const;
   size_t live_count() const;
+  const store::SandboxStore& store() const { return *store_; }
   size_t pool_ready() const;
   const ManagerOptions& options() const { return options_; }
 
@@ -152,6 +155,8 @@ class SandboxManager {
   std::condition_variable cv_;
   bool stopping_ = false;
   std::map<std::string, std::shared_ptr<SandboxEntry>> by_id_;
+  store::MemorySandboxStore own_store_;
+  store::SandboxStore* store_;
   std::deque<std::unique_ptr<sandbox::Sandbox>> pool_;
   size_t creating_ = 0;  // reservations against the cap while a create runs
   std::thread pool_thread_;

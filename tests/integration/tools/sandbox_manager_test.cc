@@ -57,7 +57,14 @@ TEST_F(SandboxManagerTest, CreateGetCloseAndUnknownIds) {
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(r->stdout_data, "alive\n");
 
+  // The store records every live sandbox, ready for a persistent backend.
+  auto rec = m.store().get((*e)->id());
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->name, "work");
+  EXPECT_EQ(rec->language, "python");
+  EXPECT_NE(rec->spec_json.find("\"memory_bytes\""), std::string::npos);
   ASSERT_TRUE(m.close("work", "").ok());
+  EXPECT_FALSE(m.store().get((*e)->id()).has_value());
   EXPECT_EQ(m.get("work", "").error().code, ErrorCode::kNotFound);
   EXPECT_EQ(m.close("work", "").error().code, ErrorCode::kNotFound);
   // The destroyed sandbox refuses further work.
@@ -109,6 +116,8 @@ TEST_F(SandboxManagerTest, IdleSandboxesAreReapedButBusyOnesAreNot) {
     EXPECT_EQ(m.reap_expired(), 1u);
   }
   EXPECT_EQ(m.get("idle", "").error().code, ErrorCode::kNotFound);
+  EXPECT_FALSE(m.store().get((*idle)->id()).has_value());
+  EXPECT_EQ(m.store().list().size(), 1u);
   EXPECT_TRUE(m.get("busy", "").ok());
   EXPECT_FALSE((*idle)->sandbox().exec(argv({"/bin/true"})).ok());
   m.shutdown();
