@@ -309,7 +309,7 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
     std::shared_ptr<SandboxEntry> e;
     bool one_shot;
     ~Cleanup() {
-      if (one_shot) (void)env.manager.close(e->id(), e->owner());
+      if (one_shot) env.manager.retire(e->id(), e->owner());
     }
   } cleanup{env, entry, one_shot};
   EntryUse use(entry);

@@ -155,6 +155,12 @@ void SandboxManager::shutdown() {
     if (auto s = e->sandbox().destroy(); !s.ok())
       spdlog::warn("destroying sandbox {}: {}", id, s.error().message());
   for (auto& sb : pool) (void)sb->destroy();
+  std::deque<std::shared_ptr<SandboxEntry>> retiring;
+  {
+    std::lock_guard lock(mu_);
+    retiring.swap(retiring_);
+  }
+  for (auto& e : retiring) (void)e->sandbox().destroy();
   // The pool thread may have finished one more sandbox while stopping.
   std::lock_guard lock(mu_);
   for (auto& sb : pool_) (void)sb->destroy();
@@ -269,6 +275,24 @@ Status SandboxManager::close(const std::string& id_or_name, const std::string& o
   return (*entry)->sandbox().destroy();
 }
 
+void SandboxManager::retire(const std::string& id, const std::string& owner) {
+  std::shared_ptr<SandboxEntry> entry;
+  {
+    std::lock_guard lock(mu_);
+    auto it = by_id_.find(id);
+    if (it == by_id_.end() || it->second->owner() != owner) return;
+    entry = it->second;
+    by_id_.erase(it);
+    store_->remove(id);
+    if (reaper_thread_.joinable() && !stopping_) {
+      retiring_.push_back(std::move(entry));
+      cv_.notify_all();
+      return;
+    }
+  }
+  (void)entry->sandbox().destroy();  // no background thread: destroy here
+}
+
 size_t SandboxManager::close_owned_by(const std::string& owner) {
   std::vector<std::shared_ptr<SandboxEntry>> mine;
   {
@@ -332,12 +356,23 @@ size_t SandboxManager::reap_expired() {
 
 void SandboxManager::reaper_loop() {
   std::unique_lock lock(mu_);
+  auto next_reap = std::chrono::steady_clock::now() + options_.reap_interval;
   while (!stopping_) {
-    cv_.wait_for(lock, options_.reap_interval, [this] { return stopping_; });
+    cv_.wait_until(lock, next_reap, [this] { return stopping_ || !retiring_.empty(); });
+    while (!retiring_.empty()) {
+      auto e = std::move(retiring_.front());
+      retiring_.pop_front();
+      lock.unlock();
+      (void)e->sandbox().destroy();
+      lock.lock();
+    }
     if (stopping_) break;
-    lock.unlock();
-    reap_expired();
-    lock.lock();
+    if (std::chrono::steady_clock::now() >= next_reap) {
+      lock.unlock();
+      reap_expired();
+      lock.lock();
+      next_reap = std::chrono::steady_clock::now() + options_.reap_interval;
+    }
   }
 }
 

@@ -128,6 +128,9 @@ class SandboxManager {
   // sandbox is reported as not found, never as forbidden.
   Result<std::shared_ptr<SandboxEntry>> get(const std::string& id_or_name, const std::string& owner);
   Status close(const std::string& id_or_name, const std::string& owner);
+  // Like close, but the destruction happens on the manager's thread, off the
+  // request path (one-shot runs answer before their sandbox is torn down).
+  void retire(const std::string& id, const std::string& owner);
   // Destroys every sandbox of `owner` (a session that ended); returns how many.
   size_t close_owned_by(const std::string& owner);
   std::vector<std::shared_ptr<SandboxEntry>> list(const std::string& owner) const;
@@ -155,6 +158,7 @@ class SandboxManager {
   std::condition_variable cv_;
   bool stopping_ = false;
   std::map<std::string, std::shared_ptr<SandboxEntry>> by_id_;
+  std::deque<std::shared_ptr<SandboxEntry>> retiring_;  // destroyed by the reaper thread
   store::MemorySandboxStore own_store_;
   store::SandboxStore* store_;
   std::deque<std::unique_ptr<sandbox::Sandbox>> pool_;

@@ -123,6 +123,24 @@ TEST_F(SandboxManagerTest, IdleSandboxesAreReapedButBusyOnesAreNot) {
   m.shutdown();
 }
 
+TEST_F(SandboxManagerTest, RetiredSandboxesAreDestroyedOffThePath) {
+  SandboxManager m(*backend_, opts(4, 0));
+  m.start();
+  auto e = m.create(req());
+  ASSERT_TRUE(e.ok());
+  std::string id = (*e)->id();
+  m.retire(id, "");
+  EXPECT_EQ(m.get(id, "").error().code, ErrorCode::kNotFound);  // gone from view at once
+  // ...and destroyed by the manager's thread shortly after.
+  bool destroyed = false;
+  for (int i = 0; i < 200 && !destroyed; ++i) {
+    destroyed = !(*e)->sandbox().exec(argv({"/bin/true"})).ok();
+    if (!destroyed) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(destroyed);
+  m.shutdown();
+}
+
 TEST_F(SandboxManagerTest, WarmPoolServesDefaultSpecs) {
   SandboxManager m(*backend_, opts(8, 2));
   m.start();
