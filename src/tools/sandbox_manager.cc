@@ -1,5 +1,7 @@
 #include "tools/sandbox_manager.h"
 
+#include "common/metrics.h"
+
 #include <spdlog/spdlog.h>
 #include <sys/random.h>
 
@@ -98,6 +100,17 @@ std::vector<PackageRecord> SandboxEntry::packages() const {
 EntryUse::EntryUse(std::shared_ptr<SandboxEntry> e) : e_(std::move(e)) { e_->begin_use(); }
 EntryUse::~EntryUse() { e_->end_use(); }
 
+namespace {
+void count_created() {
+  metrics::registry().counter(metrics::name::kSandboxesCreated, "sandboxes created").inc();
+}
+// Every destruction goes through here, so the destroyed count is exact.
+void destroy_counted(sandbox::Sandbox& sb, const std::string& id) {
+  if (auto s = sb.destroy(); !s.ok()) spdlog::warn("destroying sandbox {}: {}", id, s.error().message());
+  metrics::registry().counter(metrics::name::kSandboxesDestroyed, "sandboxes destroyed").inc();
+}
+}  // namespace
+
 SandboxManager::SandboxManager(sandbox::Backend& backend, ManagerOptions options,
                                sandbox::SpecOptions pool_spec, store::SandboxStore* store)
     : backend_(backend),
@@ -151,16 +164,14 @@ void SandboxManager::shutdown() {
   cv_.notify_all();
   if (pool_thread_.joinable()) pool_thread_.join();
   if (reaper_thread_.joinable()) reaper_thread_.join();
-  for (auto& [id, e] : live)
-    if (auto s = e->sandbox().destroy(); !s.ok())
-      spdlog::warn("destroying sandbox {}: {}", id, s.error().message());
+  for (auto& [id, e] : live) destroy_counted(e->sandbox(), id);
   for (auto& sb : pool) (void)sb->destroy();
   std::deque<std::shared_ptr<SandboxEntry>> retiring;
   {
     std::lock_guard lock(mu_);
     retiring.swap(retiring_);
   }
-  for (auto& e : retiring) (void)e->sandbox().destroy();
+  for (auto& e : retiring) destroy_counted(e->sandbox(), e->id());
   // The pool thread may have finished one more sandbox while stopping.
   std::lock_guard lock(mu_);
   for (auto& sb : pool_) (void)sb->destroy();
@@ -248,6 +259,7 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::create(const CreateRequest
                                               std::move(sb).value());
   by_id_[id] = entry;
   store_->put(record_of(*entry));
+  count_created();
   return entry;
 }
 
@@ -272,7 +284,9 @@ Status SandboxManager::close(const std::string& id_or_name, const std::string& o
     by_id_.erase((*entry)->id());
     store_->remove((*entry)->id());
   }
-  return (*entry)->sandbox().destroy();
+  Status st = (*entry)->sandbox().destroy();
+  metrics::registry().counter(metrics::name::kSandboxesDestroyed, "sandboxes destroyed").inc();
+  return st;
 }
 
 void SandboxManager::retire(const std::string& id, const std::string& owner) {
@@ -290,7 +304,7 @@ void SandboxManager::retire(const std::string& id, const std::string& owner) {
       return;
     }
   }
-  (void)entry->sandbox().destroy();  // no background thread: destroy here
+  destroy_counted(entry->sandbox(), id);  // no background thread: destroy here
 }
 
 size_t SandboxManager::close_owned_by(const std::string& owner) {
@@ -307,7 +321,7 @@ size_t SandboxManager::close_owned_by(const std::string& owner) {
       }
     }
   }
-  for (auto& e : mine) (void)e->sandbox().destroy();
+  for (auto& e : mine) destroy_counted(e->sandbox(), e->id());
   return mine.size();
 }
 
@@ -349,7 +363,7 @@ size_t SandboxManager::reap_expired() {
   }
   for (auto& e : expired) {
     spdlog::info("sandbox {} idle for {} s: reaping it", e->id(), e->ttl().count());
-    (void)e->sandbox().destroy();
+    destroy_counted(e->sandbox(), e->id());
   }
   return expired.size();
 }
@@ -363,7 +377,7 @@ void SandboxManager::reaper_loop() {
       auto e = std::move(retiring_.front());
       retiring_.pop_front();
       lock.unlock();
-      (void)e->sandbox().destroy();
+      destroy_counted(e->sandbox(), e->id());
       lock.lock();
     }
     if (stopping_) break;

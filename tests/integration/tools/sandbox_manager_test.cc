@@ -2,6 +2,8 @@
 // warm pool, lookup by name, and that owners never see each other's sandboxes.
 #include "tools/sandbox_manager.h"
 
+#include "common/metrics.h"
+
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -44,7 +46,11 @@ class SandboxManagerTest : public ::testing::Test {
 
 TEST_F(SandboxManagerTest, CreateGetCloseAndUnknownIds) {
   SandboxManager m(*backend_, opts(4, 0));
+  auto& created = metrics::registry().counter(metrics::name::kSandboxesCreated, "sandboxes created");
+  auto& destroyed = metrics::registry().counter(metrics::name::kSandboxesDestroyed, "sandboxes destroyed");
+  const double created0 = created.value(), destroyed0 = destroyed.value();
   auto e = m.create(req("", "work"));
+  EXPECT_EQ(created.value(), created0 + 1);
   ASSERT_TRUE(e.ok()) << e.error().message();
   EXPECT_EQ((*e)->id().rfind("sb-", 0), 0u);
   EXPECT_EQ((*m.get("work", ""))->id(), (*e)->id());
@@ -65,6 +71,7 @@ TEST_F(SandboxManagerTest, CreateGetCloseAndUnknownIds) {
   EXPECT_NE(rec->spec_json.find("\"memory_bytes\""), std::string::npos);
   ASSERT_TRUE(m.close("work", "").ok());
   EXPECT_FALSE(m.store().get((*e)->id()).has_value());
+  EXPECT_EQ(destroyed.value(), destroyed0 + 1);
   EXPECT_EQ(m.get("work", "").error().code, ErrorCode::kNotFound);
   EXPECT_EQ(m.close("work", "").error().code, ErrorCode::kNotFound);
   // The destroyed sandbox refuses further work.
