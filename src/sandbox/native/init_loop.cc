@@ -26,22 +26,52 @@ void reap_children() {
   }
 }
 
-void start_exec(int control_fd, int signal_fd, const InitConfig& config, std::string_view payload,
-                ReceivedMessage& m) {
-  auto req = decode_exec(payload);
-  if (!req || m.nfds != kExecRequestFds) return;
-  ExecFds exec_fds{m.fds[0], m.fds[1], m.fds[2], m.fds[3]};
+// One supervisor started ahead of the next exec (see run_supervisor), so
+// an exec costs a message rather than two process creations and a seccomp
+// load. Started again right after it is used, while the command runs.
+struct Slot {
+  pid_t pid = -1;
+  int fd = -1;  // our end of its request socket
+};
+
+Slot start_slot(int control_fd, int signal_fd, const InitConfig& config) {
+  int sp[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return {};
   // A fork into a new PID namespace: the child is that namespace's PID 1.
   long pid = syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
   if (pid == 0) {
     ::close(control_fd);
-    run_supervisor(*req, config, exec_fds, signal_fd);
+    ::close(sp[0]);
+    run_supervisor(sp[1], config, signal_fd);
   }
+  int err = errno;
+  ::close(sp[1]);
   if (pid < 0) {
+    ::close(sp[0]);
+    errno = err;
+    return {};
+  }
+  return Slot{static_cast<pid_t>(pid), sp[0]};
+}
+
+void start_exec(int control_fd, int signal_fd, const InitConfig& config, std::string_view payload,
+                ReceivedMessage& m, Slot& slot) {
+  if (!decode_exec(payload) || m.nfds != kExecRequestFds) return;
+  // The ready slot, or (if it died, or a concurrent exec took it before it
+  // was replaced) a new one.
+  int err = slot.fd >= 0 ? send_with_fds(slot.fd, payload, m.fds, kExecRequestFds) : EPIPE;
+  if (slot.fd >= 0) ::close(slot.fd);
+  slot = {};
+  if (err != 0) {
+    Slot fresh = start_slot(control_fd, signal_fd, config);
+    err = fresh.fd >= 0 ? send_with_fds(fresh.fd, payload, m.fds, kExecRequestFds) : errno;
+    if (fresh.fd >= 0) ::close(fresh.fd);
+  }
+  if (err != 0) {
     ExecReport rep;
     rep.kind = ReportKind::kSetupError;
-    rep.err = errno;
-    rep.step = "clone exec supervisor";
+    rep.err = err;
+    rep.step = "start exec supervisor";
     std::string bytes = encode(rep);
     (void)!::send(m.fds[0], bytes.data(), bytes.size(), MSG_NOSIGNAL);
   }
@@ -65,14 +95,14 @@ void open_listener(std::string_view payload, ReceivedMessage& m) {
 
 // Receives one request; returns false when the server has gone away.
 bool handle_request(int control_fd, int signal_fd, const InitConfig& config,
-                    std::vector<char>& buf) {
+                    std::vector<char>& buf, Slot& slot) {
   ReceivedMessage m = recv_with_fds(control_fd, buf.data(), buf.size());
   if (m.len == 0) return false;
   if (m.len < 0) return m.err == EINTR || m.err == EAGAIN;
   auto msg = decode_control(std::string_view(buf.data(), static_cast<std::size_t>(m.len)));
   if (msg && !m.truncated) {
     switch (msg->kind) {
-      case ControlKind::kExec: start_exec(control_fd, signal_fd, config, msg->payload, m); break;
+      case ControlKind::kExec: start_exec(control_fd, signal_fd, config, msg->payload, m, slot); break;
       case ControlKind::kListen: open_listener(msg->payload, m); break;
     }
   }
@@ -82,30 +112,48 @@ bool handle_request(int control_fd, int signal_fd, const InitConfig& config,
 
 }  // namespace
 
-int run_init_loop(int control_fd, const InitConfig& config) {
+struct InitLoop::State {
+  int control_fd = -1;
+  int signal_fd = -1;
+  const InitConfig* config = nullptr;
+  Slot slot;
+};
+
+InitLoop::InitLoop() : st_(new State) {}
+InitLoop::~InitLoop() { delete st_; }
+
+bool InitLoop::start(int control_fd, const InitConfig& config) {
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);
   sigprocmask(SIG_BLOCK, &mask, nullptr);
-  int signal_fd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (signal_fd < 0) return 1;
+  st_->signal_fd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (st_->signal_fd < 0) return false;
+  st_->control_fd = control_fd;
+  st_->config = &config;
+  st_->slot = start_slot(control_fd, st_->signal_fd, config);
+  return true;
+}
 
+int InitLoop::run() {
   std::vector<char> buf(kMaxExecRequestBytes + 1);
+  Slot& slot = st_->slot;
   for (;;) {
-    struct pollfd pfds[2] = {{control_fd, POLLIN, 0}, {signal_fd, POLLIN, 0}};
+    if (slot.fd < 0) slot = start_slot(st_->control_fd, st_->signal_fd, *st_->config);
+    struct pollfd pfds[2] = {{st_->control_fd, POLLIN, 0}, {st_->signal_fd, POLLIN, 0}};
     if (::poll(pfds, 2, -1) < 0) {
       if (errno == EINTR) continue;
       return 1;
     }
     if (pfds[1].revents & POLLIN) {
       struct signalfd_siginfo si;
-      while (::read(signal_fd, &si, sizeof si) > 0) {
+      while (::read(st_->signal_fd, &si, sizeof si) > 0) {
       }
       reap_children();
     }
     if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       // Server gone (EOF): returning ends PID 1, and the kernel kills the rest.
-      if (!handle_request(control_fd, signal_fd, config, buf)) return 0;
+      if (!handle_request(st_->control_fd, st_->signal_fd, *st_->config, buf, slot)) return 0;
     }
   }
 }

@@ -13,6 +13,25 @@ namespace sandcastle::sandbox::native {
 constexpr int kExecRequestFds = 4;
 constexpr std::size_t kMaxExecRequestBytes = 200 * 1024;
 
-int run_init_loop(int control_fd, const InitConfig& config);
+// PID 1's request loop. start() may run before the sandbox is finished (a
+// prespawned init): it starts the first exec slot — supervisor and waiting
+// command process, seccomp loaded — which share init's mount and UTS
+// namespaces and so see what is mounted later.
+class InitLoop {
+ public:
+  InitLoop();
+  ~InitLoop();
+  InitLoop(const InitLoop&) = delete;
+  InitLoop& operator=(const InitLoop&) = delete;
+  // Blocks SIGCHLD (read through a signalfd) and starts the first slot;
+  // `config` must outlive the loop.
+  bool start(int control_fd, const InitConfig& config);
+  // Serves requests until the server closes the control socket.
+  int run();
+
+ private:
+  struct State;
+  State* st_;
+};
 
 }  // namespace sandcastle::sandbox::native

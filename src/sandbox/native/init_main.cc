@@ -79,7 +79,7 @@ int main() {
   auto config = decode_init_config(bytes);
   if (!config) return report(step_failed("decode config", EPROTO));
 
-  // Setup order. Steps 1-6 depend on nothing in the sandbox's spec and may
+  // Setup order. Steps 1-7 depend on nothing in the sandbox's spec and may
   // run long before the sandbox is asked for (a prespawned init).
   // 1. Supplementary groups inherited from the server are dropped (refused
   //    when the unprivileged path had to deny setgroups: then they are the
@@ -95,7 +95,11 @@ int main() {
   // 5. Empty bounding and ambient sets: init keeps what it needs (nested
   //    PID namespaces, low ports), no command can regain anything.
   if (auto e = drop_bounding_and_ambient()) return report(*e);
-  // 6. Prepared.
+  // 6. The request loop's first exec slot (its command process loads the
+  //    seccomp filter now rather than on the first exec's path).
+  InitLoop loop;
+  if (!loop.start(kControlFd, *config)) return report(step_failed("signalfd"));
+  // 7. Prepared.
   InitStatus ok{};
   if (::write(kStatusFd, &ok, sizeof ok) != static_cast<ssize_t>(sizeof ok)) return 1;
 
@@ -104,13 +108,13 @@ int main() {
   ::close(kConfigFd);
   auto finish = decode_finish_config(bytes);
   if (!finish) return report(step_failed("decode finish config", EPROTO));
-  // 7. Sized tmpfs mounts, then /dev and / read-only.
+  // 8. Sized tmpfs mounts, then /dev and / read-only.
   if (auto e = finish_root_filesystem(*finish)) return report(*e);
-  // 8. Identity of the machine.
+  // 9. Identity of the machine.
   if (::sethostname(finish->hostname.data(), finish->hostname.size()) != 0)
     return report(step_failed("sethostname"));
-  // 9. Ready.
+  // 10. Ready.
   if (::write(kStatusFd, &ok, sizeof ok) != static_cast<ssize_t>(sizeof ok)) return 1;
   ::close(kStatusFd);
-  return run_init_loop(kControlFd, *config);
+  return loop.run();
 }

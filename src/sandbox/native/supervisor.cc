@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "sandbox/native/caps.h"
+#include "sandbox/native/fd_passing.h"
+#include "sandbox/native/init_loop.h"
 #include "sandbox/native/rlimits.h"
 
 namespace sandcastle::sandbox::native {
@@ -95,11 +97,21 @@ StepError exec_command(const PreparedExec& p) {
 
 namespace {
 
-// Runs in a vfork child: the supervisor is suspended until execve or _exit,
-// and the memory is shared, so no allocation on the success path.
-[[noreturn]] void run_exec_child(const ExecWire& req, const PreparedExec& prepared,
-                                 const InitConfig& config, ExecFds fds, int error_fd) {
-  // Setup order (fixed; each step reports {step, errno}):
+void send_setup_error(int report_fd, int err, const std::string& step) {
+  ExecReport rep;
+  rep.kind = ReportKind::kSetupError;
+  rep.err = err;
+  rep.step = step;
+  std::string bytes = encode(rep);
+  (void)!::send(report_fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+}
+
+// The command's process, forked by its supervisor before any request
+// exists. Setup order (fixed; each step reports {step, errno} on error_fd):
+// everything that does not depend on the request first, seccomp included,
+// then it waits; the request's part (stdio, rlimits, cwd) is only syscalls
+// the filter allows, and execve.
+[[noreturn]] void run_exec_child(const InitConfig& config, int request_fd, int error_fd) {
   // 1. an empty signal mask, as a fresh process expects (dispositions are
   //    all default since init's start; init blocks SIGCHLD for its signalfd)
   sigset_t all;
@@ -107,27 +119,20 @@ namespace {
   sigprocmask(SIG_SETMASK, &all, nullptr);
   // 2. own session: no controlling terminal, own process group
   if (::setsid() < 0) fail_child(error_fd, step_failed("setsid"));
-  // 3. stdio from the server's pipes; every other fd closed
-  if (::dup2(fds.in, 0) < 0 || ::dup2(fds.out, 1) < 0 || ::dup2(fds.err, 2) < 0)
-    fail_child(error_fd, step_failed("dup2 stdio"));
-  if (::dup3(error_fd, 3, O_CLOEXEC) < 0) fail_child(error_fd, step_failed("dup3 error pipe"));
-  error_fd = 3;
-  if (syscall(SYS_close_range, 4U, ~0U, 0U) != 0) fail_child(error_fd, step_failed("close_range"));
-  // 4. rlimits (files, file size, processes, data, no core dumps)
-  if (auto e = apply_exec_rlimits(req)) fail_child(error_fd, *e);
-  // 5. the OOM killer picks commands, never the sandbox's init or supervisors
-  // (init's non-dumpable flag, inherited, makes /proc/self root-owned; execve
-  // would reset it anyway)
+  // 3. the OOM killer picks commands, never the sandbox's init or
+  //    supervisors. /proc/self is root-owned while we are non-dumpable (as
+  //    init is): dumpable just for the write, then not again until execve
+  //    (which makes the command dumpable), so nothing can reach into a
+  //    waiting child through /proc.
   prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
   int oom = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
   if (oom < 0 || ::write(oom, "1000", 4) != 4) fail_child(error_fd, step_failed("set oom_score_adj"));
   ::close(oom);
-  // 6. working directory
-  if (::chdir(req.cwd.c_str()) != 0) fail_child(error_fd, step_failed("chdir " + req.cwd));
-  // 7. no capabilities at all; then no way to gain any (setuid files, file caps)
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  // 4. no capabilities at all; then no way to gain any (setuid files, file caps)
   if (auto e = drop_all_caps()) fail_child(error_fd, *e);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail_child(error_fd, step_failed("no_new_privs"));
-  // 8. seccomp last: from here on only execve is left to do
+  // 5. seccomp: what follows is our own code, using only allowed syscalls
   if (!config.seccomp_bpf.empty()) {
     struct sock_fprog prog {};
     prog.len = static_cast<unsigned short>(config.seccomp_bpf.size() / sizeof(struct sock_filter));
@@ -135,42 +140,91 @@ namespace {
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
       fail_child(error_fd, step_failed("seccomp load"));
   }
+  // 6. the request: ExecWire + stdin, stdout, stderr
+  std::vector<char> buf(kMaxExecRequestBytes + 1);
+  ReceivedMessage m = recv_with_fds(request_fd, buf.data(), buf.size());
+  if (m.len <= 0) _exit(0);  // the supervisor is gone: no exec after all
+  auto req = decode_exec(std::string_view(buf.data(), static_cast<std::size_t>(m.len)));
+  if (!req || m.nfds != 3 || m.truncated) fail_child(error_fd, step_failed("receive exec request", EPROTO));
+  // 7. stdio from the server's pipes; every other fd closed
+  if (::dup2(m.fds[0], 0) < 0 || ::dup2(m.fds[1], 1) < 0 || ::dup2(m.fds[2], 2) < 0)
+    fail_child(error_fd, step_failed("dup2 stdio"));
+  if (::dup3(error_fd, 3, O_CLOEXEC) < 0) fail_child(error_fd, step_failed("dup3 error pipe"));
+  error_fd = 3;
+  if (syscall(SYS_close_range, 4U, ~0U, 0U) != 0) fail_child(error_fd, step_failed("close_range"));
+  // 8. rlimits (files, file size, processes, data, no core dumps): lowered only
+  if (auto e = apply_exec_rlimits(*req)) fail_child(error_fd, *e);
+  // 9. working directory
+  if (::chdir(req->cwd.c_str()) != 0) fail_child(error_fd, step_failed("chdir " + req->cwd));
+  // 10. execve
+  PreparedExec prepared = prepare_exec(*req);
   fail_child(error_fd, exec_command(prepared));
 }
 
 }  // namespace
 
-[[noreturn]] void run_supervisor(const ExecWire& req, const InitConfig& config, ExecFds fds,
-                                 int signal_fd) {
+[[noreturn]] void run_supervisor(int slot_fd, const InitConfig& config, int signal_fd) {
   prctl(PR_SET_NAME, "sc-supervisor", 0, 0, 0);
-  std::int64_t deadline = now_ms() + static_cast<std::int64_t>(req.timeout_ms);
-  int errpipe[2];
-  ExecReport rep;
-  if (::pipe2(errpipe, O_CLOEXEC) != 0) {
-    rep.kind = ReportKind::kSetupError;
-    rep.err = errno;
-    rep.step = "pipe for exec errors";
-    std::string bytes = encode(rep);
-    (void)!::send(fds.report, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  int errpipe[2], childsock[2];
+  bool ok = ::pipe2(errpipe, O_CLOEXEC) == 0;
+  int setup_errno = errno;
+  const char* setup_step = "pipe for exec errors";
+  if (ok && ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, childsock) != 0) {
+    ok = false;
+    setup_errno = errno;
+    setup_step = "socketpair for exec child";
+  }
+  pid_t child = -1;
+  if (ok) {
+    child = ::fork();
+    if (child == 0) {
+      ::close(errpipe[0]);
+      ::close(childsock[0]);
+      ::close(signal_fd);
+      ::close(slot_fd);
+      run_exec_child(config, childsock[1], errpipe[1]);
+    }
+    if (child < 0) {
+      setup_errno = errno;
+      setup_step = "fork exec child";
+    }
+    ::close(errpipe[1]);
+    ::close(childsock[1]);
+  }
+
+  // Wait for our exec: its request and four fds (report, stdin, stdout, stderr).
+  std::vector<char> buf(kMaxExecRequestBytes + 1);
+  ReceivedMessage m = recv_with_fds(slot_fd, buf.data(), buf.size());
+  if (m.len <= 0 || m.nfds != kExecRequestFds || m.truncated) {
+    // Init discarded this slot (or is gone): nothing to supervise.
+    ::kill(-1, SIGKILL);
+    _exit(0);
+  }
+  ExecFds fds{m.fds[0], m.fds[1], m.fds[2], m.fds[3]};
+  auto req = decode_exec(std::string_view(buf.data(), static_cast<std::size_t>(m.len)));
+  if (!req) {
+    send_setup_error(fds.report, EPROTO, "decode exec request");
+    ::kill(-1, SIGKILL);
     _exit(1);
   }
-  PreparedExec prepared = prepare_exec(req);
-  // vfork: no copy of our page tables for a child that execs at once. The
-  // fds it closes are its own (the fd table is copied, only memory shared).
-  pid_t child = ::vfork();
-  if (child == 0) {
-    ::close(errpipe[0]);
-    ::close(signal_fd);
-    ::close(fds.report);
-    run_exec_child(req, prepared, config, fds, errpipe[1]);
+  if (!ok || child < 0) {
+    send_setup_error(fds.report, setup_errno, setup_step);
+    ::kill(-1, SIGKILL);
+    _exit(1);
   }
-  ::close(errpipe[1]);
+  std::int64_t deadline = now_ms() + static_cast<std::int64_t>(req->timeout_ms);
+  // Hand the command its request; a child that already failed its setup
+  // makes this EPIPE, and its {step, errno} is in the error pipe.
+  const int stdio[3] = {fds.in, fds.out, fds.err};
+  (void)send_with_fds(childsock[0], std::string_view(buf.data(), static_cast<std::size_t>(m.len)), stdio, 3);
+  ::close(childsock[0]);
   ::close(fds.in);
   ::close(fds.out);
   ::close(fds.err);
 
+  ExecReport rep;
   int main_status = 0;
-  bool main_done = child < 0;
+  bool main_done = false;
   SupervisorEnd end = SupervisorEnd::kExited;
   while (!main_done) {
     std::int64_t left = deadline - now_ms();
@@ -219,11 +273,7 @@ namespace {
 
   char ebuf[4096];
   ssize_t n = ::read(errpipe[0], ebuf, sizeof ebuf);
-  if (child < 0) {
-    rep.kind = ReportKind::kSetupError;
-    rep.err = errno;
-    rep.step = "fork exec child";
-  } else if (n > 0) {
+  if (n > 0) {
     WireReader r(std::string_view(ebuf, static_cast<std::size_t>(n)));
     rep.kind = ReportKind::kSetupError;
     rep.err = r.i32();

@@ -16,7 +16,10 @@ struct ExecFds {
   int err = -1;
 };
 
-[[noreturn]] void run_supervisor(const ExecWire& req, const InitConfig& config, ExecFds fds,
-                                 int signal_fd);
+// A supervisor is started ahead of its exec (an "exec slot"): it forks the
+// command's process at once, which does the request-independent setup and
+// waits; the supervisor then waits on slot_fd for the request (an encoded
+// ExecWire + report, stdin, stdout, stderr fds), hands it on, and supervises.
+[[noreturn]] void run_supervisor(int slot_fd, const InitConfig& config, int signal_fd);
 
 }  // namespace sandcastle::sandbox::native
