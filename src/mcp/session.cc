@@ -1,5 +1,7 @@
 #include "mcp/session.h"
 
+#include "common/thread_pool.h"
+
 #include <spdlog/spdlog.h>
 
 #include <thread>
@@ -183,7 +185,7 @@ void Session::handle_batch(const json& batch) {
     std::lock_guard lock(mu_);
     ++running_;
   }
-  std::thread([self, batch] {
+  ElasticPool::shared().submit([self, batch] {
     json replies = json::array();
     for (const auto& item : batch) {
       Classified c = classify(item);
@@ -215,7 +217,7 @@ void Session::handle_batch(const json& batch) {
     std::lock_guard lock(self->mu_);
     --self->running_;
     self->idle_cv_.notify_all();
-  }).detach();
+  });
 }
 
 void Session::handle_notification(const json& msg) {
@@ -288,14 +290,14 @@ void Session::handle_request(const json& msg) {
     ++running_;
   }
   auto self = shared_from_this();
-  std::thread([self, msg, entry] {
+  ElasticPool::shared().submit([self, msg, entry] {
     auto reply = self->process_request(msg, &entry->token);
     self->end_inflight(msg["id"]);
     if (reply) self->emit(*reply, &msg["id"]);
     std::lock_guard lock(self->mu_);
     --self->running_;
     self->idle_cv_.notify_all();
-  }).detach();
+  });
 }
 
 Session::Envelope Session::envelope_for(const std::string& method, const json& params) const {

@@ -97,22 +97,10 @@ void child_report(int fd, int err, const char* step) {
 // Runs in the cloned child of a multithreaded process: raw syscalls only
 // (no malloc, no locks, no stdio) until execve.
 [[noreturn]] void child_main(const ChildArgs& a) {
-  char go = 0;
-  ssize_t n;
-  do {
-    n = ::read(a.config_fd, &go, 1);
-  } while (n < 0 && errno == EINTR);
-  if (n != 1) _exit(1);  // the parent gave up on us
-  // The id maps exist now, but our kernel ids are still the server's: take
-  // the mapped identity (with CAP_SETUID/SETGID of the new namespace).
-  if (syscall(SYS_setresgid, a.gid, a.gid, a.gid) != 0 || syscall(SYS_setresuid, a.uid, a.uid, a.uid) != 0) {
-    child_report(a.status_fd, errno, "become sandbox uid/gid");
-    _exit(1);
-  }
-  if (int err = keep_caps_across_exec(); err != 0) {
-    child_report(a.status_fd, err, "keep capabilities across exec");
-    _exit(1);
-  }
+  // First, before anything can block: die with the server, and keep no
+  // descriptor but our three. A child still waiting for "go" must not hold
+  // the server's stdio (the client would never see EOF) nor a sibling's
+  // config socket (the sibling would never see EOF when the server dies).
   syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   // Parent-side fds were placed at >= 10, so these dup2s cannot collide.
   if (::dup2(a.config_fd, kChildConfigFd) < 0 || ::dup2(a.status_fd, kChildStatusFd) < 0 ||
@@ -121,6 +109,25 @@ void child_report(int fd, int err, const char* step) {
     _exit(1);
   }
   syscall(SYS_close_range, 6U, ~0U, 0U);
+  syscall(SYS_close_range, 0U, 2U, 0U);  // init fills 0-2 with /dev/null
+  char go = 0;
+  ssize_t n;
+  do {
+    n = ::read(kChildConfigFd, &go, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) _exit(1);  // the parent gave up on us, or died
+  // The id maps exist now, but our kernel ids are still the server's: take
+  // the mapped identity (with CAP_SETUID/SETGID of the new namespace).
+  if (syscall(SYS_setresgid, a.gid, a.gid, a.gid) != 0 || syscall(SYS_setresuid, a.uid, a.uid, a.uid) != 0) {
+    child_report(kChildStatusFd, errno, "become sandbox uid/gid");
+    _exit(1);
+  }
+  if (int err = keep_caps_across_exec(); err != 0) {
+    child_report(kChildStatusFd, err, "keep capabilities across exec");
+    _exit(1);
+  }
+  // Changing credentials cleared the parent-death signal: set it again.
+  syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   ::execve(a.helper, a.argv, a.envp);
   child_report(kChildStatusFd, errno, "execve sandcastle-init");
   _exit(127);
