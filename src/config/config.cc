@@ -183,7 +183,10 @@ Status Loader::load_file(const std::string& path) {
   // Walks every leaf: unknown keys and wrong types are errors naming key and line.
   std::function<Status(const toml::table&, const std::string&)> walk =
       [&](const toml::table& t, const std::string& prefix) -> Status {
-    for (const auto& [k, node] : t) {
+    // Not a structured binding: clang 14 cannot capture those in the lambdas below.
+    for (const auto& kv : t) {
+      const auto& k = kv.first;
+      const toml::node& node = kv.second;
       std::string name = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
       std::string where = path + ":" + std::to_string(node.source().begin.line) + ": ";
       const Entry* e = find_entry(name);
