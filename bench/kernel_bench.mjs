@@ -19,6 +19,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { LineClient } from './lib/line_client.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
@@ -46,60 +47,6 @@ const pct = (xs, p) => { const s = sorted(xs); return s[Math.min(s.length - 1, M
 const f3 = (x) => (Number.isFinite(x) ? x.toFixed(3) : 'n/a');
 const mib = (kib) => (kib / 1024).toFixed(2);
 const sleep = (t) => new Promise((r) => setTimeout(r, t));
-
-class LineClient {
-  constructor(command, args) {
-    this.proc = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'] });
-    this.pending = new Map();
-    this.nextId = 1;
-    this.stderr = '';
-    this.proc.stderr.setEncoding('utf8');
-    this.proc.stderr.on('data', (d) => { if (this.stderr.length < 20000) this.stderr += d; });
-    this.proc.on('exit', () => {
-      for (const { reject } of this.pending.values()) reject(new Error(`server exited: ${this.stderr.slice(-500)}`));
-      this.pending.clear();
-    });
-    let buf = '';
-    this.proc.stdout.setEncoding('utf8');
-    this.proc.stdout.on('data', (chunk) => {
-      buf += chunk;
-      let nl;
-      while ((nl = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        if (!line.trim()) continue;
-        const msg = JSON.parse(line);
-        const p = msg.id !== undefined && this.pending.get(msg.id);
-        if (p && ('result' in msg || 'error' in msg)) {
-          this.pending.delete(msg.id);
-          p.resolve({ msg, at: performance.now() });
-        }
-      }
-    });
-  }
-  send(msg) { this.proc.stdin.write(`${JSON.stringify(msg)}\n`); }
-  request(method, params) {
-    const id = this.nextId++;
-    const t0 = performance.now();
-    const done = new Promise((resolve, reject) => this.pending.set(id, { resolve, reject }));
-    this.send({ jsonrpc: '2.0', id, method, params });
-    return done.then(({ msg, at }) => ({ msg, t: at - t0 }));
-  }
-  async call(name, args) {
-    const { msg, t } = await this.request('tools/call', { name, arguments: args });
-    if (msg.error) throw new Error(`${name}: ${JSON.stringify(msg.error)}`);
-    if (msg.result.isError) throw new Error(`${name}: ${msg.result.content[0].text.slice(0, 300)}`);
-    return { sc: msg.result.structuredContent, t };
-  }
-  async init() {
-    await this.request('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'kernel-bench', version: '1' } });
-    this.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
-  }
-  async close() {
-    this.proc.stdin.end();
-    await new Promise((r) => this.proc.on('exit', r));
-  }
-}
 
 // ---- host process accounting
 function procTable() {
@@ -152,19 +99,19 @@ async function main() {
   // (a) warm round trips
   {
     const c = new LineClient(opts.sandcastle, []);
-    await c.init();
-    const { sc } = await c.call('create_sandbox', { language: 'python' });
+    await c.initialize('kernel-bench');
+    const { sc } = await c.callOk('create_sandbox', { language: 'python' });
     const id = sc.sandbox_id;
-    await c.call('execute_code', { sandbox_id: id, code: 'x = 0' });
-    for (let i = 0; i < 200; i++) { await c.request('ping', {}); await c.call('execute_code', { sandbox_id: id, code: 'x += 1' }); }
+    await c.callOk('execute_code', { sandbox_id: id, code: 'x = 0' });
+    for (let i = 0; i < 200; i++) { await c.request('ping', {}); await c.callOk('execute_code', { sandbox_id: id, code: 'x += 1' }); }
     const ping = [], cell = [], dur = [];
     for (let i = 0; i < opts.iterations; i++) {
       ping.push((await c.request('ping', {})).t);
-      const r = await c.call('execute_code', { sandbox_id: id, code: 'x += 1' });
+      const r = await c.callOk('execute_code', { sandbox_id: id, code: 'x += 1' });
       cell.push(r.t);
       dur.push(r.sc.duration_ms);
     }
-    const check = await c.call('execute_code', { sandbox_id: id, code: 'x' });
+    const check = await c.callOk('execute_code', { sandbox_id: id, code: 'x' });
     if (Number(check.sc.result['text/plain']) !== opts.iterations + 200) throw new Error(`x is ${check.sc.result['text/plain']}`);
     out.roundtrip = {
       iterations: opts.iterations,
@@ -183,7 +130,7 @@ async function main() {
     await sleep(600);
     const bareMem = mem(bare.pid);
     bare.kill();
-    const cg = (await c.call('get_sandbox_status', { sandbox_id: id })).sc.usage;
+    const cg = (await c.callOk('get_sandbox_status', { sandbox_id: id })).sc.usage;
     out.memory = {
       kernel, bare: bareMem,
       sandbox_pss: parts.reduce((a, p) => a + p.pss, 0),
@@ -197,7 +144,7 @@ async function main() {
   {
     const n = opts.count;
     const c = new LineClient(opts.sandcastle, ['--max-sandboxes', String(n + 10), '--pool-size', '0']);
-    await c.init();
+    await c.initialize('kernel-bench');
     await sleep(300);
     const avail0 = memAvailable();
     const t0 = performance.now();
@@ -205,8 +152,8 @@ async function main() {
     let failure = '';
     for (let i = 0; i < n; i++) {
       try {
-        const { sc } = await c.call('create_sandbox', { language: 'python' });
-        await c.call('execute_code', { sandbox_id: sc.sandbox_id, code: 'x = 1' });
+        const { sc } = await c.callOk('create_sandbox', { language: 'python' });
+        await c.callOk('execute_code', { sandbox_id: sc.sandbox_id, code: 'x = 1' });
         made++;
       } catch (e) { failure = String(e.message).slice(0, 200); break; }
     }

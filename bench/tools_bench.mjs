@@ -27,6 +27,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { LineClient } from './lib/line_client.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
@@ -72,64 +73,8 @@ const ms = (x) => (Number.isFinite(x) ? (x >= 100 ? x.toFixed(0) : x >= 10 ? x.t
 const ratio = (a, b) => (Number.isFinite(a / b) ? `${(a / b).toFixed(2)}×` : 'n/a');
 const sleep = (t) => new Promise((r) => setTimeout(r, t));
 
-// ---- a minimal JSON-RPC client over a child's stdio
-class LineClient {
-  constructor(command, args, env = {}) {
-    this.proc = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-    this.pending = new Map();
-    this.nextId = 1;
-    this.stderr = '';
-    this.proc.stderr.setEncoding('utf8');
-    this.proc.stderr.on('data', (d) => { if (this.stderr.length < 20000) this.stderr += d; });
-    this.exited = new Promise((res) => this.proc.on('exit', (code, signal) => res({ code, signal })));
-    this.proc.on('exit', () => {
-      for (const { reject } of this.pending.values()) reject(new Error(`server exited: ${this.stderr.slice(-500)}`));
-      this.pending.clear();
-    });
-    let buf = '';
-    this.proc.stdout.setEncoding('utf8');
-    this.proc.stdout.on('data', (chunk) => {
-      buf += chunk;
-      let nl;
-      while ((nl = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        if (!line.trim()) continue;
-        const msg = JSON.parse(line);
-        const p = msg.id !== undefined && this.pending.get(msg.id);
-        if (p && ('result' in msg || 'error' in msg)) {
-          this.pending.delete(msg.id);
-          p.resolve({ msg, at: performance.now() });
-        }
-      }
-    });
-  }
-
-  send(msg) { this.proc.stdin.write(`${JSON.stringify(msg)}\n`); }
-
-  // Resolves with { msg, t } where t is the round trip in ms.
-  request(method, params) {
-    const id = this.nextId++;
-    const t0 = performance.now();
-    const done = new Promise((resolve, reject) => this.pending.set(id, { resolve, reject }));
-    this.send({ jsonrpc: '2.0', id, method, params });
-    return done.then(({ msg, at }) => ({ msg, t: at - t0 }));
-  }
-
-  async call(name, args) {
-    const { msg, t } = await this.request('tools/call', { name, arguments: args });
-    if (msg.error) throw new Error(`${name}: JSON-RPC error ${JSON.stringify(msg.error)}`);
-    return { r: msg.result, sc: msg.result.structuredContent, isError: msg.result.isError === true, t };
-  }
-
-  async initialize() {
-    const { msg } = await this.request('initialize', {
-      protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'tools-bench', version: '1.0.0' },
-    });
-    if (!msg.result) throw new Error(`initialize failed: ${JSON.stringify(msg)}`);
-    this.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
-  }
-
+// ---- the shared stdio client, plus a view of the server's sandbox children
+class SandcastleClient extends LineClient {
   // Live sandcastle-init children = warm pool + live sandboxes.
   children() {
     const pid = this.proc.pid;
@@ -156,17 +101,11 @@ class LineClient {
     return false;
   }
 
-  async close() {
-    this.proc.stdin.end();
-    const t = setTimeout(() => this.proc.kill('SIGKILL'), 10000);
-    await this.exited;
-    clearTimeout(t);
-  }
 }
 
 async function server(sandcastle, args, env) {
-  const c = new LineClient(sandcastle, ['--log-level', 'warn', ...args], env);
-  await c.initialize();
+  const c = new SandcastleClient(sandcastle, ['--log-level', 'warn', ...args], env);
+  await c.initialize('tools-bench');
   return c;
 }
 
