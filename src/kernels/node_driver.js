@@ -4,7 +4,7 @@
 // REPL's own rewrite, with declarations hoisted so they persist too).
 //
 // Framing: 4-byte big-endian length, then one UTF-8 JSON object.
-//   server -> driver: execute {id, code, stdin?}, interrupt, shutdown
+//   server -> driver: execute {id, code, stdin?}, interrupt {id}, shutdown
 //   driver -> server: hello {token, pid, version}, stream {id, name, text},
 //                     display {id, data{mime: value}}, result {id, ...}
 // Interrupts: a cell stuck in synchronous code is stopped by SIGINT (the
@@ -226,7 +226,7 @@ sock.on('data', (d) => {
     const msg = JSON.parse(inbuf.subarray(4, 4 + n).toString('utf8'));
     inbuf = inbuf.subarray(4 + n);
     if (msg.type === 'execute') { queue.push(msg); pump(); }
-    else if (msg.type === 'interrupt') { if (current) current.interrupt(); }
+    else if (msg.type === 'interrupt') { if (current && (msg.id === undefined || msg.id === current.id)) current.interrupt(); }
     else if (msg.type === 'shutdown') realExit(0);
   }
 });

@@ -3,7 +3,7 @@
 # one TCP connection to 127.0.0.1 inside the sandbox's own network namespace.
 #
 # Framing: 4-byte big-endian length, then one UTF-8 JSON object.
-#   server -> driver: execute {id, code, stdin?}, interrupt, shutdown
+#   server -> driver: execute {id, code, stdin?}, interrupt {id}, shutdown
 #   driver -> server: hello {token, pid, version}, stream {id, name, text},
 #                     display {id, data{mime: value}}, result {id, ...}
 # Standard library only; embedded in the sandcastle binary and written into
@@ -58,10 +58,12 @@ def json_loads(text):
 
 
 class Channel:
+    """The connection to the server. One thread (the kernel's reader) reads;
+    any thread may send."""
+
     def __init__(self, sock):
         self.sock = sock
         self.send_lock = _thread.allocate_lock()
-        self.read_lock = _thread.allocate_lock()
         self.buf = b""
 
     def send(self, msg):
@@ -69,21 +71,23 @@ class Channel:
         with self.send_lock:
             self.sock.sendall(len(data).to_bytes(4, "big") + data)
 
-    # Reads one frame; callers hold read_lock.
-    def recv(self):
-        while True:
-            if len(self.buf) >= 4:
-                n = int.from_bytes(self.buf[:4], "big")
-                if n > _MAX_FRAME:
-                    raise ValueError("frame too large")
-                if len(self.buf) >= 4 + n:
-                    frame = self.buf[4:4 + n]
-                    self.buf = self.buf[4 + n:]
-                    return json_loads(frame.decode("utf-8", "replace"))
-            chunk = self.sock.recv(1 << 16)
-            if not chunk:
-                return None
-            self.buf += chunk
+    # Every complete frame received so far; None once the server is gone.
+    def read_available(self):
+        chunk = self.sock.recv(1 << 16)
+        if not chunk:
+            return None
+        self.buf += chunk
+        out = []
+        while len(self.buf) >= 4:
+            n = int.from_bytes(self.buf[:4], "big")
+            if n > _MAX_FRAME:
+                raise ValueError("frame too large")
+            if len(self.buf) < 4 + n:
+                break
+            frame = self.buf[4:4 + n]
+            self.buf = self.buf[4 + n:]
+            out.append(json_loads(frame.decode("utf-8", "replace")))
+        return out
 
 
 class CellStream(io.TextIOBase):
@@ -236,8 +240,13 @@ class Kernel:
         self.pkg_dir = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]
         self.pkg_mtime = self._pkg_mtime()
         builtins.display = self.display
-        self.wake = _thread.allocate_lock()  # held while idle: the watcher sleeps on it
-        self.wake.acquire()
+        # The reader thread hands execute/shutdown messages to the main
+        # thread through the inbox; `avail` is released when it grows.
+        self.inbox = []
+        self.avail = _thread.allocate_lock()
+        self.avail.acquire()
+        self.delivered = 0  # executes handed over (written by the reader only)
+        self.finished = 0  # cells ended (written by the main thread only)
 
     def _pkg_mtime(self):
         try:
@@ -277,41 +286,50 @@ class Kernel:
             except Exception:
                 pass
 
-    # --- the watcher: live flushes and in-band interrupts while a cell runs
-    def _watch(self):
-        _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT})
-        sock = self.chan.sock
-        while True:
-            if not self.busy:
-                self.wake.acquire()  # released when a cell starts
-                self.wake.release()
-                continue
-            try:
-                readable, _, _ = select.select([sock], [], [], _FLUSH_INTERVAL)
-            except (OSError, ValueError):
-                return
-            if self.busy:
-                now = time.monotonic()
-                for s in (self.stdout, self.stderr):
-                    if s.parts and now - s.last_flush >= _FLUSH_INTERVAL and s.lock.acquire(False):
-                        try:
-                            s._flush_locked(now)
-                        finally:
-                            s.lock.release()
-            if readable and self.chan.read_lock.acquire(False):
-                try:
-                    # The server sends nothing but interrupt/shutdown until it has
-                    # the result, and busy is cleared before the result is sent.
-                    if self.busy:
-                        msg = self.chan.recv()
-                        if msg is None or msg.get("type") == "shutdown":
-                            os._exit(0)
-                        if msg.get("type") == "interrupt" and self.busy:
+    # --- the reader: the only thread that reads the socket. It queues
+    # executes for the main thread, turns an interrupt for the running cell
+    # into SIGINT there, and flushes a cell's output every 25 ms while one
+    # runs. Idle (nothing queued or running), it sleeps in select.
+    def _read_loop(self):
+        try:
+            _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT})
+            sock = self.chan.sock
+            while True:
+                timeout = _FLUSH_INTERVAL if self.delivered != self.finished else None
+                readable, _, _ = select.select([sock], [], [], timeout)
+                if self.busy:
+                    now = time.monotonic()
+                    for s in (self.stdout, self.stderr):
+                        if s.parts and now - s.last_flush >= _FLUSH_INTERVAL and s.lock.acquire(False):
+                            try:
+                                s._flush_locked(now)
+                            finally:
+                                s.lock.release()
+                if not readable:
+                    continue
+                msgs = self.chan.read_available()
+                if msgs is None:  # the server is gone: nothing left to serve
+                    os._exit(0)
+                for msg in msgs:
+                    kind = msg.get("type")
+                    if kind == "interrupt":
+                        # Only the cell it names: a late interrupt is dropped.
+                        if self.busy and msg.get("id", self.cell_id) == self.cell_id:
                             _signal.pthread_kill(self.main_ident, _signal.SIGINT)
-                finally:
-                    self.chan.read_lock.release()
-            elif readable:
-                time.sleep(0.001)
+                    elif kind in ("execute", "shutdown"):
+                        self.inbox.append(msg)
+                        if kind == "execute":
+                            self.delivered += 1
+                        try:
+                            self.avail.release()
+                        except RuntimeError:  # already released: the main thread is not waiting
+                            pass
+        except BaseException as e:  # without a reader the kernel is deaf: end it, loudly
+            try:
+                sys.__stderr__.write("sandcastle kernel reader failed: %r\n" % (e,))
+                sys.__stderr__.flush()
+            finally:
+                os._exit(70)
 
     # --- running a cell ----------------------------------------------------
     def run_cell(self, msg):
@@ -335,7 +353,6 @@ class Kernel:
         if "matplotlib" in code or "matplotlib" in sys.modules:
             _quiet_matplotlib()
         self.busy = True
-        self.wake.release()
         try:
             value = self._guarded(code, filename)
             if value is not None:
@@ -359,8 +376,8 @@ class Kernel:
                 self._flush_figures()
             except Exception as e:
                 self.stderr.write("sandcastle: could not render a figure: %r\n" % (e,))
-            self.wake.acquire()
             self.busy = False
+            self.finished += 1
             try:
                 sys.__stdout__.flush()
                 sys.__stderr__.flush()
@@ -373,8 +390,8 @@ class Kernel:
         self.chan.send(reply)
 
     def _guarded(self, code, filename):
-        self.in_user = True
         try:
+            self.in_user = True
             return self._execute(code, filename)
         finally:
             self.in_user = False
@@ -425,18 +442,15 @@ class Kernel:
 
     def serve(self):
         _signal.signal(_signal.SIGINT, self.on_sigint)
-        _thread.start_new_thread(self._watch, ())
+        _thread.start_new_thread(self._read_loop, ())
         while True:
-            with self.chan.read_lock:
-                msg = self.chan.recv()
-            if msg is None:
-                return
-            kind = msg.get("type")
-            if kind == "execute":
+            while not self.inbox:
+                self.avail.acquire()
+            msg = self.inbox.pop(0)
+            if msg.get("type") == "execute":
                 self.run_cell(msg)
-            elif kind == "shutdown":
+            else:  # shutdown
                 return
-            # A late interrupt (the cell already ended) is ignored.
 
 
 def _run_coroutine(coro):

@@ -532,7 +532,7 @@ Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& 
   // thread. JavaScript: an awaiting cell is interrupted; synchronous code
   // cannot read the message (each exec has its own PID namespace, so no
   // other exec can signal the kernel) and is killed after the grace period.
-  auto interrupt = [&] { (void)send_frame(inst->conn.get(), json{{"type", "interrupt"}}); };
+  auto interrupt = [&] { (void)send_frame(inst->conn.get(), json{{"type", "interrupt"}, {"id", cell_id}}); };
   for (;;) {
     while (auto f = take_frame(inst->rbuf, inst->rpos)) {
       const std::string type = f->value("type", "");

@@ -265,6 +265,18 @@ describe('limits and hostile clients', () => {
     await healthy();
   });
 
+  test('a keep-alive response says how long an idle connection stays open (the request timeout)', async () => {
+    // With --request-timeout-ms 1500 that is 1 s: undici then stops reusing
+    // the connection before the server closes it, rather than racing the close.
+    const r = await fetch(`${srv.base}/healthz`);
+    await r.text();
+    assert.equal(r.headers.get('keep-alive'), 'timeout=1');
+    assert.equal(r.headers.get('connection'), null);
+    const close = await raw('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n');
+    assert.match(close.text, /\r\nConnection: close\r\n/);
+    assert.doesNotMatch(close.text, /Keep-Alive:/i);
+  });
+
   test('invalid JSON → 400 -32700; wrong Content-Type → 415; bad Accept → 406', async () => {
     const bad = await post(srv.url, '{"jsonrpc":');
     assert.equal(bad.status, 400);

@@ -139,7 +139,8 @@ describe('kernels: Python (SDK v1)', () => {
     await assert.rejects(call);
     assert.ok(performance.now() - t0 < 500);
     const r = await sc.ok('execute_code', { sandbox_id: id, code: 'x' });
-    assert.equal(r.result['text/plain'], '41', 'KeyboardInterrupt stopped the loop; variables survived');
+    assert.equal(r.reason, 'exited', JSON.stringify(r).slice(0, 1000));
+    assert.equal(r.result?.['text/plain'], '41', `KeyboardInterrupt stopped the loop; variables survived: ${JSON.stringify(r).slice(0, 1000)}`);
     assert.equal(r.kernel.state_lost, false);
   });
 

@@ -129,6 +129,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
     net::post(stream_.get_executor(), [self = shared_from_this()] { self->shutdown(); });
   }
 
+  // "Connection: close", or how long an idle keep-alive connection stays
+  // open: the server drops it after the request timeout, and a client that
+  // knows this (undici, browsers) stops reusing it first instead of racing
+  // the close with its next request. A timeout under a second cannot be
+  // said, so such connections close.
+  std::string connection_header() {
+    const auto secs =
+        std::chrono::duration_cast<std::chrono::seconds>(impl_.server.options().request_timeout).count();
+    if (secs < 1) keep_alive_ = false;
+    if (!keep_alive_) return "Connection: close\r\n";
+    return "Keep-Alive: timeout=" + std::to_string(secs) + "\r\n";
+  }
+
   // --- called through Exchange, from any thread --------------------------
   void respond(uint64_t gen, Response r) {
     net::post(stream_.get_executor(), [self = shared_from_this(), gen, r = std::move(r)]() mutable {
@@ -142,7 +155,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         if (beast::iequals(k, "content-length")) has_len = true;
       }
       if (!has_len) head += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
-      if (!self->keep_alive_) head += "Connection: close\r\n";
+      head += self->connection_header();
       head += "\r\n";
       head += r.body;
       self->response_done_ = true;
@@ -160,7 +173,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
                          reason_phrase(status) + "\r\n";
       for (auto& [k, v] : headers) head += k + ": " + v + "\r\n";
       if (self->chunked_) head += "Transfer-Encoding: chunked\r\n";
-      if (!self->keep_alive_) head += "Connection: close\r\n";
+      head += self->connection_header();
       head += "\r\n";
       self->enqueue(std::move(head));
     });
