@@ -7,9 +7,11 @@
 //   server -> driver: execute {id, code, stdin?}, interrupt {id}, shutdown
 //   driver -> server: hello {token, pid, version}, stream {id, name, text},
 //                     display {id, data{mime: value}}, result {id, ...}
-// Interrupts: a cell stuck in synchronous code is stopped by SIGINT (the
-// server sends one; scripts run with breakOnSigint); a cell awaiting a promise
-// is stopped by the in-band interrupt message or SIGINT.
+// Interrupts: a cell awaiting a promise is stopped by the in-band interrupt
+// message; one stuck in synchronous code cannot read it and is stopped by
+// SIGINT, which the sandbox sends a moment later (scripts run with
+// breakOnSigint). Synchronous code after a cell's first await runs outside
+// the script and is not stopped; the server kills the kernel after the grace.
 'use strict';
 const net = require('net');
 const vm = require('vm');
@@ -196,7 +198,10 @@ async function runCell(msg) {
     if (e instanceof ExitRequest) {
       reply.exit_code = Number.isInteger(e.code) ? e.code : (Number(e.code) || 0);
     } else {
-      if (e && e.message === 'Script execution interrupted.') e.name = 'Interrupted';
+      // The in-band interrupt's error, or SIGINT's under breakOnSigint.
+      if (e && (e.message === 'Script execution interrupted.' || e.code === 'ERR_SCRIPT_EXECUTION_INTERRUPTED')) {
+        e.name = 'Interrupted';
+      }
       reply.status = 'error';
       reply.error = errorInfo(e, filename);
       streams.stderr.write(reply.error.traceback.join(''));

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,14 +24,30 @@
 namespace sandcastle::sandbox {
 
 // Shared by the caller and a running exec; cancel() ends the exec (its whole
-// process tree is killed) and the result says kCancelled.
+// process tree is killed) and the result says kCancelled. interrupt() sends
+// SIGINT to the exec's main process and lets it go on: how a REPL-like
+// program is told to stop what it is doing without losing its state.
 class CancelToken {
  public:
   void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
   bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
 
+  // False when no exec runs with this token (or it has ended).
+  bool interrupt() const {
+    std::lock_guard l(interrupt_mu_);
+    return interrupter_ && interrupter_();
+  }
+  // For backends: how to interrupt the exec that runs with this token now
+  // (null when it ends). The channel is not the token's state, hence const.
+  void set_interrupter(std::function<bool()> fn) const {
+    std::lock_guard l(interrupt_mu_);
+    interrupter_ = std::move(fn);
+  }
+
  private:
   std::atomic<bool> cancelled_{false};
+  mutable std::mutex interrupt_mu_;
+  mutable std::function<bool()> interrupter_;
 };
 
 struct OutputCap {

@@ -528,10 +528,15 @@ Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& 
 
   bool interrupting = false;
   Clock::time_point kill_at{};
-  // Python: the driver's watcher thread raises KeyboardInterrupt in the main
-  // thread. JavaScript: an awaiting cell is interrupted; synchronous code
-  // cannot read the message (each exec has its own PID namespace, so no
-  // other exec can signal the kernel) and is killed after the grace period.
+  // Python: the driver's reader thread raises KeyboardInterrupt in the main
+  // thread. JavaScript: an awaiting cell reads the message; synchronous code
+  // cannot, so if the cell is still running a moment later the sandbox sends
+  // the kernel SIGINT, which stops a script run with breakOnSigint. (Sent
+  // only then: a late signal must not reach the next cell.)
+  constexpr auto kSignalAfter = std::chrono::milliseconds(100);
+  const bool needs_signal = lang_ == KernelLanguage::kJavaScript;
+  bool signal_pending = false;
+  Clock::time_point signal_at{};
   auto interrupt = [&] { (void)send_frame(inst->conn.get(), json{{"type", "interrupt"}, {"id", cell_id}}); };
   for (;;) {
     while (auto f = take_frame(inst->rbuf, inst->rpos)) {
@@ -565,8 +570,16 @@ Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& 
       res.end = cancelled() ? CellEnd::kCancelled : CellEnd::kTimeout;
       interrupting = true;
       kill_at = now + req.interrupt_grace;
+      if (needs_signal) {
+        signal_pending = true;
+        signal_at = now + kSignalAfter;
+      }
       interrupt();
       continue;
+    }
+    if (signal_pending && now >= signal_at) {
+      signal_pending = false;
+      (void)inst->kill.interrupt();
     }
     if (interrupting && now >= kill_at) {
       // The code ignored the interrupt: the kernel goes, and a fresh one is
@@ -581,7 +594,7 @@ Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& 
       if (inst_ == inst) inst_ = launch_locked();
       return res;
     }
-    const auto until = interrupting ? kill_at : deadline;
+    const auto until = !interrupting ? deadline : signal_pending ? std::min(signal_at, kill_at) : kill_at;
     int wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()) + 1;
     struct pollfd p[3] = {{inst->conn.get(), POLLIN, 0},
                           {inst->exit_ev.get(), POLLIN, 0},

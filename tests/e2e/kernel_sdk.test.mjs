@@ -228,4 +228,18 @@ describe('kernels: JavaScript (SDK v1)', () => {
     assert.equal(r.sc.kernel.state_lost, false);
     assert.equal((await sc.ok('execute_code', { sandbox_id: id, code: 'count' })).result['text/plain'], '21');
   });
+
+  test('a synchronous loop is stopped by SIGINT on cancel: Interrupted, the state survives', async () => {
+    const ac = new AbortController();
+    const call = sc.call('execute_code', { sandbox_id: id, code: 'for (;;) {}' }, { signal: ac.signal });
+    await sleep(300);
+    ac.abort('test cancels');
+    await assert.rejects(call);
+    const t0 = performance.now();
+    const r = await sc.ok('execute_code', { sandbox_id: id, code: 'count' });
+    assert.ok(performance.now() - t0 < 1500, 'not the 2-second kill');
+    assert.equal(r.result?.['text/plain'], '21', JSON.stringify(r).slice(0, 800));
+    assert.equal(r.kernel.state_lost, false);
+    assert.equal(r.kernel.fresh, false, 'the same kernel answers');
+  });
 });

@@ -130,6 +130,18 @@ Result<ExecResult> NativeSandbox::exec(const ExecRequest& req, const ExecCallbac
   std::string_view pending_in = req.stdin_data;
   if (pending_in.empty()) in_w.reset();
 
+  // While the exec runs, the token can interrupt it: one byte 'i' on the
+  // report socket asks the supervisor for SIGINT to the main process.
+  struct InterruptChannel {
+    const CancelToken* token;
+    ~InterruptChannel() {
+      if (token) token->set_interrupter(nullptr);
+    }
+  } channel{cancel};
+  if (cancel) {
+    cancel->set_interrupter([fd = report.get()] { return ::send(fd, "i", 1, MSG_NOSIGNAL) == 1; });
+  }
+
   auto deadline = start + std::chrono::milliseconds(wire->timeout_ms) + kReportGrace;
   std::optional<ExecReport> rep;
   bool cancel_sent = false;
@@ -174,6 +186,9 @@ Result<ExecResult> NativeSandbox::exec(const ExecRequest& req, const ExecCallbac
       char buf[8192];
       ssize_t r = ::recv(report.get(), buf, sizeof buf, 0);
       if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      // A supervisor that exits with our late message ('i') unread makes
+      // this recv fail once with ECONNRESET; its report is still queued.
+      if (r < 0 && errno == ECONNRESET) continue;
       if (r <= 0) return Error::make(ErrorCode::kUnavailable, "exec: sandbox " + id_ + " went away");
       rep = decode_report(std::string_view(buf, static_cast<std::size_t>(r)));
       if (!rep) return Error::make(ErrorCode::kInternal, "exec: malformed report from sandbox");

@@ -235,8 +235,16 @@ void send_setup_error(int report_fd, int err, const std::string& step) {
     struct pollfd pfds[2] = {{fds.report, POLLIN, 0}, {signal_fd, POLLIN, 0}};
     int r = ::poll(pfds, 2, left > 60'000 ? 60'000 : static_cast<int>(left));
     if (r < 0 && errno != EINTR) break;
-    // Any message or EOF from the server means: stop now.
+    // 'i' from the server: SIGINT to the command, which goes on. Any other
+    // message, or EOF, means: stop now.
     if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      char msg[16];
+      ssize_t got = ::recv(fds.report, msg, sizeof msg, MSG_DONTWAIT);
+      if (got == 1 && msg[0] == 'i') {
+        ::kill(child, SIGINT);
+        continue;
+      }
+      if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
       end = SupervisorEnd::kCancelled;
       break;
     }

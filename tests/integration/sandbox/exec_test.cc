@@ -2,6 +2,8 @@
 // identity, working directory, streaming, and failures with step + errno.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <csignal>
 #include <thread>
 
 #include "fixture.h"
@@ -118,6 +120,59 @@ TEST_F(ExecTest, StatePersistsBetweenExecs) {
 TEST_F(ExecTest, PythonRuns) {
   auto r = py("import sys, ssl; print(sys.version_info[0])");
   EXPECT_EQ(r.stdout_data, "3\n") << r.stderr_data;
+}
+
+// interrupt() delivers SIGINT to the exec's main process, which goes on; a
+// token with no exec running has nothing to interrupt.
+TEST_F(ExecTest, InterruptSendsSigintAndTheCommandGoesOn) {
+  CancelToken token;
+  EXPECT_FALSE(token.interrupt());
+  ExecRequest req;
+  req.argv = {"/usr/bin/python3", "-u", "-c",
+              "import signal, sys, time\n"
+              "got = []\n"
+              "signal.signal(signal.SIGINT, lambda *a: got.append(1))\n"
+              "print('ready')\n"
+              "while len(got) < 2: time.sleep(0.01)\n"
+              "print('two SIGINTs, still running')\n"};
+  std::atomic<bool> ready{false};
+  ExecCallbacks cb;
+  cb.on_stdout = [&](std::string_view s) {
+    if (s.find("ready") != std::string_view::npos) ready = true;
+  };
+  std::thread interrupter([&] {
+    while (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_TRUE(token.interrupt());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_TRUE(token.interrupt());
+  });
+  auto r = sb_->exec(req, cb, &token);
+  interrupter.join();
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->reason, EndReason::kExited);
+  EXPECT_EQ(r->exit_code, 0) << r->stderr_data;
+  EXPECT_EQ(r->stdout_data, "ready\ntwo SIGINTs, still running\n");
+  EXPECT_FALSE(token.interrupt()) << "the exec has ended";
+}
+
+// Without a handler, SIGINT ends the command like a terminal's ^C would.
+TEST_F(ExecTest, InterruptWithoutHandlerEndsTheCommandBySigint) {
+  CancelToken token;
+  ExecRequest req;
+  req.argv = {"/bin/sh", "-c", "echo ready; exec sleep 30"};
+  std::atomic<bool> ready{false};
+  ExecCallbacks cb;
+  cb.on_stdout = [&](std::string_view) { ready = true; };
+  std::thread interrupter([&] {
+    while (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // sh has exec'd sleep
+    EXPECT_TRUE(token.interrupt());
+  });
+  auto r = sb_->exec(req, cb, &token);
+  interrupter.join();
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->reason, EndReason::kKilled);
+  EXPECT_EQ(r->signal, SIGINT);
 }
 
 TEST_F(ExecTest, DestroyedSandboxRefusesExec) {

@@ -84,6 +84,28 @@ TEST_F(KernelTest, PythonCancelInterruptsOnlyThatCell) {
   }
 }
 
+// Synchronous JavaScript cannot read the in-band interrupt: the sandbox sends
+// the kernel SIGINT, which stops the script; the state survives.
+TEST_F(KernelTest, JavaScriptSyncLoopIsInterruptedBySigint) {
+  Kernel k(*sb_, KernelLanguage::kJavaScript);
+  ASSERT_EQ(plain(*k.execute(cell("var kept = 41; kept"))), "41");
+  for (int round = 0; round < 3; ++round) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = k.execute(cell("while (true) {}", 300ms));
+    const auto took = std::chrono::steady_clock::now() - t0;
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    EXPECT_EQ(r->end, CellEnd::kTimeout);
+    EXPECT_FALSE(r->state_lost) << "interrupted, not killed";
+    ASSERT_TRUE(r->error.is_object());
+    EXPECT_EQ(r->error.value("name", ""), "Interrupted");
+    EXPECT_LT(took, 1500ms);
+    auto next = k.execute(cell("kept + 1"));
+    ASSERT_TRUE(next.ok());
+    EXPECT_EQ(next->end, CellEnd::kCompleted);
+    EXPECT_EQ(plain(*next), "42");
+  }
+}
+
 // A cell that is still queued behind a running one is cancelled without
 // ever running.
 TEST_F(KernelTest, QueuedCellCancelledBeforeItRuns) {

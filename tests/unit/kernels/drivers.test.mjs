@@ -76,10 +76,10 @@ async function startDriver(argv) {
 const DRIVERS = [
   { name: 'python', argv: ['python3', '-X', 'utf8', `${SRC}python_driver.py`],
     cell: (i) => `import time\nprint('a', ${i})\ntime.sleep(0.002)\nprint('b', ${i})\n${i}`,
-    spin: 'while True:\n    pass', value: (r) => r.value?.['text/plain'], interrupted: 'KeyboardInterrupt' },
+    spin: 'while True:\n    pass', syncSpin: 'while True:\n    pass', value: (r) => r.value?.['text/plain'], interrupted: 'KeyboardInterrupt' },
   { name: 'javascript', argv: ['node', '--expose-internals', `${SRC}node_driver.js`],
     cell: (i) => `console.log('a', ${i});\nawait new Promise((r) => setTimeout(r, 2));\nconsole.log('b', ${i});\n${i}`,
-    spin: 'await new Promise(() => {})', value: (r) => r.value?.['text/plain'], interrupted: 'Interrupted' },
+    spin: 'await new Promise(() => {})', syncSpin: 'for (;;) {}', value: (r) => r.value?.['text/plain'], interrupted: 'Interrupted' },
 ];
 
 for (const d of DRIVERS) {
@@ -114,6 +114,23 @@ for (const d of DRIVERS) {
       const again = await k.run('after', '40 + 2');
       assert.equal(d.value(again.result), '42');
       assert.equal(again.result.status, 'ok');
+    });
+
+    // What the sandbox sends when the in-band message goes unread.
+    test('SIGINT stops a cell stuck in synchronous code; the kernel lives on', async () => {
+      await k.run('set', d.name === 'python' ? 'kept = 7' : 'var kept = 7');
+      k.send({ type: 'execute', id: 'sync', code: d.syncSpin });
+      await new Promise((r) => setTimeout(r, 200));
+      k.proc.kill('SIGINT');
+      let f;
+      do f = await k.next(3000); while (f && !(f.type === 'result' && f.id === 'sync'));
+      assert.equal(f?.status, 'error', 'SIGINT ended the cell');
+      assert.equal(f.error.name, d.interrupted);
+      assert.equal(d.value((await k.run('kept', 'kept')).result), '7');
+      // With no cell running, SIGINT is ignored.
+      k.proc.kill('SIGINT');
+      await new Promise((r) => setTimeout(r, 100));
+      assert.equal(d.value((await k.run('still', 'kept + 1')).result), '8');
     });
   });
 }
