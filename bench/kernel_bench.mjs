@@ -125,14 +125,28 @@ async function main() {
     const trees = sandboxTrees(c.proc.pid);
     const t = trees.find((x) => x.kernel);
     const parts = t.pids.map((p) => ({ cmd: t.rows.get(p).cmd.split(' ')[0], ...mem(p) }));
-    const kernel = mem(t.kernel);
+    // Kernel and bare interpreter are measured while both run: a page of
+    // python3's text is private to whichever process alone maps it, so
+    // measuring one before the other starts would charge it to that one.
     const bare = spawn('/usr/bin/python3', ['-c', 'import time; time.sleep(30)']);
     await sleep(600);
+    const kernel = mem(t.kernel);
     const bareMem = mem(bare.pid);
+    // The same with a second kernel and a second bare interpreter running:
+    // pages that every kernel touches (interpreter code, libm, _json) are
+    // then shared, and what stays private is what one more kernel costs.
+    const second = (await c.callOk('create_sandbox', { language: 'python' })).sc.sandbox_id;
+    await c.callOk('execute_code', { sandbox_id: second, code: 'x = 0' });
+    for (let i = 0; i < 20; i++) await c.callOk('execute_code', { sandbox_id: second, code: 'x += 1' });
+    const bare2 = spawn('/usr/bin/python3', ['-c', 'import time; time.sleep(30)']);
+    await sleep(600);
+    const kernelBeside = mem(t.kernel);
+    const bareBeside = mem(bare.pid);
     bare.kill();
+    bare2.kill();
     const cg = (await c.callOk('get_sandbox_status', { sandbox_id: id })).sc.usage;
     out.memory = {
-      kernel, bare: bareMem,
+      kernel, bare: bareMem, kernel_beside: kernelBeside, bare_beside: bareBeside,
       sandbox_pss: parts.reduce((a, p) => a + p.pss, 0),
       sandbox_rss: parts.reduce((a, p) => a + p.rss, 0),
       parts, cgroup_memory_kib: Math.round(cg.memory_bytes / 1024),
@@ -187,12 +201,18 @@ async function main() {
   console.log(`| warm \`x += 1\` round trip, p50 (${r.iterations} calls) | ${f3(r.cell_p50)} ms | ping ${f3(r.ping_p50)} ms | ≤ 0.3 ms ${pass(r.cell_p50 <= 0.3)} |`);
   console.log(`| warm \`x += 1\` round trip, p99 | ${f3(r.cell_p99)} ms | ping ${f3(r.ping_p99)} ms | |`);
   console.log(`| kernel cell time inside the server (duration_ms), p50 | ${f3(r.kernel_duration_p50)} ms | | |`);
-  // USS (private pages) is what each further kernel costs; PSS of a lone
-  // process also carries its share of libraries few others map yet.
-  console.log(`| idle kernel (python3) after ${r.iterations + 201} cells: USS / PSS / RSS | ${mib(m.kernel.uss)} / ${mib(m.kernel.pss)} / ${mib(m.kernel.rss)} MiB | bare python3: ${mib(m.bare.uss)} / ${mib(m.bare.pss)} / ${mib(m.bare.rss)} MiB | ≤ +1 MiB: USS ${pass(m.kernel.uss - m.bare.uss <= 1024)} (+${mib(m.kernel.uss - m.bare.uss)}), PSS +${mib(m.kernel.pss - m.bare.pss)} |`);
+  // USS (private pages) is what each further kernel costs once another one
+  // runs; alone, a kernel also holds privately the interpreter code that
+  // only kernels touch. PSS also carries shares of libraries.
+  console.log(`| idle kernel (python3) after ${r.iterations + 201} cells, alone: USS / PSS / RSS | ${mib(m.kernel.uss)} / ${mib(m.kernel.pss)} / ${mib(m.kernel.rss)} MiB | bare python3: ${mib(m.bare.uss)} / ${mib(m.bare.pss)} / ${mib(m.bare.rss)} MiB | +${mib(m.kernel.uss - m.bare.uss)} USS, +${mib(m.kernel.pss - m.bare.pss)} PSS |`);
+  console.log(`| the same beside a second kernel (one more kernel's cost): USS / PSS | ${mib(m.kernel_beside.uss)} / ${mib(m.kernel_beside.pss)} MiB | beside a second bare python3: ${mib(m.bare_beside.uss)} / ${mib(m.bare_beside.pss)} MiB | ≤ +1 MiB: USS ${pass(m.kernel_beside.uss - m.bare_beside.uss <= 1024)} (+${mib(m.kernel_beside.uss - m.bare_beside.uss)}) |`);
   console.log(`| whole idle sandbox (init ×2, supervisor, kernel) PSS / RSS | ${mib(m.sandbox_pss)} / ${mib(m.sandbox_rss)} MiB | cgroup memory ${mib(m.cgroup_memory_kib)} MiB | |`);
   console.log(`| sandboxes with a live kernel created for real | ${k.made} of ${k.requested} in ${k.seconds.toFixed(1)} s${k.failure ? ` (stopped: ${k.failure})` : ''} | | |`);
-  console.log(`| cost per sandbox: MemAvailable drop / PSS | ${mib(k.per_sandbox_available_kib)} / ${mib(k.per_sandbox_pss_kib)} MiB | | |`);
+  // The issue's target: an idle sandbox with a live kernel (all its
+  // processes, and what the kernel spends on them) within 1 MiB of the bare
+  // interpreter's own memory, here its PSS beside a second one.
+  const perSandbox = Math.max(k.per_sandbox_available_kib, k.per_sandbox_pss_kib);
+  console.log(`| cost per idle sandbox with a live kernel, among ${k.made}: MemAvailable drop / PSS | ${mib(k.per_sandbox_available_kib)} / ${mib(k.per_sandbox_pss_kib)} MiB | bare python3 PSS ${mib(m.bare_beside.pss)} MiB | ≤ +1 MiB: ${pass(perSandbox - m.bare_beside.pss <= 1024)} (+${mib(perSandbox - m.bare_beside.pss)}) |`);
   console.log(`| sandboxes that fit: memory (${mib(k.mem_available_kib)} MiB available) / pids | ${k.fit_by_memory} / ${k.fit_by_pids} | | ≥ 2,000 ${pass(Math.min(k.fit_by_memory, k.fit_by_pids) >= 2000)} |`);
 }
 

@@ -387,6 +387,11 @@ class Kernel:
             self.stderr.flush()
             self.cell_id = None
             sys.stdout, sys.stderr, sys.stdin = saved
+            # A later traceback can only point into this cell through
+            # something it defined; other sources need not stay (thousands
+            # of `x += 1` cells would otherwise grow an idle kernel).
+            if "def " not in code and "class " not in code and "lambda" not in code:
+                self.sources.pop(filename, None)
         self.chan.send(reply)
 
     def _guarded(self, code, filename):

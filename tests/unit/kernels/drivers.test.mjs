@@ -134,3 +134,22 @@ for (const d of DRIVERS) {
     });
   });
 }
+
+describe('python driver: sources for tracebacks', () => {
+  let k;
+  before(async () => { k = await startDriver(DRIVERS[0].argv); });
+  after(() => k?.close());
+
+  // Only cells that define something keep their source (an idle kernel must
+  // not grow with every `x += 1`); those are the ones a later traceback
+  // points into.
+  test('a function from an early cell still shows its line in a later traceback', async () => {
+    await k.run('def', 'def f():\n    return 1 / 0');
+    for (let i = 0; i < 50; i++) await k.run(`n${i}`, `y = ${i}`);
+    const r = (await k.run('call', 'f()')).result;
+    assert.equal(r.error.name, 'ZeroDivisionError');
+    const tb = r.error.traceback.join('');
+    assert.match(tb, /<cell-1>", line 2, in f\n\s+return 1 \/ 0/);
+    assert.match(tb, /<cell-52>", line 1/);
+  });
+});
