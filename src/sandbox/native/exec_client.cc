@@ -130,26 +130,26 @@ Result<ExecResult> NativeSandbox::exec(const ExecRequest& req, const ExecCallbac
   std::string_view pending_in = req.stdin_data;
   if (pending_in.empty()) in_w.reset();
 
-  // While the exec runs, the token can interrupt it: one byte 'i' on the
-  // report socket asks the supervisor for SIGINT to the main process.
-  struct InterruptChannel {
+  // While the exec runs, the token reaches its supervisor directly: one
+  // byte on the report socket, 'c' to cancel, 'i' for SIGINT to the main
+  // process. Nothing here polls the token.
+  struct TokenChannel {
     const CancelToken* token;
-    ~InterruptChannel() {
-      if (token) token->set_interrupter(nullptr);
+    ~TokenChannel() {
+      if (token) token->set_channel(nullptr);
     }
   } channel{cancel};
   if (cancel) {
-    cancel->set_interrupter([fd = report.get()] { return ::send(fd, "i", 1, MSG_NOSIGNAL) == 1; });
+    cancel->set_channel([fd = report.get()](CancelToken::Signal sig) {
+      const char c = static_cast<char>(sig);
+      return ::send(fd, &c, 1, MSG_NOSIGNAL) == 1;
+    });
+    if (cancel->cancelled()) (void)!::send(report.get(), "c", 1, MSG_NOSIGNAL);
   }
 
   auto deadline = start + std::chrono::milliseconds(wire->timeout_ms) + kReportGrace;
   std::optional<ExecReport> rep;
-  bool cancel_sent = false;
   while (!rep) {
-    if (cancel && cancel->cancelled() && !cancel_sent) {
-      (void)!::send(report.get(), "c", 1, MSG_NOSIGNAL);
-      cancel_sent = true;
-    }
     auto now = Clock::now();
     if (now >= deadline)
       return Error::make(ErrorCode::kTimeout, "exec: sandbox did not report within timeout + grace");
@@ -157,7 +157,6 @@ Result<ExecResult> NativeSandbox::exec(const ExecRequest& req, const ExecCallbac
     // overflow poll's int timeout into a negative "wait forever".
     auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
     int wait_ms = static_cast<int>(std::min<long long>(left_ms, 60'000));
-    if (cancel && !cancel_sent && wait_ms > 20) wait_ms = 20;  // poll the token
 
     struct pollfd p[4];
     int n = 0;

@@ -2,8 +2,13 @@
 // identity, working directory, streaming, and failures with step + errno.
 #include <gtest/gtest.h>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <csignal>
+#include <fstream>
+#include <optional>
 #include <thread>
 
 #include "fixture.h"
@@ -153,6 +158,40 @@ TEST_F(ExecTest, InterruptSendsSigintAndTheCommandGoesOn) {
   EXPECT_EQ(r->exit_code, 0) << r->stderr_data;
   EXPECT_EQ(r->stdout_data, "ready\ntwo SIGINTs, still running\n");
   EXPECT_FALSE(token.interrupt()) << "the exec has ended";
+}
+
+// A waiting exec sleeps until something happens: a server holds thousands
+// of idle kernels, each an exec with a token, and polling the token (as it
+// once did, every 20 ms) kept the machine busy. A cancel still lands at once.
+TEST_F(ExecTest, WaitingExecWithTokenDoesNotPollAndCancelLandsAtOnce) {
+  CancelToken token;
+  std::atomic<pid_t> tid{0};
+  std::optional<Result<ExecResult>> result;
+  std::thread execer([&] {
+    tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    ExecRequest req;
+    req.argv = {"/bin/sleep", "30"};
+    result = sb_->exec(req, {}, &token);
+  });
+  while (!tid) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto switches = [&] {
+    std::ifstream f("/proc/self/task/" + std::to_string(tid.load()) + "/status");
+    std::string line;
+    while (std::getline(f, line))
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) return std::stol(line.substr(24));
+    return -1L;
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the exec is set up and waiting
+  const long before = switches();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const long woke = switches() - before;
+  EXPECT_LT(woke, 10) << "the waiting exec thread woke " << woke << " times in 1 s";
+  const auto t0 = std::chrono::steady_clock::now();
+  token.cancel();
+  execer.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
+  ASSERT_TRUE(result && result->ok());
+  EXPECT_EQ((*result)->reason, EndReason::kCancelled);
 }
 
 // Without a handler, SIGINT ends the command like a terminal's ^C would.
