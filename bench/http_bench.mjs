@@ -11,9 +11,12 @@
 // server-everything: echo). Then: memory (RSS) and threads of each server
 // with 1,000 idle SSE streams open.
 //
-// Usage: node bench/http_bench.mjs [--sandcastle build/sandcastle] [--requests 10000]
-//          [--streams 1000] [--json]
-import { spawn } from 'node:child_process';
+// The load comes from bench/lib/http_load.cc (one thread, epoll), built next
+// to the sandcastle binary by `make bench`.
+//
+// Usage: node bench/http_bench.mjs [--sandcastle build/sandcastle] [--loader build/http_load]
+//          [--requests 10000] [--streams 1000] [--json]
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import { dirname, join, resolve } from 'node:path';
@@ -23,12 +26,13 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
 
 function parseArgs(argv) {
-  const opts = { sandcastle: join(root, 'build', 'sandcastle'), requests: 10000, streams: 1000, json: false,
-    concurrency: [1, 16, 200] };
+  const opts = { sandcastle: join(root, 'build', 'sandcastle'), loader: null, requests: 10000, streams: 1000,
+    json: false, concurrency: [1, 16, 200] };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const val = () => argv[++i];
     if (a === '--sandcastle') opts.sandcastle = resolve(val());
+    else if (a === '--loader') opts.loader = resolve(val());
     else if (a === '--requests') opts.requests = Number(val());
     else if (a === '--streams') opts.streams = Number(val());
     else if (a === '--concurrency') opts.concurrency = val().split(',').map(Number);
@@ -100,21 +104,6 @@ function request(agent, url, body, headers) {
   });
 }
 
-// The JSON-RPC reply in a JSON or SSE body.
-function reply(res) {
-  if ((res.headers['content-type'] ?? '').includes('text/event-stream')) {
-    for (const line of res.body.split('\n')) {
-      if (!line.startsWith('data:')) continue;
-      const d = line.slice(5).trim();
-      if (!d) continue;
-      const m = JSON.parse(d);
-      if ('result' in m || 'error' in m) return m;
-    }
-    return null;
-  }
-  return JSON.parse(res.body);
-}
-
 async function openSession(agent, url) {
   const init = await request(agent, url, { jsonrpc: '2.0', id: 0, method: 'initialize',
     params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'http-bench', version: '1' } } }, {});
@@ -125,41 +114,21 @@ async function openSession(agent, url) {
   return headers;
 }
 
-async function load(server, method, concurrency, total) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
-  const sessions = [];
-  for (let i = 0; i < concurrency; i++) sessions.push(await openSession(agent, server.url));
+// C clients, each with its own legacy session on its own keep-alive
+// connection, through bench/lib/http_load.cc (built as $BUILD/http_load):
+// the generator's cost stays small beside the servers' on a 2-core machine.
+function load(server, method, concurrency, total, loader) {
   const params = method === 'tools/call' ? server.call : {};
-  const lat = [];
-  let errors = 0, next = 0, id = 1, bytes = 0;
-  const worker = async (headers) => {
-    while (next < total) {
-      next++;
-      const t0 = performance.now();
-      try {
-        const res = await request(agent, server.url, { jsonrpc: '2.0', id: id++, method, params }, headers);
-        const r = res.status === 200 ? reply(res) : null;
-        bytes = res.body.length;
-        if (!r || r.error || (method === 'tools/call' && r.result?.isError)) errors++;
-      } catch {
-        errors++;
-      }
-      lat.push(performance.now() - t0);
-    }
-  };
-  // Warm-up: a few requests per session, not measured.
-  await Promise.all(sessions.map(async (h) => { for (let i = 0; i < 3; i++) await request(agent, server.url, { jsonrpc: '2.0', id: id++, method, params }, h); }));
-  const t0 = performance.now();
-  await Promise.all(sessions.map(worker));
-  const secs = (performance.now() - t0) / 1000;
-  for (const h of sessions) await new Promise((r) => {
-    const u = new URL(server.url);
-    http.request({ agent, host: u.hostname, port: u.port, path: u.pathname, method: 'DELETE', headers: h }, (res) => { res.resume(); res.on('end', r); }).on('error', r).end();
-  });
-  agent.destroy();
-  lat.sort((a, b) => a - b);
-  const q = (p) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))];
-  return { rps: lat.length / secs, p50: q(0.5), p99: q(0.99), errors, requests: lat.length, bytes };
+  const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method, params });
+  const port = new URL(server.url).port;
+  const args = ['--port', port, '--clients', String(concurrency), '--requests', String(total),
+    '--body', body, '--session', '2025-06-18', '--warmup', '3'];
+  if (method === 'tools/call') args.push('--tool-call');
+  const r = spawnSync(loader, args, { encoding: 'utf8', timeout: 300000 });
+  if (r.status !== 0) throw new Error(`http_load ${method} c=${concurrency}: ${r.stderr || r.error}`);
+  const j = JSON.parse(r.stdout);
+  return { rps: j.rps, p50: j.p50_ms, p99: j.p99_ms, errors: j.errors, requests: j.requests, bytes: j.bytes,
+    firstError: j.first_error };
 }
 
 function procStatus(pid) {
@@ -202,6 +171,8 @@ async function idleStreams(server, n) {
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
   if (!existsSync(opts.sandcastle)) throw new Error(`${opts.sandcastle} not found`);
+  opts.loader ??= join(dirname(opts.sandcastle), 'http_load');
+  if (!existsSync(opts.loader)) throw new Error(`${opts.loader} not found: make bench builds it`);
   if (!EVERYTHING_DIR) throw new Error('server-everything missing: run scripts/install-deps');
   const results = [];
   const memory = [];
@@ -211,9 +182,9 @@ async function main() {
       for (const method of ['tools/list', 'tools/call']) {
         for (const c of opts.concurrency) {
           const n = c === 1 ? Math.min(2000, opts.requests) : opts.requests;
-          const r = await load(server, method, c, n);
+          const r = load(server, method, c, n, opts.loader);
           results.push({ server: server.name, method, concurrency: c, ...r });
-          if (!opts.json) console.error(`${server.name} ${method} c=${c}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, ${r.errors} errors`);
+          if (!opts.json) console.error(`${server.name} ${method} c=${c}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, ${r.errors} errors${r.firstError ? ` (first: ${r.firstError.slice(0, 200)})` : ''}`);
         }
       }
       memory.push({ server: server.name, ...(await idleStreams(server, opts.streams)) });

@@ -71,8 +71,36 @@ json make_notification(const std::string& method, json params) {
   return n;
 }
 
+json preserialized(std::string text) { return json{{kPreserializedKey, std::move(text)}}; }
+
 std::string dump_message(const json& msg) {
-  return msg.dump(-1, ' ', false, json::error_handler_t::replace);
+  auto dump = [](const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); };
+  if (msg.is_array()) {  // a batch reply may hold preserialized results
+    std::string out = "[";
+    for (const auto& m : msg) {
+      if (out.size() > 1) out += ',';
+      out += dump_message(m);
+    }
+    return out + "]";
+  }
+  if (msg.is_object()) {
+    auto r = msg.find("result");
+    if (r != msg.end() && r->is_object() && r->size() == 1) {
+      auto text = r->find(kPreserializedKey);
+      if (text != r->end() && text->is_string()) {
+        json rest = msg;
+        rest.erase("result");
+        std::string out = dump(rest);
+        out.pop_back();  // the closing brace
+        if (out.size() > 1) out += ',';
+        out += "\"result\":";
+        out += text->get_ref<const std::string&>();
+        out += '}';
+        return out;
+      }
+    }
+  }
+  return dump(msg);
 }
 
 }  // namespace sandcastle::mcp

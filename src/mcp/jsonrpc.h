@@ -48,7 +48,14 @@ json make_error(const json& id, const RpcError& err);
 json make_notification(const std::string& method, json params);
 
 // Serialises without throwing on invalid UTF-8 in strings (replaced by U+FFFD):
-// program output is arbitrary bytes and must never break the wire.
+// program output is arbitrary bytes and must never break the wire. A result
+// made by preserialized() goes out as the text it holds.
 std::string dump_message(const json& msg);
+
+// A result already serialized (a memoized tools/list page): the reply holds
+// it as {kPreserializedKey: text}, and dump_message splices the text in
+// instead of serializing a large tree again.
+inline constexpr const char* kPreserializedKey = "\x01" "sandcastle/preserialized";
+json preserialized(std::string text);
 
 }  // namespace sandcastle::mcp

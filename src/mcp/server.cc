@@ -17,6 +17,7 @@ void Server::add_builtin_methods() {
   list.cacheable = true;
   list.ttl_ms = 60'000;
   list.cache_public = true;  // the same list for every client
+  list.memoize = true;
   list.handler = [this](const json& params, RequestContext&) {
     std::optional<std::string> cursor;
     if (params.contains("cursor")) {
@@ -95,6 +96,19 @@ json Server::server_info_json() const {
   json j{{"name", info_.name}, {"version", info_.version}};
   if (!info_.title.empty()) j["title"] = info_.title;
   return j;
+}
+
+std::shared_ptr<const std::string> Server::memo_get(const std::string& key) const {
+  std::lock_guard l(memo_mu_);
+  auto it = memo_.find(key);
+  return it == memo_.end() ? nullptr : it->second;
+}
+
+void Server::memo_put(const std::string& key, std::shared_ptr<const std::string> text) const {
+  constexpr size_t kMaxEntries = 256;  // pages x eras; cursors are validated first
+  std::lock_guard l(memo_mu_);
+  if (memo_.size() >= kMaxEntries) memo_.clear();
+  memo_[key] = std::move(text);
 }
 
 }  // namespace sandcastle::mcp

@@ -4,6 +4,8 @@
 
 #include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "mcp/jsonrpc.h"
@@ -38,6 +40,10 @@ struct MethodSpec {
   bool cache_public = false;
   bool legacy_only = false;
   bool modern_only = false;
+  // The result depends only on the params (not on the caller or on time):
+  // the server serializes it once per params and era and sends those bytes
+  // again (tools/list: a large page that every client asks for).
+  bool memoize = false;
 };
 
 class Server {
@@ -57,6 +63,10 @@ class Server {
   json capabilities() const;
   json server_info_json() const;
 
+  // Serialized results of `memoize` methods, by key; bounded.
+  std::shared_ptr<const std::string> memo_get(const std::string& key) const;
+  void memo_put(const std::string& key, std::shared_ptr<const std::string> text) const;
+
  private:
   void add_builtin_methods();
 
@@ -64,6 +74,8 @@ class Server {
   ServerOptions options_;
   ToolRegistry tools_;
   std::map<std::string, MethodSpec> methods_;
+  mutable std::mutex memo_mu_;
+  mutable std::map<std::string, std::shared_ptr<const std::string>> memo_;
 };
 
 }  // namespace sandcastle::mcp

@@ -422,8 +422,21 @@ json Session::dispatch(const std::string& method, const json& params, const Enve
   if (routed_)
     ctx.set_stream_closer([this, id] { routed_(json{{"$close_stream", true}}, &id); });
   RequestContext::Scope scope(ctx);
+  std::string memo_key;
+  if (spec->memoize) {
+    json key_params = params;
+    key_params.erase("_meta");
+    memo_key = (modern ? "modern " : "legacy ") + method + " " + std::to_string(server_.tools().size()) + " " +
+               key_params.dump();
+    if (auto hit = server_.memo_get(memo_key)) return preserialized(*hit);
+  }
   json result = spec->handler(params, ctx);
-  if (modern) return finish_modern(std::move(result), spec);
+  if (modern) result = finish_modern(std::move(result), spec);
+  if (spec->memoize) {
+    auto text = std::make_shared<const std::string>(dump_message(result));
+    server_.memo_put(memo_key, text);
+    return preserialized(*text);
+  }
   return result;
 }
 

@@ -51,6 +51,23 @@ TEST(JsonRpcTest, DumpReplacesInvalidUtf8) {
   EXPECT_TRUE(json::accept(out));
 }
 
+TEST(JsonRpcTest, PreserializedResultIsSplicedAsIs) {
+  const std::string text = R"({"tools":[{"name":"a"}],"nextCursor":"x"})";
+  json reply = make_result(7, preserialized(text));
+  std::string out = dump_message(reply);
+  EXPECT_EQ(json::parse(out), json::parse(R"({"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"a"}],"nextCursor":"x"}})"));
+  EXPECT_NE(out.find(text), std::string::npos);
+  // In a batch reply too, beside ordinary replies.
+  json batch = json::array({reply, make_result("b", json{{"ok", true}})});
+  json parsed = json::parse(dump_message(batch));
+  ASSERT_EQ(parsed.size(), 2u);
+  EXPECT_EQ(parsed[0]["result"]["nextCursor"], "x");
+  EXPECT_EQ(parsed[1]["result"]["ok"], true);
+  // A result that merely has other keys is serialized normally.
+  json normal = make_result(1, json{{kPreserializedKey, "{}"}, {"other", 1}});
+  EXPECT_EQ(json::parse(dump_message(normal))["result"]["other"], 1);
+}
+
 TEST(ProtocolTest, NegotiatesLegacyVersions) {
   for (auto v : kLegacyVersions) EXPECT_EQ(negotiate_legacy_version(v), v);
   EXPECT_EQ(negotiate_legacy_version("2023-01-01"), "2025-11-25");

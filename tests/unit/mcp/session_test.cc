@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <set>
 
 #include "mcp/fixtures.h"
 
@@ -17,10 +18,12 @@ using namespace std::chrono_literals;
 // Collects what the session sends, so tests can wait for a specific message.
 class Outbox {
  public:
+  // Messages are kept as the client reads them: serialized, then parsed.
   Session::Send sender() {
     return [this](const json& m) {
+      json wire = json::parse(dump_message(m));
       std::lock_guard lock(mu_);
-      msgs_.push_back(m);
+      msgs_.push_back(std::move(wire));
       cv_.notify_all();
     };
   }
@@ -95,6 +98,32 @@ class SessionTest : public ::testing::Test {
   Outbox out_;
   std::shared_ptr<Session> session_;
 };
+
+// tools/list is serialized once and then sent as those bytes; a tool added
+// later shows up (the memo is keyed by the registry's size).
+TEST_F(SessionTest, ToolsListIsMemoizedAndFollowsTheRegistry) {
+  initialize();
+  json a = call(request(1, "tools/list"));
+  json b = call(request(2, "tools/list"));
+  ASSERT_TRUE(a.contains("result")) << a.dump();
+  EXPECT_EQ(a["result"], b["result"]);
+  EXPECT_EQ(b["id"], 2);
+  ToolDefinition def;
+  def.name = "aaa_added_later";
+  def.description = "added after the first tools/list";
+  def.input_schema = json{{"type", "object"}};
+  server_.tools().add(def, [](const json&, RequestContext&) { return ToolResult::text("x"); });
+  std::set<std::string> names;
+  json params = json::object();
+  for (int page = 0; page < 100; ++page) {
+    json r = call(request(100 + page, "tools/list", params));
+    for (const auto& t : r["result"]["tools"]) names.insert(t["name"].get<std::string>());
+    if (!r["result"].contains("nextCursor")) break;
+    params["cursor"] = r["result"]["nextCursor"];
+  }
+  EXPECT_EQ(names.size(), server_.tools().size());
+  EXPECT_TRUE(names.count("aaa_added_later"));
+}
 
 TEST_F(SessionTest, InitializeNegotiatesAndDeclaresCapabilities) {
   json r = call(request(1, "initialize", {{"protocolVersion", "2025-03-26"}, {"capabilities", json::object()}}));
