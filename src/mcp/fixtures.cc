@@ -464,6 +464,11 @@ void register_test_fixtures(Server& server) {
           ctx.log("warning", "logging tool: warning");
           return ToolResult::text("logged");
         });
+  // Pure functions of their arguments: answered without a thread hand-off.
+  for (const char* name : {"test_simple_text", "test_image_content", "test_audio_content", "test_embedded_resource",
+                           "test_multiple_content_types", "test_error_handling", "json_schema_2020_12_tool",
+                           "test_echo"})
+    t.set_runs_inline(name);
   register_client_request_fixtures(server);
   register_resource_fixtures(server);
   register_prompt_fixtures(server);

@@ -261,7 +261,15 @@ void Session::handle_request(const json& msg) {
   const json& id = msg["id"];
   const std::string& method = msg["method"].get_ref<const std::string&>();
   const MethodSpec* spec = server_.find_method(method);
-  const bool async = spec && spec->async;
+  bool async = spec && spec->async;
+  if (async && method == "tools/call") {
+    // A tool that cannot block is not worth a thread hand-off.
+    const json& params = msg.contains("params") ? msg["params"] : msg;
+    if (auto n = params.find("name"); n != params.end() && n->is_string()) {
+      const ToolDefinition* def = server_.tools().find(n->get_ref<const std::string&>());
+      if (def && def->runs_inline) async = false;
+    }
+  }
   {
     std::lock_guard lock(mu_);
     if (async && running_ >= server_.options().max_inflight) {

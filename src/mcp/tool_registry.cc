@@ -75,6 +75,8 @@ json ToolRegistry::list_page(const std::optional<std::string>& cursor) const {
   return result;
 }
 
+void ToolRegistry::set_runs_inline(const std::string& name) { tools_.at(name).def.runs_inline = true; }
+
 ToolResult ToolRegistry::call(const std::string& name, const json& args,
                               RequestContext& ctx) const {
   auto it = tools_.find(name);

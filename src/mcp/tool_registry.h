@@ -37,6 +37,9 @@ struct ToolDefinition {
   json annotations;    // readOnlyHint, destructiveHint, idempotentHint, openWorldHint
   // Modern era: capabilities the client must declare (-32021 otherwise).
   json required_client_capabilities;
+  // Never blocks (no sandbox, no I/O, no request to the client): tools/call
+  // runs it on the transport's thread, without a hand-off to a worker.
+  bool runs_inline = false;
 };
 
 using ToolHandler = std::function<ToolResult(const json& args, RequestContext& ctx)>;
@@ -50,6 +53,8 @@ class ToolRegistry {
 
   bool contains(const std::string& name) const { return tools_.count(name) != 0; }
   const ToolDefinition* find(const std::string& name) const;
+  // Marks a registered tool runs_inline (see ToolDefinition).
+  void set_runs_inline(const std::string& name);
   size_t size() const { return order_.size(); }
 
   // One page of tools/list in registration order. Throws RpcError(-32602) on a bad cursor.

@@ -99,6 +99,18 @@ class SessionTest : public ::testing::Test {
   std::shared_ptr<Session> session_;
 };
 
+// A tool marked runs_inline answers before handle_json returns (no worker
+// hand-off); an ordinary one answers later, from a worker.
+TEST_F(SessionTest, InlineToolsAnswerOnTheCallersThread) {
+  initialize();
+  const size_t before = out_.size();
+  session_->handle_json(request(1, "tools/call", {{"name", "test_echo"}, {"arguments", {{"text", "hi"}}}}));
+  EXPECT_EQ(out_.size(), before + 1) << "answered synchronously";
+  session_->handle_json(request(2, "tools/call", {{"name", "test_sleep"}, {"arguments", {{"ms", 100}}}}));
+  EXPECT_EQ(out_.size(), before + 1) << "the sleeping tool runs on a worker";
+  EXPECT_TRUE(out_.response(2).contains("result"));
+}
+
 // tools/list is serialized once and then sent as those bytes; a tool added
 // later shows up (the memo is keyed by the registry's size).
 TEST_F(SessionTest, ToolsListIsMemoizedAndFollowsTheRegistry) {
