@@ -16,6 +16,7 @@
 
 #include <cstring>
 #include <string>
+#include <memory>
 #include <vector>
 
 #include "sandbox/native/caps.h"
@@ -140,11 +141,13 @@ void send_setup_error(int report_fd, int err, const std::string& step) {
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
       fail_child(error_fd, step_failed("seccomp load"));
   }
-  // 6. the request: ExecWire + stdin, stdout, stderr
-  std::vector<char> buf(kMaxExecRequestBytes + 1);
-  ReceivedMessage m = recv_with_fds(request_fd, buf.data(), buf.size());
+  // 6. the request: ExecWire + stdin, stdout, stderr. The buffer is left
+  // uninitialized: a zeroed one is 200 KiB of dirty memory in every waiting
+  // slot of every sandbox; untouched, it costs only what a request fills.
+  auto buf = std::make_unique_for_overwrite<char[]>(kMaxExecRequestBytes + 1);
+  ReceivedMessage m = recv_with_fds(request_fd, buf.get(), kMaxExecRequestBytes + 1);
   if (m.len <= 0) _exit(0);  // the supervisor is gone: no exec after all
-  auto req = decode_exec(std::string_view(buf.data(), static_cast<std::size_t>(m.len)));
+  auto req = decode_exec(std::string_view(buf.get(), static_cast<std::size_t>(m.len)));
   if (!req || m.nfds != 3 || m.truncated) fail_child(error_fd, step_failed("receive exec request", EPROTO));
   // 7. stdio from the server's pipes; every other fd closed
   if (::dup2(m.fds[0], 0) < 0 || ::dup2(m.fds[1], 1) < 0 || ::dup2(m.fds[2], 2) < 0)
@@ -193,15 +196,16 @@ void send_setup_error(int report_fd, int err, const std::string& step) {
   }
 
   // Wait for our exec: its request and four fds (report, stdin, stdout, stderr).
-  std::vector<char> buf(kMaxExecRequestBytes + 1);
-  ReceivedMessage m = recv_with_fds(slot_fd, buf.data(), buf.size());
+  // Uninitialized, as in the exec child: only what the request fills is touched.
+  auto buf = std::make_unique_for_overwrite<char[]>(kMaxExecRequestBytes + 1);
+  ReceivedMessage m = recv_with_fds(slot_fd, buf.get(), kMaxExecRequestBytes + 1);
   if (m.len <= 0 || m.nfds != kExecRequestFds || m.truncated) {
     // Init discarded this slot (or is gone): nothing to supervise.
     ::kill(-1, SIGKILL);
     _exit(0);
   }
   ExecFds fds{m.fds[0], m.fds[1], m.fds[2], m.fds[3]};
-  auto req = decode_exec(std::string_view(buf.data(), static_cast<std::size_t>(m.len)));
+  auto req = decode_exec(std::string_view(buf.get(), static_cast<std::size_t>(m.len)));
   if (!req) {
     send_setup_error(fds.report, EPROTO, "decode exec request");
     ::kill(-1, SIGKILL);
@@ -216,7 +220,8 @@ void send_setup_error(int report_fd, int err, const std::string& step) {
   // Hand the command its request; a child that already failed its setup
   // makes this EPIPE, and its {step, errno} is in the error pipe.
   const int stdio[3] = {fds.in, fds.out, fds.err};
-  (void)send_with_fds(childsock[0], std::string_view(buf.data(), static_cast<std::size_t>(m.len)), stdio, 3);
+  (void)send_with_fds(childsock[0], std::string_view(buf.get(), static_cast<std::size_t>(m.len)), stdio, 3);
+  buf.reset();  // a kernel's supervisor waits for days: give the pages back
   ::close(childsock[0]);
   ::close(fds.in);
   ::close(fds.out);
