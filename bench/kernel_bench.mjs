@@ -22,6 +22,8 @@ import { fileURLToPath } from 'node:url';
 import { LineClient } from './lib/line_client.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
+// A sandbox is idle once it has shed its waiting exec slot (native::kSlotIdle, 5 s).
+const IDLE_MS = 6500;
 const root = resolve(here, '..');
 
 function parseArgs(argv) {
@@ -120,8 +122,9 @@ async function main() {
       kernel_duration_p50: pct(dur, 50),
     };
 
-    // (b) memory of this idle sandbox (its kernel has run 2,200 cells)
-    await sleep(500);
+    // (b) memory of this idle sandbox (its kernel has run 2,200 cells). Idle
+    // means past the 5 s after which a sandbox sheds its waiting exec slot.
+    await sleep(IDLE_MS);
     const trees = sandboxTrees(c.proc.pid);
     const t = trees.find((x) => x.kernel);
     const parts = t.pids.map((p) => ({ cmd: t.rows.get(p).cmd.split(' ')[0], ...mem(p) }));
@@ -172,7 +175,7 @@ async function main() {
       } catch (e) { failure = String(e.message).slice(0, 200); break; }
     }
     const secs = (performance.now() - t0) / 1000;
-    await sleep(1000);
+    await sleep(IDLE_MS);
     const avail1 = memAvailable();
     const trees = sandboxTrees(c.proc.pid);
     let pss = 0;

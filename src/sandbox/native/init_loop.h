@@ -3,6 +3,8 @@
 // (taking the whole sandbox with it) when the server closes the socket.
 #pragma once
 
+#include <chrono>
+
 #include "sandbox/native/wire.h"
 
 namespace sandcastle::sandbox::native {
@@ -12,6 +14,8 @@ namespace sandcastle::sandbox::native {
 // stderr.
 constexpr int kExecRequestFds = 4;
 constexpr std::size_t kMaxExecRequestBytes = 200 * 1024;
+// How long a waiting exec slot is kept after the last request.
+constexpr std::chrono::milliseconds kSlotIdle{5'000};
 
 // PID 1's request loop. start() may run before the sandbox is finished (a
 // prespawned init): it starts the first exec slot — supervisor and waiting

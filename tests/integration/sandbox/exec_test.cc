@@ -7,11 +7,16 @@
 
 #include <atomic>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <optional>
 #include <thread>
 
 #include "fixture.h"
+#include "sandbox/native/init_loop.h"
+#include "sandbox/native/native_sandbox.h"
 
 namespace sandcastle::sandbox::testing {
 namespace {
@@ -212,6 +217,52 @@ TEST_F(ExecTest, InterruptWithoutHandlerEndsTheCommandBySigint) {
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(r->reason, EndReason::kKilled);
   EXPECT_EQ(r->signal, SIGINT);
+}
+
+// Host pids below `pid` (its children, theirs, ...).
+std::vector<pid_t> descendants(pid_t pid) {
+  std::map<pid_t, std::vector<pid_t>> kids;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "stat");
+    std::string stat;
+    std::getline(f, stat);
+    auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state;
+    pid_t ppid;
+    rest >> state >> ppid;
+    kids[ppid].push_back(std::stoi(name));
+  }
+  std::vector<pid_t> out, todo{pid};
+  while (!todo.empty()) {
+    pid_t p = todo.back();
+    todo.pop_back();
+    for (pid_t k : kids[p]) {
+      out.push_back(k);
+      todo.push_back(k);
+    }
+  }
+  return out;
+}
+
+// An idle sandbox sheds its waiting exec slot (a supervisor and its child)
+// after native::kSlotIdle; the next exec starts one on demand, and the slot
+// is kept ready again while execs follow.
+TEST_F(ExecTest, IdleSandboxShedsItsExecSlotAndStillExecs) {
+  auto* native = dynamic_cast<native::NativeSandbox*>(sb_.get());
+  ASSERT_NE(native, nullptr);
+  EXPECT_EQ(sh("echo warm").stdout_data, "warm\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the used slot is replaced
+  const size_t ready = descendants(native->init_pid()).size();
+  std::this_thread::sleep_for(native::kSlotIdle + std::chrono::milliseconds(700));
+  const size_t idle = descendants(native->init_pid()).size();
+  EXPECT_EQ(idle + 2, ready) << "the slot's supervisor and child are gone";
+  EXPECT_EQ(sh("echo after idle").stdout_data, "after idle\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(descendants(native->init_pid()).size(), ready) << "a slot is ready again";
 }
 
 TEST_F(ExecTest, DestroyedSandboxRefusesExec) {
