@@ -21,11 +21,40 @@ const { createRequire } = require('module');
 const { performance } = require('perf_hooks');
 
 let processTopLevelAwait = null;
+let acorn = null;
 try {
   // Needs --expose-internals; without it, cells with top-level await are
   // wrapped in an async function whose declarations do not persist.
   ({ processTopLevelAwait } = require('internal/repl/await'));
+  acorn = require('internal/deps/acorn/acorn/dist/acorn');
 } catch (_) { /* fall back below */ }
+
+// Like a REPL, a later cell may declare a name again: top-level `let` and
+// `const` become `var`, and `class C {}` becomes `var C = class C {}`, so
+// they live on the global object instead of the script scope, where a
+// second declaration is a SyntaxError. (A const can then be reassigned.)
+function redeclarable(code) {
+  if (!acorn) return code;
+  let ast;
+  try {
+    ast = acorn.parse(code, { ecmaVersion: 'latest', sourceType: 'script' });
+  } catch (_) {
+    return code;  // vm reports the syntax error, with its position
+  }
+  const edits = [];
+  for (const node of ast.body) {
+    if (node.type === 'VariableDeclaration' && (node.kind === 'let' || node.kind === 'const')) {
+      edits.push([node.start, node.start + node.kind.length, 'var']);
+    } else if (node.type === 'ClassDeclaration' && node.id) {
+      edits.push([node.start, node.start, `var ${node.id.name} = `], [node.end, node.end, ';']);
+    }
+  }
+  for (let i = edits.length - 1; i >= 0; i--) {
+    const [from, to, text] = edits[i];
+    code = code.slice(0, from) + text + code.slice(to);
+  }
+  return code;
+}
 
 const FLUSH_MS = 25;
 const FLUSH_BYTES = 16 * 1024;
@@ -188,7 +217,7 @@ async function runCell(msg) {
       const r = await Promise.race([p, interrupted]);
       value = r && typeof r === 'object' && 'value' in r && processTopLevelAwait ? r.value : undefined;
     } else {
-      value = new vm.Script(code, { filename }).runInThisContext({ breakOnSigint: true });
+      value = new vm.Script(redeclarable(code), { filename }).runInThisContext({ breakOnSigint: true });
     }
     if (value !== undefined) {
       globalThis._ = value;

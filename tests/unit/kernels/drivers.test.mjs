@@ -153,3 +153,28 @@ describe('python driver: sources for tracebacks', () => {
     assert.match(tb, /<cell-52>", line 1/);
   });
 });
+
+describe('javascript driver: declarations across cells', () => {
+  let k;
+  before(async () => { k = await startDriver(DRIVERS[1].argv); });
+  after(() => k?.close());
+
+  // As in a REPL: the same let/const/class may be declared again in a later
+  // cell (the script scope would make that a SyntaxError).
+  test('let, const and class can be declared again; values and positions are kept', async () => {
+    const v = async (id, code) => {
+      const r = (await k.run(id, code)).result;
+      assert.equal(r.status, 'ok', JSON.stringify(r.error));
+      return r.value?.['text/plain'];
+    };
+    await v('a', 'let x = 1;\nconst y = 2;\nclass P { get v() { return 3; } }');
+    assert.equal(await v('b', 'let x = 10;\nconst y = 20;\nclass P { get v() { return 30; } }\nx + y + new P().v'), '60');
+    assert.equal(await v('c', 'x'), '10');
+    // Nested declarations are untouched, and a real syntax error still says where.
+    assert.equal(await v('d', '{ let x = 5; x }'), '5');
+    assert.equal(await v('e', 'x'), '10');
+    const bad = (await k.run('f', 'let = ;')).result;
+    assert.equal(bad.status, 'error');
+    assert.equal(bad.error.name, 'SyntaxError');
+  });
+});
