@@ -25,6 +25,7 @@ inline constexpr const char* kClientCapabilities = "io.modelcontextprotocol/clie
 inline constexpr const char* kClientInfo = "io.modelcontextprotocol/clientInfo";
 inline constexpr const char* kServerInfo = "io.modelcontextprotocol/serverInfo";
 inline constexpr const char* kLogLevel = "io.modelcontextprotocol/logLevel";
+inline constexpr const char* kSubscriptionId = "io.modelcontextprotocol/subscriptionId";
 }  // namespace meta_key
 
 // The version the server answers to an initialize offering `requested`:

@@ -55,6 +55,10 @@ void RequestContext::progress(double progress, std::optional<double> total,
   send_(make_notification("notifications/progress", std::move(params)));
 }
 
+void RequestContext::notify(const std::string& method, json params) {
+  send_(make_notification(method, std::move(params)));
+}
+
 namespace {
 thread_local const RequestContext* t_current = nullptr;
 }  // namespace

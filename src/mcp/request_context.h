@@ -55,6 +55,9 @@ class RequestContext {
   // Progress must increase: a value not above the last one sent is dropped.
   void progress(double progress, std::optional<double> total = std::nullopt,
                 const std::string& message = {});
+  // Sends a notification tied to this request (on HTTP, on its stream).
+  void notify(const std::string& method, json params);
+
   // Sends notifications/message when the level passes the client's threshold
   // (logging/setLevel in the legacy era, the request's logLevel in the modern).
   void log(const std::string& level, const json& data, const std::string& logger = "sandcastle");

@@ -1,8 +1,11 @@
 #include "mcp/server.h"
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
 
+#include "common/crypto.h"
 #include "common/metrics.h"
 
 namespace sandcastle::mcp {
@@ -28,6 +31,41 @@ void Server::add_builtin_methods() {
     return tools_.list_page(cursor);
   };
   add_method("tools/list", std::move(list));
+
+  // 2026-07-28: a stream of list-changed and resource-update notifications,
+  // acknowledged first, each tagged with the subscription's id. This
+  // server's tool and prompt lists are fixed for its life and it offers no
+  // resource updates, so the acknowledgement says that none of the requested
+  // kinds will come; the stream stays open (as the era expects) until the
+  // client closes it, which cancels the request.
+  MethodSpec listen;
+  listen.async = true;
+  listen.modern_only = true;
+  listen.handler = [](const json& params, RequestContext& ctx) -> json {
+    if (params.contains("notifications") && !params["notifications"].is_object())
+      throw RpcError{rpc_error::kInvalidParams,
+                     "\"notifications\" must be an object such as {\"toolsListChanged\": true}", nullptr};
+    ctx.notify("notifications/subscriptions/acknowledged",
+               json{{"notifications", json::object()},
+                    {"_meta", {{meta_key::kSubscriptionId, "sub-" + crypto::hex(crypto::random_bytes(8))}}}});
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    CancelToken* token = ctx.cancel_token();
+    if (!token) return json::object();
+    size_t sub = token->on_cancel([&] {
+      std::lock_guard l(mu);
+      done = true;
+      cv.notify_all();
+    });
+    {
+      std::unique_lock l(mu);
+      cv.wait(l, [&] { return done; });
+    }
+    token->unsubscribe(sub);
+    return json::object();  // not sent: a cancelled request gets no response
+  };
+  add_method("subscriptions/listen", std::move(listen));
 
   MethodSpec call;
   call.async = true;

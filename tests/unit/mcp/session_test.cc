@@ -277,6 +277,30 @@ TEST_F(SessionTest, CancellationStopsHandlerAndSuppressesResponse) {
   EXPECT_TRUE(out_.response(7, 200ms).is_null()) << "a cancelled request must get no response";
 }
 
+// 2026-07-28 subscriptions/listen: acknowledged first (tagged with the
+// subscription's id, listing the kinds this server will send: none), then
+// held open without a response until the client cancels it. Legacy: -32601.
+TEST_F(SessionTest, SubscriptionsListenAcknowledgesAndHoldsUntilCancelled) {
+  session_->handle_json(request(9, "subscriptions/listen",
+                                {{"notifications", {{"toolsListChanged", true}}}, {"_meta", modern_meta()}}));
+  json ack = out_.wait([](const json& m) { return m.value("method", "") == "notifications/subscriptions/acknowledged"; },
+                       2s);
+  ASSERT_FALSE(ack.is_null());
+  EXPECT_EQ(ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].get<std::string>().rfind("sub-", 0), 0u);
+  EXPECT_EQ(ack["params"]["notifications"], json::object());
+  EXPECT_TRUE(out_.response(9, 300ms).is_null()) << "the stream stays open";
+  EXPECT_EQ(session_->inflight(), 1u);
+  session_->handle_json({{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"},
+                         {"params", {{"requestId", 9}, {"reason", "client closed"}}}});
+  for (int i = 0; i < 100 && session_->inflight() > 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(session_->inflight(), 0u) << "cancelling ends the listener";
+  EXPECT_TRUE(out_.response(9, 100ms).is_null());
+  json bad = call(request(10, "subscriptions/listen", {{"notifications", 3}, {"_meta", modern_meta()}}));
+  EXPECT_EQ(bad["error"]["code"], rpc_error::kInvalidParams);
+  initialize();
+  EXPECT_EQ(call(request(11, "subscriptions/listen"))["error"]["code"], rpc_error::kMethodNotFound);
+}
+
 TEST_F(SessionTest, SlowCallDoesNotDelayPing) {
   initialize();
   session_->handle_json(request("slow", "tools/call", {{"name", "test_sleep"}, {"arguments", {{"ms", 1500}}}}));
