@@ -266,7 +266,9 @@ void register_prompt_fixtures(Server& server) {
         {"arguments", json::array({{{"name", "resourceUri"}, {"description", "URI of the resource to embed"},
                                     {"required", true}}})}},
        {{"name", "test_prompt_with_image"}, {"title", "Prompt with an image"},
-        {"description", "A prompt with an image (conformance fixture)"}}});
+        {"description", "A prompt with an image (conformance fixture)"}},
+       {{"name", "test_input_required_result_prompt"}, {"title", "Prompt needing input"},
+        {"description", "Asks the client for context through InputRequired (conformance fixture, 2026-07-28)"}}});
   MethodSpec list;
   list.cacheable = true;
   list.ttl_ms = 60'000;
@@ -274,8 +276,9 @@ void register_prompt_fixtures(Server& server) {
   list.handler = [](const json&, RequestContext&) { return json{{"prompts", kPrompts}}; };
   server.add_method("prompts/list", list);
   MethodSpec get;
-  get.handler = [](const json& params, RequestContext&) {
+  get.handler = [](const json& params, RequestContext& ctx) {
     std::string name = params.value("name", std::string());
+    if (name == "test_input_required_result_prompt") return input_required_prompt(ctx);
     json args = params.value("arguments", json::object());
     auto arg = [&](const char* k) -> std::string {
       if (!args.is_object() || !args.contains(k) || !args[k].is_string())
@@ -470,6 +473,7 @@ void register_test_fixtures(Server& server) {
                            "test_echo"})
     t.set_runs_inline(name);
   register_client_request_fixtures(server);
+  register_input_required_fixtures(server);
   register_resource_fixtures(server);
   register_prompt_fixtures(server);
 }

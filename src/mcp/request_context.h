@@ -72,6 +72,16 @@ class RequestContext {
   void set_requester(Requester r) { requester_ = std::move(r); }
   json request(const std::string& method, json params,
                std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  // 2026-07-28 multi-round-trip requests (mcp/input_required.h): the
+  // client's answers to the previous round's input requests (an object, or
+  // null in the first round) and that round's state, verified.
+  void set_input_round(json responses, std::optional<json> state) {
+    input_responses_ = std::move(responses);
+    request_state_ = std::move(state);
+  }
+  const json& input_responses() const { return input_responses_; }
+  const std::optional<json>& request_state() const { return request_state_; }
+
   // What the client declared: initialize's capabilities, or the modern _meta's.
   void set_client_capabilities(json caps) { client_caps_ = std::move(caps); }
   const json& client_capabilities() const { return client_caps_; }
@@ -101,6 +111,8 @@ class RequestContext {
  private:
   Send send_;
   json request_id_;
+  json input_responses_;
+  std::optional<json> request_state_;
   std::optional<json> progress_token_;
   Era era_;
   std::string protocol_version_;

@@ -11,7 +11,7 @@
 namespace sandcastle::mcp {
 
 Server::Server(ServerInfo info, ServerOptions options)
-    : info_(std::move(info)), options_(options), tools_(options.page_size) {
+    : info_(std::move(info)), options_(options), tools_(options.page_size), state_key_(crypto::random_bytes(32)) {
   add_builtin_methods();
 }
 

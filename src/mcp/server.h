@@ -63,6 +63,9 @@ class Server {
   json capabilities() const;
   json server_info_json() const;
 
+  // The key that signs 2026-07-28 requestState values (random per process).
+  const std::string& state_key() const { return state_key_; }
+
   // Serialized results of `memoize` methods, by key; bounded.
   std::shared_ptr<const std::string> memo_get(const std::string& key) const;
   void memo_put(const std::string& key, std::shared_ptr<const std::string> text) const;
@@ -74,6 +77,7 @@ class Server {
   ServerOptions options_;
   ToolRegistry tools_;
   std::map<std::string, MethodSpec> methods_;
+  std::string state_key_;
   mutable std::mutex memo_mu_;
   mutable std::map<std::string, std::shared_ptr<const std::string>> memo_;
 };

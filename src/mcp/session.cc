@@ -6,6 +6,7 @@
 
 #include <thread>
 
+#include "mcp/input_required.h"
 #include "mcp/protocol.h"
 
 namespace sandcastle::mcp {
@@ -429,6 +430,27 @@ json Session::dispatch(const std::string& method, const json& params, const Enve
   }
   if (routed_)
     ctx.set_stream_closer([this, id] { routed_(json{{"$close_stream", true}}, &id); });
+  if (modern) {
+    std::optional<json> state;
+    if (auto st = params.find("requestState"); st != params.end()) {
+      if (!st->is_string() || !(state = verify_request_state(server_.state_key(), method, st->get<std::string>())))
+        throw invalid_params(
+            "\"requestState\" failed its integrity check: send it back exactly as the previous result gave it, "
+            "or start over without it");
+    }
+    json responses;
+    if (auto r = params.find("inputResponses"); r != params.end()) {
+      if (!r->is_object())
+        throw invalid_params("\"inputResponses\" must be an object keyed like the inputRequests it answers");
+      for (const auto& [key, value] : r->items())
+        if (!value.is_object())
+          throw invalid_params("inputResponses." + key +
+                               " must be the result object of that input request (an ElicitResult, "
+                               "CreateMessageResult or ListRootsResult)");
+      responses = *r;
+    }
+    ctx.set_input_round(std::move(responses), std::move(state));
+  }
   RequestContext::Scope scope(ctx);
   std::string memo_key;
   if (spec->memoize) {
@@ -438,7 +460,21 @@ json Session::dispatch(const std::string& method, const json& params, const Enve
                key_params.dump();
     if (auto hit = server_.memo_get(memo_key)) return preserialized(*hit);
   }
-  json result = spec->handler(params, ctx);
+  json result;
+  try {
+    result = spec->handler(params, ctx);
+  } catch (const InputRequired& more) {
+    if (!modern)
+      throw RpcError{rpc_error::kInternalError,
+                     "this request needs input from the client, which this era asks for with server-to-client "
+                     "requests; the handler did not: a sandcastle bug",
+                     nullptr};
+    json r{{"inputRequests", more.input_requests}};
+    if (more.state) r["requestState"] = sign_request_state(server_.state_key(), method, *more.state);
+    r["resultType"] = "input_required";
+    r["_meta"][meta_key::kServerInfo] = server_.server_info_json();
+    return r;
+  }
   if (modern) result = finish_modern(std::move(result), spec);
   if (spec->memoize) {
     auto text = std::make_shared<const std::string>(dump_message(result));

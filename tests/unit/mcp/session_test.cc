@@ -9,6 +9,7 @@
 #include <set>
 
 #include "mcp/fixtures.h"
+#include "mcp/input_required.h"
 
 namespace sandcastle::mcp {
 namespace {
@@ -299,6 +300,42 @@ TEST_F(SessionTest, SubscriptionsListenAcknowledgesAndHoldsUntilCancelled) {
   EXPECT_EQ(bad["error"]["code"], rpc_error::kInvalidParams);
   initialize();
   EXPECT_EQ(call(request(11, "subscriptions/listen"))["error"]["code"], rpc_error::kMethodNotFound);
+}
+
+// SEP-2322: a tool needing the client answers input_required with a signed
+// requestState; the client's second round completes it; an altered state or
+// a malformed answer is -32602; the legacy era never sees input_required.
+TEST_F(SessionTest, InputRequiredRoundTripsWithSignedState) {
+  auto call_modern = [&](int id, json extra) {
+    json params{{"name", "test_input_required_result_multi_round"}, {"arguments", json::object()},
+                {"_meta", modern_meta()}};
+    params.update(extra);
+    return call(request(id, "tools/call", params));
+  };
+  json r1 = call_modern(1, json::object());
+  ASSERT_EQ(r1["result"]["resultType"], "input_required") << r1.dump();
+  EXPECT_EQ(r1["result"]["inputRequests"]["step1"]["method"], "elicitation/create");
+  const std::string state1 = r1["result"]["requestState"];
+  json r2 = call_modern(2, {{"inputResponses", {{"step1", {{"action", "accept"}, {"content", {{"name", "Ada"}}}}}}},
+                            {"requestState", state1}});
+  ASSERT_EQ(r2["result"]["resultType"], "input_required") << r2.dump();
+  const std::string state2 = r2["result"]["requestState"];
+  EXPECT_NE(state1, state2);
+  json r3 = call_modern(3, {{"inputResponses", {{"step2", {{"action", "accept"}, {"content", {{"color", "teal"}}}}}}},
+                            {"requestState", state2}});
+  ASSERT_EQ(r3["result"]["resultType"], "complete") << r3.dump();
+  EXPECT_EQ(r3["result"]["content"][0]["text"], "Ada likes teal");
+  // One changed character in the payload, or a state made for another method.
+  std::string tampered = state2;
+  tampered[2] = tampered[2] == 'A' ? 'B' : 'A';
+  EXPECT_EQ(call_modern(4, {{"requestState", tampered}})["error"]["code"], rpc_error::kInvalidParams);
+  const std::string foreign = sign_request_state(server_.state_key(), "prompts/get", json{{"round", 2}, {"name", "x"}});
+  EXPECT_EQ(call_modern(5, {{"requestState", foreign}})["error"]["code"], rpc_error::kInvalidParams);
+  EXPECT_EQ(call_modern(6, {{"inputResponses", {{"step1", 12345}}}})["error"]["code"], rpc_error::kInvalidParams);
+  EXPECT_EQ(call_modern(7, {{"inputResponses", nullptr}})["error"]["code"], rpc_error::kInvalidParams);
+  initialize();
+  json legacy = call(request(8, "tools/call", {{"name", "test_input_required_result_elicitation"}, {"arguments", json::object()}}));
+  EXPECT_EQ(legacy["error"]["code"], rpc_error::kInternalError) << legacy.dump();
 }
 
 TEST_F(SessionTest, SlowCallDoesNotDelayPing) {

@@ -1,0 +1,35 @@
+#include "mcp/input_required.h"
+
+#include "common/crypto.h"
+#include "mcp/jsonrpc.h"
+
+namespace sandcastle::mcp {
+
+namespace {
+
+std::string mac_of(const std::string& key, const std::string& method, const std::string& payload) {
+  return crypto::base64url(crypto::hmac_sha256(key, method + "\n" + payload));
+}
+
+}  // namespace
+
+std::string sign_request_state(const std::string& key, const std::string& method, const nlohmann::json& state) {
+  const std::string payload = crypto::base64url(dump_message(state));
+  return payload + "." + mac_of(key, method, payload);
+}
+
+std::optional<nlohmann::json> verify_request_state(const std::string& key, const std::string& method,
+                                                   const std::string& text) {
+  const auto dot = text.find('.');
+  if (dot == std::string::npos) return std::nullopt;
+  const std::string payload = text.substr(0, dot);
+  if (!crypto::constant_time_equal(text.substr(dot + 1), mac_of(key, method, payload))) return std::nullopt;
+  bool ok = false;
+  std::string raw = crypto::base64_decode(payload, &ok);
+  if (!ok) return std::nullopt;
+  auto state = nlohmann::json::parse(raw, nullptr, false);
+  if (state.is_discarded()) return std::nullopt;
+  return state;
+}
+
+}  // namespace sandcastle::mcp
