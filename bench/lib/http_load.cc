@@ -60,16 +60,26 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) die("missing value for " + a);
       return argv[++i];
     };
-    if (a == "--host") o.host = val();
-    else if (a == "--port") o.port = std::atoi(val().c_str());
-    else if (a == "--path") o.path = val();
-    else if (a == "--clients") o.clients = std::atoi(val().c_str());
-    else if (a == "--requests") o.requests = std::atol(val().c_str());
-    else if (a == "--body") o.body = val();
-    else if (a == "--session") o.session_version = val();
-    else if (a == "--warmup") o.warmup = std::atoi(val().c_str());
-    else if (a == "--tool-call") o.tool_call = true;
-    else die("unknown argument " + a);
+    if (a == "--host")
+      o.host = val();
+    else if (a == "--port")
+      o.port = std::atoi(val().c_str());
+    else if (a == "--path")
+      o.path = val();
+    else if (a == "--clients")
+      o.clients = std::atoi(val().c_str());
+    else if (a == "--requests")
+      o.requests = std::atol(val().c_str());
+    else if (a == "--body")
+      o.body = val();
+    else if (a == "--session")
+      o.session_version = val();
+    else if (a == "--warmup")
+      o.warmup = std::atoi(val().c_str());
+    else if (a == "--tool-call")
+      o.tool_call = true;
+    else
+      die("unknown argument " + a);
   }
   if (o.port <= 0 || o.clients <= 0 || o.requests <= 0 || o.body.empty())
     die("usage: http_load --port P --clients C --requests N --body JSON [--session VERSION]");
@@ -109,11 +119,16 @@ std::optional<Response> take_response(std::string& in) {
   size_t pos = head.find("\r\n");
   while (pos != std::string_view::npos && pos < head.size()) {
     size_t next = head.find("\r\n", pos + 2);
-    std::string_view line = head.substr(pos + 2, (next == std::string_view::npos ? head.size() : next) - pos - 2);
-    if (iequals_prefix(line, "content-length:")) length = std::atol(std::string(trim(line.substr(15))).c_str());
-    else if (iequals_prefix(line, "transfer-encoding:")) chunked = trim(line.substr(18)) == "chunked";
-    else if (iequals_prefix(line, "mcp-session-id:")) r.session = std::string(trim(line.substr(15)));
-    else if (iequals_prefix(line, "connection:")) r.close = trim(line.substr(11)) == "close";
+    std::string_view line =
+        head.substr(pos + 2, (next == std::string_view::npos ? head.size() : next) - pos - 2);
+    if (iequals_prefix(line, "content-length:"))
+      length = std::atol(std::string(trim(line.substr(15))).c_str());
+    else if (iequals_prefix(line, "transfer-encoding:"))
+      chunked = trim(line.substr(18)) == "chunked";
+    else if (iequals_prefix(line, "mcp-session-id:"))
+      r.session = std::string(trim(line.substr(15)));
+    else if (iequals_prefix(line, "connection:"))
+      r.close = trim(line.substr(11)) == "close";
     pos = next;
   }
   size_t p = head_end + 4;
@@ -168,9 +183,10 @@ class Load {
   explicit Load(Options o) : o_(std::move(o)) {
     ep_ = ::epoll_create1(EPOLL_CLOEXEC);
     if (ep_ < 0) die("epoll_create1");
-    const std::string init = R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":")" +
-                             o_.session_version +
-                             R"(","capabilities":{},"clientInfo":{"name":"http-load","version":"1"}}})";
+    const std::string init =
+        R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":")" +
+        o_.session_version +
+        R"(","capabilities":{},"clientInfo":{"name":"http-load","version":"1"}}})";
     init_req_ = request(init, "");
     conns_.resize(static_cast<size_t>(o_.clients));
     for (auto& c : conns_) {
@@ -196,7 +212,8 @@ class Load {
     std::sort(lat_ms_.begin(), lat_ms_.end());
     auto q = [&](double p) {
       if (lat_ms_.empty()) return 0.0;
-      return lat_ms_[std::min(lat_ms_.size() - 1, static_cast<size_t>(p * static_cast<double>(lat_ms_.size())))];
+      return lat_ms_[std::min(lat_ms_.size() - 1,
+                              static_cast<size_t>(p * static_cast<double>(lat_ms_.size())))];
     };
     std::string err;
     for (char ch : first_error_.substr(0, 300)) {
@@ -204,20 +221,23 @@ class Load {
       if (static_cast<unsigned char>(ch) >= 0x20) err += ch;
     }
     std::printf(
-        "{\"requests\":%zu,\"errors\":%ld,\"seconds\":%.6f,\"rps\":%.1f,\"p50_ms\":%.4f,\"p99_ms\":%.4f,"
+        "{\"requests\":%zu,\"errors\":%ld,\"seconds\":%.6f,\"rps\":%.1f,\"p50_ms\":%.4f,\"p99_ms\":"
+        "%.4f,"
         "\"bytes\":%zu,\"first_error\":\"%s\"}\n",
-        lat_ms_.size(), errors_, secs, static_cast<double>(lat_ms_.size()) / secs, q(0.5), q(0.99), last_bytes_,
-        err.c_str());
+        lat_ms_.size(), errors_, secs, static_cast<double>(lat_ms_.size()) / secs, q(0.5), q(0.99),
+        last_bytes_, err.c_str());
   }
 
  private:
   std::string request(const std::string& body, const std::string& session) const {
-    std::string r = "POST " + o_.path + " HTTP/1.1\r\nHost: " + o_.host + ":" + std::to_string(o_.port) +
-                    "\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
-                    "Content-Length: " +
-                    std::to_string(body.size()) + "\r\n";
+    std::string r =
+        "POST " + o_.path + " HTTP/1.1\r\nHost: " + o_.host + ":" + std::to_string(o_.port) +
+        "\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+        "Content-Length: " +
+        std::to_string(body.size()) + "\r\n";
     if (!session.empty()) {
-      r += "Mcp-Session-Id: " + session + "\r\nMcp-Protocol-Version: " + o_.session_version + "\r\n";
+      r +=
+          "Mcp-Session-Id: " + session + "\r\nMcp-Protocol-Version: " + o_.session_version + "\r\n";
     }
     r += "\r\n";
     r += body;
@@ -283,13 +303,15 @@ class Load {
   void on_response(Conn& c, const Response& r) {
     switch (c.phase) {
       case Phase::kInitialize:
-        if (r.status != 200 || r.session.empty()) die("initialize: HTTP " + std::to_string(r.status) + " " + r.body);
+        if (r.status != 200 || r.session.empty())
+          die("initialize: HTTP " + std::to_string(r.status) + " " + r.body);
         c.session = r.session;
         c.phase = Phase::kInitialized;
         send(c, request(R"({"jsonrpc":"2.0","method":"notifications/initialized"})", c.session));
         break;
       case Phase::kInitialized:
-        if (r.status != 202 && r.status != 200) die("notifications/initialized: HTTP " + std::to_string(r.status));
+        if (r.status != 202 && r.status != 200)
+          die("notifications/initialized: HTTP " + std::to_string(r.status));
         c.phase = Phase::kWarmup;
         c.req = request(o_.body, c.session);
         send(c, c.req);
@@ -303,18 +325,19 @@ class Load {
         }
         break;
       case Phase::kMeasured: {
-        lat_ms_.push_back(std::chrono::duration<double, std::milli>(Clock::now() - c.sent_at).count());
+        lat_ms_.push_back(
+            std::chrono::duration<double, std::milli>(Clock::now() - c.sent_at).count());
         last_bytes_ = r.body.size();
         if (!is_success(r, o_.tool_call)) {
           ++errors_;
-          if (first_error_.empty()) first_error_ = "HTTP " + std::to_string(r.status) + " " + r.body;
+          if (first_error_.empty())
+            first_error_ = "HTTP " + std::to_string(r.status) + " " + r.body;
         }
         next_measured(c);
         break;
       }
       case Phase::kReady:
-      case Phase::kDone:
-        die("unexpected response");
+      case Phase::kDone: die("unexpected response");
     }
   }
 

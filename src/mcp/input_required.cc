@@ -13,17 +13,20 @@ std::string mac_of(const std::string& key, const std::string& method, const std:
 
 }  // namespace
 
-std::string sign_request_state(const std::string& key, const std::string& method, const nlohmann::json& state) {
+std::string sign_request_state(const std::string& key, const std::string& method,
+                               const nlohmann::json& state) {
   const std::string payload = crypto::base64url(dump_message(state));
   return payload + "." + mac_of(key, method, payload);
 }
 
-std::optional<nlohmann::json> verify_request_state(const std::string& key, const std::string& method,
+std::optional<nlohmann::json> verify_request_state(const std::string& key,
+                                                   const std::string& method,
                                                    const std::string& text) {
   const auto dot = text.find('.');
   if (dot == std::string::npos) return std::nullopt;
   const std::string payload = text.substr(0, dot);
-  if (!crypto::constant_time_equal(text.substr(dot + 1), mac_of(key, method, payload))) return std::nullopt;
+  if (!crypto::constant_time_equal(text.substr(dot + 1), mac_of(key, method, payload)))
+    return std::nullopt;
   bool ok = false;
   std::string raw = crypto::base64_decode(payload, &ok);
   if (!ok) return std::nullopt;

@@ -23,7 +23,9 @@ class KernelTest : public sandbox::testing::SandboxTest {
     r.timeout = timeout;
     return r;
   }
-  static std::string plain(const CellResult& r) { return r.value.is_object() ? r.value.value("text/plain", "") : ""; }
+  static std::string plain(const CellResult& r) {
+    return r.value.is_object() ? r.value.value("text/plain", "") : "";
+  }
 };
 
 // Each cell's request follows the previous result at once; each prints,
@@ -31,8 +33,8 @@ class KernelTest : public sandbox::testing::SandboxTest {
 // race the main thread for the socket: that thread could swallow the next
 // execute, and the cell hung for its whole timeout (one run in two of 150 cells
 // of this shape failed; in CI, a 2-second cell hung).
-void back_to_back(sandbox::Sandbox& sb, KernelLanguage lang, const std::string& before_sleep, const std::string& sleep,
-                  const std::string& after_sleep, int cells) {
+void back_to_back(sandbox::Sandbox& sb, KernelLanguage lang, const std::string& before_sleep,
+                  const std::string& sleep, const std::string& after_sleep, int cells) {
   Kernel k(sb, lang);
   for (int i = 0; i < cells; ++i) {
     const std::string n = std::to_string(i);
@@ -48,12 +50,13 @@ void back_to_back(sandbox::Sandbox& sb, KernelLanguage lang, const std::string& 
 }
 
 TEST_F(KernelTest, PythonBackToBackCellsAllAnswer) {
-  back_to_back(*sb_, KernelLanguage::kPython, "import time\nprint('a', ", "time.sleep(0.002)", "print('b', ", 400);
+  back_to_back(*sb_, KernelLanguage::kPython, "import time\nprint('a', ", "time.sleep(0.002)",
+               "print('b', ", 400);
 }
 
 TEST_F(KernelTest, JavaScriptBackToBackCellsAllAnswer) {
-  back_to_back(*sb_, KernelLanguage::kJavaScript, "console.log('a', ", "await new Promise((r) => setTimeout(r, 2));",
-               "console.log('b', ", 150);
+  back_to_back(*sb_, KernelLanguage::kJavaScript, "console.log('a', ",
+               "await new Promise((r) => setTimeout(r, 2));", "console.log('b', ", 150);
 }
 
 // A cancelled loop is interrupted (KeyboardInterrupt), the state survives,
@@ -119,7 +122,8 @@ TEST_F(KernelTest, QueuedCellCancelledBeforeItRuns) {
   slow.join();
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->end, CellEnd::kCancelled);
-  EXPECT_EQ(plain(*k.execute(cell("'ran_slow' in globals(), 'ran_queued' in globals()"))), "(True, False)");
+  EXPECT_EQ(plain(*k.execute(cell("'ran_slow' in globals(), 'ran_queued' in globals()"))),
+            "(True, False)");
 }
 
 }  // namespace
