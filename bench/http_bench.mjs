@@ -21,27 +21,11 @@ import { existsSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from './lib/args.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
 
-function parseArgs(argv) {
-  const opts = { sandcastle: join(root, 'build', 'sandcastle'), loader: null, requests: 10000, streams: 1000,
-    json: false, concurrency: [1, 16, 200] };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const val = () => argv[++i];
-    if (a === '--sandcastle') opts.sandcastle = resolve(val());
-    else if (a === '--loader') opts.loader = resolve(val());
-    else if (a === '--requests') opts.requests = Number(val());
-    else if (a === '--streams') opts.streams = Number(val());
-    else if (a === '--concurrency') opts.concurrency = val().split(',').map(Number);
-    else if (a === '--json') opts.json = true;
-    else if (a === '--iterations' || a === '--warmup' || a === '--rounds') val();  // bench/run passes these to all
-    else throw new Error(`unknown argument ${a}`);
-  }
-  return opts;
-}
 
 const EVERYTHING_DIR = [join(here, 'node_modules', '@modelcontextprotocol', 'server-everything'),
   join(root, 'tests', 'e2e', 'node_modules', '@modelcontextprotocol', 'server-everything')].find((d) => existsSync(d));
@@ -169,7 +153,11 @@ async function idleStreams(server, n) {
 }
 
 async function main() {
-  const opts = parseArgs(process.argv.slice(2));
+  const opts = parseArgs(process.argv.slice(2), {
+    script: 'http_bench.mjs',
+    defaults: { sandcastle: join(root, 'build', 'sandcastle'), loader: null, requests: 10000, streams: 1000, json: false, concurrency: [1, 16, 200] },
+    types: { sandcastle: 'path', loader: 'path', requests: 'int', streams: 'int', concurrency: 'list', json: 'flag' },
+  });
   if (!existsSync(opts.sandcastle)) throw new Error(`${opts.sandcastle} not found`);
   opts.loader ??= join(dirname(opts.sandcastle), 'http_load');
   if (!existsSync(opts.loader)) throw new Error(`${opts.loader} not found: make bench builds it`);

@@ -19,6 +19,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from './lib/args.mjs';
 import { LineClient } from './lib/line_client.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -26,23 +27,6 @@ const here = dirname(fileURLToPath(import.meta.url));
 const IDLE_MS = 6500;
 const root = resolve(here, '..');
 
-function parseArgs(argv) {
-  const opts = { sandcastle: join(root, 'build', 'sandcastle'), iterations: 2000, count: 200, json: false };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const val = () => argv[++i];
-    if (a === '--sandcastle') opts.sandcastle = resolve(val());
-    else if (a === '--iterations') opts.iterations = Number(val());
-    else if (a === '--count') opts.count = Number(val());
-    else if (a === '--json') opts.json = true;
-    else if (['--warmup', '--oneshot', '--creates', '--concurrent', '--rounds'].includes(a)) val();  // other benches' flags (bench/run)
-    else if (a === '-h' || a === '--help') {
-      console.log('usage: kernel_bench.mjs [--sandcastle PATH] [--iterations N] [--count N] [--json]');
-      process.exit(0);
-    } else throw new Error(`unknown argument ${a}`);
-  }
-  return opts;
-}
 
 const sorted = (xs) => [...xs].sort((a, b) => a - b);
 const pct = (xs, p) => { const s = sorted(xs); return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]; };
@@ -95,7 +79,11 @@ function sandboxTrees(serverPid) {
 }
 
 async function main() {
-  const opts = parseArgs(process.argv.slice(2));
+  const opts = parseArgs(process.argv.slice(2), {
+    script: 'kernel_bench.mjs',
+    defaults: { sandcastle: join(root, 'build', 'sandcastle'), iterations: 2000, count: 200, json: false },
+    types: { sandcastle: 'path', iterations: 'int', count: 'int', json: 'flag' },
+  });
   const out = {};
 
   // (a) warm round trips

@@ -14,33 +14,11 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from './lib/args.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
 
-function parseArgs(argv) {
-  const opts = { iterations: 2000, warmup: 200, rounds: 5, sandcastle: join(root, 'build', 'sandcastle'), json: false };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const val = () => {
-      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
-      return argv[++i];
-    };
-    if (a === '--iterations') opts.iterations = Number(val());
-    else if (a === '--warmup') opts.warmup = Number(val());
-    else if (a === '--rounds') opts.rounds = Number(val());
-    else if (a === '--sandcastle') opts.sandcastle = resolve(val());
-    else if (a === '--json') opts.json = true;
-    else if (a === '-h' || a === '--help') {
-      console.log('usage: stdio_bench.mjs [--iterations N] [--warmup W] [--rounds R] [--sandcastle PATH] [--json]');
-      process.exit(0);
-    } else throw new Error(`unknown argument ${a}`);
-  }
-  for (const k of ['iterations', 'warmup', 'rounds']) {
-    if (!Number.isInteger(opts[k]) || opts[k] < (k === 'warmup' ? 0 : 1)) throw new Error(`--${k} must be a positive integer`);
-  }
-  return opts;
-}
 
 const EVERYTHING_DIR = join(here, 'node_modules', '@modelcontextprotocol', 'server-everything');
 const EVERYTHING = join(EVERYTHING_DIR, 'dist', 'index.js');
@@ -180,7 +158,11 @@ async function benchServer(server, opts) {
 const fmt = (x, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : 'n/a');
 
 async function main() {
-  const opts = parseArgs(process.argv.slice(2));
+  const opts = parseArgs(process.argv.slice(2), {
+    script: 'stdio_bench.mjs',
+    defaults: { iterations: 2000, warmup: 200, rounds: 5, sandcastle: join(root, 'build', 'sandcastle'), json: false },
+    types: { iterations: 'int', warmup: 'int0', rounds: 'int', sandcastle: 'path', json: 'flag' },
+  });
   if (!existsSync(opts.sandcastle)) throw new Error(`sandcastle binary not found at ${opts.sandcastle} (make build)`);
   if (!existsSync(EVERYTHING)) throw new Error(`${EVERYTHING} missing: run npm ci in bench/ (scripts/install-deps does)`);
   const list = servers(opts);

@@ -27,39 +27,13 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from './lib/args.mjs';
 import { LineClient } from './lib/line_client.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
 const PYTHON = '/usr/bin/python3';
 
-function parseArgs(argv) {
-  const opts = { sandcastle: join(root, 'build', 'sandcastle'), oneshot: 60, creates: 200, concurrent: 100, rounds: 3, json: false };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const val = () => {
-      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
-      return argv[++i];
-    };
-    if (a === '--sandcastle') opts.sandcastle = resolve(val());
-    else if (a === '--oneshot') opts.oneshot = Number(val());
-    else if (a === '--creates') opts.creates = Number(val());
-    else if (a === '--concurrent') opts.concurrent = Number(val());
-    else if (a === '--rounds') opts.rounds = Number(val());
-    else if (a === '--json') opts.json = true;
-    // bench/run passes its own arguments on to every benchmark: ignore the
-    // ones meant for stdio_bench.mjs.
-    else if (['--iterations', '--warmup'].includes(a)) val();
-    else if (a === '-h' || a === '--help') {
-      console.log('usage: tools_bench.mjs [--sandcastle PATH] [--oneshot N] [--creates N] [--concurrent N] [--rounds R] [--json]');
-      process.exit(0);
-    } else throw new Error(`unknown argument ${a}`);
-  }
-  for (const k of ['oneshot', 'creates', 'concurrent', 'rounds']) {
-    if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new Error(`--${k} must be a positive integer`);
-  }
-  return opts;
-}
 
 // ---- statistics
 const sorted = (xs) => [...xs].sort((a, b) => a - b);
@@ -258,7 +232,11 @@ async function benchConcurrent(opts, poolSize) {
 }
 
 async function main() {
-  const opts = parseArgs(process.argv.slice(2));
+  const opts = parseArgs(process.argv.slice(2), {
+    script: 'tools_bench.mjs',
+    defaults: { sandcastle: join(root, 'build', 'sandcastle'), oneshot: 60, creates: 200, concurrent: 100, rounds: 3, json: false },
+    types: { sandcastle: 'path', oneshot: 'int', creates: 'int', concurrent: 'int', rounds: 'int', json: 'flag' },
+  });
   if (!existsSync(opts.sandcastle)) throw new Error(`sandcastle not found at ${opts.sandcastle}; build it first`);
   if (!existsSync(PYTHON)) throw new Error(`${PYTHON} not found`);
   const a = await benchOneShot(opts);
