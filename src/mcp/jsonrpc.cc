@@ -88,11 +88,15 @@ std::string dump_message(const json& msg) {
     if (r != msg.end() && r->is_object() && r->size() == 1) {
       auto text = r->find(kPreserializedKey);
       if (text != r->end() && text->is_string()) {
-        json rest = msg;
-        rest.erase("result");
-        std::string out = dump(rest);
-        out.pop_back();  // the closing brace
-        if (out.size() > 1) out += ',';
+        // The other members as usual, then the result's own text.
+        std::string out = "{";
+        for (auto it = msg.begin(); it != msg.end(); ++it) {
+          if (it == r) continue;
+          out += dump(it.key());
+          out += ':';
+          out += dump(it.value());
+          out += ',';
+        }
         out += "\"result\":";
         out += text->get_ref<const std::string&>();
         out += '}';
