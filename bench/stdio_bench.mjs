@@ -10,11 +10,11 @@
 //
 // Usage: node bench/stdio_bench.mjs [--iterations 2000] [--warmup 200]
 //          [--rounds 5] [--sandcastle build/sandcastle] [--json]
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from './lib/args.mjs';
+import { LineClient } from './lib/line_client.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
@@ -32,75 +32,19 @@ function servers(opts) {
   ];
 }
 
-// A minimal JSON-RPC client over a child's stdio: one line per message.
-class LineClient {
-  constructor({ command, args }) {
-    this.proc = spawn(command, args, { stdio: ['pipe', 'pipe', 'ignore'] });
-    this.pending = new Map();
-    this.nextId = 1;
-    this.lastLineBytes = 0;
-    this.exited = new Promise((res) => this.proc.on('exit', (code, signal) => res({ code, signal })));
-    this.proc.on('exit', () => {
-      for (const { reject } of this.pending.values()) reject(new Error('server exited'));
-      this.pending.clear();
-    });
-    let buf = '';
-    this.proc.stdout.setEncoding('utf8');
-    this.proc.stdout.on('data', (chunk) => {
-      buf += chunk;
-      let nl;
-      while ((nl = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        if (line.trim()) this.onLine(line);
-      }
-    });
-  }
+// The result of one request; a JSON-RPC error throws.
+async function rpc(client, method, params) {
+  const { msg } = await client.request(method, params);
+  if (msg.error) throw new Error(`${method}: ${msg.error.code} ${msg.error.message}`);
+  return msg.result;
+}
 
-  onLine(line) {
-    const msg = JSON.parse(line);
-    if ('id' in msg && !('method' in msg)) {
-      const p = this.pending.get(msg.id);
-      if (!p) return;
-      this.pending.delete(msg.id);
-      this.lastLineBytes = Buffer.byteLength(line);
-      if (msg.error) p.reject(new Error(`${msg.error.code} ${msg.error.message}`));
-      else p.resolve(msg.result);
-    } else if ('id' in msg && 'method' in msg) {
-      // A server-to-client request (e.g. roots/list): we declared no such capability.
-      this.send({ jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'not supported by the bench client' } });
-    }
-    // Notifications are ignored.
-  }
-
-  send(msg) {
-    this.proc.stdin.write(`${JSON.stringify(msg)}\n`);
-  }
-
-  request(method, params) {
-    const id = this.nextId++;
-    const msg = { jsonrpc: '2.0', id, method };
-    if (params !== undefined) msg.params = params;
-    return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.send(msg);
-    });
-  }
-
-  rssMiB() {
-    try {
-      const m = readFileSync(`/proc/${this.proc.pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
-      return m ? Number(m[1]) / 1024 : NaN;
-    } catch {
-      return NaN;
-    }
-  }
-
-  async close() {
-    this.proc.stdin.end();
-    const t = setTimeout(() => this.proc.kill('SIGKILL'), 3000);
-    await this.exited;
-    clearTimeout(t);
+function rssMiB(pid) {
+  try {
+    const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
+    return m ? Number(m[1]) / 1024 : NaN;
+  } catch {
+    return NaN;
   }
 }
 
@@ -118,12 +62,12 @@ const median = (xs) => {
 
 async function measure(client, method, opts) {
   const params = method === 'tools/list' ? {} : undefined;
-  for (let i = 0; i < opts.warmup; i++) await client.request(method, params);
+  for (let i = 0; i < opts.warmup; i++) await rpc(client, method, params);
   const lat = new Float64Array(opts.iterations);
   const start = process.hrtime.bigint();
   for (let i = 0; i < opts.iterations; i++) {
     const t0 = process.hrtime.bigint();
-    await client.request(method, params);
+    await rpc(client, method, params);
     lat[i] = Number(process.hrtime.bigint() - t0) / 1000; // µs
   }
   const elapsedS = Number(process.hrtime.bigint() - start) / 1e9;
@@ -137,9 +81,9 @@ async function measure(client, method, opts) {
 }
 
 async function benchServer(server, opts) {
-  const client = new LineClient(server);
+  const client = new LineClient(server.command, server.args);
   try {
-    const init = await client.request('initialize', {
+    const init = await rpc(client, 'initialize', {
       protocolVersion: '2025-06-18',
       capabilities: {},
       clientInfo: { name: 'sandcastle-bench', version: '1.0.0' },
@@ -147,8 +91,8 @@ async function benchServer(server, opts) {
     client.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
     const out = { serverInfo: init.serverInfo };
     for (const method of ['ping', 'tools/list']) out[method] = await measure(client, method, opts);
-    out.tools = (await client.request('tools/list', {})).tools.length;
-    out.rssMiB = client.rssMiB();
+    out.tools = (await rpc(client, 'tools/list', {})).tools.length;
+    out.rssMiB = rssMiB(client.proc.pid);
     return out;
   } finally {
     await client.close();

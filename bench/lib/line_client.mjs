@@ -7,6 +7,7 @@ export class LineClient {
     this.proc = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     this.pending = new Map();
     this.nextId = 1;
+    this.lastLineBytes = 0;  // size of the last response line
     this.stderr = '';
     this.proc.stderr.setEncoding('utf8');
     this.proc.stderr.on('data', (d) => { if (this.stderr.length < 20000) this.stderr += d; });
@@ -25,9 +26,15 @@ export class LineClient {
         buf = buf.slice(nl + 1);
         if (!line.trim()) continue;
         const msg = JSON.parse(line);
+        if (msg.id !== undefined && 'method' in msg) {
+          // A server-to-client request (e.g. roots/list): no such capability was declared.
+          this.send({ jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'not supported by the bench client' } });
+          continue;
+        }
         const p = msg.id !== undefined && this.pending.get(msg.id);
         if (p && ('result' in msg || 'error' in msg)) {
           this.pending.delete(msg.id);
+          this.lastLineBytes = Buffer.byteLength(line);
           p.resolve({ msg, at: performance.now() });
         }
       }
