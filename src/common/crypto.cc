@@ -1,5 +1,7 @@
 #include "common/crypto.h"
 
+#include "common/base64.h"
+
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
@@ -50,53 +52,7 @@ std::string hex(std::string_view bytes) {
   return out;
 }
 
-std::string base64url(std::string_view bytes) {
-  static constexpr char kAlpha[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    unsigned v = (static_cast<unsigned char>(bytes[i]) << 16) |
-                 (static_cast<unsigned char>(bytes[i + 1]) << 8) | static_cast<unsigned char>(bytes[i + 2]);
-    out += {kAlpha[(v >> 18) & 63], kAlpha[(v >> 12) & 63], kAlpha[(v >> 6) & 63], kAlpha[v & 63]};
-  }
-  if (size_t rest = bytes.size() - i; rest > 0) {
-    unsigned v = static_cast<unsigned char>(bytes[i]) << 16;
-    if (rest == 2) v |= static_cast<unsigned char>(bytes[i + 1]) << 8;
-    out += {kAlpha[(v >> 18) & 63], kAlpha[(v >> 12) & 63]};
-    if (rest == 2) out.push_back(kAlpha[(v >> 6) & 63]);
-  }
-  return out;
-}
-
-std::string base64_decode(std::string_view text, bool* ok) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+' || c == '-') return 62;
-    if (c == '/' || c == '_') return 63;
-    return -1;
-  };
-  std::string out;
-  unsigned acc = 0;
-  int bits = 0;
-  *ok = true;
-  for (char c : text) {
-    if (c == '=') break;
-    int v = value(c);
-    if (v < 0) {
-      *ok = false;
-      return {};
-    }
-    acc = (acc << 6) | static_cast<unsigned>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
-  return out;
-}
+std::string base64url(std::string_view bytes) { return base64_encode(bytes, true); }
 
 bool constant_time_equal(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;

@@ -14,9 +14,8 @@ std::string hmac_sha256(std::string_view key, std::string_view data);
 std::string random_bytes(size_t n);
 
 std::string hex(std::string_view bytes);
-// RFC 4648 §5 base64url without padding, and its decoder (nullopt-like: false on bad input).
+// RFC 4648 §5 base64url without padding (common/base64.h decodes it).
 std::string base64url(std::string_view bytes);
-std::string base64_decode(std::string_view text, bool* ok);
 
 // Compares without an early exit, so timing reveals nothing but the length.
 bool constant_time_equal(std::string_view a, std::string_view b);

@@ -1,5 +1,6 @@
 #include "mcp/input_required.h"
 
+#include "common/base64.h"
 #include "common/crypto.h"
 #include "mcp/jsonrpc.h"
 
@@ -27,10 +28,9 @@ std::optional<nlohmann::json> verify_request_state(const std::string& key,
   const std::string payload = text.substr(0, dot);
   if (!crypto::constant_time_equal(text.substr(dot + 1), mac_of(key, method, payload)))
     return std::nullopt;
-  bool ok = false;
-  std::string raw = crypto::base64_decode(payload, &ok);
-  if (!ok) return std::nullopt;
-  auto state = nlohmann::json::parse(raw, nullptr, false);
+  auto raw = base64_decode(payload);
+  if (!raw) return std::nullopt;
+  auto state = nlohmann::json::parse(*raw, nullptr, false);
   if (state.is_discarded()) return std::nullopt;
   return state;
 }

@@ -12,7 +12,4 @@ namespace sandcastle::mcp {
 std::string encode_cursor(const std::string& list, size_t offset);
 std::optional<size_t> decode_cursor(const std::string& list, const std::string& cursor);
 
-std::string base64_encode(const std::string& bytes, bool url_safe = false);
-std::optional<std::string> base64_decode(const std::string& text);
-
 }  // namespace sandcastle::mcp

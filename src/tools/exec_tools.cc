@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 
+#include "common/base64.h"
 #include "mcp/pagination.h"
 #include "tools/kernel.h"
 #include "tools/languages.h"
@@ -188,7 +189,7 @@ json bundle_to_content(const json& bundle, ToolResult& res) {
     if (is_image_mime(mime) && v.is_string()) {
       const std::string& s = v.get_ref<const std::string&>();
       // SVG arrives as text; the other images as base64 already.
-      std::string data = mime == "image/svg+xml" ? mcp::base64_encode(s) : s;
+      std::string data = mime == "image/svg+xml" ? base64_encode(s) : s;
       entry[mime] = {{"content_index", res.content.size()}, {"bytes", mime == "image/svg+xml" ? s.size() : data.size() / 4 * 3}};
       res.content.push_back({{"type", "image"}, {"data", std::move(data)}, {"mimeType", mime}});
     } else {

@@ -1,6 +1,7 @@
 // list_files, read_file, write_file (sandbox files) and upload_file,
 // download_file (host <-> sandbox, only below operator-allowed directories).
 #include "common/utf8.h"
+#include "common/base64.h"
 #include "mcp/pagination.h"
 #include "tools/host_paths.h"
 #include "tools/tool_env.h"
@@ -113,7 +114,7 @@ ToolResult read_file(ToolEnv& env, const json& args, RequestContext& ctx) {
   json out{{"path", path}, {"size", st->size}, {"offset", offset}, {"length", part.size()},
            {"encoding", encoding}, {"mime_type", mime_type_for(path)}};
   if (encoding == "base64") {
-    out["content"] = mcp::base64_encode(part);
+    out["content"] = base64_encode(part);
   } else {
     if (!valid_utf8(part))
       return ToolResult::error(path + " is not valid UTF-8 text (binary data?); call read_file with encoding \"base64\"");
@@ -129,7 +130,7 @@ ToolResult write_file(ToolEnv& env, const json& args, RequestContext& ctx) {
   const std::string path = args["path"];
   std::string data;
   if (args["encoding"] == "base64") {
-    auto decoded = mcp::base64_decode(args["content"]);
+    auto decoded = base64_decode(args["content"].get_ref<const std::string&>());
     if (!decoded) return ToolResult::error("content is not valid base64; send the bytes base64-encoded or use encoding \"text\"");
     data = std::move(*decoded);
   } else {

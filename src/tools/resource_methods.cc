@@ -1,6 +1,7 @@
 #include "tools/resource_methods.h"
 
 #include "common/utf8.h"
+#include "common/base64.h"
 #include "mcp/pagination.h"
 #include "tools/tool_env.h"
 #include "tools/workspace_diff.h"
@@ -97,7 +98,7 @@ json read_resource(ToolEnv& env, const json& params, RequestContext& ctx) {
     content["text"] = std::move(*data);
     if (mime == "application/octet-stream") content["mimeType"] = "text/plain";
   } else {
-    content["blob"] = mcp::base64_encode(*data);
+    content["blob"] = base64_encode(*data);
   }
   return json{{"contents", json::array({content})}};
 }

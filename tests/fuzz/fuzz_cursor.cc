@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/base64.h"
 #include "mcp/pagination.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -13,9 +14,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // A cursor that decodes must be exactly one we could have issued.
     if (encode_cursor("tools", *off) != in) std::abort();
   }
-  if (auto bytes = base64_decode(in)) {
+  if (auto bytes = sandcastle::base64_decode(in)) {
     // Re-encoding and decoding again is stable.
-    auto again = base64_decode(base64_encode(*bytes));
+    auto again = sandcastle::base64_decode(sandcastle::base64_encode(*bytes));
     if (!again || *again != *bytes) std::abort();
   }
   return 0;

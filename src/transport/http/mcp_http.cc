@@ -1,5 +1,7 @@
 #include "transport/http/mcp_http_internal.h"
 
+#include "common/base64.h"
+
 namespace sandcastle::transport::http {
 
 
@@ -45,9 +47,7 @@ bool is_loopback_origin(const std::string& origin) {
 
 std::string decode_header_value(const std::string& v) {
   if (v.size() >= 12 && v.rfind("=?base64?", 0) == 0 && v.substr(v.size() - 2) == "?=") {
-    bool ok = false;
-    auto decoded = crypto::base64_decode(std::string_view(v).substr(9, v.size() - 11), &ok);
-    if (ok) return decoded;
+    if (auto decoded = base64_decode(std::string_view(v).substr(9, v.size() - 11))) return *decoded;
   }
   return v;
 }
