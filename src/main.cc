@@ -46,7 +46,8 @@ std::string env_or(const char* name, const std::string& fallback) {
   return (v && *v) ? std::string(v) : fallback;
 }
 
-std::unique_ptr<sandbox::Backend> make_backend(const std::string& name, bool allow_weak) {
+std::unique_ptr<sandbox::Backend> make_backend(const std::string& name, bool allow_weak,
+                                              const sandbox::SpecOptions& default_spec) {
   if (name != "native")
     return std::make_unique<sandbox::RefusingBackend>(
         "backend '" + name + "' is not available in this build; available backends: native "
@@ -62,7 +63,10 @@ std::unique_ptr<sandbox::Backend> make_backend(const std::string& name, bool all
         "--allow-weak-isolation to run code anyway");
   }
   for (const auto& w : report.weaknesses) spdlog::warn("isolation weakened: {}", w);
-  auto native = sandbox::native::NativeBackend::create();
+  sandbox::native::NativeBackendOptions options;
+  // Sandboxes made ahead of demand are made for the spec most creates ask for.
+  if (auto spec = sandbox::SandboxSpec::create(default_spec); spec.ok()) options.prespawn_spec = *spec;
+  auto native = sandbox::native::NativeBackend::create(options);
   if (!native.ok()) {
     spdlog::error("native backend unavailable: {}", native.error().message());
     return std::make_unique<sandbox::RefusingBackend>("the native sandbox backend could not start: " +
@@ -347,11 +351,11 @@ int main(int argc, char** argv) {
   for (const auto& r : swept.removed) spdlog::info("removed leftover of a crashed predecessor: {}", r);
   for (const auto& f : swept.failed) spdlog::warn("could not remove leftover: {}", f);
 
-  auto backend = make_backend(cfg.backend, allow_weak);
   sandbox::SpecOptions pool_spec;
   pool_spec.image = tool_cfg.default_image;
   pool_spec.limits = tool_cfg.default_limits;
   pool_spec.env = tool_cfg.pass_through_env;
+  auto backend = make_backend(cfg.backend, allow_weak, pool_spec);
   if (backend->name() == "none") manager_opts.pool_size = 0;
   tools::SandboxManager manager(*backend, manager_opts, pool_spec);
 

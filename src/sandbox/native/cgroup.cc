@@ -226,6 +226,24 @@ Status SandboxCgroup::remove() {
   return result;
 }
 
+Status SandboxCgroup::recycle() {
+  if (removed_ || version_ != CgroupVersion::kV1)
+    return Error::make(ErrorCode::kUnavailable, "cgroup: only v1 groups are reused");
+  // Every controller's group must be empty: init was reaped after the last
+  // process of its PID namespace, so anything here is not ours to inherit.
+  for (const auto& [ctrl, dir] : dirs_)
+    if (!read_small_file(dir + "/cgroup.procs").empty())
+      return Error::make(ErrorCode::kUnavailable, "cgroup " + dir + " still has processes");
+  // Reset to zero ("0" sets the peak to the current usage: what is left is
+  // reclaimable cache the next sandbox's limit can push out).
+  for (auto [ctrl, name] : {std::pair{"memory", "memory.max_usage_in_bytes"}, {"memory", "memory.failcnt"},
+                            {"cpuacct", "cpuacct.usage"}}) {
+    if (!dirs_.count(ctrl)) continue;
+    if (auto st = write_small_file(dirs_[ctrl] + "/" + name, "0"); !st) return st;
+  }
+  return {};
+}
+
 Status remove_cgroup_dir(const std::string& dir, CgroupVersion version) {
   if (version == CgroupVersion::kV2) (void)write_small_file(dir + "/cgroup.kill", "1");
   // rmdir fails with EBUSY while exiting tasks are still being torn down.

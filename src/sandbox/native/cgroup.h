@@ -56,12 +56,21 @@ class SandboxCgroup {
   std::uint64_t cpu_usage_us() const;
   std::uint32_t process_count() const;
 
+  // Path of a control file ("" when that controller has no group).
+  std::string file(const std::string& controller, const std::string& name) const;
+
   // Kills what is left (v2: cgroup.kill) and removes the directories.
   Status remove();
+  // Readies an emptied group for another sandbox (v1 only): no process is
+  // left, and the CPU time, peak and failure counters start from zero again.
+  // Reuse spares a memory cgroup's creation and teardown, the costliest part
+  // of a sandbox's life cycle on such hosts (the kernel sizes every new memcg
+  // by the highest shrinker count it has seen), and leaves no dying memcg
+  // behind. Fails (and the group must be removed) when anything is left.
+  Status recycle();
 
  private:
   SandboxCgroup() = default;
-  std::string file(const std::string& controller, const std::string& name) const;
   CgroupVersion version_ = CgroupVersion::kNone;
   std::map<std::string, std::string> dirs_;  // controller (or "") -> directory
   UniqueFd v2_fd_;

@@ -20,9 +20,17 @@ Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits) {
   p.id = std::string(kRuntimePrefix) + std::to_string(::getpid()) + "-" + std::to_string(n);
   p.ids = mapping_for_server(n);
   if (cgroups.version != CgroupVersion::kNone) {
-    auto cg = SandboxCgroup::create(cgroups, p.id, limits);
-    if (!cg) return cg.take_error();
-    p.cgroup = std::move(*cg);
+    // A spare group from an earlier sandbox if there is one; a limit it
+    // cannot take (memory below what it still holds) means a new one.
+    if (auto spare = reaper.take_spare_cgroup()) {
+      if (spare->apply_limits(limits)) p.cgroup = std::move(spare);
+      else (void)spare->remove();
+    }
+    if (!p.cgroup) {
+      auto cg = SandboxCgroup::create(cgroups, p.id, limits);
+      if (!cg) return cg.take_error();
+      p.cgroup = std::move(*cg);
+    }
   }
   InitConfig config;
   config.new_root = dirs.root_mount;
@@ -36,50 +44,87 @@ Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits) {
   return p;
 }
 
-std::optional<Prespawned> BackendShared::take_prespawned() {
+namespace {
+
+std::string finish_bytes(const SandboxSpec& spec) {
+  FinishConfig finish;
+  finish.mounts = host_image_spec_plan(spec);
+  finish.hostname = spec.hostname();
+  return encode(finish);
+}
+
+}  // namespace
+
+Result<ReadySandbox> BackendShared::finish_sandbox(Prespawned p, const SandboxSpec& spec) {
+  ReadySandbox r;
+  r.finish = finish_bytes(spec);
+  auto init = start_init(std::move(p.init), r.finish);
+  if (!init) return init.take_error();
+  // The sandbox's root as the server sees it; file operations resolve
+  // inside it. Opened once: the fd pins the tree even if pids are reused.
+  std::string root_path = "/proc/" + std::to_string(init->pid) + "/root";
+  r.root = UniqueFd(::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!r.root) {
+    Error e = Error::from_errno("open " + root_path);
+    reaper.kill_and_release(p.id, std::move(*init), std::move(p.cgroup));
+    return e;
+  }
+  r.id = std::move(p.id);
+  r.ids = p.ids;
+  r.cgroup = std::move(p.cgroup);
+  r.init = std::move(*init);
+  return r;
+}
+
+std::optional<ReadySandbox> BackendShared::take_ready(const std::string& finish) {
+  std::unique_lock lock(pool_mu);
   for (;;) {
-    std::optional<Prespawned> p;
-    {
-      std::lock_guard lock(pool_mu);
-      if (pool.empty()) return std::nullopt;
-      p.emplace(std::move(pool.front()));
+    if (!pool.empty() && pool.front().finish == finish) {
+      ReadySandbox r = std::move(pool.front());
       pool.pop_front();
+      last_take = std::chrono::steady_clock::now();
+      pool_cv.notify_all();  // the refill thread makes the next one
+      lock.unlock();
+      // An init that died while waiting (killed by hand, say) is readable.
+      struct pollfd pfd {r.init.pidfd.get(), POLLIN, 0};
+      if (::poll(&pfd, 1, 0) == 0) return r;
+      reaper.kill_and_release(r.id, std::move(r.init), std::move(r.cgroup));
+      lock.lock();
+      continue;
     }
-    // An init that died while waiting (killed by hand, say) is readable.
-    struct pollfd pfd {p->init.process.pidfd.get(), POLLIN, 0};
-    if (::poll(&pfd, 1, 0) == 0) return p;
-    reaper.kill_and_release(p->id, std::move(p->init.process), std::move(p->cgroup));
+    // The pool is empty but one is on its way: it is ready sooner than one
+    // begun now would be, which would first wait for the clone in progress.
+    if (finish != prespawn_finish || prespawn_target == 0 || stopping || refill_failing) return std::nullopt;
+    ++waiting;
+    pool_cv.notify_all();  // a refill held back for the last take starts now
+    pool_cv.wait(lock);
+    --waiting;
   }
 }
 
-void BackendShared::schedule_refill() {
-  {
-    std::lock_guard lock(pool_mu);
-    if (prespawn_target == 0 || refill_queued || stopping || pool.size() >= prespawn_target) return;
-    refill_queued = true;
-  }
-  // `this` outlives the job: the destructor sets `stopping` (no more posts)
-  // and then waits for the spawner queue to run dry before tearing down.
-  spawner.post([shared = this] {
-    for (;;) {
-      {
-        std::lock_guard lock(shared->pool_mu);
-        if (shared->stopping || shared->pool.size() >= shared->prespawn_target) {
-          shared->refill_queued = false;
-          return;
-        }
-      }
-      auto p = shared->begin_sandbox(Limits{});
-      std::lock_guard lock(shared->pool_mu);
-      if (!p) {
-        // Not retried in a loop: the next create tries again.
-        spdlog::warn("native sandbox: prespawn failed: {}", p.error().message());
-        shared->refill_queued = false;
-        return;
-      }
-      shared->pool.push_back(std::move(*p));
+void BackendShared::refill_loop() {
+  std::unique_lock lock(pool_mu);
+  for (;;) {
+    pool_cv.wait(lock, [&] { return stopping || pool.size() < prespawn_target; });
+    // A sandbox just taken is usually given its first command right away:
+    // making the next one (a few ms of CPU) waits a moment so as not to
+    // compete with it, unless a create is waiting for it.
+    pool_cv.wait_until(lock, last_take + kRefillDelay, [&] { return stopping || waiting > 0; });
+    if (stopping) return;
+    lock.unlock();
+    auto begun = begin_sandbox(prespawn_spec.limits());
+    Result<ReadySandbox> r =
+        begun ? finish_sandbox(std::move(*begun), prespawn_spec) : Result<ReadySandbox>(begun.take_error());
+    lock.lock();
+    refill_failing = !r;
+    if (r) pool.push_back(std::move(*r));
+    pool_cv.notify_all();
+    if (!r) {
+      // Creates go on without the pool meanwhile (and report the cause).
+      spdlog::warn("native sandbox: prespawn failed: {}", r.error().message());
+      pool_cv.wait_for(lock, std::chrono::seconds(1), [&] { return stopping; });
     }
-  });
+  }
 }
 
 BackendShared::~BackendShared() {
@@ -87,9 +132,9 @@ BackendShared::~BackendShared() {
     std::lock_guard lock(pool_mu);
     stopping = true;
   }
-  // Every queued refill has run (or seen `stopping`) once this returns.
-  spawner.run([] {});
-  for (auto& p : pool) reaper.kill_and_release(p.id, std::move(p.init.process), std::move(p.cgroup));
+  pool_cv.notify_all();
+  if (refill_thread.joinable()) refill_thread.join();
+  for (auto& p : pool) reaper.kill_and_release(p.id, std::move(p.init), std::move(p.cgroup));
   pool.clear();
   reaper.drain();
   (void)remove_tree(dirs.base);
@@ -147,7 +192,9 @@ Result<std::unique_ptr<NativeBackend>> NativeBackend::create(NativeBackendOption
   }
   for (const auto& n : c.notes) spdlog::warn("native sandbox: {}", n);
   shared->prespawn_target = options.prespawn;
-  shared->schedule_refill();
+  shared->prespawn_spec = std::move(options.prespawn_spec);
+  shared->prespawn_finish = finish_bytes(shared->prespawn_spec);
+  if (shared->prespawn_target > 0) shared->refill_thread = std::thread([s = shared.get()] { s->refill_loop(); });
   return std::unique_ptr<NativeBackend>(new NativeBackend(std::move(shared)));
 }
 
@@ -160,38 +207,27 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) 
   if (spec.persistence() != Persistence::kEphemeral)
     return Error::make(ErrorCode::kInvalidArgument, "native backend: only ephemeral sandboxes");
 
-  // A prespawned sandbox if there is one (then refill in the background),
-  // otherwise one begun now.
-  std::optional<Prespawned> pre = shared_->take_prespawned();
-  shared_->schedule_refill();
-  if (!pre) {
-    auto begun = shared_->begin_sandbox(spec.limits());
-    if (!begun) return begun.take_error();
-    pre.emplace(std::move(*begun));
-  } else if (pre->cgroup) {
-    if (auto st = pre->cgroup->apply_limits(spec.limits()); !st) {
-      shared_->reaper.kill_and_release(pre->id, std::move(pre->init.process), std::move(pre->cgroup));
-      return st.take_error();
+  // A sandbox made ahead of demand for the same mounts and hostname if there
+  // is one (then refill in the background), otherwise one begun now.
+  std::optional<ReadySandbox> ready = shared_->take_ready(finish_bytes(spec));
+  if (ready && ready->cgroup) {
+    if (auto st = ready->cgroup->apply_limits(spec.limits()); !st) {
+      // Limits this group cannot take (memory below what it still holds,
+      // say): a sandbox of its own then.
+      shared_->reaper.kill_and_release(ready->id, std::move(ready->init), std::move(ready->cgroup));
+      ready.reset();
     }
   }
-
-  FinishConfig finish;
-  finish.mounts = host_image_spec_plan(spec);
-  finish.hostname = spec.hostname();
-  auto init = start_init(std::move(pre->init), encode(finish));
-  if (!init) return init.take_error();
-
-  // The sandbox's root as the server sees it; file operations resolve
-  // inside it. Opened once: the fd pins the tree even if pids are reused.
-  std::string root_path = "/proc/" + std::to_string(init->pid) + "/root";
-  UniqueFd root(::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!root) {
-    Error e = Error::from_errno("open " + root_path);
-    kill_and_reap(*init);
-    return e;
+  if (!ready) {
+    auto begun = shared_->begin_sandbox(spec.limits());
+    if (!begun) return begun.take_error();
+    auto finished = shared_->finish_sandbox(std::move(*begun), spec);
+    if (!finished) return finished.take_error();
+    ready.emplace(std::move(*finished));
   }
-  return std::unique_ptr<Sandbox>(new NativeSandbox(std::move(pre->id), spec, shared_, pre->ids,
-                                                    std::move(pre->cgroup), std::move(*init), std::move(root)));
+  return std::unique_ptr<Sandbox>(new NativeSandbox(std::move(ready->id), spec, shared_, ready->ids,
+                                                    std::move(ready->cgroup), std::move(ready->init),
+                                                    std::move(ready->root)));
 }
 
 }  // namespace sandcastle::sandbox::native

@@ -20,11 +20,13 @@ struct NativeBackendOptions {
   // Empty: $SANDCASTLE_INIT, then "sandcastle-init" next to /proc/self/exe,
   // then the build-tree path compiled in.
   std::string init_helper_path;
-  // Sandboxes begun ahead of demand (namespaces, cgroup, running init; see
-  // PendingInit): a create takes one and only applies its spec — mounts,
-  // hostname, limits. Each costs an idle helper process (~1 MiB) and an
-  // empty network namespace. 0 = every create starts from scratch.
+  // Sandboxes made ahead of demand for prespawn_spec (namespaces, cgroup,
+  // running init, mounts): a create whose spec asks for the same mounts and
+  // hostname takes one and only adjusts its cgroup limits; any other spec is
+  // built from scratch. Each costs an idle helper process and an empty
+  // network namespace. 0 = every create starts from scratch.
   std::size_t prespawn = 2;
+  SandboxSpec prespawn_spec = SandboxSpec::defaults();
 };
 
 class NativeBackend : public Backend {

@@ -4,12 +4,15 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 
 #include "sandbox/native/cgroup.h"
 #include "sandbox/native/host_image.h"
@@ -29,6 +32,17 @@ struct Prespawned {
   PendingInit init;
 };
 
+// A sandbox ready to hand out: its spec's mounts and hostname in place, the
+// root open. The pool holds these, finished for the backend's prespawn spec.
+struct ReadySandbox {
+  std::string id;
+  IdMapping ids;
+  std::shared_ptr<SandboxCgroup> cgroup;
+  InitProcess init;
+  UniqueFd root;  // O_PATH on the sandbox's root, for file operations
+  std::string finish;  // the encoded FinishConfig it was finished with
+};
+
 struct BackendShared {
   RuntimeDirs dirs;
   CgroupSupport cgroups;
@@ -39,19 +53,30 @@ struct BackendShared {
   Spawner spawner;
   Reaper reaper;
 
-  // Sandboxes begun ahead of demand, refilled on the spawner thread.
+  // Sandboxes made ahead of demand for prespawn_spec, refilled on the
+  // spawner thread.
   std::size_t prespawn_target = 0;
+  SandboxSpec prespawn_spec = SandboxSpec::defaults();
+  std::string prespawn_finish;  // its FinishConfig, encoded
   std::mutex pool_mu;
-  std::deque<Prespawned> pool;
-  bool refill_queued = false;
+  std::condition_variable pool_cv;  // pool taken from, refilled, or stopping
+  std::deque<ReadySandbox> pool;
+  bool refill_failing = false;  // its last attempt failed (creates do not wait)
+  std::size_t waiting = 0;  // creates waiting for the one being made
+  std::chrono::steady_clock::time_point last_take{};
+  static constexpr std::chrono::milliseconds kRefillDelay{10};
   bool stopping = false;
+  std::thread refill_thread;  // started last, joined first
 
   // A new sandbox up to its init waiting for a config (on any thread).
   Result<Prespawned> begin_sandbox(const Limits& limits);
-  // One from the pool whose init is still alive, if any.
-  std::optional<Prespawned> take_prespawned();
-  // Queues a refill of the pool (no-op when one is queued or target is 0).
-  void schedule_refill();
+  // The spec's part: mounts and hostname, then the root opened.
+  Result<ReadySandbox> finish_sandbox(Prespawned p, const SandboxSpec& spec);
+  // One from the pool finished with these FinishConfig bytes whose init is
+  // still alive, if any (waiting for the one being made, if it matches).
+  std::optional<ReadySandbox> take_ready(const std::string& finish);
+  // Keeps the pool at prespawn_target until stopping.
+  void refill_loop();
   ~BackendShared();
 };
 

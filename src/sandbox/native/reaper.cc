@@ -17,6 +17,16 @@ Reaper::~Reaper() {
   }
   cv_.notify_all();
   thread_.join();  // the loop empties the queue before it returns
+  for (auto& cg : spare_)
+    if (auto st = cg->remove(); !st) spdlog::warn("spare cgroup: {}", st.error().message());
+}
+
+std::shared_ptr<SandboxCgroup> Reaper::take_spare_cgroup() {
+  std::lock_guard lock(mu_);
+  if (spare_.empty()) return nullptr;
+  auto cg = std::move(spare_.back());
+  spare_.pop_back();
+  return cg;
 }
 
 void Reaper::kill_and_release(std::string id, InitProcess init, std::shared_ptr<SandboxCgroup> cgroup) {
@@ -45,10 +55,19 @@ void Reaper::loop() {
     ++in_flight_;
     lock.unlock();
     kill_and_reap(item.init);
-    if (item.cgroup)
+    bool keep = false;
+    if (item.cgroup && item.cgroup.use_count() == 1) {
+      {
+        std::lock_guard spare_lock(mu_);
+        keep = spare_.size() < kMaxSpareCgroups;
+      }
+      keep = keep && item.cgroup->recycle().ok();
+    }
+    if (item.cgroup && !keep)
       if (auto st = item.cgroup->remove(); !st) spdlog::warn("sandbox {}: {}", item.id, st.error().message());
-    item.cgroup.reset();
     lock.lock();
+    if (keep) spare_.push_back(std::move(item.cgroup));
+    item.cgroup.reset();
     --in_flight_;
     cv_.notify_all();
   }

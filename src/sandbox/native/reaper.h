@@ -4,6 +4,10 @@
 // waiting for the exit, removing the cgroup — to this thread, so the caller
 // does not wait for the kernel's namespace teardown.
 //
+// An emptied v1 cgroup is kept for the next sandbox (SandboxCgroup::recycle)
+// when nothing else still refers to it, up to kMaxSpareCgroups; the rest are
+// removed.
+//
 // Nothing leaks: drain() (run by the backend's destructor) finishes every
 // queued teardown, inits die with the server anyway (PDEATHSIG), and a
 // server that crashed mid-teardown leaves cgroups named after its dead pid,
@@ -16,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "sandbox/native/cgroup.h"
 #include "sandbox/native/spawn.h"
@@ -33,6 +38,9 @@ class Reaper {
   void kill_and_release(std::string id, InitProcess init, std::shared_ptr<SandboxCgroup> cgroup);
   // Returns when everything queued so far is done.
   void drain();
+  // A recycled cgroup, if one is spare (its limits are the last sandbox's).
+  std::shared_ptr<SandboxCgroup> take_spare_cgroup();
+  static constexpr std::size_t kMaxSpareCgroups = 16;
 
  private:
   struct Item {
@@ -44,6 +52,7 @@ class Reaper {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;
+  std::vector<std::shared_ptr<SandboxCgroup>> spare_;
   std::size_t in_flight_ = 0;
   bool stop_ = false;
   std::thread thread_;

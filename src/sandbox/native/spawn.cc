@@ -45,14 +45,6 @@ void Spawner::run(const std::function<void()>& fn) {
   cv_.wait(lock, [&] { return done; });
 }
 
-void Spawner::post(std::function<void()> fn) {
-  {
-    std::lock_guard lock(mu_);
-    jobs_.push_back(Job{std::move(fn), nullptr});
-  }
-  cv_.notify_all();
-}
-
 void Spawner::loop() {
   std::unique_lock lock(mu_);
   for (;;) {

@@ -30,10 +30,8 @@ class Spawner {
   Spawner(const Spawner&) = delete;
   Spawner& operator=(const Spawner&) = delete;
   // Runs fn on the spawner thread and waits for it (inline when called from
-  // the spawner thread itself, e.g. by a posted job).
+  // the spawner thread itself).
   void run(const std::function<void()>& fn);
-  // Queues fn to run on the spawner thread; jobs run in order, run() included.
-  void post(std::function<void()> fn);
 
  private:
   struct Job {
