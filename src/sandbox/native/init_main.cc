@@ -21,6 +21,7 @@
 #include "sandbox/native/mounts.h"
 #include "sandbox/native/net.h"
 #include "sandbox/native/wire.h"
+#include "sandbox/native/zygote.h"
 
 using namespace sandcastle::sandbox::native;
 
@@ -61,7 +62,14 @@ int report(const StepError& e) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // sandcastle-init --zygote <helper>: the server's zygote (see zygote.h).
+  if (argc == 3 && std::strcmp(argv[1], "--zygote") == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    return run_zygote(3, argv[2]);
+  }
   // The server passed no stdio; fill 0-2 so later fds never land there.
   for (int fd = ::open("/dev/null", O_RDWR); fd >= 0 && fd < 3; fd = ::open("/dev/null", O_RDWR)) {
   }

@@ -38,7 +38,7 @@ Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits) {
   config.seccomp_bpf = seccomp_bpf;
   config.uid = p.ids.inside_uid;
   config.gid = p.ids.inside_gid;
-  auto init = spawn_pending_init(spawner, SpawnRequest{helper_path, p.ids, p.cgroup.get(), encode(config)});
+  auto init = spawn_pending_init(zygote, SpawnRequest{helper_path, p.ids, p.cgroup.get(), encode(config)});
   if (!init) return init.take_error();
   p.init = std::move(*init);
   return p;

@@ -19,6 +19,7 @@
 #include "sandbox/native/reaper.h"
 #include "sandbox/native/spawn.h"
 #include "sandbox/native/userns.h"
+#include "sandbox/native/zygote.h"
 #include "sandbox/sandbox.h"
 
 namespace sandcastle::sandbox::native {
@@ -51,6 +52,7 @@ struct BackendShared {
   BackendCapabilities caps;
   std::atomic<std::uint64_t> serial{0};
   Spawner spawner;
+  Zygote zygote{spawner};
   Reaper reaper;
 
   // Sandboxes made ahead of demand for prespawn_spec, refilled on the

@@ -1,6 +1,6 @@
-// Starting a sandbox's init: clone3 into new namespaces from a dedicated
-// spawner thread, map ids, place it in its cgroup, then let it exec the init
-// helper and wait for the helper's {step, errno} report.
+// Starting a sandbox's init: cloned into new namespaces by the zygote (see
+// zygote.h), then id maps, its cgroup, and "go": it execs the init helper,
+// and the helper's {step, errno} report comes back.
 #pragma once
 
 #include <sys/types.h>
@@ -21,8 +21,8 @@ namespace sandcastle::sandbox::native {
 class SandboxCgroup;
 
 // PR_SET_PDEATHSIG fires when the *thread* that forked a child exits, not
-// the process. Server request threads come and go, so every clone happens on
-// this one long-lived thread, and inits die only with the server.
+// the process. Server request threads come and go, so the zygote is cloned
+// on this one long-lived thread, and dies only with the server.
 class Spawner {
  public:
   Spawner();
@@ -69,12 +69,13 @@ struct PendingInit {
   UniqueFd status;      // two InitStatus records come back: prepared, ready
 };
 
-Result<PendingInit> spawn_pending_init(Spawner& spawner, const SpawnRequest& req);
+class Zygote;
+Result<PendingInit> spawn_pending_init(Zygote& zygote, const SpawnRequest& req);
 // Sends the FinishConfig (the spec-dependent part: sized mounts, hostname)
 // and waits for the helper's {step, errno} or ready. Kills the init on failure.
 Result<InitProcess> start_init(PendingInit pending, const std::string& finish_config);
 
-// SIGKILL through the pidfd and reap.
+// SIGKILL through the pidfd, and wait until it is gone.
 void kill_and_reap(InitProcess& init);
 
 }  // namespace sandcastle::sandbox::native

@@ -1,0 +1,80 @@
+// The zygote clones every init: a killed zygote takes its sandboxes with it
+// (none outlives its parent chain), and the next create starts a new one.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "fixture.h"
+#include "sandbox/native/fs_util.h"
+
+namespace sandcastle::sandbox::testing {
+namespace {
+
+// Our children named sc-zygote.
+std::vector<pid_t> zygotes() {
+  std::vector<pid_t> out;
+  for (const auto& name : native::list_dir("/proc")) {
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat("/proc/" + name + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    auto close = line.rfind(')');
+    if (close == std::string::npos || line.find("(sc-zygote)") == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == ::getpid() && state != "Z") out.push_back(static_cast<pid_t>(std::stoi(name)));
+  }
+  return out;
+}
+
+class ZygoteTest : public SandboxTest {};
+
+TEST_F(ZygoteTest, OneZygoteServesEveryCreate) {
+  auto a = make();
+  auto b = make();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(zygotes().size(), 1u);
+  EXPECT_TRUE(a->destroy().ok());
+  EXPECT_TRUE(b->destroy().ok());
+}
+
+TEST_F(ZygoteTest, KilledZygoteTakesItsSandboxesAndIsReplaced) {
+  auto before = zygotes();
+  ASSERT_EQ(before.size(), 1u);
+  ASSERT_EQ(::kill(before[0], SIGKILL), 0);
+  // Its inits die with it (PDEATHSIG): the sandbox made before is gone.
+  ExecResult r{};
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    ExecRequest req;
+    req.argv = {"/bin/true"};
+    auto res = sb_->exec(req);
+    gone = !res.ok() || res->reason != EndReason::kExited;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(gone) << "a sandbox outlived the zygote that cloned its init";
+  // A new zygote serves the next create (the backend's pool may hand out a
+  // sandbox that died with the old one: creates retry through the cold path).
+  auto fresh = make(SpecOptions{.hostname = "after-zygote"});
+  ASSERT_NE(fresh, nullptr);
+  ExecRequest req;
+  req.argv = {"/bin/hostname"};
+  auto out = fresh->exec(req);
+  ASSERT_TRUE(out.ok()) << out.error().message();
+  EXPECT_EQ(out->stdout_data, "after-zygote\n");
+  auto after = zygotes();
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_NE(after[0], before[0]);
+  EXPECT_TRUE(fresh->destroy().ok());
+  sb_.reset();  // died with the old zygote; nothing to destroy
+}
+
+}  // namespace
+}  // namespace sandcastle::sandbox::testing
