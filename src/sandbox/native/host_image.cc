@@ -134,8 +134,13 @@ std::vector<MountOp> host_image_base_plan(const std::string& etc_template) {
   mkdir("proc");
   p.push_back(MountOp{MountKind::kProc, "", "proc", 0, 0, false, ""});
 
+  // /dev, /dev/shm and /tmp are directories of the root tmpfs, each made a
+  // mount of its own (so /dev can be sealed read-only and the others stay
+  // writable): one filesystem where there were four. Every filesystem costs
+  // kernel memory, and a shrinker whose count the kernel charges again to
+  // every memory cgroup on the host.
   mkdir("dev");
-  b.tmpfs("dev", 64 * 1024, 0755, "noexec");
+  p.push_back(MountOp{MountKind::kSubmount, "", "dev", 0, 0, true, "noexec"});
   for (const char* node : {"null", "zero", "full", "random", "urandom", "tty"})
     p.push_back(MountOp{MountKind::kBindFile, std::string("/dev/") + node, std::string("dev/") + node,
                         0, 0, true, ""});
@@ -147,7 +152,9 @@ std::vector<MountOp> host_image_base_plan(const std::string& etc_template) {
   link("/proc/self/fd/1", "dev/stdout");
   link("/proc/self/fd/2", "dev/stderr");
   mkdir("dev/shm", 01777);
+  p.push_back(MountOp{MountKind::kSubmount, "", "dev/shm", 0, 0, true, "noexec"});
   mkdir("tmp", 01777);
+  p.push_back(MountOp{MountKind::kSubmount, "", "tmp", 0, 0, true, ""});
   mkdir("workspace", 0755);
   mkdir("root", 0700);
   return p;
@@ -156,13 +163,14 @@ std::vector<MountOp> host_image_base_plan(const std::string& etc_template) {
 std::vector<MountOp> host_image_spec_plan(const SandboxSpec& spec) {
   const Limits& l = spec.limits();
   PlanBuilder b;
-  b.tmpfs("dev/shm", l.tmp_bytes, 01777, "noexec");
+  // The root tmpfs holds /tmp and /dev/shm: its size is their limit.
+  b.p.push_back(MountOp{MountKind::kResize, "", "", l.tmp_bytes, 0, true, "nr_inodes=65536"});
   b.p.push_back(MountOp{MountKind::kReadOnly, "", "dev", 0, 0, false, ""});
-  b.tmpfs("tmp", l.tmp_bytes, 01777, "nr_inodes=65536");
   // The disk limit: a tmpfs of exactly that size, so a full disk is ENOSPC
   // inside the sandbox and nothing on the host.
   b.tmpfs("workspace", l.disk_bytes, 0755, "uid=1000,gid=1000,nr_inodes=262144");
-  // Last: the root tmpfs itself becomes read-only.
+  // Last: the root mount itself becomes read-only (/tmp and /dev/shm are
+  // mounts of their own and stay writable).
   b.p.push_back(MountOp{MountKind::kReadOnly, "", "", 0, 0, false, ""});
   return b.p;
 }

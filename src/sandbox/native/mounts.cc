@@ -84,6 +84,22 @@ std::optional<StepError> apply(const std::string& root, const MountOp& op) {
       if (set_attrs(dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false) != 0)
         return step_failed(op.describe());
       return std::nullopt;
+    case MountKind::kSubmount: {
+      if (::mount(dst.c_str(), dst.c_str(), nullptr, MS_BIND, nullptr) != 0) return step_failed(op.describe());
+      std::uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+      if (!op.writable) attrs |= MOUNT_ATTR_RDONLY;
+      if (op.options == "noexec") attrs |= MOUNT_ATTR_NOEXEC;
+      if (set_attrs(dst, attrs, false) != 0) return step_failed("restrict " + op.describe());
+      return std::nullopt;
+    }
+    case MountKind::kResize: {
+      std::string data = "size=" + std::to_string(op.size);
+      if (!op.options.empty()) data += "," + op.options;
+      // The mount's own flags are restated: a remount sets them too.
+      if (::mount(nullptr, dst.c_str(), nullptr, MS_REMOUNT | MS_NOSUID | MS_NODEV, data.c_str()) != 0)
+        return step_failed(op.describe());
+      return std::nullopt;
+    }
   }
   return step_failed("unknown mount op", EINVAL);
 }

@@ -50,6 +50,8 @@ std::string MountOp::describe() const {
     case MountKind::kDevpts: return "mount devpts /" + dst;
     case MountKind::kSymlink: return "symlink /" + dst + " -> " + src;
     case MountKind::kReadOnly: return "remount read-only /" + dst;
+    case MountKind::kSubmount: return "bind /" + dst + " onto itself";
+    case MountKind::kResize: return "resize tmpfs /" + dst;
   }
   return "mount op";
 }
@@ -75,7 +77,7 @@ bool get_mounts(WireReader& r, std::vector<MountOp>& out) {
   for (std::uint32_t i = 0; i < n && r.ok(); ++i) {
     MountOp m;
     std::uint32_t kind = r.u32();
-    if (kind < 1 || kind > static_cast<std::uint32_t>(MountKind::kReadOnly)) return false;
+    if (kind < 1 || kind > static_cast<std::uint32_t>(MountKind::kResize)) return false;
     m.kind = static_cast<MountKind>(kind);
     m.src = r.str();
     m.dst = r.str();

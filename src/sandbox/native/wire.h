@@ -59,6 +59,9 @@ enum class MountKind : std::uint32_t {
   kDevpts,       // new devpts instance at dst
   kSymlink,      // symlink src (target) at dst
   kReadOnly,     // make the mount at dst read-only (after its content is built)
+  kSubmount,     // bind dst onto itself: its own mount of the same filesystem
+                 // (writable or not, "noexec" in options), nosuid/nodev
+  kResize,       // remount the tmpfs at dst with size (and options)
 };
 
 struct MountOp {

@@ -93,10 +93,13 @@ Status Zygote::start_locked(const std::string& helper) {
   return {};
 }
 
-Result<Zygote::Child> Zygote::ask_locked(const ZygoteRequest& req, const int* fds, int nfds) {
+Result<Zygote::Child> Zygote::ask_locked(const ZygoteRequest& req, const int* fds, int nfds, bool* gone) {
+  *gone = false;
   std::string_view bytes(reinterpret_cast<const char*>(&req), sizeof req);
-  if (int e = send_with_fds(sock_.get(), bytes, fds, nfds); e != 0)
+  if (int e = send_with_fds(sock_.get(), bytes, fds, nfds); e != 0) {
+    *gone = true;
     return Error::from_errno("send to the zygote", e);
+  }
   struct pollfd p {sock_.get(), POLLIN, 0};
   int r;
   do {
@@ -108,7 +111,10 @@ Result<Zygote::Child> Zygote::ask_locked(const ZygoteRequest& req, const int* fd
   UniqueFd pidfd(m.nfds > 0 ? m.fds[0] : -1);
   if (m.nfds > 0) m.fds[0] = -1;
   m.close_fds();
-  if (m.len <= 0) return Error::from_errno("receive from the zygote", m.len == 0 ? EPIPE : m.err);
+  if (m.len <= 0) {
+    *gone = true;
+    return Error::from_errno("receive from the zygote", m.len == 0 ? EPIPE : m.err);
+  }
   ZygoteReply rep;
   if (m.len != static_cast<ssize_t>(sizeof rep) || m.truncated)
     return Error::make(ErrorCode::kInternal, "malformed reply from the zygote");
@@ -125,14 +131,14 @@ Result<Zygote::Child> Zygote::clone_init(const std::string& helper, const Zygote
   std::lock_guard lock(mu_);
   if (!sock_)
     if (auto st = start_locked(helper); !st) return st.take_error();
-  auto child = ask_locked(req, fds, nfds);
-  if (child || child.error().code == ErrorCode::kTimeout) return child;
-  // Gone (killed, say): a new zygote, asked once more. A clone that failed
-  // in a live zygote fails the same way again, and that is the answer.
-  struct pollfd p {pidfd_.get(), POLLIN, 0};
-  if (::poll(&p, 1, 0) == 0) return child;
+  bool gone = false;
+  auto child = ask_locked(req, fds, nfds, &gone);
+  if (child || !gone) return child;
+  // Its socket is closed: the zygote is gone (killed, say). A new one, asked
+  // once more. (A clone that failed in a live zygote is an answer, as is a
+  // zygote that does not answer.)
   if (auto st = start_locked(helper); !st) return st.take_error();
-  return ask_locked(req, fds, nfds);
+  return ask_locked(req, fds, nfds, &gone);
 }
 
 }  // namespace sandcastle::sandbox::native

@@ -64,7 +64,8 @@ class Zygote {
 
  private:
   Status start_locked(const std::string& helper);
-  Result<Child> ask_locked(const ZygoteRequest& req, const int* fds, int nfds);
+  // *gone: the zygote's socket is closed (it died).
+  Result<Child> ask_locked(const ZygoteRequest& req, const int* fds, int nfds, bool* gone);
   Spawner& spawner_;
   std::mutex mu_;
   UniqueFd sock_;

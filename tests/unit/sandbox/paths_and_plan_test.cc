@@ -50,22 +50,27 @@ TEST(HostImagePlan, ReadOnlyUsrSizedTmpfsAndRootLast) {
 }
 
 TEST(HostImagePlan, BasePartIsSpecIndependentAndSpecPartOnlySizesAndSeals) {
-  // The base plan is built before any spec is known (prespawned inits):
-  // every mount in it is the same for every sandbox, and it mounts nothing
-  // writable except /dev's small fixed tmpfs.
-  for (const MountOp& op : host_image_base_plan("/run/t/etc"))
-    if (op.kind == MountKind::kTmpfs) {
-      EXPECT_EQ(op.dst, "dev");
-    }
+  // The base plan is built before any spec is known (prespawned inits): it
+  // mounts no filesystem of its own beyond proc and devpts — /dev, /dev/shm
+  // and /tmp are mounts of the root tmpfs's directories.
+  std::vector<std::string> submounts;
+  for (const MountOp& op : host_image_base_plan("/run/t/etc")) {
+    EXPECT_NE(op.kind, MountKind::kTmpfs) << op.describe();
+    if (op.kind == MountKind::kSubmount) submounts.push_back(op.dst);
+  }
+  EXPECT_EQ(submounts, (std::vector<std::string>{"dev", "dev/shm", "tmp"}));
   SpecOptions o;
   o.limits.tmp_bytes = 5 * kMiB;
   auto spec = SandboxSpec::create(o);
   ASSERT_TRUE(spec.ok());
   auto rest = host_image_spec_plan(*spec);
   for (const MountOp& op : rest)
-    EXPECT_TRUE(op.kind == MountKind::kTmpfs || op.kind == MountKind::kReadOnly) << op.describe();
+    EXPECT_TRUE(op.kind == MountKind::kTmpfs || op.kind == MountKind::kReadOnly || op.kind == MountKind::kResize)
+        << op.describe();
   ASSERT_FALSE(rest.empty());
-  EXPECT_EQ(rest.front().dst, "dev/shm");
+  // The root tmpfs is sized to the /tmp limit (it holds /tmp and /dev/shm).
+  EXPECT_EQ(rest.front().kind, MountKind::kResize);
+  EXPECT_EQ(rest.front().dst, "");
   EXPECT_EQ(rest.front().size, 5 * kMiB);
   EXPECT_EQ(rest.back().kind, MountKind::kReadOnly);
   EXPECT_EQ(rest.back().dst, "");
