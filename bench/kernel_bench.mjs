@@ -66,7 +66,7 @@ function mem(pid) {
 const memAvailable = () => Number(readFileSync('/proc/meminfo', 'utf8').match(/MemAvailable:\s+(\d+)/)[1]);
 
 // Each sandbox's process tree on the host: the subtree of every outermost
-// sandcastle-init below the server.
+// sandcastle-init below the server (the zygote that clones them is not one).
 function sandboxTrees(serverPid) {
   const rows = procTable();
   const all = descendants(rows, serverPid);

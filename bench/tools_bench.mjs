@@ -7,7 +7,7 @@
 //       sandbox) is reported so the overhead can be located.
 //   (b) `create_sandbox` round trip with the warm pool (target p50 <= 0.5 ms):
 //       the server runs with --pool-size N, the bench waits until N warm
-//       sandboxes exist (counted as the server's sandcastle-init children),
+//       sandboxes exist (counted as the inits the server's zygote cloned),
 //       then creates N sandboxes back to back without closing, so every create
 //       is served from the pool; closes are timed afterwards. A second row
 //       shows create+close pairs with the default pool of 2 (the pool refills
@@ -49,14 +49,23 @@ const sleep = (t) => new Promise((r) => setTimeout(r, t));
 
 // ---- the shared stdio client, plus a view of the server's sandbox children
 class SandcastleClient extends LineClient {
-  // Live sandcastle-init children = warm pool + live sandboxes.
+  // Live sandbox inits = warm pool + live sandboxes: the children of the
+  // server's zygote (which clones every init).
   children() {
-    const pid = this.proc.pid;
-    try {
-      let n = 0;
+    const kids = (pid) => {
+      const out = [];
       for (const tid of readdirSync(`/proc/${pid}/task`)) {
         const c = readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim();
-        if (c) n += c.split(/\s+/).length;
+        if (c) out.push(...c.split(/\s+/));
+      }
+      return out;
+    };
+    try {
+      let n = 0;
+      for (const k of kids(this.proc.pid)) {
+        const cmd = readFileSync(`/proc/${k}/cmdline`, 'utf8');
+        if (cmd.startsWith('sandcastle-zygote')) n += kids(k).length;
+        else if (cmd.startsWith('sandcastle-init')) n += 1;
       }
       return n;
     } catch {

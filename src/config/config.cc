@@ -69,7 +69,7 @@ const std::vector<Entry>& entries() {
        1'000'000},
       {{"limits.pids", "integer", "processes in a sandbox"}, &Config::pids, 1, 100'000},
       {{"limits.disk_mb", "integer", "size of /workspace"}, &Config::disk_mb, 1, 1 << 20},
-      {{"limits.tmp_mb", "integer", "size of /tmp"}, &Config::tmp_mb, 1, 1 << 20},
+      {{"limits.tmp_mb", "integer", "size of /tmp (shared with /dev/shm)"}, &Config::tmp_mb, 1, 1 << 20},
       {{"limits.exec_timeout_ms", "integer", "default timeout of one execution"}, &Config::exec_timeout_ms, 100,
        24 * 3600 * 1000},
       {{"packages.pip_index_url", "string", "package index pip installs from"}, &Config::pip_index_url},

@@ -34,7 +34,7 @@ struct Limits {
   std::uint32_t cpu_millis = 1000;
   // Size of the writable /workspace; writes past it get ENOSPC inside.
   std::uint64_t disk_bytes = 256 * kMiB;
-  // Size of the scratch /tmp (and /dev/shm).
+  // Size of the scratch /tmp and /dev/shm, together (one filesystem).
   std::uint64_t tmp_bytes = 64 * kMiB;
   std::uint32_t open_files = 1024;
   std::uint64_t file_size_bytes = 256 * kMiB;

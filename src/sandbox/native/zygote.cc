@@ -69,7 +69,8 @@ Status Zygote::start_locked(const std::string& helper) {
   ::close(sp[1]);
   if (!theirs) return Error::from_errno("dup zygote socket");
 
-  static char arg0[] = "sandcastle-init";
+  // Its own name in ps (and to tools that look for sandboxes' inits).
+  static char arg0[] = "sandcastle-zygote";
   static char arg1[] = "--zygote";
   char* argv[] = {arg0, arg1, const_cast<char*>(helper.c_str()), nullptr};
   char* envp[] = {nullptr};
