@@ -1,6 +1,7 @@
 #include "tools/kernel.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -18,6 +19,7 @@
 
 #include "sandbox/output_buffer.h"
 #include "tools/kernel_sources.h"
+#include "tools/warmup_gate.h"
 
 namespace sandcastle::tools {
 
@@ -157,7 +159,10 @@ struct Kernel::Instance {
   sandbox::CancelToken kill;
   const std::string token = random_token();
   UniqueFd exit_ev{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};  // readable once the process is gone
+  UniqueFd ready_ev{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};  // readable once a cell took its connection
   std::thread thread;
+  // A warm-up waits for a WarmupGate slot until somebody needs the kernel.
+  std::atomic<bool> urgent{false};
 
   // Set by the launcher thread, under mu.
   bool listening = false;  // listener ready, or the launch failed
@@ -206,7 +211,19 @@ Status write_driver(sandbox::Sandbox& sb, KernelLanguage lang, std::string* path
 }
 
 void run_instance(sandbox::Sandbox& sb, KernelLanguage lang, std::map<std::string, std::string> env,
-                  const std::shared_ptr<Kernel::Instance>& inst) {
+                  const std::shared_ptr<Kernel::Instance>& inst, bool warmup) {
+  // A warm-up holds a gate slot until its interpreter has connected (or a
+  // cell took the connection, or it ended): that is where its CPU goes.
+  struct Slot {
+    bool held = false;
+    std::thread watcher;
+    ~Slot() {
+      if (watcher.joinable()) watcher.join();
+      else if (held) WarmupGate::shared().leave();
+    }
+  } slot;
+  if (warmup) slot.held = WarmupGate::shared().enter(inst->urgent);
+  if (inst->kill.cancelled()) return;
   auto finish = [&](std::optional<Error> launch_error, std::optional<Result<sandbox::ExecResult>> exit) {
     {
       std::lock_guard l(inst->mu);
@@ -227,6 +244,20 @@ void run_instance(sandbox::Sandbox& sb, KernelLanguage lang, std::map<std::strin
   if (::getsockname(listener->get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
     return finish(Error::from_errno("getsockname of the kernel listener"), std::nullopt);
   const int port = ntohs(addr.sin_port);
+  if (slot.held) {
+    // Watches a copy of the listener: whoever accepts the connection holds
+    // the original.
+    int watched = ::fcntl(listener->get(), F_DUPFD_CLOEXEC, 0);
+    slot.watcher = std::thread([inst, watched] {
+      struct pollfd p[3] = {{watched, POLLIN, 0}, {inst->exit_ev.get(), POLLIN, 0}, {inst->ready_ev.get(), POLLIN, 0}};
+      int n;
+      do {
+        n = ::poll(p, 3, static_cast<int>(kStartupTimeout.count()));  // fd -1 is skipped
+      } while (n < 0 && errno == EINTR);
+      if (watched >= 0) ::close(watched);
+      WarmupGate::shared().leave();
+    });
+  }
   {
     std::lock_guard l(inst->mu);
     inst->listener = std::move(listener).value();
@@ -304,11 +335,11 @@ Kernel::~Kernel() {
   if (inst) kill_instance(inst);
 }
 
-std::shared_ptr<Kernel::Instance> Kernel::launch_locked() {
+std::shared_ptr<Kernel::Instance> Kernel::launch_locked(bool warmup) {
   auto inst = std::make_shared<Instance>();
   std::map<std::string, std::string> env = env_;
-  inst->thread = std::thread([this, inst, env = std::move(env)]() mutable {
-    run_instance(sb_, lang_, std::move(env), inst);
+  inst->thread = std::thread([this, inst, env = std::move(env), warmup]() mutable {
+    run_instance(sb_, lang_, std::move(env), inst, warmup);
   });
   ever_started_ = true;
   return inst;
@@ -316,6 +347,8 @@ std::shared_ptr<Kernel::Instance> Kernel::launch_locked() {
 
 void Kernel::kill_instance(const std::shared_ptr<Instance>& inst) {
   inst->kill.cancel();
+  inst->urgent = true;  // a warm-up still queued at the gate ends now
+  WarmupGate::shared().wake();
   if (inst->thread.joinable() && inst->thread.get_id() != std::this_thread::get_id()) inst->thread.join();
   inst->conn.reset();
 }
@@ -327,7 +360,7 @@ void Kernel::start_async() {
     auto old = std::move(inst_);
     kill_instance(old);
   }
-  inst_ = launch_locked();
+  inst_ = launch_locked(/*warmup=*/true);
 }
 
 void Kernel::restart() {
@@ -439,6 +472,9 @@ Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& 
   // ---- handshake with a kernel that has not connected yet
   if (!inst->conn) {
     res.fresh_kernel = true;
+    // A cell is waiting: a warm-up queued at the gate goes ahead now.
+    inst->urgent = true;
+    WarmupGate::shared().wake();
     const auto until = std::min(deadline, Clock::now() + kStartupTimeout);
     {
       std::unique_lock l(inst->mu);
@@ -466,6 +502,7 @@ Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& 
         if (fd >= 0) {
           inst->conn.reset(fd);
           connected = true;
+          poke(inst->ready_ev.get());
         }
       } else if (p[1].revents & POLLIN) {
         break;

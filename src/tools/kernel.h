@@ -110,7 +110,8 @@ class Kernel {
   nlohmann::json status() const;
 
  private:
-  std::shared_ptr<Instance> launch_locked();
+  // warmup: started ahead of any cell, through the WarmupGate.
+  std::shared_ptr<Instance> launch_locked(bool warmup = false);
   void kill_instance(const std::shared_ptr<Instance>& inst);
 
   sandbox::Sandbox& sb_;
