@@ -55,8 +55,8 @@ struct BackendShared {
   Zygote zygote{spawner};
   Reaper reaper;
 
-  // Sandboxes made ahead of demand for prespawn_spec, refilled on the
-  // spawner thread.
+  // Sandboxes made ahead of demand for prespawn_spec, refilled by
+  // refill_thread.
   std::size_t prespawn_target = 0;
   SandboxSpec prespawn_spec = SandboxSpec::defaults();
   std::string prespawn_finish;  // its FinishConfig, encoded

@@ -55,14 +55,13 @@ void Reaper::loop() {
     ++in_flight_;
     lock.unlock();
     kill_and_reap(item.init);
-    bool keep = false;
-    if (item.cgroup && item.cgroup.use_count() == 1) {
-      {
-        std::lock_guard spare_lock(mu_);
-        keep = spare_.size() < kMaxSpareCgroups;
-      }
-      keep = keep && item.cgroup->recycle().ok();
+    // Only this thread adds spares, so the room seen here is still there below.
+    bool room = false;
+    {
+      std::lock_guard spare_lock(mu_);
+      room = spare_.size() < kMaxSpareCgroups;
     }
+    bool keep = room && item.cgroup && item.cgroup.use_count() == 1 && item.cgroup->recycle().ok();
     if (item.cgroup && !keep)
       if (auto st = item.cgroup->remove(); !st) spdlog::warn("sandbox {}: {}", item.id, st.error().message());
     lock.lock();

@@ -4,16 +4,12 @@
 #include <linux/sched.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <thread>
 
-#include "sandbox/native/caps.h"
 #include "sandbox/native/cgroup.h"
 #include "sandbox/native/wire.h"
 #include "sandbox/native/zygote.h"

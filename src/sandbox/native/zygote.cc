@@ -43,24 +43,21 @@ struct ZygoteArgs {
 
 Zygote::~Zygote() {
   std::lock_guard lock(mu_);
+  stop_locked();
+}
+
+void Zygote::stop_locked() {
   sock_.reset();  // EOF: its loop ends
-  if (pidfd_) {
-    syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
-    siginfo_t si{};
-    while (::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &si, WEXITED) != 0 && errno == EINTR) {
-    }
+  if (!pidfd_) return;
+  syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
+  siginfo_t si{};
+  while (::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &si, WEXITED) != 0 && errno == EINTR) {
   }
+  pidfd_.reset();
 }
 
 Status Zygote::start_locked(const std::string& helper) {
-  if (pidfd_) {  // a dead predecessor: reap it
-    syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
-    siginfo_t si{};
-    while (::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &si, WEXITED) != 0 && errno == EINTR) {
-    }
-    pidfd_.reset();
-  }
-  sock_.reset();
+  stop_locked();  // a predecessor, dead or out of step
   int sp[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0)
     return Error::from_errno("socketpair for the zygote");
@@ -106,7 +103,12 @@ Result<Zygote::Child> Zygote::ask_locked(const ZygoteRequest& req, const int* fd
   do {
     r = ::poll(&p, 1, 30'000);
   } while (r < 0 && errno == EINTR);
-  if (r == 0) return Error::make(ErrorCode::kTimeout, "the zygote did not answer");
+  if (r == 0) {
+    // A late answer would be taken for the next request's: this zygote is
+    // out of step, and the next request starts a new one.
+    stop_locked();
+    return Error::make(ErrorCode::kTimeout, "the zygote did not answer");
+  }
   char buf[sizeof(ZygoteReply) + 1];
   ReceivedMessage m = recv_with_fds(sock_.get(), buf, sizeof buf);
   UniqueFd pidfd(m.nfds > 0 ? m.fds[0] : -1);
@@ -117,8 +119,10 @@ Result<Zygote::Child> Zygote::ask_locked(const ZygoteRequest& req, const int* fd
     return Error::from_errno("receive from the zygote", m.len == 0 ? EPIPE : m.err);
   }
   ZygoteReply rep;
-  if (m.len != static_cast<ssize_t>(sizeof rep) || m.truncated)
+  if (m.len != static_cast<ssize_t>(sizeof rep) || m.truncated) {
+    stop_locked();
     return Error::make(ErrorCode::kInternal, "malformed reply from the zygote");
+  }
   std::memcpy(&rep, buf, sizeof rep);
   if (rep.pid <= 0) return Error::from_errno("clone3 sandbox namespaces", rep.err);
   if (!pidfd) return Error::make(ErrorCode::kInternal, "the zygote sent no pidfd");

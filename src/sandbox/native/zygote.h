@@ -64,6 +64,8 @@ class Zygote {
 
  private:
   Status start_locked(const std::string& helper);
+  // Closes its socket, kills it and reaps it (no-op without one).
+  void stop_locked();
   // *gone: the zygote's socket is closed (it died).
   Result<Child> ask_locked(const ZygoteRequest& req, const int* fds, int nfds, bool* gone);
   Spawner& spawner_;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include "fixture.h"
@@ -122,24 +123,36 @@ TEST_F(ReuseTest, AlternatingMemoryLimitsHoldForEverySandbox) {
 }
 
 // Many sandboxes in a row: the groups under our parent stay bounded (live
-// ones, the backend's pool, the spare groups), none are left per sandbox.
-TEST_F(ReuseTest, SandboxesInARowLeaveNoGroupsBehind) {
+// ones, the backend's pool, the spare groups), none are left per sandbox, and
+// the same few groups serve them all (each is named after the sandbox it was
+// made for: without reuse there would be one name per sandbox).
+TEST_F(ReuseTest, SandboxesInARowReuseAFewGroupsAndLeaveNoneBehind) {
   if (!cgroups()) GTEST_SKIP() << "no cgroups";
   CgroupSupport support = native::detect_cgroups();
   const std::string parent = support.v1_parents.at("memory");
+  const std::string prefix = "sandcastle-" + std::to_string(::getpid()) + "-";
+  std::set<std::string> seen;
   auto ours = [&] {
     std::size_t n = 0;
-    std::string prefix = "sandcastle-" + std::to_string(::getpid()) + "-";
     for (const auto& name : native::list_dir(parent))
-      if (name.rfind(prefix, 0) == 0) ++n;
+      if (name.rfind(prefix, 0) == 0) {
+        ++n;
+        seen.insert(name);
+      }
     return n;
   };
-  for (int i = 0; i < 40; ++i) {
+  ours();
+  const std::size_t before = seen.size();
+  constexpr int kSandboxes = 40;
+  for (int i = 0; i < kSandboxes; ++i) {
     auto sb = make();
     ASSERT_NE(sb, nullptr);
+    ours();
     EXPECT_TRUE(sb->destroy().ok());
+    sb.reset();
+    // Teardown is asynchronous: a moment for the reaper to hand the group back.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  // Teardown is asynchronous: give the reaper a moment.
   std::size_t n = ours();
   for (int i = 0; i < 100 && n > 24; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -147,6 +160,8 @@ TEST_F(ReuseTest, SandboxesInARowLeaveNoGroupsBehind) {
   }
   // sb_ + 2 prespawned + at most 16 spare (Reaper::kMaxSpareCgroups).
   EXPECT_LE(n, 1u + 2u + native::Reaper::kMaxSpareCgroups);
+  EXPECT_LT(seen.size() - before, static_cast<std::size_t>(kSandboxes / 2))
+      << "groups were made afresh for most sandboxes";
 }
 
 }  // namespace

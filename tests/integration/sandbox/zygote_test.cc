@@ -49,17 +49,23 @@ TEST_F(ZygoteTest, KilledZygoteTakesItsSandboxesAndIsReplaced) {
   auto before = zygotes();
   ASSERT_EQ(before.size(), 1u);
   ASSERT_EQ(::kill(before[0], SIGKILL), 0);
-  // Its inits die with it (PDEATHSIG): the sandbox made before is gone.
-  ExecResult r{};
-  bool gone = false;
-  for (int i = 0; i < 100 && !gone; ++i) {
-    ExecRequest req;
-    req.argv = {"/bin/true"};
-    auto res = sb_->exec(req);
-    gone = !res.ok() || res->reason != EndReason::kExited;
-    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Its inits die with it (PDEATHSIG): once every process of the sandbox
+  // made before is gone, its init's control socket refuses the request.
+  std::uint32_t left = 1;
+  // (The dead init is reaped by the host's PID 1, which may take a while.)
+  for (int i = 0; i < 1000 && left > 0; ++i) {
+    auto u = sb_->usage();
+    ASSERT_TRUE(u.ok()) << u.error().message();
+    left = u->processes;
+    if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  EXPECT_TRUE(gone) << "a sandbox outlived the zygote that cloned its init";
+  EXPECT_EQ(left, 0u) << "a sandbox outlived the zygote that cloned its init";
+  ExecRequest probe;
+  probe.argv = {"/bin/true"};
+  auto dead = sb_->exec(probe);
+  ASSERT_FALSE(dead.ok());
+  EXPECT_EQ(dead.error().sys_errno, EPIPE) << dead.error().message();
+  EXPECT_NE(dead.error().context.find("send exec request to sandbox init"), std::string::npos);
   // A new zygote serves the next create (the backend's pool may hand out a
   // sandbox that died with the old one: creates retry through the cold path).
   auto fresh = make(SpecOptions{.hostname = "after-zygote"});
