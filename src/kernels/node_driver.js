@@ -3,9 +3,11 @@
 // functions and required modules persist, and top-level await works (the
 // REPL's own rewrite, with declarations hoisted so they persist too).
 //
-// Framing: 4-byte big-endian length, then one UTF-8 JSON object.
+// The server's channel is fd 3, one end of a connected unix socketpair that
+// is open when the driver starts. Framing: 4-byte big-endian length, then one
+// UTF-8 JSON object.
 //   server -> driver: execute {id, code, stdin?}, interrupt {id}, shutdown
-//   driver -> server: hello {token, pid, version}, stream {id, name, text},
+//   driver -> server: hello {pid, version} (first), stream {id, name, text},
 //                     display {id, data{mime: value}}, result {id, ...}
 // Interrupts: a cell awaiting a promise is stopped by the in-band interrupt
 // message; one stuck in synchronous code cannot read it and is stopped by
@@ -13,6 +15,7 @@
 // breakOnSigint). Synchronous code after a cell's first await runs outside
 // the script and is not stopped; the server kills the kernel after the grace.
 'use strict';
+const fs = require('fs');
 const net = require('net');
 const vm = require('vm');
 const util = require('util');
@@ -58,13 +61,26 @@ function redeclarable(code) {
 
 const FLUSH_MS = 25;
 const FLUSH_BYTES = 16 * 1024;
-const port = Number(process.env.SANDCASTLE_KERNEL_PORT);
-const token = process.env.SANDCASTLE_KERNEL_TOKEN || '';
-delete process.env.SANDCASTLE_KERNEL_PORT;
-delete process.env.SANDCASTLE_KERNEL_TOKEN;
+const CHANNEL_FD = 3;
 
-const sock = net.connect({ host: '127.0.0.1', port });
-sock.setNoDelay(true);
+function openChannel() {
+  let st;
+  try {
+    st = fs.fstatSync(CHANNEL_FD);
+  } catch (e) {
+    st = e;
+  }
+  if (!(st instanceof fs.Stats) || !st.isSocket()) {
+    const why = st instanceof fs.Stats ? 'not a socket' : st.message;
+    process.stderr.write(`sandcastle kernel: fd ${CHANNEL_FD} is not the server's channel (a connected unix socket): ${why}\n`);
+    process.exit(2);
+  }
+  // Processes a cell starts do not inherit fd 3: node marks every fd it
+  // inherited close-on-exec at startup (libuv's uv_disable_stdio_inheritance),
+  // and child_process hands a child only the stdio it is given.
+  return new net.Socket({ fd: CHANNEL_FD, readable: true, writable: true });
+}
+const sock = openChannel();
 
 function send(msg) {
   const body = Buffer.from(JSON.stringify(msg), 'utf8');
@@ -266,4 +282,4 @@ sock.on('data', (d) => {
 });
 sock.on('close', () => realExit(0));
 sock.on('error', () => realExit(0));
-sock.on('connect', () => send({ type: 'hello', token, pid: process.pid, version: process.version }));
+send({ type: 'hello', pid: process.pid, version: process.version });

@@ -1,21 +1,23 @@
 # sandcastle's Python kernel driver. Runs inside a sandbox as a long-lived
 # process, keeps one set of globals across cells and talks to the server over
-# one TCP connection to 127.0.0.1 inside the sandbox's own network namespace.
+# fd 3, one end of a connected unix socketpair that is open when it starts
+# (made close-on-exec at once: processes a cell starts never inherit it).
 #
 # Framing: 4-byte big-endian length, then one UTF-8 JSON object.
 #   server -> driver: execute {id, code, stdin?}, interrupt {id}, shutdown
-#   driver -> server: hello {token, pid, version}, stream {id, name, text},
+#   driver -> server: hello {pid, version} (first), stream {id, name, text},
 #                     display {id, data{mime: value}}, result {id, ...}
 # Standard library only; embedded in the sandcastle binary and written into
 # each sandbox read-only.
 # Lean on purpose: an idle kernel should cost little more than the bare
 # interpreter, so only C modules and what `site` already loaded are imported
-# up front (no json/re/socket/threading/ast/traceback); the rest is imported
-# when a cell first needs it.
-import _ast
+# up front (no json/re/socket/threading/ast/traceback), the rest when a cell
+# first needs it; cells are compiled without builtin compile(), which would
+# build the AST types (see compile_cell); and an idle kernel runs no second
+# thread (see Kernel.serve).
+import _imp
 import _json
 import _signal
-import _socket
 import _thread
 import binascii
 import builtins
@@ -26,12 +28,19 @@ import sys
 import time
 
 _DRIVER_FILE = sys._getframe().f_code.co_filename  # also right when run from the .pyc
+_CHANNEL_FD = 3
 _MAX_FRAME = 64 * 1024 * 1024
 _FLUSH_INTERVAL = 0.025
 _FLUSH_BYTES = 16 * 1024
-_PyCF_ONLY_AST = 0x400
+_READER_IDLE = 5.0  # seconds an idle kernel keeps its reader thread
 _PyCF_ALLOW_TOP_LEVEL_AWAIT = 0x2000
 _CO_COROUTINE = 0x80
+_SPLIT_TRIES = 50
+_COMPOUND = frozenset(("if", "for", "while", "with", "try", "def", "class", "async"))
+_CLAUSES = frozenset(("else", "elif", "except", "finally"))
+_STATEMENT_WORDS = _COMPOUND | _CLAUSES | frozenset((
+    "import", "from", "return", "del", "pass", "raise", "global", "nonlocal", "assert", "break", "continue"))
+_ASSIGN_OPS = ("=", "+=", "-=", "*=", "/=", "%=", "@=", "&=", "|=", "^=", "//=", "**=", ">>=", "<<=")
 
 
 class _ScanContext:
@@ -58,36 +67,55 @@ def json_loads(text):
 
 
 class Channel:
-    """The connection to the server. One thread (the kernel's reader) reads;
-    any thread may send."""
+    """The connection to the server: our end of a socketpair, at fd 3. One
+    thread at a time reads it (see Kernel.serve); any thread may send."""
 
-    def __init__(self, sock):
-        self.sock = sock
+    def __init__(self, fd):
+        self.fd = fd
         self.send_lock = _thread.allocate_lock()
-        self.buf = b""
+        self.buf = bytearray()  # received, not yet parsed (the reader's)
+        self.main = _thread.get_ident()
+        self.writer = None  # the thread in the middle of writing a frame
+        self.deferred = False  # a SIGINT held back (Kernel.on_sigint)
 
     def send(self, msg):
         data = json_dumps(msg).encode("utf-8", "replace")
+        data = len(data).to_bytes(4, "big") + data
         with self.send_lock:
-            self.sock.sendall(len(data).to_bytes(4, "big") + data)
+            self.writer = _thread.get_ident()
+            try:
+                n = os.write(self.fd, data)
+                if n < len(data):
+                    view = memoryview(data)[n:]
+                    while view:
+                        view = view[os.write(self.fd, view):]
+            finally:
+                self.writer = None
+        if self.deferred and _thread.get_ident() == self.main:  # see on_sigint
+            self.deferred = False
+            raise KeyboardInterrupt
 
-    # Every complete frame received so far; None once the server is gone.
-    def read_available(self):
-        chunk = self.sock.recv(1 << 16)
-        if not chunk:
+    # The next complete frame already received, or None.
+    def next_frame(self):
+        buf = self.buf
+        if len(buf) < 4:
             return None
+        n = int.from_bytes(buf[:4], "big")
+        if n > _MAX_FRAME:
+            raise ValueError("frame too large")
+        if len(buf) < 4 + n:
+            return None
+        text = buf[4:4 + n].decode("utf-8", "replace")
+        del buf[:4 + n]
+        return json_loads(text)
+
+    # Reads what the server sent (blocking); False once it is gone.
+    def fill(self):
+        chunk = os.read(self.fd, 1 << 16)
+        if not chunk:
+            return False
         self.buf += chunk
-        out = []
-        while len(self.buf) >= 4:
-            n = int.from_bytes(self.buf[:4], "big")
-            if n > _MAX_FRAME:
-                raise ValueError("frame too large")
-            if len(self.buf) < 4 + n:
-                break
-            frame = self.buf[4:4 + n]
-            self.buf = self.buf[4 + n:]
-            out.append(json_loads(frame.decode("utf-8", "replace")))
-        return out
+        return True
 
 
 class CellStream(io.TextIOBase):
@@ -222,6 +250,246 @@ def _figure_png(obj):
     return _b64encode(buf.getvalue())
 
 
+# --- compiling a cell -------------------------------------------------------
+# The cell's last statement, if an expression, is evaluated on its own and its
+# value is the result (Jupyter's Out). Finding it takes no AST: builtin
+# compile() builds every AST node type on its first call in a process (~170
+# KiB that would stay with the kernel for good), so cells are compiled with
+# exec()/eval() of the source, which do not, stopped before the code's first
+# instruction (_capture_compile).
+#
+# The split: a top-level statement starts at column 0. Walking such lines up
+# from the bottom, the first line L where both the text above it (head) and
+# the text from it (tail) compile is the last statement's start. Why a split
+# where both sides compile is a real statement boundary: the tokenizer reads
+# left to right, so on the head it does exactly what it does on the cell's
+# first part; a string, bracket or backslash continuation open across L would
+# leave the head unterminated, and it compiles. So at L the tokenizer is at
+# the start of a logical line with nothing open, and the line begins at indent
+# 0: a new statement, unless it continues one above (else/elif/except/
+# finally), which no tail that compiles on its own can begin with. The same
+# holds for a ';' split (`a = 1; a`): the left part compiling proves the ';'
+# is a real token, not inside a string or brackets, and ")" appended to it
+# must then fail, else the ';' sat in a comment; the statement around it must
+# be a simple one (in `if x: a; b`, b is the if's).
+# Line numbers stay the user's: a tail is compiled after the head's newlines,
+# a part that starts mid-line after as many form feeds as the line has bytes
+# before it (a form feed resets the indent count, so columns in tracebacks
+# stay right too). A cell nothing splits is compiled whole, which gives a
+# syntax error its usual report.
+
+
+# ([code objects to exec in turn], eval code object of the last expression
+# or None).
+def compile_cell(code, filename):
+    # Top-level await needs compile()'s flag (and an `async def` cell gets it too).
+    flagged = "await" in code or "async" in code
+
+    def comp(src, mode="exec"):
+        if flagged:
+            return compile(src, filename, mode, _PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        return _capture_compile(src, filename, mode)
+
+    if "global" in code or "__future__" in code:
+        # Checks that span statements (a global after an assignment, a
+        # future import below the top): parts that compile alone need not
+        # make a cell that does, so the cell is compiled whole first.
+        whole = comp(code)
+        bodies, last = _split_cell(code, comp)
+        return ([whole], None) if last is None else (bodies, last)
+    return _split_cell(code, comp)
+
+
+class _Captured(BaseException):
+    pass
+
+
+_capturing = None  # the cell's file name while _capture_compile runs
+
+
+def _capture_compile(src, filename, mode):
+    # compile(src, filename, mode) without builtin compile(): exec/eval
+    # compile the source and start its frame, whose 'call' trace event comes
+    # before its first instruction; the trace function takes the code object
+    # there and stops the frame. It lets any other Python code that runs
+    # meanwhile (a warning shown, a weakref callback) run untouched: raising
+    # there would unset it.
+    global _capturing
+    if sys.gettrace() is not None:  # a debugger or coverage: leave its tracing alone
+        return compile(src, filename, mode, _PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    _capturing = filename
+    sys.settrace(_take_code)
+    try:
+        (exec if mode == "exec" else eval)(src, {})
+    except _Captured as c:
+        co = c.args[0]
+    except SyntaxError as e:
+        e.filename = filename
+        raise
+    else:
+        raise SystemError("a cell's code ran while being compiled")
+    finally:
+        sys.settrace(None)
+        _capturing = None
+    _imp._fix_co_filename(co, filename)  # "<string>" -> the cell's name, nested code too
+    return co
+
+
+def _take_code(frame, event, arg):
+    if event == "call":
+        code = frame.f_code
+        if code.co_name == "<module>" and frame.f_back is not None \
+                and frame.f_back.f_code is _capture_compile.__code__:
+            raise _Captured(code)
+        if code.co_name == "_showwarnmsg":  # a compiler warning names the cell, not "<string>"
+            msg = frame.f_locals.get("msg")
+            if getattr(msg, "filename", None) == "<string>":
+                msg.filename = _capturing
+    return None
+
+
+def _try_compile(comp, src, mode="exec"):
+    try:
+        return comp(src, mode)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _split_cell(code, comp):
+    text = code
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if text[-1:] in (" ", "\t", "\f"):  # eval mode rejects a last line of only blanks
+        text += "\n"
+    end = len(text)  # the line ending here is the next to look at
+    tries = 0
+    while end >= 0 and tries < _SPLIT_TRIES:
+        start = text.rfind("\n", 0, end) + 1
+        next_end = start - 1
+        if text[start:start + 1] not in ("", " ", "\t", "\f", "#", "\n"):
+            tries += 1
+            line = text.count("\n", 0, start)
+            tail = text[start:]
+            src = "\n" * line + tail if line else tail
+            # _is_statement spares `x += 1` a failed compile.
+            last = None if _is_statement(tail) else _try_compile(comp, src, "eval")
+            body = None if last is not None else _try_compile(comp, src)
+            if last is not None:  # an expression, if L is a boundary
+                head = _compile_head(text, start, comp)
+                if head is not None:
+                    return head, last
+            elif body is not None:  # a statement, not an expression
+                head = _compile_head(text, start, comp)
+                if head is not None:
+                    if ";" in tail:  # `a = 1; a`
+                        parts = _split_semicolon(tail, line, comp)
+                        if parts is not None:
+                            return head + parts[0], parts[1]
+                    return head + [body], None
+            elif _first_word(tail) not in _CLAUSES:
+                # L is inside the last statement and, not starting a clause
+                # (else: ...), lies in a string, brackets or a continuation
+                # opened between that statement's start and L: no line below
+                # the nearest line that could open one can be the start.
+                d = max(text.rfind("(", 0, start), text.rfind("[", 0, start),
+                        text.rfind("{", 0, start), text.rfind('"""', 0, start),
+                        text.rfind("'''", 0, start), text.rfind("\\\n", 0, start))
+                next_end = text.find("\n", d) if d >= 0 else -1
+        end = next_end
+    return [comp(code)], None
+
+
+# Whether the tail plainly starts a statement (a keyword, `name =`,
+# `name += ...`): no expression starts so.
+def _is_statement(tail):
+    word = _first_word(tail)
+    if word in _STATEMENT_WORDS:
+        return True
+    rest = tail[len(word):len(word) + 8].lstrip(" \t")
+    return bool(word) and rest.startswith(_ASSIGN_OPS) and not rest.startswith("==")
+
+
+def _first_word(s):
+    i = 0
+    while i < len(s) and (s[i].isalnum() or s[i] == "_"):
+        i += 1
+    return s[:i]
+
+
+# [code of the lines above `start`] ([] if only blanks and comments), or None
+# when they do not compile.
+def _compile_head(text, start, comp):
+    i = 0
+    while i < start:
+        j = text.find("\n", i, start)
+        if j < 0:
+            j = start
+        ln = text[i:j].lstrip(" \t\f")
+        if ln and ln[0] != "#":
+            co = _try_compile(comp, text[:start])
+            return None if co is None else [co]
+        i = j + 1
+    return []
+
+
+def _blank(s):
+    for ln in s.split("\n"):
+        ln = ln.lstrip(" \t\f")
+        if ln and ln[0] != "#":
+            return False
+    return True
+
+
+# A part of a line without the backslash that joined it to the next line
+# (`x = 1 \` then `; y`).
+def _unjoined(part):
+    part = part.rstrip(" \t\f")
+    return part[:-2] if part.endswith("\\\n") else part
+
+
+# ([code before the last ';'], eval code after it) when the tail's last simple
+# statement is an expression; None otherwise.
+def _split_semicolon(tail, line, comp):
+    word = _first_word(tail)
+    nl = tail.find("\n")
+    if tail[0] == "@" or word in _COMPOUND or (word == "match" and nl > 0 and "case" in tail[nl:]):
+        return None  # a compound statement: its ';'s are inside its body
+    end = len(tail)
+    p = tail.rfind(";")
+    tries = 0
+    while tries < _SPLIT_TRIES:
+        seg_start = p + 1
+        if _blank(tail[seg_start:end]):
+            if p < 0:
+                return None
+            end = p  # a trailing ';' (`x;`): what precedes it is the statement
+            p = tail.rfind(";", 0, p)
+            continue
+        if p < 0 and end == len(tail):
+            return None  # the whole tail, already known not to be an expression
+        tries += 1
+        j = seg_start
+        while tail[j] in " \t\f\n":
+            j += 1
+        ls = tail.rfind("\n", 0, j) + 1
+        col = len(tail[ls:j].encode("utf-8", "surrogatepass"))
+        src = "\n" * (line + tail.count("\n", 0, j)) + "\f" * col + _unjoined(tail[j:end])
+        last = _try_compile(comp, src, "eval")
+        if last is not None:
+            if p < 0:
+                return [], last
+            left = _unjoined(tail[:p])
+            left_line = left[left.rfind("\n") + 1:]
+            left = "\n" * line + left
+            body = _try_compile(comp, left)
+            if body is not None and ("#" not in left_line or _try_compile(comp, left + ")") is None):
+                return [body], last
+        if p < 0:
+            return None
+        p = tail.rfind(";", 0, p)
+    return None
+
+
 class Kernel:
     def __init__(self, chan):
         self.chan = chan
@@ -240,13 +508,19 @@ class Kernel:
         self.pkg_dir = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]
         self.pkg_mtime = self._pkg_mtime()
         builtins.display = self.display
-        # The reader thread hands execute/shutdown messages to the main
-        # thread through the inbox; `avail` is released when it grows.
+        # Who reads the channel: the main thread while the kernel is idle,
+        # a reader thread while a cell runs (see serve). The reader hands
+        # execute/shutdown messages to the main thread through the inbox;
+        # `avail` is released when it grows.
+        self.lock = _thread.allocate_lock()  # guards inbox
         self.inbox = []
         self.avail = _thread.allocate_lock()
         self.avail.acquire()
-        self.delivered = 0  # executes handed over (written by the reader only)
+        self.delivered = 0  # executes handed over (written by the channel's owner only)
         self.finished = 0  # cells ended (written by the main thread only)
+        self.stop_id = None  # the cell the last interrupt named
+        ms = os.environ.pop("SANDCASTLE_KERNEL_READER_IDLE_MS", "")
+        self.reader_idle = int(ms) / 1000.0 if ms.isdigit() else _READER_IDLE
 
     def _pkg_mtime(self):
         try:
@@ -286,17 +560,72 @@ class Kernel:
             except Exception:
                 pass
 
-    # --- the reader: the only thread that reads the socket. It queues
-    # executes for the main thread, turns an interrupt for the running cell
-    # into SIGINT there, and flushes a cell's output every 25 ms while one
-    # runs. Idle (nothing queued or running), it sleeps in select.
+    # --- the channel's owner -----------------------------------------------
+    # Exactly one thread reads the channel at any moment (two readers once
+    # lost cells: each took part of the other's frames). An idle kernel has
+    # no second thread: the main thread owns the channel and blocks in
+    # read(). An execute it reads makes it start a reader thread and hand it
+    # the channel (thread start is the happens-before edge; frames already
+    # buffered go with it), then run the cell. The reader queues executes
+    # for the main thread, turns an interrupt for the running cell into
+    # SIGINT there and flushes a cell's output every 25 ms while one runs.
+    # Once nothing has run or waited for `reader_idle` seconds it queues
+    # _READER_EXIT under the inbox lock and ends; only the main thread, on
+    # taking that marker, reads the channel again (again with whatever the
+    # reader had buffered). An execute that comes in as the reader leaves
+    # stays in the socket for the main thread; an interrupt then can only
+    # name a finished cell and is dropped.
+    # An execute or shutdown into the inbox; an interrupt acted on.
+    def _dispatch(self, msg):
+        kind = msg.get("type")
+        if kind == "interrupt":
+            cell = msg.get("id", self.cell_id)
+            if cell is None:
+                return
+            # Only the cell it names (ids are never reused): one naming a
+            # cell about to start stops it as it starts (_guarded), a late
+            # one is dropped.
+            self.stop_id = cell
+            if self.busy and self.cell_id == cell:
+                _signal.pthread_kill(self.main_ident, _signal.SIGINT)
+        elif kind in ("execute", "shutdown"):
+            with self.lock:
+                self.inbox.append(msg)
+                if kind == "execute":
+                    self.delivered += 1
+            try:
+                self.avail.release()
+            except RuntimeError:  # already released: the main thread is not waiting
+                pass
+
     def _read_loop(self):
         try:
-            _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT})
-            sock = self.chan.sock
+            chan = self.chan
+            idle_since = None
             while True:
-                timeout = _FLUSH_INTERVAL if self.delivered != self.finished else None
-                readable, _, _ = select.select([sock], [], [], timeout)
+                msg = chan.next_frame()
+                if msg is not None:
+                    self._dispatch(msg)
+                    continue
+                if self.delivered != self.finished:  # a cell runs or waits
+                    idle_since = None
+                    timeout = _FLUSH_INTERVAL
+                else:
+                    now = time.monotonic()
+                    if idle_since is None:
+                        idle_since = now
+                    timeout = idle_since + self.reader_idle - now
+                    if timeout <= 0:
+                        # delivered only grows here, so idle stays idle: no
+                        # cell can start before the main thread reads again.
+                        with self.lock:
+                            self.inbox.append(_READER_EXIT)
+                        try:
+                            self.avail.release()
+                        except RuntimeError:
+                            pass
+                        return
+                readable, _, _ = select.select([chan.fd], [], [], timeout)
                 if self.busy:
                     now = time.monotonic()
                     for s in (self.stdout, self.stderr):
@@ -305,31 +634,22 @@ class Kernel:
                                 s._flush_locked(now)
                             finally:
                                 s.lock.release()
-                if not readable:
-                    continue
-                msgs = self.chan.read_available()
-                if msgs is None:  # the server is gone: nothing left to serve
+                if readable and not chan.fill():  # the server is gone: nothing left to serve
                     os._exit(0)
-                for msg in msgs:
-                    kind = msg.get("type")
-                    if kind == "interrupt":
-                        # Only the cell it names: a late interrupt is dropped.
-                        if self.busy and msg.get("id", self.cell_id) == self.cell_id:
-                            _signal.pthread_kill(self.main_ident, _signal.SIGINT)
-                    elif kind in ("execute", "shutdown"):
-                        self.inbox.append(msg)
-                        if kind == "execute":
-                            self.delivered += 1
-                        try:
-                            self.avail.release()
-                        except RuntimeError:  # already released: the main thread is not waiting
-                            pass
         except BaseException as e:  # without a reader the kernel is deaf: end it, loudly
-            try:
-                sys.__stderr__.write("sandcastle kernel reader failed: %r\n" % (e,))
-                sys.__stderr__.flush()
-            finally:
-                os._exit(70)
+            _fatal("reader", e)
+
+    def _start_reader(self):
+        # Started with SIGINT blocked, so the signal never lands on it.
+        _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT})
+        try:
+            _thread.start_new_thread(self._read_loop, ())
+            return True
+        except RuntimeError as e:  # no thread to be had (a pids limit): serve without one
+            sys.__stderr__.write("sandcastle kernel: no reader thread (%s); this cell cannot be interrupted\n" % (e,))
+            return False
+        finally:
+            _signal.pthread_sigmask(_signal.SIG_UNBLOCK, {_signal.SIGINT})
 
     # --- running a cell ----------------------------------------------------
     def run_cell(self, msg):
@@ -350,11 +670,12 @@ class Kernel:
         sys.stdin = io.StringIO(msg.get("stdin", ""))
         self.stdout.last_flush = self.stderr.last_flush = time.monotonic()
         self.cell_id = cell
+        self.chan.deferred = False
         if "matplotlib" in code or "matplotlib" in sys.modules:
             _quiet_matplotlib()
         self.busy = True
         try:
-            value = self._guarded(code, filename)
+            value = self._guarded(code, filename, cell)
             if value is not None:
                 self.ns["_"] = value
                 reply["value"] = mime_bundle(value)
@@ -394,30 +715,28 @@ class Kernel:
                 self.sources.pop(filename, None)
         self.chan.send(reply)
 
-    def _guarded(self, code, filename):
+    def _guarded(self, code, filename, cell):
         try:
             self.in_user = True
+            if cell is not None and self.stop_id == cell:  # interrupted before it began
+                raise KeyboardInterrupt
             return self._execute(code, filename)
         finally:
             self.in_user = False
 
     def _execute(self, code, filename):
         # Like Jupyter: the last statement, if an expression, is the result.
-        # The C-level AST (_ast) keeps the `ast` module out of idle kernels.
-        flags = _PyCF_ALLOW_TOP_LEVEL_AWAIT
-        tree = compile(code, filename, "exec", _PyCF_ONLY_AST | flags)
-        last = None
-        if tree.body and isinstance(tree.body[-1], _ast.Expr):
-            last = _ast.Expression(tree.body.pop().value)
-        if tree.body:
-            co = compile(tree, filename, "exec", flags)
+        bodies, last = compile_cell(code, filename)
+        if self.chan.deferred:  # see on_sigint
+            self.chan.deferred = False
+            raise KeyboardInterrupt
+        for co in bodies:
             r = eval(co, self.ns)
             if r is not None and co.co_flags & _CO_COROUTINE:  # top-level await
                 _run_coroutine(r)
         if last is not None:
-            co = compile(last, filename, "eval", flags)
-            r = eval(co, self.ns)
-            if co.co_flags & _CO_COROUTINE:
+            r = eval(last, self.ns)
+            if last.co_flags & _CO_COROUTINE:
                 r = _run_coroutine(r)
             return r
         return None
@@ -426,7 +745,10 @@ class Kernel:
         import linecache
         import traceback
         for name, src in self.sources.items():
-            linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+            # Lines as the compiler counts them, each ending in "\n" (the
+            # caret under a last line without one would sit a column right).
+            lines = [ln + "\n" for ln in src.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+            linecache.cache[name] = (len(src), None, lines, name)
         if isinstance(e, SyntaxError):
             tb = traceback.format_exception_only(type(e), e)
         else:
@@ -442,20 +764,63 @@ class Kernel:
     def on_sigint(self, signum, frame):
         # Only user code is interrupted; a late signal (the cell just ended)
         # must not break the driver's own bookkeeping.
+        # Raised mid-frame it would leave the server a torn frame, and mid
+        # _capture_compile it could leave the cell running untraced: there it
+        # is held until the frame is written (Channel.send) or the cell is
+        # compiled (_execute).
         if self.in_user:
-            raise KeyboardInterrupt
+            if self.chan.writer == self.main_ident or _capturing is not None:
+                self.chan.deferred = True
+            else:
+                raise KeyboardInterrupt
 
     def serve(self):
         _signal.signal(_signal.SIGINT, self.on_sigint)
-        _thread.start_new_thread(self._read_loop, ())
+        chan = self.chan
+        owner = True  # the main thread reads the channel
         while True:
-            while not self.inbox:
-                self.avail.acquire()
-            msg = self.inbox.pop(0)
-            if msg.get("type") == "execute":
-                self.run_cell(msg)
-            else:  # shutdown
-                return
+            if owner:
+                try:
+                    msg = chan.next_frame()
+                    while msg is None:
+                        if not chan.fill():  # the server is gone
+                            os._exit(0)
+                        msg = chan.next_frame()
+                except BaseException as e:
+                    _fatal("main", e)
+                kind = msg.get("type")
+                if kind == "shutdown":
+                    return
+                if kind != "execute":
+                    self._dispatch(msg)  # an interrupt: no cell runs, dropped
+                    continue
+                self.delivered += 1  # before the reader starts: it must see a cell running
+                if self._start_reader():
+                    owner = False
+            else:
+                while True:
+                    with self.lock:
+                        msg = self.inbox.pop(0) if self.inbox else None
+                    if msg is not None:
+                        break
+                    self.avail.acquire()
+                if msg is _READER_EXIT:
+                    owner = True
+                    continue
+                if msg.get("type") != "execute":  # shutdown
+                    return
+            self.run_cell(msg)
+
+
+def _fatal(who, e):
+    try:
+        sys.__stderr__.write("sandcastle kernel %s failed reading its channel: %r\n" % (who, e))
+        sys.__stderr__.flush()
+    finally:
+        os._exit(70)
+
+
+_READER_EXIT = {"type": "reader-exit"}
 
 
 def _run_coroutine(coro):
@@ -476,18 +841,27 @@ def _quiet_matplotlib():
 
 
 def main():
-    port = int(os.environ.pop("SANDCASTLE_KERNEL_PORT"))
-    token = os.environ.pop("SANDCASTLE_KERNEL_TOKEN")
+    # The channel must not leak into processes user code starts.
+    try:
+        os.set_inheritable(_CHANNEL_FD, False)
+        os.set_blocking(_CHANNEL_FD, True)
+        mode = os.fstat(_CHANNEL_FD).st_mode
+    except OSError as e:
+        mode = e
+    if not isinstance(mode, int) or mode & 0o170000 != 0o140000:  # S_IFSOCK
+        sys.stderr.write("sandcastle kernel: fd %d is not the server's channel (a connected unix socket): %s\n"
+                         % (_CHANNEL_FD, mode if not isinstance(mode, int) else "not a socket"))
+        sys.exit(2)
     _signal.pthread_sigmask(_signal.SIG_UNBLOCK, {_signal.SIGINT})
     os.environ.setdefault("MPLBACKEND", "Agg")
     # Like an interactive interpreter: modules in the working directory import.
     sys.path[0] = ""
-    sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
-    sock.connect(("127.0.0.1", port))
-    sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
-    chan = Channel(sock)
-    chan.send({"type": "hello", "token": token, "pid": os.getpid(),
-               "version": sys.version.split()[0]})
+    chan = Channel(_CHANNEL_FD)
+    try:
+        chan.send({"type": "hello", "pid": os.getpid(), "version": sys.version.split()[0]})
+    except OSError as e:
+        sys.stderr.write("sandcastle kernel: cannot write to fd %d: %s\n" % (_CHANNEL_FD, e))
+        sys.exit(2)
     kernel = Kernel(chan)
     del sys.argv[:]
     sys.argv.append("")

@@ -62,6 +62,11 @@ class CancelToken {
   mutable std::function<bool(Signal)> channel_;
 };
 
+// Where every sandbox sees the files its server publishes (publish_shared):
+// read-only, the same bytes for all, so a file that every sandbox needs (a
+// kernel driver) costs its memory once instead of once per sandbox.
+inline constexpr const char* kSharedDir = "/opt/sandcastle";
+
 struct OutputCap {
   // Bytes kept per stream; half from the head, half from the tail.
   std::size_t max_bytes = 1024 * 1024;
@@ -74,6 +79,10 @@ struct ExecRequest {
   std::string stdin_data;
   std::optional<std::chrono::milliseconds> timeout;  // empty = spec default
   OutputCap output{};
+  // A descriptor of the caller's that the command gets as its fd 3 (-1:
+  // none), e.g. one end of a socketpair to talk to the server over. The
+  // caller keeps its copy and may close it once the command has started.
+  int pass_fd = -1;
 };
 
 enum class EndReason { kExited, kTimeout, kOutOfMemory, kKilled, kCancelled };
@@ -153,6 +162,13 @@ class Sandbox {
     return Error::make(ErrorCode::kUnavailable,
                        "this sandbox backend cannot open a loopback listener, so package "
                        "installs have no network path");
+  }
+
+  // Writes `name` (no '/') into the directory every sandbox of this backend
+  // sees read-only at kSharedDir; an existing file of that name is replaced
+  // atomically. Backends without one say kUnavailable.
+  virtual Status publish_shared(const std::string& /*name*/, std::string_view /*data*/) {
+    return Error::make(ErrorCode::kUnavailable, "this sandbox backend has no shared directory");
   }
 
   // Kills every process and releases everything; idempotent. Later calls

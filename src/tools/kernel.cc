@@ -1,12 +1,8 @@
 #include "tools/kernel.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -18,7 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "sandbox/output_buffer.h"
-#include "tools/kernel_sources.h"
+#include "tools/kernel_driver_files.h"
 #include "tools/warmup_gate.h"
 
 namespace sandcastle::tools {
@@ -36,29 +32,6 @@ constexpr std::size_t kMaxFrame = 256 * 1024 * 1024;
 constexpr std::size_t kDiagBytes = 8 * 1024;
 
 std::atomic<std::uint64_t> g_cell_counter{0};
-
-std::string random_token() {
-  unsigned char raw[16];
-  size_t got = 0;
-  while (got < sizeof raw) {
-    ssize_t n = ::getrandom(raw + got, sizeof raw - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-  }
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : raw) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  return out;
-}
-
-bool same_token(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
 
 std::string signal_name(int sig) {
   switch (sig) {
@@ -157,22 +130,24 @@ struct Kernel::Instance {
   std::mutex mu;
   std::condition_variable cv;
   sandbox::CancelToken kill;
-  const std::string token = random_token();
   UniqueFd exit_ev{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};  // readable once the process is gone
-  UniqueFd ready_ev{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};  // readable once a cell took its connection
+  UniqueFd ready_ev{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};  // readable once a cell had its hello
   std::thread thread;
   // A warm-up waits for a WarmupGate slot until somebody needs the kernel.
   std::atomic<bool> urgent{false};
 
   // Set by the launcher thread, under mu.
-  bool listening = false;  // listener ready, or the launch failed
+  bool launched = false;  // conn is set (the exec is starting), or the launch failed
   std::optional<Error> launch_error;
-  UniqueFd listener;
   bool exited = false;
   std::optional<Result<sandbox::ExecResult>> exit;
-
-  // Used only by the thread running a cell (the kernel's run_mu_ holder).
+  // Our end of the socketpair whose other end is the process's fd 3; then
+  // used only by the thread running a cell (the kernel's run_mu_ holder).
   UniqueFd conn;
+  UniqueFd remote;  // the process's end, ours to close once it said hello
+
+  // Used only by the thread running a cell.
+  bool greeted = false;
   std::string rbuf;
   size_t rpos = 0;
   int pid = 0;
@@ -202,14 +177,6 @@ struct Kernel::Instance {
 
 namespace {
 
-Status write_driver(sandbox::Sandbox& sb, KernelLanguage lang, std::string* path) {
-  const bool py = lang == KernelLanguage::kPython;
-  *path = std::string(kKernelDir) + (py ? "/python_driver.py" : "/node_driver.js");
-  if (sb.stat(*path).ok()) return {};
-  if (auto s = sb.mkdir(kKernelDir, true); !s.ok()) return s;
-  return sb.write_file(*path, py ? python_driver_source() : node_driver_source(), 0444);
-}
-
 void run_instance(sandbox::Sandbox& sb, KernelLanguage lang, std::map<std::string, std::string> env,
                   const std::shared_ptr<Kernel::Instance>& inst, bool warmup) {
   // A warm-up holds a gate slot until its interpreter has connected (or a
@@ -228,26 +195,25 @@ void run_instance(sandbox::Sandbox& sb, KernelLanguage lang, std::map<std::strin
     {
       std::lock_guard l(inst->mu);
       if (launch_error) inst->launch_error = std::move(launch_error);
-      inst->listening = true;
+      inst->launched = true;
       inst->exited = true;
       inst->exit = std::move(exit);
     }
     inst->cv.notify_all();
     poke(inst->exit_ev.get());
   };
-  std::string driver;
-  if (auto s = write_driver(sb, lang, &driver); !s.ok()) return finish(s.error(), std::nullopt);
-  auto listener = sb.listen_loopback(0);
-  if (!listener.ok()) return finish(listener.error(), std::nullopt);
-  sockaddr_in addr{};
-  socklen_t len = sizeof addr;
-  if (::getsockname(listener->get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    return finish(Error::from_errno("getsockname of the kernel listener"), std::nullopt);
-  const int port = ntohs(addr.sin_port);
+  auto driver = place_kernel_driver(sb, lang);
+  if (!driver.ok()) return finish(driver.error(), std::nullopt);
+  // The channel: a socketpair whose far end is the process's fd 3 (passed
+  // with the exec), so nothing else in the sandbox can reach it.
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return finish(Error::from_errno("socketpair for the kernel"), std::nullopt);
+  UniqueFd ours(sv[0]), theirs(sv[1]);
+  const int pass_fd = theirs.get();
   if (slot.held) {
-    // Watches a copy of the listener: whoever accepts the connection holds
-    // the original.
-    int watched = ::fcntl(listener->get(), F_DUPFD_CLOEXEC, 0);
+    // Watches a copy of our end for the hello; a cell reads the original.
+    int watched = ::fcntl(ours.get(), F_DUPFD_CLOEXEC, 0);
     slot.watcher = std::thread([inst, watched] {
       struct pollfd p[3] = {{watched, POLLIN, 0}, {inst->exit_ev.get(), POLLIN, 0}, {inst->ready_ev.get(), POLLIN, 0}};
       int n;
@@ -260,32 +226,17 @@ void run_instance(sandbox::Sandbox& sb, KernelLanguage lang, std::map<std::strin
   }
   {
     std::lock_guard l(inst->mu);
-    inst->listener = std::move(listener).value();
-    inst->listening = true;
+    inst->conn = std::move(ours);
+    inst->remote = std::move(theirs);
+    inst->launched = true;
   }
   inst->cv.notify_all();
 
   sandbox::ExecRequest req;
-  if (lang == KernelLanguage::kPython) {
-    // Compiled once per sandbox by a short exec of its own: a kernel that
-    // starts from the .pyc never holds the parser's garbage (~1 MiB of
-    // dirty pages that would stay with every idle kernel).
-    const std::string pyc = driver + "c";
-    if (!sb.stat(pyc).ok()) {
-      sandbox::ExecRequest c;
-      c.argv = {"/usr/bin/python3", "-c", "import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True)",
-                driver, pyc};
-      c.timeout = std::chrono::milliseconds(20'000);
-      c.output.max_bytes = 4096;
-      (void)sb.exec(c, {}, &inst->kill);
-    }
-    req.argv = {"/usr/bin/python3", "-X", "utf8", sb.stat(pyc).ok() ? pyc : driver};
-  } else {
-    req.argv = {"/usr/bin/node", "--expose-internals", driver};
-  }
+  if (lang == KernelLanguage::kPython) req.argv = {"/usr/bin/python3", "-X", "utf8", *driver};
+  else req.argv = {"/usr/bin/node", "--expose-internals", *driver};
   req.env = std::move(env);
-  req.env["SANDCASTLE_KERNEL_PORT"] = std::to_string(port);
-  req.env["SANDCASTLE_KERNEL_TOKEN"] = inst->token;
+  req.pass_fd = pass_fd;
   req.timeout = kKernelLifetime;
   req.output.max_bytes = 64 * 1024;
   sandbox::ExecCallbacks cb;
@@ -351,6 +302,7 @@ void Kernel::kill_instance(const std::shared_ptr<Instance>& inst) {
   WarmupGate::shared().wake();
   if (inst->thread.joinable() && inst->thread.get_id() != std::this_thread::get_id()) inst->thread.join();
   inst->conn.reset();
+  inst->remote.reset();
 }
 
 void Kernel::start_async() {
@@ -469,8 +421,8 @@ Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& 
   };
 
   const auto deadline = t0 + req.timeout;
-  // ---- handshake with a kernel that has not connected yet
-  if (!inst->conn) {
+  // ---- handshake with a kernel that has not said hello yet
+  if (!inst->greeted) {
     res.fresh_kernel = true;
     // A cell is waiting: a warm-up queued at the gate goes ahead now.
     inst->urgent = true;
@@ -478,39 +430,34 @@ Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& 
     const auto until = std::min(deadline, Clock::now() + kStartupTimeout);
     {
       std::unique_lock l(inst->mu);
-      inst->cv.wait_until(l, until, [&] { return inst->listening; });
-      if (!inst->listening) return Error::make(ErrorCode::kTimeout, "the kernel did not start in time");
-    }
-    if (inst->has_exited() && !inst->listener) {
-      std::lock_guard l(inst->mu);
+      inst->cv.wait_until(l, until, [&] { return inst->launched; });
+      if (!inst->launched) return Error::make(ErrorCode::kTimeout, "the kernel did not start in time");
       if (inst->launch_error) return *inst->launch_error;
     }
-    UniqueFd listener;
-    {
-      std::lock_guard l(inst->mu);
-      listener = std::move(inst->listener);
-    }
-    bool connected = false;
-    while (!connected) {
+    // The first frame must be hello: anything else means the driver is not
+    // ours or is broken, and the kernel goes.
+    std::optional<json> hello;
+    bool gone = false;
+    while (!hello && !gone) {
+      hello = take_frame(inst->rbuf, inst->rpos);
+      if (hello) break;
       auto now = Clock::now();
       if (now >= until || cancelled()) break;
-      struct pollfd p[3] = {{listener.get(), POLLIN, 0}, {inst->exit_ev.get(), POLLIN, 0}, {cancel_ev.get(), POLLIN, 0}};
+      struct pollfd p[3] = {{inst->conn.get(), POLLIN, 0}, {inst->exit_ev.get(), POLLIN, 0}, {cancel_ev.get(), POLLIN, 0}};
       int wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()) + 1;
-      if (::poll(p, 3, wait_ms) < 0 && errno != EINTR) return Error::from_errno("poll for the kernel connection");
-      if (p[0].revents & POLLIN) {
-        int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd >= 0) {
-          inst->conn.reset(fd);
-          connected = true;
-          poke(inst->ready_ev.get());
-        }
+      if (::poll(p, 3, wait_ms) < 0 && errno != EINTR) return Error::from_errno("poll for the kernel's hello");
+      if (p[2].revents & POLLIN) drain(cancel_ev.get());
+      if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+        char buf[4096];
+        ssize_t n = ::recv(inst->conn.get(), buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) inst->rbuf.append(buf, static_cast<size_t>(n));
+        else if (n == 0 || (errno != EINTR && errno != EAGAIN)) gone = true;
       } else if (p[1].revents & POLLIN) {
-        break;
+        gone = true;
       }
     }
-    listener.reset();  // exactly one connection
-    if (!connected) {
-      if (cancelled()) {
+    if (!hello || hello->value("type", "") != "hello") {
+      if (!hello && !gone && cancelled()) {
         res.end = CellEnd::kCancelled;
         return res;
       }
@@ -522,35 +469,15 @@ Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& 
       }
       CellResult d;
       describe_death(*inst, d);
-      return Error::make(ErrorCode::kUnavailable, std::string("the ") + kernel_language_name(lang_) +
-                                                      " kernel did not start (" + d.death + ")" +
-                                                      (diag.empty() ? "" : ": " + diag));
-    }
-    int one = 1;
-    ::setsockopt(inst->conn.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    // The first frame must be hello with our token: anything else that got
-    // to the port first is dropped with the kernel.
-    std::optional<json> hello;
-    while (!hello) {
-      hello = take_frame(inst->rbuf, inst->rpos);
-      if (hello) break;
-      auto now = Clock::now();
-      if (now >= until) break;
-      struct pollfd p{inst->conn.get(), POLLIN, 0};
-      int wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()) + 1;
-      if (::poll(&p, 1, wait_ms) <= 0) continue;
-      char buf[4096];
-      ssize_t n = ::recv(inst->conn.get(), buf, sizeof buf, 0);
-      if (n <= 0) break;
-      inst->rbuf.append(buf, static_cast<size_t>(n));
-    }
-    if (!hello || hello->value("type", "") != "hello" || !same_token(hello->value("token", ""), inst->token)) {
-      kill_instance(inst);
-      return Error::make(ErrorCode::kUnavailable, std::string("the ") + kernel_language_name(lang_) +
-                                                      " kernel did not complete its handshake");
+      const std::string what = hello ? "did not complete its handshake"
+                                     : "did not start (" + d.death + ")" + (diag.empty() ? "" : ": " + diag);
+      return Error::make(ErrorCode::kUnavailable, std::string("the ") + kernel_language_name(lang_) + " kernel " + what);
     }
     inst->pid = hello->value("pid", 0);
     inst->version = hello->value("version", "");
+    inst->greeted = true;
+    inst->remote.reset();  // the process has its end: EOF on ours is its exit
+    poke(inst->ready_ev.get());
   }
 
   // ---- the cell

@@ -1,8 +1,9 @@
 // A persistent interpreter ("kernel") inside a sandbox: our own small driver
-// (src/kernels/) runs as one long-lived exec and talks to the server over a
-// TCP connection on 127.0.0.1 inside the sandbox's network namespace, which
-// the server opened with listen_loopback(). Frames are a 4-byte big-endian
-// length and a JSON object.
+// (src/kernels/, published read-only to every sandbox, see
+// kernel_driver_files.h) runs as one long-lived exec and talks to the server
+// over a socketpair whose far end is the process's fd 3: nothing else in the
+// sandbox can reach it. Frames are a 4-byte big-endian length and a JSON
+// object; the driver's first is hello {pid, version}.
 //
 // One cell at a time; output streams back while the cell runs. A cell that
 // is cancelled or runs past its timeout is interrupted (KeyboardInterrupt /

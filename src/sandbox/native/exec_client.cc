@@ -114,8 +114,9 @@ Result<ExecResult> NativeSandbox::exec(const ExecRequest& req, const ExecCallbac
   {
     std::shared_lock lock(mu_);
     if (auto st = check_alive(); !st) return st.take_error();
-    const int fds[kExecRequestFds] = {report_remote.get(), in_r.get(), out_w.get(), err_w.get()};
-    if (int e = send_with_fds(init_.control.get(), bytes, fds, kExecRequestFds); e != 0)
+    const int fds[kExecRequestMaxFds] = {report_remote.get(), in_r.get(), out_w.get(), err_w.get(), req.pass_fd};
+    if (int e = send_with_fds(init_.control.get(), bytes, fds, req.pass_fd >= 0 ? kExecRequestMaxFds : kExecRequestFds);
+        e != 0)
       return Error::from_errno("send exec request to sandbox init", e);
   }
   // Our copies of the command's ends must go, or EOF never comes.

@@ -10,7 +10,7 @@
 
 namespace sandcastle::sandbox::native {
 
-constexpr int kMaxPassedFds = 4;
+constexpr int kMaxPassedFds = 5;
 
 // One sendmsg of `bytes` with `nfds` fds attached (nfds may be 0), retried on
 // EINTR. Returns 0 or the errno.
@@ -19,7 +19,7 @@ int send_with_fds(int sock, std::string_view bytes, const int* fds, int nfds);
 struct ReceivedMessage {
   ssize_t len = -1;  // bytes received; 0 = EOF; -1 = error (err says which)
   int err = 0;
-  int fds[kMaxPassedFds] = {-1, -1, -1, -1};
+  int fds[kMaxPassedFds] = {-1, -1, -1, -1, -1};
   int nfds = 0;
   bool truncated = false;  // data or fds did not fit: the message is unusable
   // Closes every received fd still held (fds taken out must be set to -1).

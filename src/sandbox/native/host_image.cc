@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <climits>
 
 #include "common/unique_fd.h"
@@ -48,8 +49,9 @@ Result<RuntimeDirs> prepare_runtime_dirs() {
   d.base = runtime_parent() + "/" + kRuntimePrefix + std::to_string(::getpid());
   d.etc_template = d.base + "/etc";
   d.root_mount = d.base + "/root";
+  d.share = d.base + "/share";
   (void)remove_tree(d.base);  // a predecessor with our pid: stale by definition
-  for (const auto& dir : {d.base, d.etc_template, d.root_mount}) {
+  for (const auto& dir : {d.base, d.etc_template, d.root_mount, d.share}) {
     if (::mkdir(dir.c_str(), 0755) != 0) return Error::from_errno("mkdir " + dir);
     // World-searchable: in root mode the sandbox's init runs as an
     // unprivileged host uid and must reach these paths.
@@ -102,7 +104,37 @@ struct PlanBuilder {
 
 }  // namespace
 
-std::vector<MountOp> host_image_base_plan(const std::string& etc_template) {
+Status publish_shared_file(const RuntimeDirs& dirs, const std::string& name, std::string_view data) {
+  if (name.empty() || name.find('/') != std::string::npos || name[0] == '.')
+    return Error::make(ErrorCode::kInvalidArgument, "shared file name: " + name);
+  static std::atomic<std::uint64_t> serial{0};
+  const std::string tmp = dirs.share + "/.tmp-" + std::to_string(serial.fetch_add(1)) + "-" + name;
+  const std::string dst = dirs.share + "/" + name;
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
+  if (!fd) return Error::from_errno("create " + tmp);
+  std::string_view rest = data;
+  while (!rest.empty()) {
+    ssize_t n = ::write(fd.get(), rest.data(), rest.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      Error e = Error::from_errno("write " + tmp);
+      ::unlink(tmp.c_str());
+      return e;
+    }
+    rest.remove_prefix(static_cast<std::size_t>(n));
+  }
+  ::fchmod(fd.get(), 0444);  // whatever the umask: every sandbox user reads it
+  fd.reset();
+  if (::rename(tmp.c_str(), dst.c_str()) != 0) {
+    Error e = Error::from_errno("rename " + tmp + " to " + dst);
+    ::unlink(tmp.c_str());
+    return e;
+  }
+  return {};
+}
+
+std::vector<MountOp> host_image_base_plan(const RuntimeDirs& dirs) {
+  const std::string& etc_template = dirs.etc_template;
   PlanBuilder b;
   std::vector<MountOp>& p = b.p;
   auto mkdir = [&](std::string dst, std::uint32_t mode = 0755) { b.mkdir(std::move(dst), mode); };
@@ -157,6 +189,10 @@ std::vector<MountOp> host_image_base_plan(const std::string& etc_template) {
   p.push_back(MountOp{MountKind::kSubmount, "", "tmp", 0, 0, true, ""});
   mkdir("workspace", 0755);
   mkdir("root", 0700);
+  // kSharedDir: the server's files for every sandbox (kernel drivers), one
+  // copy in the page cache for all of them.
+  mkdir("opt");
+  bind(dirs.share, "opt/sandcastle");
   return p;
 }
 
@@ -175,8 +211,8 @@ std::vector<MountOp> host_image_spec_plan(const SandboxSpec& spec) {
   return b.p;
 }
 
-std::vector<MountOp> host_image_plan(const SandboxSpec& spec, const std::string& etc_template) {
-  std::vector<MountOp> p = host_image_base_plan(etc_template);
+std::vector<MountOp> host_image_plan(const SandboxSpec& spec, const RuntimeDirs& dirs) {
+  std::vector<MountOp> p = host_image_base_plan(dirs);
   std::vector<MountOp> rest = host_image_spec_plan(spec);
   p.insert(p.end(), rest.begin(), rest.end());
   return p;

@@ -19,6 +19,7 @@ struct RuntimeDirs {
   std::string base;          // <tmp>/sandcastle-<pid>
   std::string etc_template;  // base/etc
   std::string root_mount;    // base/root: where each sandbox mounts its root tmpfs
+  std::string share;         // base/share: every sandbox's kSharedDir, read-only
 };
 
 // Creates the server's runtime directory and the /etc template. The
@@ -30,10 +31,13 @@ Result<RuntimeDirs> prepare_runtime_dirs();
 // parts: what every sandbox of this server has (binds, /proc, /dev, mount
 // points; done ahead of demand by a prespawned init), and what its spec
 // sizes (the tmpfs mounts), followed by the read-only remounts of /dev and /.
-std::vector<MountOp> host_image_base_plan(const std::string& etc_template);
+std::vector<MountOp> host_image_base_plan(const RuntimeDirs& dirs);
 std::vector<MountOp> host_image_spec_plan(const SandboxSpec& spec);
 // Both, in order.
-std::vector<MountOp> host_image_plan(const SandboxSpec& spec, const std::string& etc_template);
+std::vector<MountOp> host_image_plan(const SandboxSpec& spec, const RuntimeDirs& dirs);
+
+// Writes base/share/<name> by way of a temporary file and a rename.
+Status publish_shared_file(const RuntimeDirs& dirs, const std::string& name, std::string_view data);
 
 // Where runtime dirs live for this user (/run as root, else /tmp).
 std::string runtime_parent();

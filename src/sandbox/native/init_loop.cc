@@ -59,15 +59,15 @@ Slot start_slot(int control_fd, int signal_fd, const InitConfig& config) {
 
 void start_exec(int control_fd, int signal_fd, const InitConfig& config, std::string_view payload,
                 ReceivedMessage& m, Slot& slot) {
-  if (!decode_exec(payload) || m.nfds != kExecRequestFds) return;
+  if (!decode_exec(payload) || m.nfds < kExecRequestFds || m.nfds > kExecRequestMaxFds) return;
   // The ready slot, or (if it died, or a concurrent exec took it before it
   // was replaced) a new one.
-  int err = slot.fd >= 0 ? send_with_fds(slot.fd, payload, m.fds, kExecRequestFds) : EPIPE;
+  int err = slot.fd >= 0 ? send_with_fds(slot.fd, payload, m.fds, m.nfds) : EPIPE;
   if (slot.fd >= 0) ::close(slot.fd);
   slot = {};
   if (err != 0) {
     Slot fresh = start_slot(control_fd, signal_fd, config);
-    err = fresh.fd >= 0 ? send_with_fds(fresh.fd, payload, m.fds, kExecRequestFds) : errno;
+    err = fresh.fd >= 0 ? send_with_fds(fresh.fd, payload, m.fds, m.nfds) : errno;
     if (fresh.fd >= 0) ::close(fresh.fd);
   }
   if (err != 0) {

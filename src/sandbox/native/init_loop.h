@@ -11,8 +11,9 @@ namespace sandcastle::sandbox::native {
 
 // Each request is one SOCK_SEQPACKET message (see ControlKind in wire.h);
 // an exec carries four fds via SCM_RIGHTS: report socket, stdin, stdout,
-// stderr.
+// stderr; and a fifth when the command is passed one as its fd 3.
 constexpr int kExecRequestFds = 4;
+constexpr int kExecRequestMaxFds = 5;
 constexpr std::size_t kMaxExecRequestBytes = 200 * 1024;
 // How long a waiting exec slot is kept after the last request.
 constexpr std::chrono::milliseconds kSlotIdle{5'000};

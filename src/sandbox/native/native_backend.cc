@@ -34,7 +34,7 @@ Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits) {
   }
   InitConfig config;
   config.new_root = dirs.root_mount;
-  config.mounts = host_image_base_plan(dirs.etc_template);
+  config.mounts = host_image_base_plan(dirs);
   config.seccomp_bpf = seccomp_bpf;
   config.uid = p.ids.inside_uid;
   config.gid = p.ids.inside_gid;

@@ -140,6 +140,10 @@ Result<Usage> NativeSandbox::usage() {
   return u;
 }
 
+Status NativeSandbox::publish_shared(const std::string& name, std::string_view data) {
+  return publish_shared_file(shared_->dirs, name, data);
+}
+
 Result<UniqueFd> NativeSandbox::listen_loopback(std::uint16_t port) {
   // The sandbox's init opens the socket in its network namespace and sends
   // it back on a reply socket of our own, so concurrent requests cannot

@@ -103,6 +103,7 @@ class NativeSandbox : public Sandbox {
 
   Result<Usage> usage() override;
   Result<UniqueFd> listen_loopback(std::uint16_t port) override;
+  Status publish_shared(const std::string& name, std::string_view data) override;
   Status destroy() override;
 
   // Host pid of the sandbox init (tests and diagnostics).

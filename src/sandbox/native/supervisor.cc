@@ -148,13 +148,26 @@ void send_setup_error(int report_fd, int err, const std::string& step) {
   ReceivedMessage m = recv_with_fds(request_fd, buf.get(), kMaxExecRequestBytes + 1);
   if (m.len <= 0) _exit(0);  // the supervisor is gone: no exec after all
   auto req = decode_exec(std::string_view(buf.get(), static_cast<std::size_t>(m.len)));
-  if (!req || m.nfds != 3 || m.truncated) fail_child(error_fd, step_failed("receive exec request", EPROTO));
-  // 7. stdio from the server's pipes; every other fd closed
+  if (!req || m.nfds < 3 || m.nfds > 4 || m.truncated)
+    fail_child(error_fd, step_failed("receive exec request", EPROTO));
+  // 7. stdio from the server's pipes, the passed fd (if any) as 3, the
+  //    error pipe (close-on-exec) after them; every other fd closed. The
+  //    error pipe and the passed fd first move above every target number,
+  //    so no dup2 below overwrites a source still to be used.
+  const bool passed = m.nfds == 4;
+  int high_err = ::fcntl(error_fd, F_DUPFD_CLOEXEC, 16);
+  if (high_err < 0) fail_child(error_fd, step_failed("move error pipe"));
+  error_fd = high_err;
+  int high_pass = passed ? ::fcntl(m.fds[3], F_DUPFD_CLOEXEC, 16) : -1;
+  if (passed && high_pass < 0) fail_child(error_fd, step_failed("move passed fd"));
   if (::dup2(m.fds[0], 0) < 0 || ::dup2(m.fds[1], 1) < 0 || ::dup2(m.fds[2], 2) < 0)
     fail_child(error_fd, step_failed("dup2 stdio"));
-  if (::dup3(error_fd, 3, O_CLOEXEC) < 0) fail_child(error_fd, step_failed("dup3 error pipe"));
-  error_fd = 3;
-  if (syscall(SYS_close_range, 4U, ~0U, 0U) != 0) fail_child(error_fd, step_failed("close_range"));
+  if (passed && ::dup2(high_pass, 3) < 0) fail_child(error_fd, step_failed("dup2 passed fd"));
+  const int err_slot = passed ? 4 : 3;
+  if (::dup3(error_fd, err_slot, O_CLOEXEC) < 0) fail_child(error_fd, step_failed("dup3 error pipe"));
+  error_fd = err_slot;
+  if (syscall(SYS_close_range, static_cast<unsigned>(err_slot + 1), ~0U, 0U) != 0)
+    fail_child(error_fd, step_failed("close_range"));
   // 8. rlimits (files, file size, processes, data, no core dumps): lowered only
   if (auto e = apply_exec_rlimits(*req)) fail_child(error_fd, *e);
   // 9. working directory
@@ -195,16 +208,17 @@ void send_setup_error(int report_fd, int err, const std::string& step) {
     ::close(childsock[1]);
   }
 
-  // Wait for our exec: its request and four fds (report, stdin, stdout, stderr).
+  // Wait for our exec: its request and four fds (report, stdin, stdout,
+  // stderr), or five (and the command's fd 3).
   // Uninitialized, as in the exec child: only what the request fills is touched.
   auto buf = std::make_unique_for_overwrite<char[]>(kMaxExecRequestBytes + 1);
   ReceivedMessage m = recv_with_fds(slot_fd, buf.get(), kMaxExecRequestBytes + 1);
-  if (m.len <= 0 || m.nfds != kExecRequestFds || m.truncated) {
+  if (m.len <= 0 || m.nfds < kExecRequestFds || m.nfds > kExecRequestMaxFds || m.truncated) {
     // Init discarded this slot (or is gone): nothing to supervise.
     ::kill(-1, SIGKILL);
     _exit(0);
   }
-  ExecFds fds{m.fds[0], m.fds[1], m.fds[2], m.fds[3]};
+  ExecFds fds{m.fds[0], m.fds[1], m.fds[2], m.fds[3], m.nfds > kExecRequestFds ? m.fds[4] : -1};
   auto req = decode_exec(std::string_view(buf.get(), static_cast<std::size_t>(m.len)));
   if (!req) {
     send_setup_error(fds.report, EPROTO, "decode exec request");
@@ -219,13 +233,15 @@ void send_setup_error(int report_fd, int err, const std::string& step) {
   std::int64_t deadline = now_ms() + static_cast<std::int64_t>(req->timeout_ms);
   // Hand the command its request; a child that already failed its setup
   // makes this EPIPE, and its {step, errno} is in the error pipe.
-  const int stdio[3] = {fds.in, fds.out, fds.err};
-  (void)send_with_fds(childsock[0], std::string_view(buf.get(), static_cast<std::size_t>(m.len)), stdio, 3);
+  const int stdio[4] = {fds.in, fds.out, fds.err, fds.pass};
+  (void)send_with_fds(childsock[0], std::string_view(buf.get(), static_cast<std::size_t>(m.len)), stdio,
+                      fds.pass >= 0 ? 4 : 3);
   buf.reset();  // a kernel's supervisor waits for days: give the pages back
   ::close(childsock[0]);
   ::close(fds.in);
   ::close(fds.out);
   ::close(fds.err);
+  if (fds.pass >= 0) ::close(fds.pass);
 
   ExecReport rep;
   int main_status = 0;

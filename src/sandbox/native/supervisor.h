@@ -14,6 +14,7 @@ struct ExecFds {
   int in = -1;
   int out = -1;
   int err = -1;
+  int pass = -1;  // the command's fd 3, if the exec has one
 };
 
 // A supervisor is started ahead of its exec (an "exec slot"): it forks the

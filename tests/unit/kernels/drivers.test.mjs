@@ -1,28 +1,25 @@
 // The kernel drivers (src/kernels/) on their own, outside any sandbox: each
-// is started the way the server starts it and spoken to over the framed
-// protocol (4-byte big-endian length, then a JSON object), so a fault in a
-// driver shows up here in isolation.
+// is started the way the server starts it (its channel a unix socketpair at
+// fd 3) and spoken to over the framed protocol (4-byte big-endian length,
+// then a JSON object), so a fault in a driver shows up here in isolation.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import net from 'node:net';
+import { execFileSync, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const SRC = fileURLToPath(new URL('../../../src/kernels/', import.meta.url));
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// A listener on 127.0.0.1, the driver process, and the accepted connection.
-async function startDriver(argv) {
-  const server = net.createServer();
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  const conn = new Promise((r) => server.once('connection', r));
+// The driver process, its channel at fd 3 ('pipe' there is a unix socketpair).
+async function startDriver(argv, env = {}) {
   const proc = spawn(argv[0], argv.slice(1), {
-    env: { ...process.env, SANDCASTLE_KERNEL_PORT: String(server.address().port), SANDCASTLE_KERNEL_TOKEN: 'tok' },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
   });
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d; });
-  const sock = await conn;
-  server.close();
+  const sock = proc.stdio[3];
   let buf = Buffer.alloc(0);
   const frames = [];
   let waiter = null;
@@ -35,6 +32,7 @@ async function startDriver(argv) {
     }
     if (waiter && frames.length) { const w = waiter; waiter = null; w(); }
   });
+  sock.on('error', () => {});
   const k = {
     proc,
     stderr: () => stderr,
@@ -56,6 +54,10 @@ async function startDriver(argv) {
     // Runs one cell: its stdout and the result frame.
     async run(id, code, ms = 5000) {
       k.send({ type: 'execute', id, code });
+      return k.collect(id, ms);
+    },
+    // The stdout and result of a cell already sent.
+    async collect(id, ms = 5000) {
       let stdout = '';
       for (;;) {
         const f = await k.next(ms);
@@ -65,11 +67,17 @@ async function startDriver(argv) {
         if (f.type === 'result') return { result: f, stdout };
       }
     },
+    // Threads: from /proc/<pid>/status.
+    threads() {
+      return Number(/^Threads:\s+(\d+)/m.exec(readFileSync(`/proc/${proc.pid}/status`, 'utf8'))[1]);
+    },
     close() { sock.destroy(); proc.kill('SIGKILL'); },
   };
   const hello = await k.next(10000);
   assert.equal(hello?.type, 'hello', `driver said hello: ${stderr}`);
-  assert.equal(hello.token, 'tok');
+  assert.equal(hello.pid, proc.pid);
+  assert.equal(typeof hello.version, 'string');
+  assert.equal('token' in hello, false);
   return k;
 }
 
@@ -177,4 +185,255 @@ describe('javascript driver: declarations across cells', () => {
     assert.equal(bad.status, 'error');
     assert.equal(bad.error.name, 'SyntaxError');
   });
+});
+
+describe('python driver: the last expression is the result', () => {
+  let k;
+  before(async () => { k = await startDriver(DRIVERS[0].argv); });
+  after(() => k?.close());
+  let n = 0;
+  const run = async (code) => {
+    const r = await k.run(`e${n++}`, code);
+    assert.ok(!r.timedOut, `no result: ${k.stderr()}`);
+    return { ...r.result, stdout: r.stdout };
+  };
+  const value = async (code) => {
+    const r = await run(code);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    return r.value === undefined ? undefined : r.value['text/plain'];
+  };
+
+  test('a statement has no value, an expression has one', async () => {
+    assert.equal(await value('x = 1'), undefined);
+    assert.equal(await value('x'), '1');
+    assert.equal(await value('x += 1'), undefined);
+    assert.equal(await value('x'), '2');
+  });
+
+  test("the last of ';'-separated statements, like Jupyter", async () => {
+    assert.equal(await value('a = 1; a'), '1');
+    const r = await run('print(1); 2');
+    assert.equal(r.value?.['text/plain'], '2');
+    assert.equal(r.stdout, '1\n');
+    assert.equal(await value('b = 5; b + 1;'), '6');
+    assert.equal(await value("s = 'p;q'; s  # c; d"), "'p;q'");
+    assert.equal(await value('c = 3  # ; c'), undefined);
+    assert.equal(await value('if True: y = 4; y'), undefined);
+  });
+
+  test('statements spanning lines, with continuation lines at column 0', async () => {
+    assert.equal(await value('def f(*a):\n    return sum(a)\nf(1,\n2,\n3)'), '6');
+    assert.equal(await value('d = {\n"k": 1,\n"j": 2,\n}\nlen(d)'), '2');
+    assert.equal(await value('[1,\n2]; 7'), '7');
+    assert.equal(await value('{\n' + '"k": 1,\n'.repeat(120) + '}'), "{'k': 1}");
+  });
+
+  test('a value after a function definition; a definition last has none', async () => {
+    assert.equal(await value('def g():\n    return 5\ng()'), '5');
+    assert.equal(await value('def deco(f):\n    return f\n@deco\ndef h():\n    return 1'), undefined);
+    assert.equal(await value('h()'), '1');
+  });
+
+  test('if/else at the end has no value', async () => {
+    assert.equal(await value('if x:\n    z = 1\nelse:\n    z = 2'), undefined);
+    assert.equal(await value('z'), '1');
+  });
+
+  test('a multi-line string whose inner lines start at column 0', async () => {
+    assert.equal(await value('s = """\nx = 10\n(\n"""\ns'), "'\\nx = 10\\n(\\n'");
+    assert.equal(await value('"""\nx = 10\n"""'), "'\\nx = 10\\n'");
+    assert.equal(await value('x'), '2', 'the string did not run as code');
+    assert.equal(await value('len("""\n' + 'a,b\n'.repeat(300) + '""")'), '1201');
+  });
+
+  test('comments at the end, and a cell of only comments', async () => {
+    assert.equal(await value('x\n# a comment\n   # another'), '2');
+    assert.equal(await value('# nothing\n# here'), undefined);
+    assert.equal(await value(''), undefined);
+  });
+
+  test('await of a coroutine as the last line', async () => {
+    assert.equal(await value('import asyncio\nasync def co(v):\n    await asyncio.sleep(0)\n    return v * 2\nawait co(21)'), '42');
+    assert.equal(await value('r = await co(1)\nr'), '2');
+  });
+
+  test('a syntax error reports the line of the cell it is on', async () => {
+    const r = await run('a = 1\nb = 2\nc = (3 +\nd = 4');
+    assert.equal(r.status, 'error');
+    assert.equal(r.error.name, 'SyntaxError');
+    assert.match(r.error.value, /\(<cell-\d+>, line 3\)$/);
+    assert.match(r.error.traceback.join(''), /File "<cell-\d+>", line 3\n/);
+    const r2 = await run('x = 1\ny = 2\nz = = 3\nx');
+    assert.equal(r2.error.name, 'SyntaxError');
+    assert.match(r2.error.value, /, line 3\)$/);
+  });
+
+  test('an error in the final expression points at its line', async () => {
+    const r = await run('a = 1\nb = 0\n\nprint(a) ;  a / b');
+    assert.equal(r.status, 'error');
+    assert.equal(r.error.name, 'ZeroDivisionError');
+    const tb = r.error.traceback.join('');
+    // The caret sits under the expression, past the ';'.
+    assert.match(tb, /<cell-\d+>", line 4, in <module>\n {4}print\(a\) ;  a \/ b\n {16}~~\^~~\n/);
+    assert.equal(r.stdout, '1\n');
+    const r2 = await run('a = 1\nb = 0\n\n(a +\n a / b)');
+    assert.match(r2.error.traceback.join(''), /<cell-\d+>", line 5, in <module>/);
+  });
+});
+
+describe('python driver: compiling without compile()', () => {
+  // Cells are compiled by exec/eval of their source, stopped by a trace
+  // function before the first instruction (builtin compile() would build
+  // every AST type): what else runs meanwhile must not let a cell run twice.
+  let k;
+  before(async () => { k = await startDriver(DRIVERS[0].argv); });
+  after(() => k?.close());
+  const run = async (id, code) => {
+    const r = await k.run(id, code);
+    assert.ok(!r.timedOut, `no result: ${k.stderr()}`);
+    assert.equal(r.result.status, 'ok', JSON.stringify(r.result.error));
+    return r.result.value?.['text/plain'];
+  };
+
+  test('ordinary cells load no AST, socket, json or threading module', async () => {
+    const list = "[m for m in ('_ast', 'ast', '_socket', 'socket', 'json', 'threading') if m in sys.modules]";
+    // What the interpreter loads by itself (a site hook may bring threading).
+    const bare = execFileSync(DRIVERS[0].argv[0], ['-X', 'utf8', '-c', `import sys; print(${list})`]).toString().trim();
+    await run('m0', 'x = 1');
+    assert.equal(await run('m1', 'x'), '1');
+    assert.equal(await run('m2', 'a = 1; a + x'), '2');
+    assert.equal(await run('m3', `import sys\n${list}`), bare);
+  });
+
+  test('cells run once while the garbage collector runs Python code during compiles', async () => {
+    await run('g0', 'import gc\nhits = []\ngc.callbacks.append(lambda phase, info: exec("t = (1, 2)", {}))\ngc.set_threshold(1)');
+    for (let i = 1; i <= 40; i++) {
+      assert.equal(await run(`g${i}`, `hits.append(${i}); t = (${i}, (1, 2), [3])\nlen(hits)`), String(i));
+    }
+    assert.equal(await run('gz', 'gc.callbacks.clear(); gc.set_threshold(700, 10, 10)\nhits == list(range(1, 41))'), 'True');
+  });
+
+  test("a compiler warning names the cell; a user's trace function is left alone", async () => {
+    k.send({ type: 'execute', id: 'w', code: 'x = 1\ny = x is 1' });
+    let err = '';
+    for (;;) {
+      const f = await k.next(5000);
+      assert.ok(f, 'no result');
+      if (f.type === 'stream' && f.name === 'stderr') err += f.text;
+      if (f.type === 'result') break;
+    }
+    assert.match(err, /^<cell-\d+>:2: SyntaxWarning: "is" with a literal/);
+    await run('t0', 'import sys\ncalls = []\ndef tracer(frame, event, arg):\n    calls.append(event)\nsys.settrace(tracer)');
+    assert.equal(await run('t1', 'z = 5\nz'), '5');
+    assert.equal(await run('t2', 'sys.gettrace() is tracer'), 'True');
+    assert.equal(await run('t3', 'sys.settrace(None)\nlen(calls) > 0'), 'True');
+  });
+});
+
+describe('python driver: the reader thread comes and goes', () => {
+  let k;
+  before(async () => {
+    k = await startDriver(DRIVERS[0].argv, { SANDCASTLE_KERNEL_READER_IDLE_MS: '50' });
+  });
+  after(() => k?.close());
+  const waitThreads = async (n) => {
+    for (let i = 0; i < 200 && k.threads() !== n; i++) await sleep(10);
+    return k.threads();
+  };
+
+  test('an idle kernel has one thread, a busy one two', async () => {
+    assert.equal(k.threads(), 1, 'a fresh kernel reads the channel on its main thread');
+    k.send({ type: 'execute', id: 'busy', code: 'import time\ntime.sleep(0.4)' });
+    await sleep(150);
+    assert.equal(k.threads(), 2);
+    assert.equal((await k.collect('busy')).result.status, 'ok');
+    assert.equal(await waitThreads(1), 1, 'the reader left once idle');
+    await sleep(200);
+    assert.equal(k.threads(), 1, 'and none came back');
+  });
+
+  test('cells separated by idle periods keep working and keep state', async () => {
+    await k.run('s0', 'total = 0');
+    for (let i = 1; i <= 5; i++) {
+      await sleep(120);
+      assert.equal(k.threads(), 1);
+      const r = await k.run(`s${i}`, `total += ${i}\ntotal`);
+      assert.equal(r.result.value?.['text/plain'], String(i * (i + 1) / 2));
+    }
+  });
+
+  // Pauses around the idle time: executes arrive while the reader runs, as
+  // it leaves, and after it left.
+  test('print/sleep/print cells across many idle transitions all answer', async () => {
+    const cell = DRIVERS[0].cell;
+    for (let i = 0; i < 90; i++) {
+      await sleep(i % 3 === 0 ? 0 : 30 + (i * 7) % 60);
+      const r = await k.run(`p${i}`, cell(i));
+      assert.ok(!r.timedOut, `cell ${i} got no result: ${k.stderr()}`);
+      assert.equal(r.result.value?.['text/plain'], String(i), `cell ${i}`);
+      assert.equal(r.stdout, `a ${i}\nb ${i}\n`, `cell ${i}`);
+    }
+  });
+
+  test('an interrupt for a cell started after an idle period stops it', async () => {
+    for (const [i, wait] of [[0, 100], [1, 0], [2, 5]]) {
+      await sleep(150);
+      assert.equal(await waitThreads(1), 1);
+      k.send({ type: 'execute', id: `spin${i}`, code: 'while True:\n    pass' });
+      if (wait) await sleep(wait);
+      k.send({ type: 'interrupt', id: `spin${i}` });
+      const r = await k.collect(`spin${i}`, 3000);
+      assert.ok(!r.timedOut, `spin ${i} was not interrupted`);
+      assert.equal(r.result.status, 'error');
+      assert.equal(r.result.error.name, 'KeyboardInterrupt');
+    }
+    // An interrupt naming no running cell, sent while idle, is dropped.
+    await sleep(150);
+    k.send({ type: 'interrupt', id: 'spin0' });
+    assert.equal((await k.run('fine', '6 * 7')).result.value?.['text/plain'], '42');
+  });
+});
+
+describe('the channel at fd 3', () => {
+  // ls's own listing of /proc/self/fd takes the lowest free fd; fd 3 must
+  // not be the kernel's socket. (Python's subprocess closes fds by default:
+  // close_fds=False shows what the fd's own close-on-exec flag does.)
+  const listFds = {
+    python: "import subprocess\n" +
+      "for cf in (True, False):\n" +
+      "    print(subprocess.run(['ls', '-l', '/proc/self/fd'], capture_output=True, text=True, close_fds=cf).stdout)",
+    javascript: "const cp = require('child_process');\n" +
+      "const opts = { stdio: ['ignore', 'pipe', 'ignore'] };\n" +
+      "console.log(String(cp.spawnSync('ls', ['-l', '/proc/self/fd'], opts).stdout));\n" +
+      "console.log(String(cp.execSync('ls -l /proc/self/fd', opts)));",
+  };
+  for (const d of DRIVERS) {
+    test(`${d.name}: processes a cell starts do not inherit it`, async () => {
+      const k = await startDriver(d.argv);
+      try {
+        const r = await k.run('fd', listFds[d.name]);
+        assert.equal(r.result.status, 'ok', JSON.stringify(r.result.error));
+        const fds = [...r.stdout.matchAll(/ (\d+) -> (.*)$/gm)].map((m) => [Number(m[1]), m[2]]);
+        assert.ok(fds.filter(([fd]) => fd === 3).length >= 2, r.stdout);
+        for (const [fd, target] of fds) {
+          if (fd >= 3) assert.ok(!target.startsWith('socket:'), `fd ${fd} -> ${target} in the child`);
+        }
+      } finally {
+        k.close();
+      }
+    });
+  }
+
+  for (const d of DRIVERS) {
+    test(`${d.name}: without a socket at fd 3 the driver says so and exits`, async () => {
+      for (const stdio of [['ignore', 'pipe', 'pipe'], ['ignore', 'pipe', 'pipe', 'ignore']]) {
+        const proc = spawn(d.argv[0], d.argv.slice(1), { stdio });
+        let err = '';
+        proc.stderr.on('data', (c) => { err += c; });
+        const code = await new Promise((r) => proc.on('exit', r));
+        assert.notEqual(code, 0);
+        assert.match(err, /fd 3 is not the server's channel/);
+      }
+    });
+  }
 });

@@ -30,7 +30,10 @@ TEST(HostImagePlan, ReadOnlyUsrSizedTmpfsAndRootLast) {
   o.limits.disk_bytes = 3 * kMiB;
   auto spec = SandboxSpec::create(o);
   ASSERT_TRUE(spec.ok());
-  auto plan = host_image_plan(*spec, "/run/t/etc");
+  RuntimeDirs dirs;
+  dirs.etc_template = "/run/t/etc";
+  dirs.share = "/run/t/share";
+  auto plan = host_image_plan(*spec, dirs);
   auto find = [&](MountKind k, const std::string& dst) {
     return std::find_if(plan.begin(), plan.end(), [&](const MountOp& m) { return m.kind == k && m.dst == dst; });
   };
@@ -43,6 +46,11 @@ TEST(HostImagePlan, ReadOnlyUsrSizedTmpfsAndRootLast) {
   EXPECT_NE(find(MountKind::kProc, "proc"), plan.end());
   EXPECT_NE(find(MountKind::kBind, "etc"), plan.end());
   EXPECT_EQ(find(MountKind::kBind, "etc")->src, "/run/t/etc");
+  // The server's shared files: a read-only bind at kSharedDir.
+  auto share = find(MountKind::kBind, std::string(kSharedDir).substr(1));
+  ASSERT_NE(share, plan.end());
+  EXPECT_EQ(share->src, "/run/t/share");
+  EXPECT_FALSE(share->writable);
   // Every mount point is created before it is mounted on.
   EXPECT_LT(find(MountKind::kMkdir, "workspace"), ws);
   EXPECT_EQ(plan.back().kind, MountKind::kReadOnly);
@@ -54,7 +62,10 @@ TEST(HostImagePlan, BasePartIsSpecIndependentAndSpecPartOnlySizesAndSeals) {
   // mounts no filesystem of its own beyond proc and devpts — /dev, /dev/shm
   // and /tmp are mounts of the root tmpfs's directories.
   std::vector<std::string> submounts;
-  for (const MountOp& op : host_image_base_plan("/run/t/etc")) {
+  RuntimeDirs dirs;
+  dirs.etc_template = "/run/t/etc";
+  dirs.share = "/run/t/share";
+  for (const MountOp& op : host_image_base_plan(dirs)) {
     EXPECT_NE(op.kind, MountKind::kTmpfs) << op.describe();
     if (op.kind == MountKind::kSubmount) submounts.push_back(op.dst);
   }
