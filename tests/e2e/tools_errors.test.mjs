@@ -105,9 +105,12 @@ describe('sandbox tools: bad inputs (SDK v1)', () => {
       const root = await sc.ok('list_files', { sandbox_id: id, path: '/' });
       const names = root.files.map((f) => f.name);
       assert.ok(names.includes('workspace'));
-      for (const hostOnly of ['work', 'boot', 'srv', 'opt']) {
+      for (const hostOnly of ['work', 'boot', 'srv']) {
         if (existsSync(`/${hostOnly}`)) assert.ok(!names.includes(hostOnly), `host /${hostOnly} is not visible: ${names}`);
       }
+      // The sandbox's /opt holds only the server's read-only shared files, never the host's /opt.
+      const opt = await sc.ok('list_files', { sandbox_id: id, path: '/opt' });
+      assert.deepEqual(opt.files.map((f) => f.name), ['sandcastle']);
       const magic = await sc.err('read_file', { sandbox_id: id, path: '/proc/self/root/etc/hostname' });
       assert.ok(!magic.text.includes(hostname() + '\n'));
       // Writes to the read-only system tree fail and never reach the host.
