@@ -7,8 +7,8 @@
 #   server -> driver: execute {id, code, stdin?}, interrupt {id}, shutdown
 #   driver -> server: hello {pid, version} (first), stream {id, name, text},
 #                     display {id, data{mime: value}}, result {id, ...}
-# Standard library only; embedded in the sandcastle binary and written into
-# each sandbox read-only.
+# Standard library only; embedded in the sandcastle binary and published once
+# per server, precompiled, to /opt/sandcastle (read-only in every sandbox).
 # Lean on purpose: an idle kernel should cost little more than the bare
 # interpreter, so only C modules and what `site` already loaded are imported
 # up front (no json/re/socket/threading/ast/traceback), the rest when a cell

@@ -38,7 +38,8 @@ enum class KernelLanguage { kPython, kJavaScript };
 std::optional<KernelLanguage> kernel_language_for(const std::string& language);
 const char* kernel_language_name(KernelLanguage lang);
 
-// Where the drivers are written inside each sandbox (read-only files).
+// Where a sandbox without a shared directory (see kernel_driver_files.h) gets
+// its own read-only copy of the drivers.
 inline constexpr const char* kKernelDir = "/tmp/.sandcastle/kernel";
 
 struct CellRequest {

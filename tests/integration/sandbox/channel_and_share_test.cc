@@ -23,14 +23,13 @@ ExecRequest cmd(std::vector<std::string> argv) {
   return r;
 }
 
-// What is open in the command, one "fd -> target" per line, fds only.
-std::string open_fds(SandboxTest& t, Sandbox& sb, int pass_fd) {
+// The fds open in the command (a shell listing /proc/self/fd), one per line.
+std::string open_fds(Sandbox& sb, int pass_fd) {
   ExecRequest req;
   req.argv = {"/bin/sh", "-c", "cd /proc/self/fd && for f in *; do echo $f; done"};
   req.pass_fd = pass_fd;
   auto r = sb.exec(req);
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message());
-  (void)t;
   return r.ok() ? r->stdout_data : "";
 }
 
@@ -59,8 +58,8 @@ TEST_F(ChannelAndShareTest, PassedFdIsTheCommandsFd3AndNothingElseLeaks) {
   int sv2[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv2), 0);
   UniqueFd a(sv2[0]), b(sv2[1]);
-  EXPECT_EQ(open_fds(*this, *sb_, b.get()), "0\n1\n2\n3\n4\n");
-  EXPECT_EQ(open_fds(*this, *sb_, -1), "0\n1\n2\n3\n");
+  EXPECT_EQ(open_fds(*sb_, b.get()), "0\n1\n2\n3\n4\n");
+  EXPECT_EQ(open_fds(*sb_, -1), "0\n1\n2\n3\n");
 }
 
 TEST_F(ChannelAndShareTest, PassedFdIsASocketNotAPipeOrFile) {
