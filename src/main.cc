@@ -369,7 +369,13 @@ int main(int argc, char** argv) {
           auto e = manager.get(id, owner);
           if (!e.ok()) return Error::make(ErrorCode::kNotFound, "sandbox " + id + " not found (closed or expired)");
           tools::EntryUse use(*e);
-          return use->sandbox().read_file(path, max_file);
+          auto file = use->sandbox().read_file(path, sandbox::ReadRange{0, max_file, true});
+          if (!file.ok()) return file.take_error();
+          if (file->too_large)
+            return Error::make(ErrorCode::kResourceExhausted, "the file is " + std::to_string(file->size) +
+                                                                  " bytes, above the " + std::to_string(max_file) +
+                                                                  "-byte limit of a file link");
+          return std::move(file->data);
         });
     tool_cfg.file_link = [l = links.get()](const std::string& id, const std::string& path) { return l->link(id, path); };
   }

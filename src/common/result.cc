@@ -17,6 +17,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::kUnavailable: return "unavailable";
     case ErrorCode::kIo: return "io";
     case ErrorCode::kSystem: return "system";
+    case ErrorCode::kFailedPrecondition: return "failed_precondition";
     case ErrorCode::kInternal: return "internal";
   }
   return "unknown";

@@ -23,6 +23,7 @@ enum class ErrorCode {
   kUnavailable,
   kIo,
   kSystem,  // a syscall failed: see errno
+  kFailedPrecondition,  // the target is not of a kind the operation handles (a FIFO for a read)
   kInternal,
 };
 

@@ -11,6 +11,8 @@ set(SANDCASTLE_INIT_SOURCES
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/net.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/fd_passing.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/wire.cc
+  ${PROJECT_SOURCE_DIR}/src/sandbox/native/file_wire.cc
+  ${PROJECT_SOURCE_DIR}/src/sandbox/native/file_worker.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/zygote_loop.cc)
 add_executable(sandcastle-init ${SANDCASTLE_INIT_SOURCES})
 target_include_directories(sandcastle-init PRIVATE ${PROJECT_SOURCE_DIR}/src)

@@ -114,12 +114,41 @@ struct ExecCallbacks {
 enum class FileType { kRegular, kDirectory, kSymlink, kOther };
 
 struct FileStat {
-  std::string name;
+  std::string name;  // in a listing: the path relative to the listed directory
   FileType type = FileType::kOther;
   std::uint64_t size = 0;
   std::uint32_t mode = 0;  // permission bits
   std::int64_t mtime_sec = 0;
   std::int64_t mtime_nsec = 0;  // a rewrite within the same second still differs
+};
+
+// What a listing may return: at most max_entries (then truncated is set), no
+// deeper than the backend's depth limit when recursive. Symlinks are listed,
+// never followed.
+struct ListOptions {
+  bool recursive = false;
+  std::size_t max_entries = 10'000;
+  std::string skip;  // a name in the listed directory left out (and not descended into)
+};
+
+struct Listing {
+  std::vector<FileStat> entries;
+  bool truncated = false;
+};
+
+// A range of a file: at most `length` bytes from `offset`. With `whole`, a
+// file whose rest is longer than `length` is not read at all (FileData says
+// too_large): how a caller refuses an unbounded read without paying for it.
+struct ReadRange {
+  std::uint64_t offset = 0;
+  std::uint64_t length = 64 * kMiB;
+  bool whole = false;
+};
+
+struct FileData {
+  std::string data;
+  std::uint64_t size = 0;  // the file's size when it was opened
+  bool too_large = false;  // ReadRange::whole and the rest exceeds length
 };
 
 struct Usage {
@@ -142,14 +171,17 @@ class Sandbox {
   virtual Result<ExecResult> exec(const ExecRequest& req, const ExecCallbacks& callbacks = {},
                                   const CancelToken* cancel = nullptr) = 0;
 
-  // Paths are sandbox paths: absolute, or relative to the spec workdir.
-  // Symlinks are resolved inside the sandbox; '..' components are refused.
+  // Paths are sandbox paths: absolute, or relative to the spec workdir;
+  // '..' components are refused. Backends do file work inside the sandbox,
+  // with the sandbox's own identity, never with the server's (symlinks are
+  // the sandbox's to resolve). Anything but a regular file (a FIFO, socket or
+  // device) is refused by read and write with kFailedPrecondition, unopened.
   virtual Result<FileStat> stat(const std::string& path) = 0;
-  virtual Result<std::vector<FileStat>> list(const std::string& path) = 0;
-  virtual Result<std::string> read_file(const std::string& path,
-                                        std::uint64_t max_bytes = 64 * kMiB) = 0;
-  virtual Status write_file(const std::string& path, std::string_view data,
-                            std::uint32_t mode = 0644) = 0;
+  virtual Result<Listing> list(const std::string& path, const ListOptions& options = {}) = 0;
+  virtual Result<FileData> read_file(const std::string& path, const ReadRange& range = {}) = 0;
+  // `parents`: create missing parent directories first.
+  virtual Status write_file(const std::string& path, std::string_view data, std::uint32_t mode = 0644,
+                            bool parents = false) = 0;
   virtual Status mkdir(const std::string& path, bool parents = true) = 0;
   virtual Status remove(const std::string& path, bool recursive = false) = 0;
 
@@ -170,6 +202,9 @@ class Sandbox {
   virtual Status publish_shared(const std::string& /*name*/, std::string_view /*data*/) {
     return Error::make(ErrorCode::kUnavailable, "this sandbox backend has no shared directory");
   }
+  // Whether `name` was published (a look at the server's own directory,
+  // never at the sandbox's tree).
+  virtual bool has_shared(const std::string& /*name*/) const { return false; }
 
   // Kills every process and releases everything; idempotent. Later calls
   // fail with kUnavailable.

@@ -199,6 +199,17 @@ json bundle_to_content(const json& bundle, ToolResult& res) {
   return entry;
 }
 
+// files_created: what changed in /workspace, at most kMaxFilesReported
+// named; a larger change is counted (files_created_total) and flagged.
+void report_files(json& out, const WorkspaceSnapshot& before, sandbox::Sandbox& sb, size_t max_listed) {
+  size_t changed = 0;
+  out["files_created"] = diff_workspace(before, snapshot_workspace(sb, max_listed), kMaxFilesReported, &changed);
+  if (changed > out["files_created"].size()) {
+    out["files_created_total"] = changed;
+    out["files_created_truncated"] = true;
+  }
+}
+
 ToolResult execute_in_kernel(ToolEnv& env, EntryUse& use, KernelLanguage lang, const json& args,
                              RequestContext& ctx) {
   auto kernel = kernel_of(*use, lang);
@@ -242,7 +253,7 @@ ToolResult execute_in_kernel(ToolEnv& env, EntryUse& use, KernelLanguage lang, c
     for (const auto& d : c.displays) displays.push_back(bundle_to_content(d, res));
     out["displays"] = displays;
   }
-  out["files_created"] = diff_workspace(before, snapshot_workspace(use->sandbox(), env.config.max_listed_files));
+  report_files(out, before, use->sandbox(), env.config.max_listed_files);
   add_links(env, use->id(), out["files_created"]);
 
   const std::string secs = format_seconds(req.timeout);
@@ -324,8 +335,7 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
   const std::string dir = "/tmp/.sandcastle/run-" + std::to_string(++g_run_counter);
   const std::string src = dir + "/" + (*lang)->source_file;
   const std::string bin = dir + "/main";
-  if (auto s = use->sandbox().mkdir(dir, true); !s.ok()) return error_result(s.error());
-  if (auto s = use->sandbox().write_file(src, args["code"].get<std::string>(), 0644); !s.ok())
+  if (auto s = use->sandbox().write_file(src, args["code"].get<std::string>(), 0644, /*parents=*/true); !s.ok())
     return error_result(s.error());
 
   auto before = one_shot ? WorkspaceSnapshot{} : snapshot_workspace(use->sandbox(), env.config.max_listed_files);
@@ -356,8 +366,8 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
   out = result_json(*r, "run");
   out["language"] = (*lang)->name;
   out["sandbox_id"] = one_shot ? json(nullptr) : json(use->id());
-  out["files_created"] = one_shot ? json::array()
-                                  : diff_workspace(before, snapshot_workspace(use->sandbox(), env.config.max_listed_files));
+  out["files_created"] = json::array();
+  if (!one_shot) report_files(out, before, use->sandbox(), env.config.max_listed_files);
   out["mode"] = "process";
   if (!one_shot) add_links(env, use->id(), out["files_created"]);
   ToolResult res = finish(out, *r, timeout);
@@ -384,7 +394,7 @@ ToolResult execute_command(ToolEnv& env, const json& args, RequestContext& ctx) 
   if (!r.ok()) return error_result(r.error());
   json out = result_json(*r, "run");
   out["sandbox_id"] = use->id();
-  out["files_created"] = diff_workspace(before, snapshot_workspace(use->sandbox(), env.config.max_listed_files));
+  report_files(out, before, use->sandbox(), env.config.max_listed_files);
   add_links(env, use->id(), out["files_created"]);
   ToolResult res = finish(out, *r, timeout);
   add_resource_links(res, out["files_created"], ctx);

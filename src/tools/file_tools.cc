@@ -1,7 +1,7 @@
 // list_files, read_file, write_file (sandbox files) and upload_file,
 // download_file (host <-> sandbox, only below operator-allowed directories).
-#include "common/utf8.h"
 #include "common/base64.h"
+#include "common/utf8.h"
 #include "mcp/pagination.h"
 #include "tools/host_paths.h"
 #include "tools/tool_env.h"
@@ -37,22 +37,44 @@ ToolResult file_error(const Error& err, const std::string& path) {
     case ENOENT: hint = "no such file or directory; call list_files to see what exists"; break;
     case EROFS: hint = "that location is read-only; write under /workspace (or /tmp)"; break;
     case EACCES:
-    case EPERM: hint = "permission denied; files outside /workspace and /tmp are not writable by the sandbox user"; break;
+    case EPERM:
+      hint =
+          "permission denied; files outside /workspace and /tmp are not writable by the sandbox "
+          "user";
+      break;
     case EISDIR: hint = "it is a directory; use list_files, or name a file inside it"; break;
-    case ENOTDIR: hint = "a component of the path is not a directory; check the path with list_files"; break;
-    case ENOSPC: hint = "the sandbox's disk is full; delete files or create a sandbox with a larger limits.disk_mb"; break;
+    case ENOTDIR:
+      hint = "a component of the path is not a directory; check the path with list_files";
+      break;
+    case ENOSPC:
+      hint =
+          "the sandbox's disk is full; delete files or create a sandbox with a larger "
+          "limits.disk_mb";
+      break;
     case EFBIG: hint = "the file exceeds the sandbox's file size limit"; break;
     default: break;
   }
+  // A FIFO, socket, device or directory: the engine's message says which.
+  if (err.code == ErrorCode::kFailedPrecondition) {
+    if (err.context.find(" is a directory;") != std::string::npos)
+      return ToolResult::error(path + " is a directory; use list_files to see what it contains");
+    return ToolResult::error(err.context);
+  }
   if (err.code == ErrorCode::kInvalidArgument || err.code == ErrorCode::kPermissionDenied)
-    hint = "paths must stay inside the sandbox: relative to /workspace, or absolute sandbox paths, without '..'";
+    hint =
+        "paths must stay inside the sandbox: relative to /workspace, or absolute sandbox paths, "
+        "without '..'";
   if (hint.empty()) return error_result(err);
   return ToolResult::error(path + ": " + hint + " (" + err.message() + ")");
 }
 
 json file_json(const std::string& path, const sandbox::FileStat& f) {
-  return json{{"path", path}, {"name", f.name}, {"type", type_name(f.type)}, {"size", f.size},
-              {"mode", f.mode}, {"modified", iso_time(std::chrono::system_clock::from_time_t(f.mtime_sec))}};
+  return json{{"path", path},
+              {"name", f.name},
+              {"type", type_name(f.type)},
+              {"size", f.size},
+              {"mode", f.mode},
+              {"modified", iso_time(std::chrono::system_clock::from_time_t(f.mtime_sec))}};
 }
 
 ToolResult list_files(ToolEnv& env, const json& args, RequestContext& ctx) {
@@ -60,31 +82,18 @@ ToolResult list_files(ToolEnv& env, const json& args, RequestContext& ctx) {
   if (!e.ok()) return error_result(e.error());
   EntryUse use(*e);
   const std::string root = args["path"];
-  const bool recursive = args["recursive"];
+  sandbox::ListOptions opts;
+  opts.recursive = args["recursive"];
+  opts.max_entries = env.config.max_listed_files;
+  auto listing = use->sandbox().list(root, opts);
+  if (!listing.ok()) return file_error(listing.error(), root);
   json files = json::array();
-  bool truncated = false;
-  std::vector<std::string> dirs = {root};
-  while (!dirs.empty()) {
-    std::string dir = dirs.back();
-    dirs.pop_back();
-    auto entries = use->sandbox().list(dir);
-    if (!entries.ok()) {
-      if (dir == root) return file_error(entries.error(), root);
-      continue;
-    }
-    for (const auto& f : *entries) {
-      if (files.size() >= env.config.max_listed_files) {
-        truncated = true;
-        break;
-      }
-      std::string path = join(dir, f.name);
-      files.push_back(file_json(path, f));
-      if (recursive && f.type == sandbox::FileType::kDirectory) dirs.push_back(path);
-    }
-    if (truncated) break;
-  }
+  for (const auto& f : listing->entries) files.push_back(file_json(join(root, f.name), f));
   size_t n = files.size();
-  return ToolResult::from_structured(json{{"path", root}, {"files", std::move(files)}, {"count", n}, {"truncated", truncated}});
+  return ToolResult::from_structured(json{{"path", root},
+                                          {"files", std::move(files)},
+                                          {"count", n},
+                                          {"truncated", listing->truncated}});
 }
 
 ToolResult read_file(ToolEnv& env, const json& args, RequestContext& ctx) {
@@ -93,31 +102,39 @@ ToolResult read_file(ToolEnv& env, const json& args, RequestContext& ctx) {
   EntryUse use(*e);
   const std::string path = args["path"];
   const uint64_t offset = args["offset"];
-  const uint64_t length = args.contains("length") ? args["length"].get<uint64_t>() : env.config.max_file_bytes;
-  auto st = use->sandbox().stat(path);
-  if (!st.ok()) return file_error(st.error(), path);
-  if (st->type == sandbox::FileType::kDirectory)
-    return ToolResult::error(path + " is a directory; use list_files to see what it contains");
-  if (length > env.config.max_file_bytes || (!args.contains("length") && st->size - std::min(offset, st->size) > env.config.max_file_bytes))
-    return ToolResult::error(path + " is " + std::to_string(st->size) + " bytes; one read returns at most " +
-                             std::to_string(env.config.max_file_bytes) +
-                             " bytes: read it in parts with offset and length");
-  // The engine reads whole files; a part of a file up to the sandbox's own
-  // file-size limit is cut out here.
-  const uint64_t whole_cap = std::max<uint64_t>(st->size, 1);
-  if (whole_cap > use->spec().limits().file_size_bytes + 1)
-    return ToolResult::error(path + " is larger than the sandbox's file size limit");
-  auto data = use->sandbox().read_file(path, whole_cap);
+  const uint64_t cap = env.config.max_file_bytes;
+  const bool ranged = args.contains("length");
+  if (ranged && args["length"].get<uint64_t>() > cap)
+    return ToolResult::error(
+        "length is above the " + std::to_string(cap) +
+        "-byte limit of one read; read the file in parts of at most that many bytes");
+  // Without a length the whole rest of the file is asked for, and refused
+  // unread when it is above the cap: the sandbox never makes us hold more.
+  sandbox::ReadRange range{offset, ranged ? args["length"].get<uint64_t>() : cap, !ranged};
+  auto data = use->sandbox().read_file(path, range);
   if (!data.ok()) return file_error(data.error(), path);
-  std::string part = offset >= data->size() ? std::string() : data->substr(offset, length);
+  if (data->too_large)
+    return ToolResult::error(path + " is " + std::to_string(data->size) +
+                             " bytes; one read returns at most " + std::to_string(cap) +
+                             " bytes: read it in parts with offset and length");
+  std::string part = std::move(data->data);
   const std::string encoding = args["encoding"];
-  json out{{"path", path}, {"size", st->size}, {"offset", offset}, {"length", part.size()},
-           {"encoding", encoding}, {"mime_type", mime_type_for(path)}};
+  const bool eof = offset + part.size() >= data->size;
+  json out{{"path", path},
+           {"size", data->size},
+           {"offset", offset},
+           {"length", part.size()},
+           {"encoding", encoding},
+           {"mime_type", mime_type_for(path)},
+           {"eof", eof}};
+  if (!eof) out["next_offset"] = offset + part.size();
   if (encoding == "base64") {
     out["content"] = base64_encode(part);
   } else {
     if (!valid_utf8(part))
-      return ToolResult::error(path + " is not valid UTF-8 text (binary data?); call read_file with encoding \"base64\"");
+      return ToolResult::error(
+          path +
+          " is not valid UTF-8 text (binary data?); call read_file with encoding \"base64\"");
     out["content"] = part;
   }
   return ToolResult::from_structured(out);
@@ -131,21 +148,24 @@ ToolResult write_file(ToolEnv& env, const json& args, RequestContext& ctx) {
   std::string data;
   if (args["encoding"] == "base64") {
     auto decoded = base64_decode(args["content"].get_ref<const std::string&>());
-    if (!decoded) return ToolResult::error("content is not valid base64; send the bytes base64-encoded or use encoding \"text\"");
+    if (!decoded)
+      return ToolResult::error(
+          "content is not valid base64; send the bytes base64-encoded or use encoding \"text\"");
     data = std::move(*decoded);
   } else {
     data = args["content"].get<std::string>();
   }
   if (data.size() > env.config.max_file_bytes)
-    return ToolResult::error("content is " + std::to_string(data.size()) + " bytes, more than the " +
-                             std::to_string(env.config.max_file_bytes) +
-                             "-byte limit of one write; split the file or generate it inside the sandbox");
-  auto slash = path.rfind('/');
-  if (slash != std::string::npos && slash > 0)
-    if (auto s = use->sandbox().mkdir(path.substr(0, slash), true); !s.ok()) return file_error(s.error(), path);
-  if (auto s = use->sandbox().write_file(path, data, args["executable"].get<bool>() ? 0755 : 0644); !s.ok())
+    return ToolResult::error(
+        "content is " + std::to_string(data.size()) + " bytes, more than the " +
+        std::to_string(env.config.max_file_bytes) +
+        "-byte limit of one write; split the file or generate it inside the sandbox");
+  if (auto s = use->sandbox().write_file(path, data, args["executable"].get<bool>() ? 0755 : 0644,
+                                         /*parents=*/true);
+      !s.ok())
     return file_error(s.error(), path);
-  return ToolResult::from_structured(json{{"path", path}, {"size", data.size()}, {"written", true}});
+  return ToolResult::from_structured(
+      json{{"path", path}, {"size", data.size()}, {"written", true}});
 }
 
 ToolResult upload_file(ToolEnv& env, const HostPaths& host, const json& args, RequestContext& ctx) {
@@ -159,31 +179,41 @@ ToolResult upload_file(ToolEnv& env, const HostPaths& host, const json& args, Re
   if (!data.ok()) return error_result(data.error());
   std::string dest = args.value("dest_path", std::string());
   if (dest.empty()) dest = source.substr(source.rfind('/') + 1);
-  auto slash = dest.rfind('/');
-  if (slash != std::string::npos && slash > 0)
-    if (auto s = use->sandbox().mkdir(dest.substr(0, slash), true); !s.ok()) return file_error(s.error(), dest);
-  if (auto s = use->sandbox().write_file(dest, *data, 0644); !s.ok()) return file_error(s.error(), dest);
-  return ToolResult::from_structured(json{{"source_path", source}, {"dest_path", dest}, {"size", data->size()}});
+  if (auto s = use->sandbox().write_file(dest, *data, 0644, /*parents=*/true); !s.ok())
+    return file_error(s.error(), dest);
+  return ToolResult::from_structured(
+      json{{"source_path", source}, {"dest_path", dest}, {"size", data->size()}});
 }
 
-ToolResult download_file(ToolEnv& env, const HostPaths& host, const json& args, RequestContext& ctx) {
+ToolResult download_file(ToolEnv& env, const HostPaths& host, const json& args,
+                         RequestContext& ctx) {
   auto e = env.manager.get(args["sandbox_id"], owner_of(ctx));
   if (!e.ok()) return error_result(e.error());
   EntryUse use(*e);
   const std::string path = args["path"];
-  auto data = use->sandbox().read_file(path, env.config.max_file_bytes);
+  const uint64_t cap = env.config.max_file_bytes;
+  auto data = use->sandbox().read_file(path, sandbox::ReadRange{0, cap, true});
   if (!data.ok()) return file_error(data.error(), path);
+  if (data->too_large)
+    return ToolResult::error(
+        path + " is " + std::to_string(data->size) + " bytes, above the " + std::to_string(cap) +
+        "-byte limit of one transfer; split it inside the sandbox (e.g. with split) first");
   const std::string dest = args["dest_path"];
   auto fd = host.open_write(dest);
   if (!fd.ok()) return error_result(fd.error());
-  if (auto s = write_all(fd->get(), *data, "host file " + dest); !s.ok()) return error_result(s.error());
-  return ToolResult::from_structured(json{{"path", path}, {"dest_path", dest}, {"size", data->size()}});
+  if (auto s = write_all(fd->get(), data->data, "host file " + dest); !s.ok())
+    return error_result(s.error());
+  return ToolResult::from_structured(
+      json{{"path", path}, {"dest_path", dest}, {"size", data->data.size()}});
 }
 
-json sandbox_id_schema() { return json{{"type", "string"}, {"description", "Sandbox id or name."}}; }
+json sandbox_id_schema() {
+  return json{{"type", "string"}, {"description", "Sandbox id or name."}};
+}
 
 json path_schema(const std::string& what) {
-  return json{{"type", "string"}, {"minLength", 1},
+  return json{{"type", "string"},
+              {"minLength", 1},
               {"description", what + " inside the sandbox: relative to /workspace, or absolute."}};
 }
 
@@ -192,75 +222,110 @@ json path_schema(const std::string& what) {
 void register_file_tools(mcp::Server& server, ToolEnv& env) {
   auto& tools = server.tools();
   json read_only{{"readOnlyHint", true}, {"openWorldHint", false}};
-  json writes{{"readOnlyHint", false}, {"destructiveHint", true}, {"idempotentHint", true}, {"openWorldHint", false}};
+  json writes{{"readOnlyHint", false},
+              {"destructiveHint", true},
+              {"idempotentHint", true},
+              {"openWorldHint", false}};
   tools.add({"list_files", "List files",
              "Lists files and directories in a sandbox (type, size, mode, modification time).",
              json{{"type", "object"},
-                  {"properties", {{"sandbox_id", sandbox_id_schema()},
-                                  {"path", {{"type", "string"}, {"default", "/workspace"},
-                                            {"description", "Directory to list (default /workspace)."}}},
-                                  {"recursive", {{"type", "boolean"}, {"default", false}}}}},
+                  {"properties",
+                   {{"sandbox_id", sandbox_id_schema()},
+                    {"path",
+                     {{"type", "string"},
+                      {"default", "/workspace"},
+                      {"description", "Directory to list (default /workspace)."}}},
+                    {"recursive", {{"type", "boolean"}, {"default", false}}}}},
                   {"required", {"sandbox_id"}},
                   {"additionalProperties", false}},
-             json{{"type", "object"}, {"properties", {{"files", {{"type", "array"}}}}}, {"required", {"files"}}},
+             json{{"type", "object"},
+                  {"properties", {{"files", {{"type", "array"}}}}},
+                  {"required", {"files"}}},
              read_only, nullptr},
             [&env](const json& a, RequestContext& c) { return list_files(env, a, c); });
-  tools.add({"read_file", "Read file",
-             "Reads a file from a sandbox. Text comes back as is; use encoding \"base64\" for binary "
-             "files, and offset/length to read a large file in parts.",
-             json{{"type", "object"},
-                  {"properties", {{"sandbox_id", sandbox_id_schema()},
-                                  {"path", path_schema("File")},
-                                  {"encoding", {{"type", "string"}, {"enum", {"text", "base64"}}, {"default", "text"}}},
-                                  {"offset", {{"type", "integer"}, {"minimum", 0}, {"default", 0}}},
-                                  {"length", {{"type", "integer"}, {"minimum", 0}}}}},
-                  {"required", {"sandbox_id", "path"}},
-                  {"additionalProperties", false}},
-             json{{"type", "object"}, {"properties", {{"content", {{"type", "string"}}}}}, {"required", {"content", "path", "size"}}},
-             read_only, nullptr},
-            [&env](const json& a, RequestContext& c) { return read_file(env, a, c); });
-  tools.add({"write_file", "Write file",
-             "Writes a file in a sandbox, creating parent directories. Content is text, or base64 "
-             "with encoding \"base64\" for binary data; executable makes it runnable.",
-             json{{"type", "object"},
-                  {"properties", {{"sandbox_id", sandbox_id_schema()},
-                                  {"path", path_schema("File")},
-                                  {"content", {{"type", "string"}}},
-                                  {"encoding", {{"type", "string"}, {"enum", {"text", "base64"}}, {"default", "text"}}},
-                                  {"executable", {{"type", "boolean"}, {"default", false}}}}},
-                  {"required", {"sandbox_id", "path", "content"}},
-                  {"additionalProperties", false}},
-             json{{"type", "object"}, {"properties", {{"path", {{"type", "string"}}}, {"size", {{"type", "integer"}}}}}, {"required", {"path", "size"}}},
-             writes, nullptr},
-            [&env](const json& a, RequestContext& c) { return write_file(env, a, c); });
+  tools.add(
+      {"read_file", "Read file",
+       "Reads a file from a sandbox. Text comes back as is; use encoding \"base64\" for binary "
+       "files, and offset/length to read a large file in parts.",
+       json{{"type", "object"},
+            {"properties",
+             {{"sandbox_id", sandbox_id_schema()},
+              {"path", path_schema("File")},
+              {"encoding", {{"type", "string"}, {"enum", {"text", "base64"}}, {"default", "text"}}},
+              {"offset", {{"type", "integer"}, {"minimum", 0}, {"default", 0}}},
+              {"length", {{"type", "integer"}, {"minimum", 0}}}}},
+            {"required", {"sandbox_id", "path"}},
+            {"additionalProperties", false}},
+       json{{"type", "object"},
+            {"properties", {{"content", {{"type", "string"}}}}},
+            {"required", {"content", "path", "size"}}},
+       read_only, nullptr},
+      [&env](const json& a, RequestContext& c) { return read_file(env, a, c); });
+  tools.add(
+      {"write_file", "Write file",
+       "Writes a file in a sandbox, creating parent directories. Content is text, or base64 "
+       "with encoding \"base64\" for binary data; executable makes it runnable.",
+       json{{"type", "object"},
+            {"properties",
+             {{"sandbox_id", sandbox_id_schema()},
+              {"path", path_schema("File")},
+              {"content", {{"type", "string"}}},
+              {"encoding", {{"type", "string"}, {"enum", {"text", "base64"}}, {"default", "text"}}},
+              {"executable", {{"type", "boolean"}, {"default", false}}}}},
+            {"required", {"sandbox_id", "path", "content"}},
+            {"additionalProperties", false}},
+       json{{"type", "object"},
+            {"properties", {{"path", {{"type", "string"}}}, {"size", {{"type", "integer"}}}}},
+            {"required", {"path", "size"}}},
+       writes, nullptr},
+      [&env](const json& a, RequestContext& c) { return write_file(env, a, c); });
 
   auto host = std::make_shared<HostPaths>(env.config.allowed_host_paths);
-  std::string allowed = host->allowed().empty() ? std::string("none (enable with --allow-host-path DIR)") : "";
+  std::string allowed =
+      host->allowed().empty() ? std::string("none (enable with --allow-host-path DIR)") : "";
   for (const auto& d : host->allowed()) allowed += (allowed.empty() ? "" : ", ") + d;
-  tools.add({"upload_file", "Upload host file",
-             "Copies a file from the host machine into a sandbox. Only files below the directories "
-             "the operator allowed are readable; allowed now: " + allowed + ".",
-             json{{"type", "object"},
-                  {"properties", {{"sandbox_id", sandbox_id_schema()},
-                                  {"source_path", {{"type", "string"}, {"minLength", 1}, {"description", "Absolute host path."}}},
-                                  {"dest_path", path_schema("Destination (default: the file name in /workspace)")}}},
-                  {"required", {"sandbox_id", "source_path"}},
-                  {"additionalProperties", false}},
-             json{{"type", "object"}, {"properties", {{"dest_path", {{"type", "string"}}}, {"size", {{"type", "integer"}}}}}, {"required", {"dest_path", "size"}}},
-             writes, nullptr},
-            [&env, host](const json& a, RequestContext& c) { return upload_file(env, *host, a, c); });
-  tools.add({"download_file", "Download file to host",
-             "Copies a file from a sandbox to the host machine, only below the directories the "
-             "operator allowed; allowed now: " + allowed + ".",
-             json{{"type", "object"},
-                  {"properties", {{"sandbox_id", sandbox_id_schema()},
-                                  {"path", path_schema("File")},
-                                  {"dest_path", {{"type", "string"}, {"minLength", 1}, {"description", "Absolute host path to write."}}}}},
-                  {"required", {"sandbox_id", "path", "dest_path"}},
-                  {"additionalProperties", false}},
-             json{{"type", "object"}, {"properties", {{"dest_path", {{"type", "string"}}}, {"size", {{"type", "integer"}}}}}, {"required", {"dest_path", "size"}}},
-             json{{"readOnlyHint", false}, {"destructiveHint", true}, {"idempotentHint", true}, {"openWorldHint", true}}, nullptr},
-            [&env, host](const json& a, RequestContext& c) { return download_file(env, *host, a, c); });
+  tools.add(
+      {"upload_file", "Upload host file",
+       "Copies a file from the host machine into a sandbox. Only files below the directories "
+       "the operator allowed are readable; allowed now: " +
+           allowed + ".",
+       json{{"type", "object"},
+            {"properties",
+             {{"sandbox_id", sandbox_id_schema()},
+              {"source_path",
+               {{"type", "string"}, {"minLength", 1}, {"description", "Absolute host path."}}},
+              {"dest_path", path_schema("Destination (default: the file name in /workspace)")}}},
+            {"required", {"sandbox_id", "source_path"}},
+            {"additionalProperties", false}},
+       json{{"type", "object"},
+            {"properties", {{"dest_path", {{"type", "string"}}}, {"size", {{"type", "integer"}}}}},
+            {"required", {"dest_path", "size"}}},
+       writes, nullptr},
+      [&env, host](const json& a, RequestContext& c) { return upload_file(env, *host, a, c); });
+  tools.add(
+      {"download_file", "Download file to host",
+       "Copies a file from a sandbox to the host machine, only below the directories the "
+       "operator allowed; allowed now: " +
+           allowed + ".",
+       json{{"type", "object"},
+            {"properties",
+             {{"sandbox_id", sandbox_id_schema()},
+              {"path", path_schema("File")},
+              {"dest_path",
+               {{"type", "string"},
+                {"minLength", 1},
+                {"description", "Absolute host path to write."}}}}},
+            {"required", {"sandbox_id", "path", "dest_path"}},
+            {"additionalProperties", false}},
+       json{{"type", "object"},
+            {"properties", {{"dest_path", {{"type", "string"}}}, {"size", {{"type", "integer"}}}}},
+            {"required", {"dest_path", "size"}}},
+       json{{"readOnlyHint", false},
+            {"destructiveHint", true},
+            {"idempotentHint", true},
+            {"openWorldHint", true}},
+       nullptr},
+      [&env, host](const json& a, RequestContext& c) { return download_file(env, *host, a, c); });
 }
 
 }  // namespace sandcastle::tools

@@ -119,7 +119,7 @@ Result<std::string> place_kernel_driver(sandbox::Sandbox& sb, KernelLanguage lan
   const std::string run_name = use_pyc ? kPythonDriverPyc : name;
 
   const std::string shared = shared_path(run_name.c_str());
-  if (sb.stat(shared).ok()) return shared;
+  if (sb.has_shared(run_name)) return shared;
   Status st = sb.publish_shared(name, source);
   if (st.ok() && use_pyc) st = sb.publish_shared(kPythonDriverPyc, **pyc);
   if (st.ok()) return shared;

@@ -1,7 +1,7 @@
 #include "tools/resource_methods.h"
 
-#include "common/utf8.h"
 #include "common/base64.h"
+#include "common/utf8.h"
 #include "mcp/pagination.h"
 #include "tools/tool_env.h"
 #include "tools/workspace_diff.h"
@@ -66,32 +66,35 @@ bool is_text_mime(const std::string& mime) {
 
 RpcError not_found(const RequestContext& ctx, const std::string& uri, const std::string& why) {
   // Legacy era: -32002 (resource not found); 2026-07-28: -32602.
-  const int code = ctx.era() == mcp::Era::kModern ? mcp::rpc_error::kInvalidParams : mcp::rpc_error::kResourceNotFound;
+  const int code = ctx.era() == mcp::Era::kModern ? mcp::rpc_error::kInvalidParams
+                                                  : mcp::rpc_error::kResourceNotFound;
   return RpcError{code, "Resource not found: " + uri + " (" + why + ")", json{{"uri", uri}}};
 }
 
 json read_resource(ToolEnv& env, const json& params, RequestContext& ctx) {
   auto it = params.find("uri");
   if (it == params.end() || !it->is_string())
-    throw RpcError{mcp::rpc_error::kInvalidParams, "resources/read needs \"uri\": a sandbox://<sandbox_id>/<path> URI", nullptr};
+    throw RpcError{mcp::rpc_error::kInvalidParams,
+                   "resources/read needs \"uri\": a sandbox://<sandbox_id>/<path> URI", nullptr};
   const std::string uri = *it;
   auto parsed = parse_sandbox_uri(uri);
   if (!parsed)
-    throw not_found(ctx, uri, "sandcastle serves sandbox://<sandbox_id>/<path> URIs, path relative to /workspace");
+    throw not_found(
+        ctx, uri,
+        "sandcastle serves sandbox://<sandbox_id>/<path> URIs, path relative to /workspace");
   auto e = env.manager.get(parsed->sandbox_id, owner_of(ctx));
   if (!e.ok()) throw not_found(ctx, uri, "no sandbox " + parsed->sandbox_id + " of yours");
   EntryUse use(*e);
-  auto st = use->sandbox().stat(parsed->path);
-  if (!st.ok()) throw not_found(ctx, uri, st.error().message());
-  if (st->type != sandbox::FileType::kRegular) throw not_found(ctx, uri, "not a regular file");
-  if (st->size > env.config.max_file_bytes)
+  auto file = use->sandbox().read_file(parsed->path,
+                                       sandbox::ReadRange{0, env.config.max_file_bytes, true});
+  if (!file.ok()) throw not_found(ctx, uri, file.error().message());
+  if (file->too_large)
     throw RpcError{mcp::rpc_error::kInvalidParams,
-                   "the file is " + std::to_string(st->size) + " bytes, above the " +
+                   "the file is " + std::to_string(file->size) + " bytes, above the " +
                        std::to_string(env.config.max_file_bytes) +
                        "-byte limit; read it in parts with the read_file tool (offset, length)",
-                   json{{"uri", uri}, {"size", st->size}}};
-  auto data = use->sandbox().read_file(parsed->path, env.config.max_file_bytes);
-  if (!data.ok()) throw not_found(ctx, uri, data.error().message());
+                   json{{"uri", uri}, {"size", file->size}}};
+  std::string* data = &file->data;
   const std::string mime = mime_type_for(parsed->path);
   json content{{"uri", uri}, {"mimeType", mime}};
   if ((is_text_mime(mime) || mime == "application/octet-stream") && valid_utf8(*data)) {
@@ -112,7 +115,8 @@ std::string sandbox_resource_uri(const std::string& sandbox_id, const std::strin
   size_t start = 0;
   while (true) {
     size_t slash = path.find('/', start);
-    out += encode_segment(std::string_view(path).substr(start, slash == std::string::npos ? std::string::npos : slash - start));
+    out += encode_segment(std::string_view(path).substr(
+        start, slash == std::string::npos ? std::string::npos : slash - start));
     if (slash == std::string::npos) break;
     out += '/';
     start = slash + 1;
@@ -124,7 +128,8 @@ std::optional<SandboxUri> parse_sandbox_uri(const std::string& uri) {
   if (uri.rfind(kScheme, 0) != 0) return std::nullopt;
   std::string_view rest = std::string_view(uri).substr(kScheme.size());
   size_t slash = rest.find('/');
-  if (slash == std::string_view::npos || slash == 0 || slash + 1 >= rest.size()) return std::nullopt;
+  if (slash == std::string_view::npos || slash == 0 || slash + 1 >= rest.size())
+    return std::nullopt;
   auto id = decode(rest.substr(0, slash));
   auto path = decode(rest.substr(slash + 1));
   if (!id || !path || path->empty() || path->find('\0') != std::string::npos) return std::nullopt;
@@ -136,7 +141,9 @@ void register_resource_methods(mcp::Server& server, ToolEnv& env) {
   read.async = true;
   read.cacheable = true;  // 2026-07-28 wants ttlMs/cacheScope: private, not to be reused
   read.ttl_ms = 0;
-  read.handler = [&env](const json& params, RequestContext& ctx) { return read_resource(env, params, ctx); };
+  read.handler = [&env](const json& params, RequestContext& ctx) {
+    return read_resource(env, params, ctx);
+  };
   server.add_method("resources/read", std::move(read));
 
   mcp::MethodSpec list;

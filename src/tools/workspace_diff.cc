@@ -6,52 +6,66 @@ namespace sandcastle::tools {
 
 WorkspaceSnapshot snapshot_workspace(sandbox::Sandbox& sb, size_t max_files) {
   WorkspaceSnapshot snap;
-  const std::string root = sb.spec().workdir();
-  std::vector<std::string> dirs = {""};
-  size_t visited = 0;
-  while (!dirs.empty() && snap.size() < max_files && visited < max_files) {
-    std::string rel = dirs.back();
-    dirs.pop_back();
-    auto entries = sb.list(rel.empty() ? root : root + "/" + rel);
-    if (!entries.ok()) continue;
-    for (const auto& f : *entries) {
-      ++visited;
-      std::string path = rel.empty() ? f.name : rel + "/" + f.name;
-      // sandcastle's own state (installed packages) is not the program's output.
-      if (rel.empty() && f.name == ".sandcastle") continue;
-      if (f.type == sandbox::FileType::kDirectory) {
-        dirs.push_back(path);
-      } else if (f.type == sandbox::FileType::kRegular) {
-        snap[path] = {f.size, f.mtime_sec, f.mtime_nsec};
-      }
-    }
-  }
+  sandbox::ListOptions opts;
+  opts.recursive = true;
+  opts.max_entries = max_files;
+  // sandcastle's own state (installed packages) is not the program's output.
+  opts.skip = ".sandcastle";
+  auto listing = sb.list(sb.spec().workdir(), opts);
+  if (!listing.ok()) return snap;
+  for (auto& f : listing->entries)
+    if (f.type == sandbox::FileType::kRegular)
+      snap[std::move(f.name)] = {f.size, f.mtime_sec, f.mtime_nsec};
   return snap;
 }
 
-nlohmann::json diff_workspace(const WorkspaceSnapshot& before, const WorkspaceSnapshot& after) {
+nlohmann::json diff_workspace(const WorkspaceSnapshot& before, const WorkspaceSnapshot& after,
+                              size_t max_reported, size_t* changed) {
   auto out = nlohmann::json::array();
+  size_t n = 0;
   for (const auto& [path, sig] : after) {
     auto it = before.find(path);
     if (it != before.end() && it->second == sig) continue;
-    out.push_back({{"path", path}, {"size", sig.size}, {"mime_type", mime_type_for(path)},
+    if (++n > max_reported) continue;
+    out.push_back({{"path", path},
+                   {"size", sig.size},
+                   {"mime_type", mime_type_for(path)},
                    {"status", it == before.end() ? "created" : "modified"}});
   }
+  if (changed) *changed = n;
   return out;
 }
 
 std::string mime_type_for(const std::string& path) {
-  static const std::map<std::string, std::string> kTypes = {
-      {"png", "image/png"},        {"jpg", "image/jpeg"},      {"jpeg", "image/jpeg"},
-      {"gif", "image/gif"},        {"svg", "image/svg+xml"},   {"webp", "image/webp"},
-      {"pdf", "application/pdf"},  {"json", "application/json"}, {"csv", "text/csv"},
-      {"txt", "text/plain"},       {"md", "text/markdown"},    {"html", "text/html"},
-      {"htm", "text/html"},        {"xml", "application/xml"}, {"py", "text/x-python"},
-      {"js", "text/javascript"},   {"c", "text/x-c"},          {"cpp", "text/x-c++"},
-      {"h", "text/x-c"},           {"sh", "application/x-sh"}, {"zip", "application/zip"},
-      {"gz", "application/gzip"},  {"tar", "application/x-tar"}, {"wav", "audio/wav"},
-      {"mp3", "audio/mpeg"},       {"log", "text/plain"},      {"yaml", "application/yaml"},
-      {"yml", "application/yaml"}, {"toml", "application/toml"}};
+  static const std::map<std::string, std::string> kTypes = {{"png", "image/png"},
+                                                            {"jpg", "image/jpeg"},
+                                                            {"jpeg", "image/jpeg"},
+                                                            {"gif", "image/gif"},
+                                                            {"svg", "image/svg+xml"},
+                                                            {"webp", "image/webp"},
+                                                            {"pdf", "application/pdf"},
+                                                            {"json", "application/json"},
+                                                            {"csv", "text/csv"},
+                                                            {"txt", "text/plain"},
+                                                            {"md", "text/markdown"},
+                                                            {"html", "text/html"},
+                                                            {"htm", "text/html"},
+                                                            {"xml", "application/xml"},
+                                                            {"py", "text/x-python"},
+                                                            {"js", "text/javascript"},
+                                                            {"c", "text/x-c"},
+                                                            {"cpp", "text/x-c++"},
+                                                            {"h", "text/x-c"},
+                                                            {"sh", "application/x-sh"},
+                                                            {"zip", "application/zip"},
+                                                            {"gz", "application/gzip"},
+                                                            {"tar", "application/x-tar"},
+                                                            {"wav", "audio/wav"},
+                                                            {"mp3", "audio/mpeg"},
+                                                            {"log", "text/plain"},
+                                                            {"yaml", "application/yaml"},
+                                                            {"yml", "application/yaml"},
+                                                            {"toml", "application/toml"}};
   auto dot = path.rfind('.');
   auto slash = path.rfind('/');
   if (dot == std::string::npos || (slash != std::string::npos && dot < slash))

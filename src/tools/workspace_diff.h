@@ -3,9 +3,8 @@
 #pragma once
 
 #include <map>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "sandbox/sandbox.h"
 
@@ -19,11 +18,18 @@ struct FileSig {
 };
 using WorkspaceSnapshot = std::map<std::string, FileSig>;  // path relative to the workdir
 
-// Regular files below the sandbox's workdir, at most `max_files`.
+// Regular files below the sandbox's workdir, from a listing of at most
+// `max_files` entries (made inside the sandbox).
 WorkspaceSnapshot snapshot_workspace(sandbox::Sandbox& sb, size_t max_files);
 
-// [{path, size, mime_type}] for files new or changed in `after`.
-nlohmann::json diff_workspace(const WorkspaceSnapshot& before, const WorkspaceSnapshot& after);
+// How many changed files one result names (each becomes a link and a
+// content block): the rest are counted, not listed.
+constexpr size_t kMaxFilesReported = 1'000;
+
+// [{path, size, mime_type}] for files new or changed in `after`, at most
+// `max_reported`; `changed` (if given) receives how many there are in all.
+nlohmann::json diff_workspace(const WorkspaceSnapshot& before, const WorkspaceSnapshot& after,
+                              size_t max_reported = kMaxFilesReported, size_t* changed = nullptr);
 
 // A MIME type guessed from the file extension.
 std::string mime_type_for(const std::string& path);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "sandbox/native/fd_passing.h"
+#include "sandbox/native/file_worker.h"
 #include "sandbox/native/net.h"
 #include "sandbox/native/supervisor.h"
 
@@ -96,6 +97,22 @@ void open_listener(std::string_view payload, ReceivedMessage& m) {
   if (listener >= 0) ::close(listener);
 }
 
+// A file worker for the server's channel (file_worker.h). Init keeps no
+// copy of the channel: the server closing its end is the worker's EOF.
+void start_file_worker(int control_fd, int signal_fd, const InitConfig& config, std::string_view payload,
+                       ReceivedMessage& m, const Slot& slot) {
+  auto limits = decode_files(payload);
+  if (!limits || m.nfds != 1) return;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(control_fd);
+    ::close(signal_fd);
+    if (slot.fd >= 0) ::close(slot.fd);
+    run_file_worker(m.fds[0], config, *limits);
+  }
+  // On failure the server sees EOF at once and says the worker did not start.
+}
+
 // Receives one request; returns false when the server has gone away.
 bool handle_request(int control_fd, int signal_fd, const InitConfig& config, char* buf, Slot& slot) {
   ReceivedMessage m = recv_with_fds(control_fd, buf, kMaxExecRequestBytes + 1);
@@ -106,6 +123,7 @@ bool handle_request(int control_fd, int signal_fd, const InitConfig& config, cha
     switch (msg->kind) {
       case ControlKind::kExec: start_exec(control_fd, signal_fd, config, msg->payload, m, slot); break;
       case ControlKind::kListen: open_listener(msg->payload, m); break;
+      case ControlKind::kFiles: start_file_worker(control_fd, signal_fd, config, msg->payload, m, slot); break;
     }
   }
   m.close_fds();

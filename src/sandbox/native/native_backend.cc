@@ -60,15 +60,6 @@ Result<ReadySandbox> BackendShared::finish_sandbox(Prespawned p, const SandboxSp
   r.finish = finish_bytes(spec);
   auto init = start_init(std::move(p.init), r.finish);
   if (!init) return init.take_error();
-  // The sandbox's root as the server sees it; file operations resolve
-  // inside it. Opened once: the fd pins the tree even if pids are reused.
-  std::string root_path = "/proc/" + std::to_string(init->pid) + "/root";
-  r.root = UniqueFd(::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!r.root) {
-    Error e = Error::from_errno("open " + root_path);
-    reaper.kill_and_release(p.id, std::move(*init), std::move(p.cgroup));
-    return e;
-  }
   r.id = std::move(p.id);
   r.ids = p.ids;
   r.cgroup = std::move(p.cgroup);
@@ -226,8 +217,7 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) 
     ready.emplace(std::move(*finished));
   }
   return std::unique_ptr<Sandbox>(new NativeSandbox(std::move(ready->id), spec, shared_, ready->ids,
-                                                    std::move(ready->cgroup), std::move(ready->init),
-                                                    std::move(ready->root)));
+                                                    std::move(ready->cgroup), std::move(ready->init)));
 }
 
 }  // namespace sandcastle::sandbox::native

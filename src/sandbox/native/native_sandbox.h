@@ -1,6 +1,7 @@
 // One native sandbox: a long-lived init (PID 1 in its namespaces) that starts
 // each exec as a fork, plus the host-side handles: pidfd, control socket,
-// cgroup and an O_PATH fd on the sandbox root for file operations.
+// cgroup, and the channel to the sandbox's file worker (the server holds no
+// handle on the sandbox's tree: file_wire.h says why).
 #pragma once
 
 #include <atomic>
@@ -15,6 +16,7 @@
 #include <thread>
 
 #include "sandbox/native/cgroup.h"
+#include "sandbox/native/file_client.h"
 #include "sandbox/native/host_image.h"
 #include "sandbox/native/reaper.h"
 #include "sandbox/native/spawn.h"
@@ -40,7 +42,6 @@ struct ReadySandbox {
   IdMapping ids;
   std::shared_ptr<SandboxCgroup> cgroup;
   InitProcess init;
-  UniqueFd root;  // O_PATH on the sandbox's root, for file operations
   std::string finish;  // the encoded FinishConfig it was finished with
 };
 
@@ -64,7 +65,7 @@ struct BackendShared {
   std::condition_variable pool_cv;  // pool taken from, refilled, or stopping
   std::deque<ReadySandbox> pool;
   bool refill_failing = false;  // its last attempt failed (creates do not wait)
-  std::size_t waiting = 0;  // creates waiting for the one being made
+  std::size_t waiting = 0;      // creates waiting for the one being made
   std::chrono::steady_clock::time_point last_take{};
   static constexpr std::chrono::milliseconds kRefillDelay{10};
   bool stopping = false;
@@ -84,8 +85,8 @@ struct BackendShared {
 
 class NativeSandbox : public Sandbox {
  public:
-  NativeSandbox(std::string id, SandboxSpec spec, std::shared_ptr<BackendShared> shared, IdMapping ids,
-                std::shared_ptr<SandboxCgroup> cgroup, InitProcess init, UniqueFd root);
+  NativeSandbox(std::string id, SandboxSpec spec, std::shared_ptr<BackendShared> shared,
+                IdMapping ids, std::shared_ptr<SandboxCgroup> cgroup, InitProcess init);
   ~NativeSandbox() override;
 
   const std::string& id() const override { return id_; }
@@ -95,15 +96,17 @@ class NativeSandbox : public Sandbox {
                           const CancelToken* cancel) override;
 
   Result<FileStat> stat(const std::string& path) override;
-  Result<std::vector<FileStat>> list(const std::string& path) override;
-  Result<std::string> read_file(const std::string& path, std::uint64_t max_bytes) override;
-  Status write_file(const std::string& path, std::string_view data, std::uint32_t mode) override;
+  Result<Listing> list(const std::string& path, const ListOptions& options) override;
+  Result<FileData> read_file(const std::string& path, const ReadRange& range) override;
+  Status write_file(const std::string& path, std::string_view data, std::uint32_t mode,
+                    bool parents) override;
   Status mkdir(const std::string& path, bool parents) override;
   Status remove(const std::string& path, bool recursive) override;
 
   Result<Usage> usage() override;
   Result<UniqueFd> listen_loopback(std::uint16_t port) override;
   Status publish_shared(const std::string& name, std::string_view data) override;
+  bool has_shared(const std::string& name) const override;
   Status destroy() override;
 
   // Host pid of the sandbox init (tests and diagnostics).
@@ -111,8 +114,10 @@ class NativeSandbox : public Sandbox {
 
  private:
   Status check_alive() const;
-  template <typename F>
-  auto with_root(F&& f) -> decltype(f(0));
+  // Starts a file worker in the sandbox (FileChannel::Connect).
+  Result<UniqueFd> connect_files();
+  // The sandbox path as the worker's absolute path.
+  Result<std::string> worker_path(const std::string& path) const;
 
   std::string id_;
   SandboxSpec spec_;
@@ -122,10 +127,10 @@ class NativeSandbox : public Sandbox {
   // exec may still read its counters (they read 0 once it is gone).
   std::shared_ptr<SandboxCgroup> cgroup_;
   InitProcess init_;
-  UniqueFd root_;
-  // Shared: exec sends and file ops. Exclusive: destroy.
+  // Shared: exec and worker start requests to init. Exclusive: destroy.
   mutable std::shared_mutex mu_;
   bool destroyed_ = false;
+  FileChannel files_{[this] { return connect_files(); }};
 };
 
 }  // namespace sandcastle::sandbox::native

@@ -169,7 +169,7 @@ std::string encode_control(ControlKind kind, std::string_view payload) {
 std::optional<ControlMessage> decode_control(std::string_view bytes) {
   WireReader r(bytes);
   std::uint32_t kind = r.u32();
-  if (!r.ok() || kind < 1 || kind > static_cast<std::uint32_t>(ControlKind::kListen)) return std::nullopt;
+  if (!r.ok() || kind < 1 || kind > static_cast<std::uint32_t>(ControlKind::kFiles)) return std::nullopt;
   return ControlMessage{static_cast<ControlKind>(kind), bytes.substr(sizeof kind)};
 }
 

@@ -119,7 +119,9 @@ std::optional<ExecWire> decode_exec(std::string_view bytes);
 //   kExec:   ExecWire; fds: report socket, stdin, stdout, stderr.
 //   kListen: ListenWire; fd: reply socket, on which init answers with a
 //            ListenReply carrying the listening socket (SCM_RIGHTS) on success.
-enum class ControlKind : std::uint32_t { kExec = 1, kListen = 2 };
+//   kFiles:  FilesWire; fd: the server's file channel, served by a worker
+//            init forks (file_worker.h).
+enum class ControlKind : std::uint32_t { kExec = 1, kListen = 2, kFiles = 3 };
 
 struct ControlMessage {
   ControlKind kind = ControlKind::kExec;

@@ -118,7 +118,7 @@ class EscapeTest : public ::testing::TestWithParam<Case> {
     EXPECT_EQ(::accept(unix_listener_, nullptr, nullptr), -1) << "a sandbox reached a host unix socket";
     auto canary = neighbour_->read_file("/workspace/canary");
     ASSERT_TRUE(canary.ok());
-    EXPECT_EQ(*canary, "intact");
+    EXPECT_EQ(canary->data, "intact");
     ExecRequest req;
     req.argv = {"/bin/echo", "ok"};
     auto r = neighbour_->exec(req);

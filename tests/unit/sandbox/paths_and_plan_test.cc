@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "sandbox/native/host_image.h"
-#include "sandbox/native/sandbox_fs.h"
+#include "sandbox/native/file_client.h"
 
 namespace sandcastle::sandbox::native {
 namespace {
