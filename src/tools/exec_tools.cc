@@ -200,11 +200,14 @@ json bundle_to_content(const json& bundle, ToolResult& res) {
 }
 
 // files_created: what changed in /workspace, at most kMaxFilesReported
-// named; a larger change is counted (files_created_total) and flagged.
+// named; a larger change is counted (files_created_total, itself bounded by
+// the listing's cap) and flagged.
 void report_files(json& out, const WorkspaceSnapshot& before, sandbox::Sandbox& sb, size_t max_listed) {
   size_t changed = 0;
-  out["files_created"] = diff_workspace(before, snapshot_workspace(sb, max_listed), kMaxFilesReported, &changed);
-  if (changed > out["files_created"].size()) {
+  bool listing_truncated = false;
+  out["files_created"] =
+      diff_workspace(before, snapshot_workspace(sb, max_listed, &listing_truncated), kMaxFilesReported, &changed);
+  if (changed > out["files_created"].size() || listing_truncated) {
     out["files_created_total"] = changed;
     out["files_created_truncated"] = true;
   }

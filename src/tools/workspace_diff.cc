@@ -4,7 +4,7 @@
 
 namespace sandcastle::tools {
 
-WorkspaceSnapshot snapshot_workspace(sandbox::Sandbox& sb, size_t max_files) {
+WorkspaceSnapshot snapshot_workspace(sandbox::Sandbox& sb, size_t max_files, bool* truncated) {
   WorkspaceSnapshot snap;
   sandbox::ListOptions opts;
   opts.recursive = true;
@@ -13,6 +13,7 @@ WorkspaceSnapshot snapshot_workspace(sandbox::Sandbox& sb, size_t max_files) {
   opts.skip = ".sandcastle";
   auto listing = sb.list(sb.spec().workdir(), opts);
   if (!listing.ok()) return snap;
+  if (truncated) *truncated = listing->truncated;
   for (auto& f : listing->entries)
     if (f.type == sandbox::FileType::kRegular)
       snap[std::move(f.name)] = {f.size, f.mtime_sec, f.mtime_nsec};

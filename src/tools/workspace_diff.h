@@ -20,7 +20,8 @@ using WorkspaceSnapshot = std::map<std::string, FileSig>;  // path relative to t
 
 // Regular files below the sandbox's workdir, from a listing of at most
 // `max_files` entries (made inside the sandbox).
-WorkspaceSnapshot snapshot_workspace(sandbox::Sandbox& sb, size_t max_files);
+// `truncated` (if given) says the workdir held more than that.
+WorkspaceSnapshot snapshot_workspace(sandbox::Sandbox& sb, size_t max_files, bool* truncated = nullptr);
 
 // How many changed files one result names (each becomes a link and a
 // content block): the rest are counted, not listed.
