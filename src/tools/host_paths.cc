@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -35,7 +36,10 @@ Result<UniqueFd> HostPaths::open_beneath(const std::string& path, int flags, int
     UniqueFd dir(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (!dir) return Error::from_errno("open allowed host directory " + root);
     open_how how{};
-    how.flags = static_cast<uint64_t>(flags | O_CLOEXEC | O_NOFOLLOW);
+    // Non-blocking, and without O_TRUNC until the type is known: a FIFO or
+    // device below an allowed directory is refused, never waited on.
+    how.flags =
+        static_cast<uint64_t>((flags & ~O_TRUNC) | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
     how.mode = static_cast<uint64_t>(mode);
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS;
     long fd = ::syscall(SYS_openat2, dir.get(), rel.c_str(), &how, sizeof how);
@@ -45,9 +49,24 @@ Result<UniqueFd> HostPaths::open_beneath(const std::string& path, int flags, int
         return Error{ErrorCode::kPermissionDenied, err,
                      "host path " + path + " leaves the allowed directory " + root +
                          " (symlinks and '..' are not followed)"};
+      if (err == ENXIO)  // a FIFO without a reader, or a socket
+        return Error{
+            ErrorCode::kFailedPrecondition, err,
+            "host path " + path +
+                " is not a regular file; upload_file and download_file move regular files only"};
       return Error::from_errno("open host path " + path, err);
     }
-    return UniqueFd(static_cast<int>(fd));
+    UniqueFd out(static_cast<int>(fd));
+    struct stat st {};
+    if (::fstat(out.get(), &st) != 0) return Error::from_errno("stat host path " + path);
+    if (!S_ISREG(st.st_mode))
+      return Error::make(
+          ErrorCode::kFailedPrecondition,
+          "host path " + path +
+              " is not a regular file; upload_file and download_file move regular files only");
+    if ((flags & O_TRUNC) && ::ftruncate(out.get(), 0) != 0)
+      return Error::from_errno("truncate host path " + path);
+    return out;
   }
   return Error::make(ErrorCode::kPermissionDenied,
                      "host path " + path + " is outside the allowed directories (" + list +

@@ -8,6 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -124,6 +125,16 @@ test('FIFOs, sockets and devices are refused by every file path, at once', async
     assert.match(d.text, kind, d.text);
   }
   assert.equal(existsSync(join(host.dir, 'special')), false);
+  // The host side too: a FIFO below an allowed directory, as source or
+  // destination, is refused rather than waited on.
+  execFileSync('mkfifo', [join(host.dir, 'hostfifo')]);
+  const up = await call('upload_file', { sandbox_id: id, source_path: join(host.dir, 'hostfifo'), dest_path: 'up' });
+  assert.equal(up.isError, true);
+  assert.match(up.text, /is not a regular file/, up.text);
+  await sh('echo data > plain');
+  const down = await call('download_file', { sandbox_id: id, path: 'plain', dest_path: join(host.dir, 'hostfifo') });
+  assert.equal(down.isError, true);
+  assert.match(down.text, /is not a regular file/, down.text);
   const got = await fetch(url);
   assert.notEqual(got.status, 200);
   assert.match(await got.text(), /is a FIFO/);
