@@ -23,6 +23,7 @@
 #include "sandbox/native/sweep.h"
 #include "sandbox/refusing_backend.h"
 #include "store/key_store.h"
+#include "tools/file_transfer.h"
 #include "tools/languages.h"
 #include "tools/tool_env.h"
 #include "transport/http/file_links.h"
@@ -365,12 +366,16 @@ int main(int argc, char** argv) {
     const uint64_t max_file = tool_cfg.max_file_bytes;
     links = std::make_unique<transport::http::FileLinks>(
         "", std::chrono::seconds(cfg.file_link_ttl_s),
-        [&manager, max_file](const std::string& id, const std::string& owner, const std::string& path) -> Result<std::string> {
+        [&manager, max_file, budget = tool_cfg.transfer_budget](const std::string& id, const std::string& owner, const std::string& path) -> Result<std::string> {
           auto e = manager.get(id, owner);
           if (!e.ok()) return Error::make(ErrorCode::kNotFound, "sandbox " + id + " not found (closed or expired)");
           tools::EntryUse use(*e);
-          auto file = use->sandbox().read_file(path, sandbox::ReadRange{0, max_file, true});
-          if (!file.ok()) return file.take_error();
+          // The lease ends with this call: the link's body copy is what
+          // the transport holds while it sends.
+          auto read =
+              tools::read_bounded(use->sandbox(), *budget, path, 0, std::nullopt, max_file, tools::kLinkCopies);
+          if (!read.ok()) return read.take_error();
+          auto* file = &read->file;
           if (file->too_large)
             return Error::make(ErrorCode::kResourceExhausted, "the file is " + std::to_string(file->size) +
                                                                   " bytes, above the " + std::to_string(max_file) +

@@ -25,11 +25,19 @@ class CancelToken {
   // wake a condition variable). Returns an id for unsubscribe().
   size_t on_cancel(std::function<void()> fn);
   void unsubscribe(size_t id);
+  // Keeps `obj` alive as long as the token: the token outlives the reply,
+  // so a handler's reservation (a transfer budget lease) also covers the
+  // copies made while its result is serialized and sent.
+  void keep(std::shared_ptr<void> obj) {
+    std::lock_guard l(mu_);
+    kept_.push_back(std::move(obj));
+  }
 
  private:
   std::atomic<bool> cancelled_{false};
   std::mutex mu_;
   std::vector<std::pair<size_t, std::function<void()>>> callbacks_;
+  std::vector<std::shared_ptr<void>> kept_;
   size_t next_id_ = 1;
 };
 
@@ -49,6 +57,10 @@ class RequestContext {
   const std::string& owner() const { return owner_; }
   bool cancelled() const { return cancel_ && cancel_->cancelled(); }
   CancelToken* cancel_token() const { return cancel_; }
+  // Keeps `obj` until this request has been answered (see CancelToken::keep).
+  void keep_until_answered(std::shared_ptr<void> obj) const {
+    if (cancel_) cancel_->keep(std::move(obj));
+  }
   bool wants_progress() const { return progress_token_.has_value(); }
 
   // Sends notifications/progress when the request carried a progressToken.

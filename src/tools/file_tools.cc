@@ -1,8 +1,11 @@
 // list_files, read_file, write_file (sandbox files) and upload_file,
 // download_file (host <-> sandbox, only below operator-allowed directories).
+#include <sys/stat.h>
+
 #include "common/base64.h"
 #include "common/utf8.h"
 #include "mcp/pagination.h"
+#include "tools/file_transfer.h"
 #include "tools/host_paths.h"
 #include "tools/tool_env.h"
 #include "tools/workspace_diff.h"
@@ -110,9 +113,13 @@ ToolResult read_file(ToolEnv& env, const json& args, RequestContext& ctx) {
         "-byte limit of one read; read the file in parts of at most that many bytes");
   // Without a length the whole rest of the file is asked for, and refused
   // unread when it is above the cap: the sandbox never makes us hold more.
-  sandbox::ReadRange range{offset, ranged ? args["length"].get<uint64_t>() : cap, !ranged};
-  auto data = use->sandbox().read_file(path, range);
-  if (!data.ok()) return file_error(data.error(), path);
+  auto read = read_bounded(
+      use->sandbox(), *env.config.transfer_budget, path, offset,
+      ranged ? std::optional<uint64_t>(args["length"].get<uint64_t>()) : std::nullopt, cap,
+      kMcpReplyCopies);
+  if (!read.ok()) return file_error(read.error(), path);
+  ctx.keep_until_answered(std::make_shared<ByteBudget::Lease>(std::move(read->lease)));
+  auto* data = &read->file;
   if (data->too_large)
     return ToolResult::error(path + " is " + std::to_string(data->size) +
                              " bytes; one read returns at most " + std::to_string(cap) +
@@ -145,6 +152,9 @@ ToolResult write_file(ToolEnv& env, const json& args, RequestContext& ctx) {
   if (!e.ok()) return error_result(e.error());
   EntryUse use(*e);
   const std::string path = args["path"];
+  auto lease = reserve_transfer(*env.config.transfer_budget,
+                                args["content"].get_ref<const std::string&>().size());
+  if (!lease.ok()) return error_result(lease.error());
   std::string data;
   if (args["encoding"] == "base64") {
     auto decoded = base64_decode(args["content"].get_ref<const std::string&>());
@@ -175,6 +185,13 @@ ToolResult upload_file(ToolEnv& env, const HostPaths& host, const json& args, Re
   const std::string source = args["source_path"];
   auto fd = host.open_read(source);
   if (!fd.ok()) return error_result(fd.error());
+  struct stat hst {};
+  if (::fstat(fd->get(), &hst) != 0)
+    return error_result(Error::from_errno("stat host file " + source));
+  auto lease = reserve_transfer(
+      *env.config.transfer_budget,
+      std::min<uint64_t>(static_cast<uint64_t>(hst.st_size), env.config.max_file_bytes));
+  if (!lease.ok()) return error_result(lease.error());
   auto data = read_all(fd->get(), env.config.max_file_bytes, "host file " + source);
   if (!data.ok()) return error_result(data.error());
   std::string dest = args.value("dest_path", std::string());
@@ -192,8 +209,9 @@ ToolResult download_file(ToolEnv& env, const HostPaths& host, const json& args,
   EntryUse use(*e);
   const std::string path = args["path"];
   const uint64_t cap = env.config.max_file_bytes;
-  auto data = use->sandbox().read_file(path, sandbox::ReadRange{0, cap, true});
-  if (!data.ok()) return file_error(data.error(), path);
+  auto read = read_bounded(use->sandbox(), *env.config.transfer_budget, path, 0, std::nullopt, cap, 1);
+  if (!read.ok()) return file_error(read.error(), path);
+  auto* data = &read->file;
   if (data->too_large)
     return ToolResult::error(
         path + " is " + std::to_string(data->size) + " bytes, above the " + std::to_string(cap) +

@@ -1,5 +1,7 @@
 #include "tools/resource_methods.h"
 
+#include "tools/file_transfer.h"
+
 #include "common/base64.h"
 #include "common/utf8.h"
 #include "mcp/pagination.h"
@@ -85,9 +87,11 @@ json read_resource(ToolEnv& env, const json& params, RequestContext& ctx) {
   auto e = env.manager.get(parsed->sandbox_id, owner_of(ctx));
   if (!e.ok()) throw not_found(ctx, uri, "no sandbox " + parsed->sandbox_id + " of yours");
   EntryUse use(*e);
-  auto file = use->sandbox().read_file(parsed->path,
-                                       sandbox::ReadRange{0, env.config.max_file_bytes, true});
-  if (!file.ok()) throw not_found(ctx, uri, file.error().message());
+  auto read = read_bounded(use->sandbox(), *env.config.transfer_budget, parsed->path, 0, std::nullopt,
+                           env.config.max_file_bytes, kMcpReplyCopies);
+  if (!read.ok()) throw not_found(ctx, uri, read.error().message());
+  ctx.keep_until_answered(std::make_shared<ByteBudget::Lease>(std::move(read->lease)));
+  auto* file = &read->file;
   if (file->too_large)
     throw RpcError{mcp::rpc_error::kInvalidParams,
                    "the file is " + std::to_string(file->size) + " bytes, above the " +

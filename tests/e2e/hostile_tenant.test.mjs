@@ -168,4 +168,26 @@ test('a huge tree and large sparse files leave the server\'s memory bounded', as
   assert.equal(tail.eof, true);
   const mem1 = serverMemory();
   assert.ok(mem1.peak - mem0.peak < 96 * 1024, `server peak grew by ${mem1.peak - mem0.peak} KiB`);
+  // Large ranged reads in many sandboxes at once: file data above 1 MiB
+  // waits for the server-wide transfer budget (128 MiB) instead of piling up.
+  const more = [];
+  for (let i = 0; i < 7; i++) {
+    const s = (await ok('create_sandbox', { language: 'bash' })).sandbox_id;
+    await ok('execute_command', { sandbox_id: s, command: 'truncate -s 200M big' });
+    more.push(s);
+  }
+  const big = await Promise.all([id, ...more].map((s) =>
+    call('read_file', { sandbox_id: s, path: s === id ? 'sparse1' : 'big', length: 30 << 20, encoding: 'base64' })));
+  // Each either completes or, having waited its turn for 10 s, says the
+  // server is busy: never more at once than the budget.
+  const done = big.filter((r) => !r.isError).length;
+  for (const r of big.filter((x) => x.isError))
+    assert.match(r.text, /the server is busy moving other large files \(\d+ of 512 MiB in flight\)/, r.text);
+  assert.ok(done >= 2, `${done} of 8 large reads completed`);
+  const mem2 = serverMemory();
+  console.log(`server peak: ${mem0.peak} -> ${mem1.peak} -> ${mem2.peak} KiB; ${done} of 8 completed`);
+  // 512 MiB of budget (copies included) plus the transport's last copy of
+  // the replies being written.
+  assert.ok(mem2.peak - mem0.peak < 800 * 1024, `server peak grew by ${mem2.peak - mem0.peak} KiB`);
+  for (const s of more) await ok('close_sandbox', { sandbox_id: s });
 });
