@@ -26,10 +26,12 @@ namespace sandcastle::transport::http {
 
 struct Request {
   std::string method;  // upper case: GET, POST, ...
-  std::string target;  // as sent: path and query
+  std::string target;  // path and query as sent (an absolute-form target reduced to them)
   std::string path;    // percent-decoded path
   std::map<std::string, std::string> query;  // percent-decoded; first value wins
-  std::map<std::string, std::string> headers;  // lower-case names; repeated ones joined by ", "
+  // Lower-case names; repeated ones joined by ", ". "host" is the one valid
+  // Host field, or the authority of an absolute-form target.
+  std::map<std::string, std::string> headers;
   std::string body;
   unsigned version = 11;  // 10 or 11
   std::string remote;     // peer address
