@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cctype>
+#include <cstring>
 #include <thread>
 
 #include "common/crypto.h"
@@ -66,6 +68,96 @@ std::optional<std::pair<uint64_t, uint64_t>> parse_range(const std::string& head
   }
 }
 
+namespace {
+
+bool valid_utf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
+    i += n;
+  }
+  return true;
+}
+
+// What every answer under /files/ carries. A sandbox's file is hostile
+// content served from the server's own origin: it must never render as a
+// page of that origin (scripts reaching /mcp with a loopback Origin), so
+// the browser gets no sniffing, a CSP sandbox (an opaque origin, no scripts,
+// forms, plugins or popups) that also loads nothing from any network, no
+// Referer carrying the signed URL, and no copy kept in any cache.
+void add_file_security_headers(Headers& h) {
+  h.emplace_back("X-Content-Type-Options", "nosniff");
+  h.emplace_back("Content-Security-Policy", std::string(kFileCsp));
+  h.emplace_back("Referrer-Policy", "no-referrer");
+  h.emplace_back("Cache-Control", "private, no-store");
+}
+
+Response file_error(int status, std::string body) {
+  Response r = Response::text(status, std::move(body));
+  add_file_security_headers(r.headers);
+  return r;
+}
+
+}  // namespace
+
+std::string content_disposition(std::string_view path, bool as_inline) {
+  std::string d = as_inline ? "inline" : "attachment";
+  std::string_view name =
+      path.substr(path.rfind('/') == std::string_view::npos ? 0 : path.rfind('/') + 1);
+  if (name.empty()) return d;
+  // filename="...": printable ASCII only, with '"', '\' and '%' replaced
+  // too, since user agents disagree on backslash and percent escapes
+  // (RFC 6266 appendix D); the exact name then goes in filename* (RFC 8187).
+  std::string fallback;
+  bool exact = true;
+  for (char ch : name) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '%') {
+      fallback.push_back('_');
+      exact = false;
+    } else {
+      fallback.push_back(ch);
+    }
+  }
+  d += "; filename=\"" + fallback + "\"";
+  if (!exact && valid_utf8(name)) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    d += "; filename*=UTF-8''";
+    for (char ch : name) {
+      auto c = static_cast<unsigned char>(ch);
+      // attr-char (RFC 8187 §3.2.1): everything else is percent-encoded.
+      if (std::isalnum(c) || (c != 0 && std::strchr("!#$&+-.^_`|~", c) != nullptr)) {
+        d.push_back(ch);
+      } else {
+        d.push_back('%');
+        d.push_back(kHex[c >> 4]);
+        d.push_back(kHex[c & 15]);
+      }
+    }
+  }
+  return d;
+}
+
+bool valid_file_request_path(std::string_view sandbox_id, std::string_view path) {
+  if (sandbox_id.empty() || sandbox_id.size() > 64) return false;
+  for (char c : sandbox_id)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
+      return false;
+  if (path.empty() || path.find('\0') != std::string_view::npos) return false;
+  // Links name files below the sandbox's workdir by a plain relative path:
+  // no empty, "." or ".." segment ever appears in one.
+  while (true) {
+    auto slash = path.find('/');
+    auto seg = path.substr(0, slash);
+    if (seg.empty() || seg == "." || seg == "..") return false;
+    if (slash == std::string_view::npos) return true;
+    path.remove_prefix(slash + 1);
+  }
+}
+
 FileLinks::FileLinks(std::string base_url, std::chrono::seconds ttl, Reader reader, std::string secret)
     : base_url_(std::move(base_url)),
       ttl_(ttl),
@@ -112,16 +204,20 @@ void FileLinks::serve(const Request& req, std::shared_ptr<Exchange> ex) {
   std::string rest = req.path.substr(std::string("/files/").size());
   auto slash = rest.find('/');
   if (slash == std::string::npos || slash == 0 || slash + 1 >= rest.size()) {
-    ex->respond(Response::text(404, "Not Found: /files/<sandbox_id>/<path>"));
+    ex->respond(file_error(404, "Not Found: /files/<sandbox_id>/<path>"));
     return;
   }
   std::string sandbox_id = rest.substr(0, slash), path = rest.substr(slash + 1);
+  if (!valid_file_request_path(sandbox_id, path)) {
+    ex->respond(file_error(404, "Not Found: not a file link"));
+    return;
+  }
   auto q = [&](const char* k) {
     auto it = req.query.find(k);
     return it == req.query.end() ? std::string() : it->second;
   };
   if (!verify(sandbox_id, path, q("exp"), q("sig"))) {
-    ex->respond(Response::text(403, "Forbidden: the link's signature is invalid or it has expired"));
+    ex->respond(file_error(403, "Forbidden: the link's signature is invalid or it has expired"));
     return;
   }
   std::string owner;
@@ -129,15 +225,19 @@ void FileLinks::serve(const Request& req, std::shared_ptr<Exchange> ex) {
     std::lock_guard lock(mu_);
     auto it = owners_.find(sandbox_id);
     if (it == owners_.end()) {
-      ex->respond(Response::text(404, "Not Found: sandbox " + sandbox_id + " is gone"));
+      ex->respond(file_error(404, "Not Found: sandbox " + sandbox_id + " is gone"));
       return;
     }
     owner = it->second;
   }
   bool head = req.method == "HEAD";
   std::string range = req.header("range");
+  // Inline display is the link holder's choice (not signed): with the
+  // headers above even HTML or SVG shown inline runs nothing and reaches
+  // nothing.
+  const bool as_inline = q("inline") == "1";
   // Sandbox file reads can block: off the I/O thread.
-  std::thread([this, ex, sandbox_id, owner, path, head, range] {
+  std::thread([this, ex, sandbox_id, owner, path, head, range, as_inline] {
     auto data = reader_(sandbox_id, owner, path);
     if (!data.ok()) {
       int status = data.error().code == ErrorCode::kNotFound ? 404 : 500;
@@ -145,15 +245,15 @@ void FileLinks::serve(const Request& req, std::shared_ptr<Exchange> ex) {
         std::lock_guard lock(mu_);
         owners_.erase(sandbox_id);
       }
-      ex->respond(Response::text(status, data.error().message()));
+      ex->respond(file_error(status, data.error().message()));
       return;
     }
     const std::string& body = *data;
     Response r;
     r.headers.emplace_back("Content-Type", content_type_for(path));
+    r.headers.emplace_back("Content-Disposition", content_disposition(path, as_inline));
     r.headers.emplace_back("Accept-Ranges", "bytes");
-    r.headers.emplace_back("Cache-Control", "private, no-store");
-    r.headers.emplace_back("X-Content-Type-Options", "nosniff");
+    add_file_security_headers(r.headers);
     bool bad = false;
     auto rg = range.empty() ? std::nullopt : parse_range(range, body.size(), &bad);
     if (bad) {

@@ -1,7 +1,9 @@
 // Signed, expiring download links for files in sandboxes:
 //   <base>/files/<sandbox_id>/<path>?exp=<unix seconds>&sig=<HMAC-SHA256>
 // The signature covers sandbox id, path and expiry with a per-process secret;
-// no API key ever appears in a link. Range requests are honoured.
+// no API key ever appears in a link. Range requests are honoured. Files are
+// served as attachments (inline with ?inline=1), never sniffed, and under a
+// CSP sandbox, so a sandbox's HTML never runs as the server's origin.
 #pragma once
 
 #include <chrono>
@@ -11,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/result.h"
 #include "transport/http/http_server.h"
@@ -50,6 +53,19 @@ class FileLinks {
   std::mutex mu_;
   std::map<std::string, std::string> owners_;  // sandbox id → owner
 };
+
+// The Content-Security-Policy of every /files/ answer: an opaque-origin
+// sandbox with no allow-* token, and no network loads from the document.
+inline constexpr const char* kFileCsp =
+    "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline'";
+
+// attachment (or inline); filename="<ASCII fallback>" and, when the name is
+// not plain printable ASCII, filename*=UTF-8''<percent-encoded> (RFC 6266).
+std::string content_disposition(std::string_view path, bool as_inline);
+
+// A /files/ request's sandbox id and path could be a link's: a plain id, and
+// a relative path without NUL or empty, "." or ".." segments.
+bool valid_file_request_path(std::string_view sandbox_id, std::string_view path);
 
 // "image/png" for "a/b.png"; application/octet-stream when unknown.
 std::string content_type_for(const std::string& path);

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "common/metrics.h"
+#include "transport/http/request_checks.h"
 
 namespace sandcastle::transport::http {
 
@@ -117,7 +118,8 @@ struct Server::Impl {
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(Server::Impl& impl, tcp::socket sock) : impl_(impl), stream_(std::move(sock)) {
+  Connection(Server::Impl& impl, tcp::socket sock)
+      : impl_(impl), stream_(std::move(sock)), deadline_(stream_.get_executor()) {
     beast::error_code ec;
     auto ep = stream_.socket().remote_endpoint(ec);
     if (!ec) remote_ = ep.address().to_string();
@@ -226,7 +228,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_.emplace();
     parser_->body_limit(impl_.server.options().max_body_bytes);
     parser_->header_limit(static_cast<std::uint32_t>(impl_.server.options().max_header_bytes));
-    stream_.expires_after(impl_.server.options().request_timeout);
+    // Not the stream's own timeout: that closes the socket, and a client
+    // whose request is late is owed a 408 on it.
+    stream_.expires_never();
+    reading_ = true;
+    timed_out_ = false;
+    const uint64_t seq = ++read_seq_;
+    deadline_.expires_after(impl_.server.options().request_timeout);
+    deadline_.async_wait([self = shared_from_this(), seq](beast::error_code ec) {
+      if (ec || seq != self->read_seq_ || !self->reading_ || self->dead_) return;
+      self->timed_out_ = true;
+      // Every read from now on (the one pending, or one the parser is about
+      // to start) ends at once; the socket can still send the 408.
+      beast::error_code ignore;
+      self->stream_.socket().shutdown(tcp::socket::shutdown_receive, ignore);
+    });
     bhttp::async_read(stream_, buffer_, *parser_,
                       [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
   }
@@ -246,41 +262,40 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void on_read(beast::error_code ec) {
-    if (ec == bhttp::error::end_of_stream || ec == net::error::eof || ec == net::error::operation_aborted ||
-        ec == net::error::connection_reset) {
-      shutdown();
-      return;
-    }
-    if (ec == beast::error::timeout) {
-      // A request that did not arrive in time (or an idle keep-alive): the
-      // slow-loris defence. Only say so when a request had begun.
-      if (parser_ && parser_->got_some()) {
-        stream_.expires_after(std::chrono::seconds(2));
+    reading_ = false;
+    deadline_.cancel();
+    if (timed_out_ && ec) {
+      // A request that did not arrive whole in time (slow-loris) is told so;
+      // an idle keep-alive connection with no byte of a next request is just
+      // closed (RFC 9112 §9.5).
+      if (parser_ && (parser_->got_some() || buffer_.size() > 0)) {
         reject(408, "request not received within the time limit");
       } else {
         shutdown();
       }
       return;
     }
+    if (ec == bhttp::error::end_of_stream || ec == net::error::eof ||
+        ec == net::error::operation_aborted || ec == net::error::connection_reset) {
+      shutdown();
+      return;
+    }
     if (ec == bhttp::error::body_limit) {
-      stream_.expires_after(std::chrono::seconds(5));
       reject(413, "request body exceeds the limit of " +
                       std::to_string(impl_.server.options().max_body_bytes) + " bytes");
       return;
     }
     if (ec == bhttp::error::header_limit) {
-      stream_.expires_after(std::chrono::seconds(5));
       reject(431, "request headers exceed the limit of " +
                       std::to_string(impl_.server.options().max_header_bytes) + " bytes");
       return;
     }
     if (ec) {
-      stream_.expires_after(std::chrono::seconds(5));
       reject(400, "malformed HTTP request: " + ec.message());
       return;
     }
-    stream_.expires_never();
     auto msg = parser_->release();
+    if (!admit(msg)) return;
     Request req;
     req.method = std::string(msg.method_string());
     req.target = std::string(msg.target());
@@ -322,6 +337,29 @@ class Connection : public std::enable_shared_from_this<Connection> {
       spdlog::error("http handler failed: {}", e.what());
       ex->respond(Response::json(500, R"({"error":"internal error"})"));
     }
+  }
+
+  // RFC 9112's checks on the head (request_checks.h); an absolute-form
+  // target is routed as its origin-form, with its host as the Host.
+  bool admit(bhttp::request<bhttp::string_body>& msg) {
+    RequestHead head;
+    head.method = msg.method_string();
+    head.target = msg.target();
+    head.version = msg.version();
+    for (const auto& f : msg) {
+      if (f.name() == bhttp::field::host) head.host.push_back(f.value());
+      if (f.name() == bhttp::field::transfer_encoding) head.transfer_encoding.push_back(f.value());
+    }
+    HeadVerdict v = check_request_head(head);
+    if (v.status) {
+      reject(v.status, v.why);
+      return false;
+    }
+    if (v.absolute_form) {
+      msg.target(v.target);
+      msg.set(bhttp::field::host, v.host);
+    }
+    return true;
   }
 
   // While a handler works on the answer, a read notices the client leaving.
@@ -394,6 +432,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void shutdown() {
     if (dead_) return;
     dead_ = true;
+    deadline_.cancel();
     beast::error_code ignore;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignore);
     stream_.socket().close(ignore);
@@ -405,6 +444,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   Server::Impl& impl_;
   beast::tcp_stream stream_;
+  net::steady_timer deadline_;  // the current request's (see do_read)
+  uint64_t read_seq_ = 0;
+  bool reading_ = false;
+  bool timed_out_ = false;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::string remote_;

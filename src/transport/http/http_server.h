@@ -3,7 +3,9 @@
 // thread) through its Exchange, either with one response or with a stream of
 // chunks (Server-Sent Events), so thousands of idle streams cost memory, not
 // threads. Limits: request header size (431), body size (413), time to
-// receive a whole request (slow clients are cut off), connection count (503).
+// receive a whole request (408, then the connection closes), connection
+// count. Request heads are checked as RFC 9112 requires (request_checks.h)
+// before a handler sees them.
 #pragma once
 
 #include <atomic>
@@ -24,10 +26,12 @@ namespace sandcastle::transport::http {
 
 struct Request {
   std::string method;  // upper case: GET, POST, ...
-  std::string target;  // as sent: path and query
+  std::string target;  // path and query as sent (an absolute-form target reduced to them)
   std::string path;    // percent-decoded path
   std::map<std::string, std::string> query;  // percent-decoded; first value wins
-  std::map<std::string, std::string> headers;  // lower-case names; repeated ones joined by ", "
+  // Lower-case names; repeated ones joined by ", ". "host" is the one valid
+  // Host field, or the authority of an absolute-form target.
+  std::map<std::string, std::string> headers;
   std::string body;
   unsigned version = 11;  // 10 or 11
   std::string remote;     // peer address
@@ -96,9 +100,9 @@ struct ServerOptions {
   size_t threads = 2;
   size_t max_body_bytes = 16 * 1024 * 1024;
   size_t max_header_bytes = 16 * 1024;
-  // A request must arrive whole (headers and body) within this time, and an
-  // idle keep-alive connection is closed after it: a slow-loris client holds
-  // a connection no longer than this.
+  // A request must arrive whole (headers and body) within this time, else
+  // 408 and close; an idle keep-alive connection is closed after it: a
+  // slow-loris client holds a connection no longer than this.
   std::chrono::milliseconds request_timeout{10'000};
   // A stream whose client does not read is dropped once this much is queued.
   size_t max_queued_bytes = 8 * 1024 * 1024;

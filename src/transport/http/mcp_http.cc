@@ -1,6 +1,7 @@
 #include "transport/http/mcp_http_internal.h"
 
 #include "common/base64.h"
+#include "transport/http/authority.h"
 
 namespace sandcastle::transport::http {
 
@@ -19,28 +20,33 @@ std::string presented_key(const Request& req) {
 
 bool host_allowed(const std::string& host_header, const std::vector<std::string>& allowed) {
   if (allowed.empty()) return true;
-  std::string host = lower(host_header);
-  // Strip the port: "[::1]:8181" → "[::1]", "localhost:8181" → "localhost".
-  if (!host.empty() && host.front() == '[') {
-    auto close = host.find(']');
-    if (close != std::string::npos) host = host.substr(0, close + 1);
-  } else if (auto colon = host.rfind(':'); colon != std::string::npos && host.find(':') == colon) {
-    host = host.substr(0, colon);
+  // The host as RFC 3986 reads it, port dropped: "localhost:80@evil.com" is
+  // no host at all, not "localhost".
+  auto host = parse_authority(host_header);
+  if (!host) return false;
+  for (const auto& a : allowed) {
+    auto want = parse_authority(a);
+    if (want ? want->host == host->host : lower(a) == host->host) return true;
   }
-  for (const auto& a : allowed)
-    if (lower(a) == host) return true;
   return false;
 }
 
 bool is_loopback_origin(const std::string& origin) {
-  std::string o = lower(origin);
-  for (const char* scheme : {"http://", "https://"}) {
-    if (o.rfind(scheme, 0) != 0) continue;
-    std::string rest = o.substr(std::string(scheme).size());
-    for (const char* h : {"localhost", "127.0.0.1", "[::1]"}) {
-      std::string hs(h);
-      if (rest == hs || rest.rfind(hs + ":", 0) == 0) return true;
-    }
+  auto o = parse_origin(origin);
+  return o && (o->scheme == "http" || o->scheme == "https") && is_loopback_name(o->authority.host);
+}
+
+bool origin_allowed(const std::string& origin, const std::vector<std::string>& allowed,
+                    bool allow_loopback) {
+  if (std::find(allowed.begin(), allowed.end(), "*") != allowed.end()) return true;
+  auto o = parse_origin(origin);
+  if (!o) return false;  // "null", a list, userinfo, a path: no origin we could vouch for
+  if (allow_loopback && is_loopback_origin(origin)) return true;
+  for (const auto& a : allowed) {
+    auto want = parse_origin(a);
+    if (want && want->scheme == o->scheme && want->authority.host == o->authority.host &&
+        want->authority.port == o->authority.port)
+      return true;
   }
   return false;
 }
@@ -424,12 +430,9 @@ void McpHttp::handle(Request&& req, std::shared_ptr<Exchange> ex) {
     c.reply(Response::json(403, R"({"error":"Forbidden: Host header not allowed"})"));
     return;
   }
-  if (const std::string& origin = req.header("origin"); !origin.empty()) {
-    const auto& allowed = st.options.allowed_origins;
-    bool ok = (st.options.allow_loopback_origins && is_loopback_origin(origin)) ||
-              std::find(allowed.begin(), allowed.end(), origin) != allowed.end() ||
-              std::find(allowed.begin(), allowed.end(), "*") != allowed.end();
-    if (!ok) {
+  if (req.has_header("origin")) {
+    if (!origin_allowed(req.header("origin"), st.options.allowed_origins,
+                        st.options.allow_loopback_origins)) {
       c.reply(Response::json(403, R"({"error":"Forbidden: Origin not allowed"})"));
       return;
     }

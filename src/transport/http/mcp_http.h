@@ -68,10 +68,16 @@ class McpHttp {
 
 // "Bearer x" / X-API-Key / ?api_key=: the key a request presents, or "".
 std::string presented_key(const Request& req);
-// Host header check: true when `host` (with or without port) is allowed.
+// Host header check: true when the field is a valid host[:port] whose host is
+// one of `allowed` (ports ignored), or `allowed` is empty.
 bool host_allowed(const std::string& host_header, const std::vector<std::string>& allowed);
 // True for http(s)://localhost, 127.0.0.1 or [::1] with any port.
 bool is_loopback_origin(const std::string& origin);
+// Origin check: a well-formed serialized origin that is a loopback one (when
+// `allow_loopback`) or equals an entry of `allowed` (scheme, host, port); "*"
+// in `allowed` accepts any value.
+bool origin_allowed(const std::string& origin, const std::vector<std::string>& allowed,
+                    bool allow_loopback);
 // 2026-07-28 header values: plain ASCII or "=?base64?...?=".
 std::string decode_header_value(const std::string& v);
 

@@ -92,5 +92,35 @@ TEST(FileLinks, SignedExpiringLinks) {
   EXPECT_FALSE(other.verify("sbx1", "out dir/a.txt", exp, sig));
 }
 
+TEST(FileLinks, ContentDisposition) {
+  EXPECT_EQ(content_disposition("out dir/report.html", false),
+            "attachment; filename=\"report.html\"");
+  EXPECT_EQ(content_disposition("a.png", true), "inline; filename=\"a.png\"");
+  EXPECT_EQ(content_disposition("dir/", false), "attachment");
+  // Quotes, backslashes, percent signs and control characters never reach
+  // the quoted string; the exact name travels in filename*.
+  EXPECT_EQ(content_disposition("x\"; filename=evil.exe", false),
+            "attachment; filename=\"x_; filename=evil.exe\"; "
+            "filename*=UTF-8''x%22%3B%20filename%3Devil.exe");
+  EXPECT_EQ(content_disposition("a\\b%41\r\n.txt", false),
+            "attachment; filename=\"a_b_41__.txt\"; filename*=UTF-8''a%5Cb%2541%0D%0A.txt");
+  EXPECT_EQ(content_disposition("r\xc3\xa9sum\xc3\xa9.pdf", false),
+            "attachment; filename=\"r__sum__.pdf\"; filename*=UTF-8''r%C3%A9sum%C3%A9.pdf");
+  EXPECT_EQ(content_disposition("bad\xff.bin", false),
+            "attachment; filename=\"bad_.bin\"");  // not UTF-8
+  EXPECT_EQ(content_disposition(std::string_view("a\0b", 3), false),
+            "attachment; filename=\"a_b\"; filename*=UTF-8''a%00b");
+}
+
+TEST(FileLinks, RequestPaths) {
+  EXPECT_TRUE(valid_file_request_path("sb-0123456789ab", "out dir/a.txt"));
+  EXPECT_FALSE(valid_file_request_path("sb-1\nx", "a.txt"));
+  EXPECT_FALSE(valid_file_request_path("", "a.txt"));
+  for (const char* bad : {"../etc/passwd", "a/../../b", "./a", "a//b", "a/", "a/.", ""})
+    EXPECT_FALSE(valid_file_request_path("sb-1", bad)) << bad;
+  EXPECT_FALSE(valid_file_request_path("sb-1", std::string_view("a\0b", 3)));
+  EXPECT_TRUE(valid_file_request_path("sb-1", "..a/b.."));
+}
+
 }  // namespace
 }  // namespace sandcastle::transport::http
