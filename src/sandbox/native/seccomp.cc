@@ -200,9 +200,11 @@ Result<std::string> compile_seccomp_bpf() {
   for (const char* name : kAllowed)
     if (auto st = add(c, SCMP_ACT_ALLOW, name, {}); !st) return st.take_error();
 
-  // Argument filters. Each allows exact values; a value with stray upper
-  // bits matches none of them and is denied, never let through.
-  // clone without any CLONE_NEW* flag (Docker's mask); with one: EPERM.
+  // Argument filters. Each allows exact values, compared on all 64 bits: a
+  // value with stray upper bits (which the kernel would drop, reading an
+  // int) matches none of them and is denied, never let through.
+  // clone without any CLONE_NEW* flag (Docker's mask; clone reads only the
+  // low 32 bits of its flags); with one: EPERM.
   constexpr scmp_datum_t kNewNamespaces = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC |
                                           CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET |
                                           CLONE_NEWCGROUP;
