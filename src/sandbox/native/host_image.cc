@@ -50,13 +50,20 @@ Result<RuntimeDirs> prepare_runtime_dirs() {
   d.etc_template = d.base + "/etc";
   d.root_mount = d.base + "/root";
   d.share = d.base + "/share";
+  d.mask = d.base + "/mask";
   (void)remove_tree(d.base);  // a predecessor with our pid: stale by definition
-  for (const auto& dir : {d.base, d.etc_template, d.root_mount, d.share}) {
+  for (const auto& dir : {d.base, d.etc_template, d.root_mount, d.share, d.mask, d.mask + "/dir"}) {
     if (::mkdir(dir.c_str(), 0755) != 0) return Error::from_errno("mkdir " + dir);
     // World-searchable: in root mode the sandbox's init runs as an
     // unprivileged host uid and must reach these paths.
     if (::chmod(dir.c_str(), 0755) != 0) return Error::from_errno("chmod " + dir);
   }
+  // The masks: empty, and not writable by anyone in a sandbox (in root mode
+  // they belong to a uid no sandbox maps; unprivileged, the mount is read-only
+  // and the mode stops even their owner).
+  if (auto st = write_file(d.mask + "/file", ""); !st) return st.take_error();
+  if (::chmod((d.mask + "/file").c_str(), 0444) != 0 || ::chmod((d.mask + "/dir").c_str(), 0555) != 0)
+    return Error::from_errno("chmod " + d.mask);
   const std::string& e = d.etc_template;
   for (auto [name, content] : {std::pair{"passwd", kPasswd}, {"group", kGroup}, {"hosts", kHosts},
                                {"resolv.conf", kResolv}, {"nsswitch.conf", kNsswitch},
@@ -165,6 +172,12 @@ std::vector<MountOp> host_image_base_plan(const RuntimeDirs& dirs) {
 
   mkdir("proc");
   p.push_back(MountOp{MountKind::kProc, "", "proc", 0, 0, false, ""});
+  // Right after the mount, by init in the user namespace that owns this
+  // procfs: a command has no capability to undo them, and seccomp denies
+  // mount and umount anyway.
+  for (const char* path : kProcMasked) p.push_back(MountOp{MountKind::kMask, dirs.mask, path, 0, 0, false, ""});
+  for (const char* path : kProcReadOnly)
+    p.push_back(MountOp{MountKind::kReadOnlyPath, "", path, 0, 0, false, ""});
 
   // /dev, /dev/shm and /tmp are directories of the root tmpfs, each made a
   // mount of its own (so /dev can be sealed read-only and the others stay

@@ -20,6 +20,8 @@ struct RuntimeDirs {
   std::string etc_template;  // base/etc
   std::string root_mount;    // base/root: where each sandbox mounts its root tmpfs
   std::string share;         // base/share: every sandbox's kSharedDir, read-only
+  std::string mask;          // base/mask: an empty file and an empty directory
+                             // (file, dir), bound over what /proc must hide
 };
 
 // Creates the server's runtime directory and the /etc template. The
@@ -31,7 +33,19 @@ Result<RuntimeDirs> prepare_runtime_dirs();
 // parts: what every sandbox of this server has (binds, /proc, /dev, mount
 // points; done ahead of demand by a prespawned init), and what its spec
 // sizes (the tmpfs mounts), followed by the read-only remounts of /dev and /.
+// /proc is masked and partly read-only as runc's defaults have it
+// (kProcMasked, kProcReadOnly).
 std::vector<MountOp> host_image_base_plan(const RuntimeDirs& dirs);
+
+// What runc (and so Docker) hides in /proc by default, and what it makes
+// read-only; /sys is not mounted in a sandbox at all. Entries this kernel
+// lacks are skipped.
+inline constexpr const char* kProcMasked[] = {
+    "proc/acpi",          "proc/asound",     "proc/interrupts",  "proc/kcore",       "proc/keys",
+    "proc/latency_stats", "proc/timer_list", "proc/timer_stats", "proc/sched_debug", "proc/scsi",
+};
+inline constexpr const char* kProcReadOnly[] = {"proc/bus", "proc/fs", "proc/irq", "proc/sys",
+                                                "proc/sysrq-trigger"};
 std::vector<MountOp> host_image_spec_plan(const SandboxSpec& spec);
 // Both, in order.
 std::vector<MountOp> host_image_plan(const SandboxSpec& spec, const RuntimeDirs& dirs);

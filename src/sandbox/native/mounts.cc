@@ -22,6 +22,8 @@ int set_attrs(const std::string& path, std::uint64_t attrs, bool recursive) {
                                   recursive ? AT_RECURSIVE : 0, &attr, sizeof attr));
 }
 
+constexpr std::uint64_t kSealed = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+
 std::optional<StepError> apply(const std::string& root, const MountOp& op) {
   std::string dst = op.dst.empty() ? root : (root == "/" ? root : root + "/") + op.dst;
   switch (op.kind) {
@@ -98,6 +100,30 @@ std::optional<StepError> apply(const std::string& root, const MountOp& op) {
       // The mount's own flags are restated: a remount sets them too.
       if (::mount(nullptr, dst.c_str(), nullptr, MS_REMOUNT | MS_NOSUID | MS_NODEV, data.c_str()) != 0)
         return step_failed(op.describe());
+      return std::nullopt;
+    }
+    case MountKind::kMask: {
+      // Binds, not tmpfs instances: hiding a directory costs no filesystem.
+      struct stat st {};
+      if (::lstat(dst.c_str(), &st) != 0) {
+        if (errno == ENOENT) return std::nullopt;  // this kernel has no such entry
+        return step_failed(op.describe());
+      }
+      std::string src = op.src + (S_ISDIR(st.st_mode) ? "/dir" : "/file");
+      if (::mount(src.c_str(), dst.c_str(), nullptr, MS_BIND, nullptr) != 0)
+        return step_failed(op.describe());
+      if (set_attrs(dst, kSealed, false) != 0) return step_failed("restrict " + op.describe());
+      return std::nullopt;
+    }
+    case MountKind::kReadOnlyPath: {
+      struct stat st {};
+      if (::lstat(dst.c_str(), &st) != 0) {
+        if (errno == ENOENT) return std::nullopt;
+        return step_failed(op.describe());
+      }
+      if (::mount(dst.c_str(), dst.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
+        return step_failed(op.describe());
+      if (set_attrs(dst, kSealed, true) != 0) return step_failed("restrict " + op.describe());
       return std::nullopt;
     }
   }

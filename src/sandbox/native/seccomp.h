@@ -3,19 +3,31 @@
 // not link libseccomp; each exec child just loads the program).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "common/result.h"
 
 namespace sandcastle::sandbox::native {
 
-// Denies (EPERM unless noted): mount family and new mount API, pivot_root,
-// chroot, ptrace, process_vm_*, kexec, bpf, perf_event_open, key management,
-// userfaultfd, unshare, setns, clone with CLONE_NEW* flags, clone3 (ENOSYS so
-// libc falls back to clone, whose flags we can inspect), open_by_handle_at,
-// module loading, swapon/off, reboot, ioctl TIOCSTI/TIOCLINUX, clock and
-// time setting, io_uring, acct, quotactl, syslog, and every syscall of a
-// foreign architecture (x32, i386).
+// The highest syscall number the policy knows (file_setattr, Linux 6.17).
+// Anything above it on the native architecture gets ENOSYS, as runc answers
+// for calls newer than its profile: a program probing a future call falls
+// back to an older one, which the policy does cover.
+constexpr std::uint32_t kSeccompLastKnownSyscall = 469;
+
+// An allowlist: what Docker's default profile allows a container without
+// added capabilities (moby profiles/seccomp/default.json), minus a few calls
+// we deny as well (see seccomp.cc). Everything else is EPERM, with these
+// argument filters:
+//   - clone with any CLONE_NEW* flag: EPERM; clone3: ENOSYS (its flags are in
+//     memory seccomp cannot read, so libc falls back to clone);
+//   - personality: only 0, PER_LINUX32, UNAME26, both, and 0xffffffff (query);
+//   - socket: AF_UNIX, AF_INET, AF_INET6, and AF_NETLINK with NETLINK_ROUTE or
+//     NETLINK_SOCK_DIAG; socketpair: AF_UNIX;
+//   - ioctl TIOCSTI, TIOCLINUX, TIOCSETD: EPERM;
+// numbers above kSeccompLastKnownSyscall: ENOSYS; every syscall of a foreign
+// architecture (x32, i386): EPERM.
 Result<std::string> compile_seccomp_bpf();
 
 }  // namespace sandcastle::sandbox::native

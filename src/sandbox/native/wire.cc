@@ -52,6 +52,8 @@ std::string MountOp::describe() const {
     case MountKind::kReadOnly: return "remount read-only /" + dst;
     case MountKind::kSubmount: return "bind /" + dst + " onto itself";
     case MountKind::kResize: return "resize tmpfs /" + dst;
+    case MountKind::kMask: return "mask /" + dst;
+    case MountKind::kReadOnlyPath: return "bind /" + dst + " onto itself read-only";
   }
   return "mount op";
 }
@@ -77,7 +79,7 @@ bool get_mounts(WireReader& r, std::vector<MountOp>& out) {
   for (std::uint32_t i = 0; i < n && r.ok(); ++i) {
     MountOp m;
     std::uint32_t kind = r.u32();
-    if (kind < 1 || kind > static_cast<std::uint32_t>(MountKind::kResize)) return false;
+    if (kind < 1 || kind > static_cast<std::uint32_t>(MountKind::kReadOnlyPath)) return false;
     m.kind = static_cast<MountKind>(kind);
     m.src = r.str();
     m.dst = r.str();

@@ -62,6 +62,9 @@ enum class MountKind : std::uint32_t {
   kSubmount,     // bind dst onto itself: its own mount of the same filesystem
                  // (writable or not, "noexec" in options), nosuid/nodev
   kResize,       // remount the tmpfs at dst with size (and options)
+  kMask,         // hide dst (if it exists) under src/file or src/dir, empty
+                 // and read-only, whichever matches dst's type
+  kReadOnlyPath, // bind dst (if it exists) onto itself, read-only, recursively
 };
 
 struct MountOp {
