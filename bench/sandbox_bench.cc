@@ -1,5 +1,6 @@
 // Sandbox start-up and exec cost against the usual baselines, in one run:
-//   ./build/sandbox_bench [iterations] [pause-ms]
+//   ./build/sandbox_bench [iterations] [pause-ms] [file-iterations]
+//   ./build/sandbox_bench files [file-iterations]   only the file section
 // Prints medians (ms) and ratios to `unshare -m -p -n -i -u -f` and bwrap,
 // the targets of issue 3, in two ways:
 //   paced:        one iteration every pause-ms (default 20), as requests come
@@ -9,15 +10,20 @@
 //                 all (the kernel's namespace and cgroup work included).
 // and the load average before and after (a busy machine inflates every
 // column; compare ratios, and rerun when load > 0.5).
+// The file section (issue 13) times Sandbox::write_file and Sandbox::read_file
+// of 64 MiB and 256 MiB on one native sandbox, below the MCP layer, and
+// prints MiB/s (target: the file channel moves >= 1 GiB/s).
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -94,10 +100,111 @@ std::string loadavg() {
   return a + " " + b + " " + c;
 }
 
+// Sandbox::write_file / read_file of large files on one sandbox, `n` times
+// each per size (a fresh file per write: the previous one is removed,
+// untimed). Returns the exit status.
+int file_bench(Backend& b, int n) {
+  std::string load_before = loadavg();
+  SpecOptions o;
+  // Limits well above the files moved, so no limit shapes the figures (once
+  // writes happen inside the sandbox, its memory holds the tmpfs pages).
+  o.limits.memory_bytes = 2048 * kMiB;
+  o.limits.disk_bytes = 1024 * kMiB;
+  o.limits.file_size_bytes = 512 * kMiB;
+  auto spec = SandboxSpec::create(o);
+  if (!spec) {
+    std::fprintf(stderr, "file bench spec: %s\n", spec.error().message().c_str());
+    return 1;
+  }
+  auto sb = b.create(*spec);
+  if (!sb) {
+    std::fprintf(stderr, "file bench sandbox: %s\n", sb.error().message().c_str());
+    return 1;
+  }
+  Sandbox& s = **sb;
+  struct Row {
+    std::uint64_t mib;
+    std::vector<double> write_ms, read_ms;
+  };
+  std::vector<Row> rows;
+  auto fail = [&](const char* what, const sandcastle::Error& e) {
+    std::fprintf(stderr, "file bench %s: %s\n", what, e.message().c_str());
+    (void)s.destroy();
+    return 1;
+  };
+  for (std::uint64_t mib : {64u, 256u}) {
+    const std::uint64_t size = mib * kMiB;
+    // Incompressible-looking bytes (xorshift), so no zero-page shortcut helps.
+    std::string data(size, '\0');
+    std::uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (std::uint64_t i = 0; i + 8 <= size; i += 8) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      std::memcpy(&data[i], &x, 8);
+    }
+    const std::string path = "/workspace/big.bin";
+    Row row{mib, {}, {}};
+    for (int i = -1; i < n; ++i) {  // i == -1: warm-up, content checked
+      (void)s.remove(path);
+      auto t0 = Clock::now();
+      if (auto w = s.write_file(path, data, 0644); !w.ok()) return fail("write_file", w.error());
+      auto t1 = Clock::now();
+      auto r = s.read_file(path, size);
+      auto t2 = Clock::now();
+      if (!r) return fail("read_file", r.error());
+      if (r->size() != size || (i < 0 && *r != data)) {
+        std::fprintf(
+            stderr,
+            "file bench: read_file returned %zu bytes (or other bytes), not the %llu written\n",
+            r->size(), static_cast<unsigned long long>(size));
+        (void)s.destroy();
+        return 1;
+      }
+      if (i < 0) continue;
+      row.write_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      row.read_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+    }
+    (void)s.remove(path);
+    rows.push_back(std::move(row));
+  }
+  (void)s.destroy();
+
+  std::printf(
+      "sandbox_bench files: Sandbox::write_file / read_file on one native sandbox, "
+      "%d iterations per size (%s); load average before: %s, after: %s\n",
+      n, geteuid() == 0 ? "root" : "unprivileged", load_before.c_str(), loadavg().c_str());
+  std::printf("%-26s %10s %12s %22s   %s\n", "case", "p50 ms", "p50 MiB/s",
+              "MiB/s (slowest-fastest)", "target (issue 13)");
+  for (auto& r : rows) {
+    for (auto [op, v] :
+         {std::pair{"write_file", &r.write_ms}, std::pair{"read_file", &r.read_ms}}) {
+      std::sort(v->begin(), v->end());
+      const double p50 = (*v)[v->size() / 2];
+      const double mibs = static_cast<double>(r.mib) / (p50 / 1000);
+      const double slow = static_cast<double>(r.mib) / (v->back() / 1000);
+      const double fast = static_cast<double>(r.mib) / (v->front() / 1000);
+      std::printf("%-26s %10.1f %12.0f %10.0f-%-11.0f   >= 1024 MiB/s: %s\n",
+                  (std::string(op) + " " + std::to_string(r.mib) + " MiB").c_str(), p50, mibs, slow,
+                  fast, mibs >= 1024 ? "met" : "NOT met");
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int n = argc > 1 ? std::atoi(argv[1]) : 50;
+  const bool files_only = argc > 1 && std::strcmp(argv[1], "files") == 0;
+  int n = !files_only && argc > 1 ? std::atoi(argv[1]) : 50;
+  int file_n =
+      files_only ? (argc > 2 ? std::atoi(argv[2]) : 10) : (argc > 3 ? std::atoi(argv[3]) : 10);
+  if (n < 1 || file_n < 1) {
+    std::fprintf(stderr,
+                 "usage: sandbox_bench [iterations] [pause-ms] [file-iterations] | files "
+                 "[file-iterations]\n");
+    return 2;
+  }
   std::string load_before = loadavg();
   auto backend = native::NativeBackend::create();
   if (!backend) {
@@ -105,6 +212,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   Backend& b = **backend;
+  if (files_only) return file_bench(b, file_n);
   SandboxSpec spec = SandboxSpec::defaults();
   const std::vector<std::string> kTrue = {"/bin/true"};
   const std::vector<std::string> kPy = {"/usr/bin/python3", "-c", "print(1)"};
@@ -206,5 +314,7 @@ int main(int argc, char** argv) {
   }
   std::printf("\nphases of create+exec+destroy /bin/true, back to back (medians, ms): create %.3f, exec %.3f, destroy %.3f\n",
               med(t_create), med(t_exec), med(t_destroy));
-  return 0;
+  std::printf("\n");
+  std::fflush(stdout);
+  return file_bench(b, file_n);
 }
