@@ -53,6 +53,14 @@ function pct(xs, p) {
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
 }
 const stats = (xs) => ({ n: xs.length, p50: pct(xs, 50), p99: pct(xs, 99), min: pct(xs, 0), max: pct(xs, 100) });
+// Each target's stats; with two targets also the median of the ratios of
+// calls made one after the other (pairs), which drift on a busy machine
+// disturbs less than the ratio of the two p50s.
+function summary(samples) {
+  const s = { ...samples.map(stats) };  // "0": sandcastle, "1": baseline
+  if (samples.length === 2) s.paired = pct(samples[0].map((x, i) => x / samples[1][i]), 50);
+  return s;
+}
 const ms = (x) => (Number.isFinite(x) ? (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(3)) : 'n/a');
 const ratio = (a, b) => (Number.isFinite(a / b) ? `${(a / b).toFixed(2)}×` : 'n/a');
 const mb = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
@@ -131,7 +139,7 @@ async function probeCap(what, size, attempt) {
 
 async function benchFiles(targets, opts) {
   const out = {};
-  const rows = (key, samples) => { out[key] = samples.map(stats); };
+  const rows = (key, samples) => { out[key] = summary(samples); };
 
   // ping: the floor of a round trip.
   rows('ping', await alternate(targets, opts.iterations, async (t) => (await t.c.request('ping', {})).t));
@@ -245,10 +253,10 @@ async function benchExec(targets, opts) {
     return r.t;
   };
   await alternate(targets, 5, oneShot);
-  out.oneshot = (await alternate(targets, opts.oneshot, oneShot)).map(stats);
+  out.oneshot = summary(await alternate(targets, opts.oneshot, oneShot));
   const cell = async (t) => (await t.c.callOk('execute_code', { sandbox_id: t.kernel, code: 'x += 1' })).t;
   await alternate(targets, 100, cell);
-  out.cell = (await alternate(targets, opts.iterations, cell)).map(stats);
+  out.cell = summary(await alternate(targets, opts.iterations, cell));
   return out;
 }
 
@@ -281,7 +289,7 @@ async function main() {
   const load1 = loadavg();
 
   if (opts.json) {
-    console.log(JSON.stringify({ binaries: targets.map((t) => t.bin), load: [load0, load1], ...f, ...x,
+    console.log(JSON.stringify({ binaries: targets.map((t) => t.bin), targets: targets.map((t) => t.label), load: [load0, load1], ...f, ...x,
       peak_rss_kib: peak }, null, 2));
     return;
   }
@@ -299,9 +307,9 @@ async function main() {
       `read ${b.readCaps.map((c) => `${c / MiB} MiB`).join(' / ')}${two ? ' (sandcastle / baseline)' : ''}); ` +
       `largest write request ${b.writeSent.map(mb).join(' / ')}, largest read response ${b.readBytes.map(mb).join(' / ')}.`,
     '',
-    two ? '| measure | sandcastle p50 / p99 | baseline p50 / p99 | ratio p50 / p99 | target |'
+    two ? '| measure | sandcastle p50 / p99 | baseline p50 / p99 | ratio p50 / p99 | paired ratio | target (on the p50 ratio) |'
       : '| measure | p50 / p99 (min–max) | target |',
-    two ? '|---|---:|---:|---:|---|' : '|---|---:|---|',
+    two ? '|---|---:|---:|---:|---:|---|' : '|---|---:|---|',
   ];
   const row = (label, s, target, extra = () => '') => {
     const cell = (v) => `${ms(v.p50)} / ${ms(v.p99)}${extra(v)}`;
@@ -311,9 +319,10 @@ async function main() {
     }
     const r50 = s[0].p50 / s[1].p50;
     lines.push(`| ${label} | ${cell(s[0])} | ${cell(s[1])} | ${ratio(s[0].p50, s[1].p50)} / ${ratio(s[0].p99, s[1].p99)} | ` +
+      `${s.paired.toFixed(2)}× | ` +
       `${target ? `${target.text} ${pass(r50 <= target.max)}` : ''} |`);
   };
-  const thr = (v) => `, ${mibs(b.size, v.p50)}`;
+  const thr = (v) => ` (${mibs(b.size, v.p50)} at p50)`;
   row('`ping` (floor of a round trip)', f.ping);
   row('`write_file` 4 KiB text', f.write4k, { text: 'p50 ≤ 1.5×', max: 1.5 });
   row('`read_file` 4 KiB text', f.read4k, { text: 'p50 ≤ 1.5×', max: 1.5 });
@@ -323,7 +332,7 @@ async function main() {
   row('one-shot `execute_code` print(1)', x.oneshot, { text: `unchanged (≤ ${NOISE}×)`, max: NOISE });
   row('warm kernel `execute_code` x += 1', x.cell, { text: `unchanged (≤ ${NOISE}×)`, max: NOISE });
   lines.push(two
-    ? `| server peak RSS (VmHWM) after the run | ${(peak[0] / 1024).toFixed(0)} MiB | ${(peak[1] / 1024).toFixed(0)} MiB | ${ratio(peak[0], peak[1])} | |`
+    ? `| server peak RSS (VmHWM) after the run | ${(peak[0] / 1024).toFixed(0)} MiB | ${(peak[1] / 1024).toFixed(0)} MiB | ${ratio(peak[0], peak[1])} | | |`
     : `| server peak RSS (VmHWM) after the run | ${(peak[0] / 1024).toFixed(0)} MiB | |`);
   console.log(lines.join('\n'));
 }
