@@ -123,15 +123,21 @@ function okOrThrow(res, what) {
 
 // The largest call a server accepts, starting from `size` bytes: its
 // refusal names the cap (today "the 33554432-byte limit of one write", "one
-// read returns at most 33554432 bytes"); a refusal without a number halves.
+// read returns at most 33554432 bytes"), taken as the largest number in it
+// below the size asked; a refusal without one halves the size.
 async function probeCap(what, size, attempt) {
   let n = size;
   for (;;) {
-    const res = await attempt(n);
+    let res;
+    try {
+      res = await attempt(n);
+    } catch (e) {  // a JSON-RPC error (e.g. a message-size limit) counts as a refusal
+      res = { isError: true, r: { content: [{ text: String(e.message) }] } };
+    }
     if (!res.isError) return n;
     const text = errorText(res);
-    const m = text.match(/(\d+)-byte limit/) ?? text.match(/at most (\d+) bytes/);
-    const next = m && Number(m[1]) < n ? Number(m[1]) : Math.floor(n / 2);
+    const named = (text.match(/\d+/g) ?? []).map(Number).filter((v) => v >= MiB && v < n);
+    const next = named.length ? Math.max(...named) : Math.floor(n / 2);
     if (next < MiB) throw new Error(`${what}: refused even ${n} bytes: ${text.slice(0, 300)}`);
     n = next;
   }
