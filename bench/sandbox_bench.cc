@@ -1,5 +1,6 @@
 // Sandbox start-up and exec cost against the usual baselines, in one run:
-//   ./build/sandbox_bench [iterations] [pause-ms]
+//   ./build/sandbox_bench [iterations] [pause-ms] [file-iterations]
+//   ./build/sandbox_bench files [file-iterations]   only the file section
 // Prints medians (ms) and ratios to `unshare -m -p -n -i -u -f` and bwrap,
 // the targets of issue 3, in two ways:
 //   paced:        one iteration every pause-ms (default 20), as requests come
@@ -9,16 +10,25 @@
 //                 all (the kernel's namespace and cgroup work included).
 // and the load average before and after (a busy machine inflates every
 // column; compare ratios, and rerun when load > 0.5).
+// The file section (issue 13) times Sandbox::write_file and Sandbox::read_file
+// of 64 MiB and 256 MiB on one native sandbox, below the MCP layer, and
+// prints MiB/s (target: the file channel moves >= 1 GiB/s), beside plain
+// write(2)/read(2) of the same bytes on a host tmpfs in the same loop.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <functional>
+#include <memory>
+#include <tuple>
 #include <string>
 #include <thread>
 #include <vector>
@@ -94,10 +104,164 @@ std::string loadavg() {
   return a + " " + b + " " + c;
 }
 
+// The same bytes written to and read back from a file on a host tmpfs
+// (/dev/shm) with plain write(2)/read(2) into a fresh buffer: the floor
+// any file channel is compared with, measured in the same loop, so a busy
+// machine shows in both columns.
+bool direct_write(const std::string& path, const std::string& data) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  std::size_t done = 0;
+  while (done < data.size()) {
+    ssize_t w = ::write(fd, data.data() + done, data.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    done += static_cast<std::size_t>(w);
+  }
+  return ::close(fd) == 0 && done == data.size();
+}
+
+bool direct_read(const std::string& path, std::size_t size) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::unique_ptr<char[]> out(new char[size]);  // uninitialised: read(2) is the first touch
+  std::size_t done = 0;
+  while (done < size) {
+    ssize_t r = ::read(fd, out.get() + done, size - done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    done += static_cast<std::size_t>(r);
+  }
+  ::close(fd);
+  return done == size;
+}
+
+// Sandbox::write_file / read_file of large files on one sandbox, `n` times
+// each per size (a fresh file per write: the previous one is removed,
+// untimed), beside the direct tmpfs floor. Returns the exit status.
+int file_bench(Backend& b, int n) {
+  std::string load_before = loadavg();
+  SpecOptions o;
+  // Limits well above the files moved, so no limit shapes the figures (once
+  // writes happen inside the sandbox, its memory holds the tmpfs pages).
+  o.limits.memory_bytes = 2048 * kMiB;
+  o.limits.disk_bytes = 1024 * kMiB;
+  o.limits.file_size_bytes = 512 * kMiB;
+  auto spec = SandboxSpec::create(o);
+  if (!spec) {
+    std::fprintf(stderr, "file bench spec: %s\n", spec.error().message().c_str());
+    return 1;
+  }
+  auto sb = b.create(*spec);
+  if (!sb) {
+    std::fprintf(stderr, "file bench sandbox: %s\n", sb.error().message().c_str());
+    return 1;
+  }
+  Sandbox& s = **sb;
+  const std::string direct = "/dev/shm/sandcastle_bench_" + std::to_string(getpid());
+  struct Row {
+    std::uint64_t mib;
+    std::vector<double> write_ms, read_ms, direct_write_ms, direct_read_ms;
+  };
+  std::vector<Row> rows;
+  auto fail = [&](const char* what, const std::string& why) {
+    std::fprintf(stderr, "file bench %s: %s\n", what, why.c_str());
+    (void)s.destroy();
+    ::unlink(direct.c_str());
+    return 1;
+  };
+  auto ms = [](Clock::time_point a, Clock::time_point z) {
+    return std::chrono::duration<double, std::milli>(z - a).count();
+  };
+  for (std::uint64_t mib : {64u, 256u}) {
+    const std::uint64_t size = mib * kMiB;
+    // Incompressible-looking bytes (xorshift), so no zero-page shortcut helps.
+    std::string data(size, '\0');
+    std::uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (std::uint64_t i = 0; i + 8 <= size; i += 8) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      std::memcpy(&data[i], &x, 8);
+    }
+    const std::string path = "/workspace/big.bin";
+    Row row{mib, {}, {}, {}, {}};
+    for (int i = -1; i < n; ++i) {  // i == -1: warm-up, content checked
+      (void)s.remove(path);
+      auto t0 = Clock::now();
+      if (auto w = s.write_file(path, data, 0644); !w.ok())
+        return fail("write_file", w.error().message());
+      auto t1 = Clock::now();
+      auto r = s.read_file(path, size);
+      auto t2 = Clock::now();
+      if (!r) return fail("read_file", r.error().message());
+      if (r->size() != size || (i < 0 && *r != data))
+        return fail("read_file", "returned " + std::to_string(r->size()) +
+                                     " bytes (or other bytes), not the " + std::to_string(size) +
+                                     " written");
+      r = std::string();  // freed before the direct pass, as the sandbox pass's was
+      ::unlink(direct.c_str());
+      auto t3 = Clock::now();
+      if (!direct_write(direct, data))
+        return fail("direct write", direct + ": " + std::strerror(errno));
+      auto t4 = Clock::now();
+      if (!direct_read(direct, size))
+        return fail("direct read", direct + ": " + std::strerror(errno));
+      auto t5 = Clock::now();
+      if (i < 0) continue;
+      row.write_ms.push_back(ms(t0, t1));
+      row.read_ms.push_back(ms(t1, t2));
+      row.direct_write_ms.push_back(ms(t3, t4));
+      row.direct_read_ms.push_back(ms(t4, t5));
+    }
+    (void)s.remove(path);
+    ::unlink(direct.c_str());
+    rows.push_back(std::move(row));
+  }
+  (void)s.destroy();
+
+  std::printf(
+      "sandbox_bench files: Sandbox::write_file / read_file on one native sandbox, beside "
+      "write(2)/read(2) "
+      "of the same bytes on a host tmpfs (/dev/shm), %d iterations per size (%s); load average "
+      "before: %s, "
+      "after: %s\n",
+      n, geteuid() == 0 ? "root" : "unprivileged", load_before.c_str(), loadavg().c_str());
+  std::printf("%-20s %9s %10s %22s %13s %10s   %s\n", "case", "p50 ms", "p50 MiB/s",
+              "MiB/s (slowest-fastest)", "direct MiB/s", "of direct", "target (issue 13)");
+  auto p50 = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  for (auto& r : rows) {
+    for (auto [op, v, d] : {std::tuple{"write_file", &r.write_ms, &r.direct_write_ms},
+                            std::tuple{"read_file", &r.read_ms, &r.direct_read_ms}}) {
+      const double mid = p50(*v);
+      const double mib = static_cast<double>(r.mib);
+      const double mibs = mib / (mid / 1000);
+      const double direct_mibs = mib / (p50(*d) / 1000);
+      std::printf("%-20s %9.1f %10.0f %10.0f-%-11.0f %13.0f %9.0f%%   >= 1024 MiB/s: %s\n",
+                  (std::string(op) + " " + std::to_string(r.mib) + " MiB").c_str(), mid, mibs,
+                  mib / (v->back() / 1000), mib / (v->front() / 1000), direct_mibs,
+                  100 * mibs / direct_mibs, mibs >= 1024 ? "met" : "NOT met");
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int n = argc > 1 ? std::atoi(argv[1]) : 50;
+  const bool files_only = argc > 1 && std::strcmp(argv[1], "files") == 0;
+  int n = !files_only && argc > 1 ? std::atoi(argv[1]) : 50;
+  int file_n =
+      files_only ? (argc > 2 ? std::atoi(argv[2]) : 10) : (argc > 3 ? std::atoi(argv[3]) : 10);
+  if (n < 1 || file_n < 1) {
+    std::fprintf(stderr,
+                 "usage: sandbox_bench [iterations] [pause-ms] [file-iterations] | files "
+                 "[file-iterations]\n");
+    return 2;
+  }
   std::string load_before = loadavg();
   auto backend = native::NativeBackend::create();
   if (!backend) {
@@ -105,6 +269,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   Backend& b = **backend;
+  if (files_only) return file_bench(b, file_n);
   SandboxSpec spec = SandboxSpec::defaults();
   const std::vector<std::string> kTrue = {"/bin/true"};
   const std::vector<std::string> kPy = {"/usr/bin/python3", "-c", "print(1)"};
@@ -206,5 +371,7 @@ int main(int argc, char** argv) {
   }
   std::printf("\nphases of create+exec+destroy /bin/true, back to back (medians, ms): create %.3f, exec %.3f, destroy %.3f\n",
               med(t_create), med(t_exec), med(t_destroy));
-  return 0;
+  std::printf("\n");
+  std::fflush(stdout);
+  return file_bench(b, file_n);
 }
