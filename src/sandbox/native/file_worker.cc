@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
+#include <sys/sendfile.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -47,7 +47,7 @@ namespace {
 // One operation may take this long; then SIGALRM ends the worker (the server
 // gives up a little later and starts a new one on the next call).
 constexpr unsigned kOpSeconds = 120;
-constexpr std::size_t kChunk = 256 * 1024;
+constexpr std::size_t kChunk = 1024 * 1024;
 // Listing entries are batched into one send of about this size.
 constexpr std::size_t kListBatch = 64 * 1024;
 
@@ -149,6 +149,28 @@ FileReply make_dirs(const std::string& path) {
   return {};
 }
 
+// Files that do not know their size (procfs, sysfs: st_size 0) are read
+// until EOF, at most req.length bytes, through the buffer.
+bool send_until_eof(int sock, int fd, const FileRequest& req, char* buf) {
+  off_t off = static_cast<off_t>(req.offset);
+  std::uint64_t left = req.length;
+  bool ok = true;
+  while (ok && left > 0) {
+    const std::size_t want = left < kChunk ? static_cast<std::size_t>(left) : kChunk;
+    ssize_t n = ::pread(fd, buf, want, off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    const std::uint32_t len = static_cast<std::uint32_t>(n);
+    ok = send_all(sock, std::string_view(reinterpret_cast<const char*>(&len), sizeof len)) &&
+         send_all(sock, std::string_view(buf, len));
+    off += n;
+    left -= len;
+  }
+  ::close(fd);
+  const std::uint32_t end = 0;
+  return ok && send_all(sock, std::string_view(reinterpret_cast<const char*>(&end), sizeof end));
+}
+
 // read: the reply, then chunks (u32 length + bytes), then a zero length. A
 // file that grows or shrinks meanwhile just ends where its bytes end; the
 // server bounds the total by what it asked for.
@@ -181,34 +203,30 @@ bool do_read(int sock, const FileRequest& req, char* buf) {
     ::close(fd);
     return sent;
   }
+  if (st.st_size == 0) return send_until_eof(sock, fd, req, buf);
+  // Chunks as long as the file says it has left (st_size at open); sendfile
+  // moves each from the page cache to the socket without a copy through us.
+  // A file that shrinks meanwhile has its chunk filled with zeros (the
+  // sandbox's own data to corrupt); one that grows ends at the old size.
   off_t off = static_cast<off_t>(req.offset);
-  std::uint64_t left = req.length;
+  std::uint64_t left = avail < req.length ? avail : req.length;
   bool ok = true;
   while (ok && left > 0) {
-    const std::size_t want = left < kChunk ? static_cast<std::size_t>(left) : kChunk;
-    ssize_t n = ::pread(fd, buf, want, off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    std::uint32_t len = static_cast<std::uint32_t>(n);
-    struct iovec iov[2] = {{&len, sizeof len}, {buf, static_cast<std::size_t>(n)}};
-    struct msghdr mh {};
-    mh.msg_iov = iov;
-    mh.msg_iovlen = 2;
-    ssize_t s;
-    do {
-      s = ::sendmsg(sock, &mh, MSG_NOSIGNAL);
-    } while (s < 0 && errno == EINTR);
-    if (s < 0)
-      ok = false;
-    else if (static_cast<std::size_t>(s) < sizeof len + static_cast<std::size_t>(n)) {
-      // A partial send: the rest goes out byte-exact.
-      std::string rest;
-      rest.append(reinterpret_cast<const char*>(&len), sizeof len);
-      rest.append(buf, static_cast<std::size_t>(n));
-      ok = send_all(sock, std::string_view(rest).substr(static_cast<std::size_t>(s)));
+    const std::uint32_t n = static_cast<std::uint32_t>(left < kChunk ? left : kChunk);
+    ok = send_all(sock, std::string_view(reinterpret_cast<const char*>(&n), sizeof n));
+    std::uint32_t moved = 0;
+    while (ok && moved < n) {
+      ssize_t k = ::sendfile(sock, fd, &off, n - moved);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) {
+        std::memset(buf, 0, n - moved);
+        ok = send_all(sock, std::string_view(buf, n - moved));
+        left = n;  // this chunk is the last
+        break;
+      }
+      moved += static_cast<std::uint32_t>(k);
     }
-    off += n;
-    left -= static_cast<std::uint64_t>(n);
+    left -= n;
   }
   ::close(fd);
   const std::uint32_t end = 0;
