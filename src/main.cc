@@ -3,6 +3,7 @@
 // flags), builds the backend, the sandbox manager and the tools, and hands
 // them to a transport (stdio, or HTTP with API keys and file links).
 #include <CLI/CLI.hpp>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -167,6 +168,11 @@ void wait_for_termination() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Buffers of 1 MiB and more (file data, large replies) are mmapped and
+  // given back on free. glibc otherwise raises its mmap threshold to the
+  // largest size freed so far and keeps later ones in its arenas: the
+  // memory a burst of large transfers once needed would stay the server's.
+  mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
   CLI::App app{"sandcastle: an MCP server that runs code safely in isolated sandboxes"};
   app.set_version_flag("--version", std::string("sandcastle ") + SANDCASTLE_VERSION);
   // Flags that mirror a configuration setting are collected as text and
@@ -377,7 +383,7 @@ int main(int argc, char** argv) {
           if (!read.ok()) return read.take_error();
           auto* file = &read->file;
           if (file->too_large)
-            return Error::make(ErrorCode::kResourceExhausted, "the file is " + std::to_string(file->size) +
+            return Error::make(ErrorCode::kFailedPrecondition, "the file is " + std::to_string(file->size) +
                                                                   " bytes, above the " + std::to_string(max_file) +
                                                                   "-byte limit of a file link");
           return std::move(file->data);

@@ -236,11 +236,28 @@ void FileLinks::serve(const Request& req, std::shared_ptr<Exchange> ex) {
   // headers above even HTML or SVG shown inline runs nothing and reaches
   // nothing.
   const bool as_inline = q("inline") == "1";
-  // Sandbox file reads can block: off the I/O thread.
+  // Sandbox file reads can block: off the I/O thread, a bounded number at
+  // once (a flood of link requests must not become a flood of threads).
+  if (active_.fetch_add(1) >= kMaxConcurrentReads) {
+    active_.fetch_sub(1);
+    Response busy = file_error(503, "Service Unavailable: too many file downloads at once; retry shortly");
+    busy.headers.emplace_back("Retry-After", "1");
+    ex->respond(std::move(busy));
+    return;
+  }
   std::thread([this, ex, sandbox_id, owner, path, head, range, as_inline] {
+    struct Done {
+      std::atomic<int>& n;
+      ~Done() { n.fetch_sub(1); }
+    } done{active_};
     auto data = reader_(sandbox_id, owner, path);
     if (!data.ok()) {
-      int status = data.error().code == ErrorCode::kNotFound ? 404 : 500;
+      // A FIFO, device or too large a file: 409; the transfer budget busy: 503.
+      const ErrorCode code = data.error().code;
+      int status = code == ErrorCode::kNotFound             ? 404
+                   : code == ErrorCode::kFailedPrecondition ? 409
+                   : code == ErrorCode::kResourceExhausted  ? 503
+                                                            : 500;
       if (data.error().code == ErrorCode::kNotFound && data.error().context.find("sandbox") != std::string::npos) {
         std::lock_guard lock(mu_);
         owners_.erase(sandbox_id);

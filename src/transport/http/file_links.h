@@ -6,6 +6,7 @@
 // CSP sandbox, so a sandbox's HTML never runs as the server's origin.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -52,6 +53,9 @@ class FileLinks {
   std::string secret_;
   std::mutex mu_;
   std::map<std::string, std::string> owners_;  // sandbox id → owner
+  // Downloads being read from sandboxes now (each on a thread of its own).
+  static constexpr int kMaxConcurrentReads = 32;
+  std::atomic<int> active_{0};
 };
 
 // The Content-Security-Policy of every /files/ answer: an opaque-origin
