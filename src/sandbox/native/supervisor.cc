@@ -17,11 +17,13 @@
 #include <cstring>
 #include <string>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "sandbox/native/caps.h"
 #include "sandbox/native/fd_passing.h"
 #include "sandbox/native/init_loop.h"
+#include "sandbox/native/net.h"
 #include "sandbox/native/rlimits.h"
 
 namespace sandcastle::sandbox::native {
@@ -177,9 +179,27 @@ void send_setup_error(int report_fd, int err, const std::string& step) {
   fail_child(error_fd, exec_command(prepared));
 }
 
+// An exec with a listen_port: init cloned this supervisor into a network
+// namespace of its own (the command, forked since, is in it too). `lo` up,
+// the listener opened and sent to the server before the command has its
+// request, so its first connect finds it listening; our copy is closed, so
+// the server's is the only one.
+std::optional<StepError> hand_over_listener(int report_fd, bool own_netns, std::uint16_t port) {
+  if (!own_netns || port == 0) return step_failed("listener without a network namespace of its own", EPROTO);
+  if (auto e = bring_loopback_up()) return e;
+  int listener = -1;
+  if (auto e = open_loopback_listener(port, &listener)) return e;
+  ExecReport rep;
+  rep.kind = ReportKind::kListener;
+  int err = send_with_fds(report_fd, encode(rep), &listener, 1);
+  ::close(listener);
+  if (err != 0) return step_failed("send listener", err);
+  return std::nullopt;
+}
+
 }  // namespace
 
-[[noreturn]] void run_supervisor(int slot_fd, const InitConfig& config, int signal_fd) {
+[[noreturn]] void run_supervisor(int slot_fd, const InitConfig& config, int signal_fd, bool own_netns) {
   prctl(PR_SET_NAME, "sc-supervisor", 0, 0, 0);
   int errpipe[2], childsock[2];
   bool ok = ::pipe2(errpipe, O_CLOEXEC) == 0;
@@ -229,6 +249,13 @@ void send_setup_error(int report_fd, int err, const std::string& step) {
     send_setup_error(fds.report, setup_errno, setup_step);
     ::kill(-1, SIGKILL);
     _exit(1);
+  }
+  if (own_netns || req->listen_port != 0) {
+    if (auto e = hand_over_listener(fds.report, own_netns, req->listen_port)) {
+      send_setup_error(fds.report, e->err == 0 ? EIO : e->err, e->step);
+      ::kill(-1, SIGKILL);
+      _exit(1);
+    }
   }
   std::int64_t deadline = now_ms() + static_cast<std::int64_t>(req->timeout_ms);
   // Hand the command its request; a child that already failed its setup

@@ -140,6 +140,7 @@ std::string encode(const ExecWire& e) {
   w.u64(e.rlimit_fsize);
   w.u64(e.rlimit_nproc);
   w.u64(e.rlimit_data);
+  w.u32(e.listen_port);
   return w.bytes();
 }
 
@@ -154,7 +155,9 @@ std::optional<ExecWire> decode_exec(std::string_view bytes) {
   e.rlimit_fsize = r.u64();
   e.rlimit_nproc = r.u64();
   e.rlimit_data = r.u64();
-  if (!r.ok() || !r.at_end() || e.argv.empty()) return std::nullopt;
+  std::uint32_t port = r.u32();
+  if (!r.ok() || !r.at_end() || e.argv.empty() || port > 65535) return std::nullopt;
+  e.listen_port = static_cast<std::uint16_t>(port);
   return e;
 }
 
@@ -218,7 +221,7 @@ std::optional<ExecReport> decode_report(std::string_view bytes) {
   WireReader r(bytes);
   ExecReport rep;
   std::uint32_t kind = r.u32();
-  if (kind != 1 && kind != 2) return std::nullopt;
+  if (kind < 1 || kind > 3) return std::nullopt;
   rep.kind = static_cast<ReportKind>(kind);
   rep.err = r.i32();
   rep.step = r.str();

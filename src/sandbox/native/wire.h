@@ -110,6 +110,10 @@ struct ExecWire {
   std::uint64_t rlimit_fsize = 0;
   std::uint64_t rlimit_nproc = 0;
   std::uint64_t rlimit_data = 0;  // 0 = leave unlimited (the cgroup fences memory)
+  // Nonzero: init starts this exec's supervisor in a network namespace of
+  // its own, which opens a listener on 127.0.0.1:listen_port there and
+  // sends it to the server (ReportKind::kListener) before the command starts.
+  std::uint16_t listen_port = 0;
 };
 
 std::string encode(const ExecWire& e);
@@ -141,8 +145,10 @@ struct ListenReply {
 std::string encode(const ListenReply& r);
 std::optional<ListenReply> decode_listen_reply(std::string_view bytes);
 
-// Messages from the per-exec supervisor to the server.
-enum class ReportKind : std::uint32_t { kSetupError = 1, kDone = 2 };
+// Messages from the per-exec supervisor to the server. kListener (only for
+// an exec with a listen_port, before kDone or kSetupError) carries the
+// listening socket as SCM_RIGHTS and no other field.
+enum class ReportKind : std::uint32_t { kSetupError = 1, kDone = 2, kListener = 3 };
 enum class SupervisorEnd : std::uint32_t { kExited = 0, kTimeout = 1, kCancelled = 2 };
 
 struct ExecReport {

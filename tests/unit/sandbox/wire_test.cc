@@ -12,6 +12,7 @@ TEST(Wire, ExecRoundTrip) {
   e.cwd = "/workspace";
   e.timeout_ms = 1234;
   e.rlimit_nproc = 7;
+  e.listen_port = 3128;
   auto d = decode_exec(encode(e));
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->argv, e.argv);
@@ -19,6 +20,17 @@ TEST(Wire, ExecRoundTrip) {
   EXPECT_EQ(d->cwd, e.cwd);
   EXPECT_EQ(d->timeout_ms, 1234u);
   EXPECT_EQ(d->rlimit_nproc, 7u);
+  EXPECT_EQ(d->listen_port, 3128);
+}
+
+TEST(Wire, ExecListenPortMustBeAPort) {
+  ExecWire e;
+  e.argv = {"x"};
+  std::string bytes = encode(e);
+  const std::uint32_t not_a_port = 70000;
+  bytes.replace(bytes.size() - sizeof not_a_port, sizeof not_a_port,
+                reinterpret_cast<const char*>(&not_a_port), sizeof not_a_port);
+  EXPECT_FALSE(decode_exec(bytes));
 }
 
 TEST(Wire, RejectsTruncatedAndTrailingBytes) {
@@ -79,6 +91,11 @@ TEST(Wire, ReportRoundTripAndValidation) {
   std::string bad = encode(r);
   bad[0] = 9;  // unknown kind
   EXPECT_FALSE(decode_report(bad));
+  ExecReport l;
+  l.kind = ReportKind::kListener;
+  auto dl = decode_report(encode(l));
+  ASSERT_TRUE(dl.has_value());
+  EXPECT_EQ(dl->kind, ReportKind::kListener);
 }
 
 TEST(Wire, ControlMessagesCarryTheirKind) {
