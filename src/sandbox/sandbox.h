@@ -89,6 +89,10 @@ struct ExecRequest {
   // else in the sandbox can reach it: the package installer's egress proxy
   // is served on it. Backends without the ability refuse (kUnavailable).
   std::uint16_t private_listener_port = 0;
+  // False: the spec's env is left out (only the base environment and `env`),
+  // for a command the sandbox's own configuration must not steer — the
+  // installer, which LD_PRELOAD or NODE_OPTIONS would otherwise hand over.
+  bool spec_env = true;
 };
 
 enum class EndReason { kExited, kTimeout, kOutOfMemory, kKilled, kCancelled };

@@ -76,12 +76,19 @@ json run_install(ToolEnv& env, const InstallJob& job) {
   req.private_listener_port = kProxyPort;
   req.timeout = job.timeout;
   req.output.max_bytes = 256 * 1024;
+  // The installer holds the sandbox's only way out, so nothing of the
+  // sandbox's may steer it into running other code: not the sandbox's
+  // configured environment (LD_PRELOAD, PYTHONPATH, NODE_OPTIONS, ...), not
+  // modules in the working directory or the user site (python -I), not pip
+  // configuration (--isolated).
+  req.spec_env = false;
+  req.cwd = "/";
   req.env = {{"HTTP_PROXY", proxy_url}, {"HTTPS_PROXY", proxy_url}, {"http_proxy", proxy_url},
              {"https_proxy", proxy_url}, {"HOME", "/tmp"}};
   if (job.manager == "pip") {
-    req.argv = {"/usr/bin/python3", "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
-                "--no-warn-script-location", "--no-cache-dir", "--upgrade", "--target", kPythonPackages,
-                "--index-url", index, "--proxy", proxy_url};
+    req.argv = {"/usr/bin/python3", "-I", "-m", "pip", "install", "--isolated", "--no-input",
+                "--disable-pip-version-check", "--no-warn-script-location", "--no-cache-dir", "--upgrade",
+                "--target", kPythonPackages, "--index-url", index, "--proxy", proxy_url};
     if (index.rfind("http://", 0) == 0) {
       auto r = sandbox::rule_from_url(index);
       if (r.ok()) req.argv.insert(req.argv.end(), {"--trusted-host", r->host});

@@ -173,4 +173,37 @@ describe('package installs through the egress proxy', () => {
     const run = await sc.ok('execute_code', { sandbox_id, code: 'import sandcastle_demo as d\nprint(d.VERSION)' });
     assert.equal(run.stdout, '1.2.3\n', JSON.stringify(run));
   });
+
+  // The installer is the only program with a way out, so nothing of the
+  // sandbox's may run inside it: not the sandbox's configured environment,
+  // nor files planted where pip would look by default. Each plant leaves a
+  // marker if it ever runs.
+  test('the installer runs nothing the sandbox planted (pip)', async () => {
+    const { sandbox_id } = await sc.create({ language: 'python', env: { PYTHONPATH: '/workspace/plant' } });
+    const plant = 'import os, sys\n' +
+      'def plant(path, tag):\n' +
+      '    os.makedirs(os.path.dirname(path), exist_ok=True)\n' +
+      '    open(path, "w").write("open(\'/workspace/hijacked-%s\', \'w\').close()\\n" % tag)\n' +
+      'plant("/workspace/pip/__init__.py", "cwd")\n' +
+      'plant("/workspace/plant/pip/__init__.py", "pythonpath")\n' +
+      'v = "python%d.%d" % sys.version_info[:2]\n' +
+      'for home in ("/tmp", "/workspace"):\n' +
+      '    plant(home + "/.local/lib/" + v + "/site-packages/usercustomize.py", "usersite")\n' +
+      'print("planted")\n';
+    assert.equal((await sc.ok('execute_code', { sandbox_id, code: plant })).stdout, 'planted\n');
+    const r = await sc.ok('install_packages', { sandbox_id, packages: ['sandcastle_demo==1.2.3'] });
+    assert.equal(r.status, 'success', JSON.stringify(r));
+    const check = await sc.ok('execute_code', { sandbox_id, code: 'import glob\nprint(sorted(glob.glob("/workspace/hijacked-*")))' });
+    assert.equal(check.stdout, '[]\n');
+  });
+
+  test('the installer runs nothing the sandbox planted (npm)', async () => {
+    const { sandbox_id } = await sc.create({ language: 'javascript', env: { NODE_OPTIONS: '--require /workspace/plant/evil.js' } });
+    await sc.ok('write_file', { sandbox_id, path: '/workspace/plant/evil.js',
+      content: "if (process.argv.some((a) => a.includes('npm'))) require('fs').writeFileSync('/workspace/hijacked-node-options', '');\n" });
+    const r = await sc.ok('install_packages', { sandbox_id, packages: ['sandcastle-demo'] });
+    assert.equal(r.status, 'success', JSON.stringify(r));
+    const check = await sc.ok('execute_code', { sandbox_id, code: 'console.log(require("fs").readdirSync("/workspace").filter((f) => f.startsWith("hijacked")))' });
+    assert.equal(check.stdout, '[]\n');
+  });
 });

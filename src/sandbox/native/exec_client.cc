@@ -43,7 +43,8 @@ Result<ExecWire> build_wire(const ExecRequest& req, const SandboxSpec& spec, boo
     w.argv.push_back(a);
   }
   auto env = base_environment();
-  for (const auto& [k, v] : spec.env()) env[k] = v;
+  if (req.spec_env)
+    for (const auto& [k, v] : spec.env()) env[k] = v;
   for (const auto& [k, v] : req.env) {
     if (!valid_env_name(k)) return Error::make(ErrorCode::kInvalidArgument, "exec: invalid env name '" + k + "'");
     if (v.find('\0') != std::string::npos)
