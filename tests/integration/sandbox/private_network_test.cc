@@ -2,9 +2,11 @@
 // own, holding a loopback listener the server accepts on (the package
 // installer's egress proxy). Only that exec's processes can reach the
 // listener; the rest of the sandbox cannot, and the exec has no other route.
+#include <linux/landlock.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -45,6 +47,10 @@ int accept_one(int listener) {
   struct pollfd p {listener, POLLIN, 0};
   if (::poll(&p, 1, 20'000) != 1) return -1;
   return ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+}
+
+bool landlock_available() {
+  return ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION) > 0;
 }
 
 std::string read_some(int fd) {
@@ -117,6 +123,54 @@ TEST_F(PrivateNetworkTest, OnlyThePrivateExecReachesItsListener) {
   EXPECT_EQ(r->exit_code, 0) << r->stderr_data;
   EXPECT_EQ(r->stdout_data, "got:pong\nerr:ENETUNREACH\nthen:done\n") << r->stderr_data;
   EXPECT_EQ(received, "ping");
+}
+
+// All of a sandbox's commands run as one uid, but another exec cannot reach
+// into the private exec's processes through /proc (its memory, environment,
+// fds) and so cannot make it use its listener: each exec's command is a
+// Landlock domain of its own.
+TEST_F(PrivateNetworkTest, OtherExecsCannotReachIntoThePrivateExec) {
+  if (!landlock_available()) GTEST_SKIP() << "the kernel has no Landlock";
+  std::promise<void> accepted, others_checked;
+  std::thread server;
+  auto on_listener = [&](UniqueFd fd) {
+    server = std::thread([&, l = std::move(fd)] {
+      int c = accept_one(l.get());
+      accepted.set_value();
+      if (c < 0) return;
+      others_checked.get_future().wait();
+      ::close(c);
+    });
+  };
+  const std::string code =
+      "import socket, sys  # private-exec-marker\n"
+      "s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n"
+      "s.recv(16)\n";
+  auto run = std::async(std::launch::async, [&] { return private_exec(code, on_listener); });
+  ASSERT_EQ(accepted.get_future().wait_for(30s), std::future_status::ready);
+  const std::string probe =
+      "import os, errno\n"
+      "me = os.readlink('/proc/self')\n"
+      "def probe(pid):\n"
+      "    out = []\n"
+      "    for what, how in (('mem', lambda p: open(p, 'r+b')), ('environ', lambda p: open(p, 'rb').read()),\n"
+      "                      ('fd/0', os.readlink)):\n"
+      "        try:\n"
+      "            how('/proc/%s/%s' % (pid, what)); out.append(what + ':ok')\n"
+      "        except OSError as e:\n"
+      "            out.append(what + ':' + errno.errorcode[e.errno])\n"
+      "    return ' '.join(out)\n"
+      "pids = [p for p in os.listdir('/proc') if p.isdigit() and p != me and\n"
+      "        b'private-exec' + b'-marker' in open('/proc/%s/cmdline' % p, 'rb').read()]\n"
+      "print(len(pids), *[probe(p) for p in pids])\n"
+      "print('self', probe(me))\n";
+  auto r = py(probe);
+  others_checked.set_value();
+  auto done = run.get();
+  if (server.joinable()) server.join();
+  EXPECT_EQ(r.stdout_data, "1 mem:EACCES environ:EACCES fd/0:EACCES\nself mem:ok environ:ok fd/0:ok\n") << r.stderr_data;
+  ASSERT_TRUE(done.ok()) << done.error().message();
+  EXPECT_EQ(done->exit_code, 0) << done->stderr_data;
 }
 
 // The server's copy is the only one: once it closes the listener, the
