@@ -169,15 +169,6 @@ class Sandbox {
 
   virtual Result<Usage> usage() = 0;
 
-  // A TCP socket listening on 127.0.0.1:`port` (0 = any free port) inside the
-  // sandbox's network namespace, for the server to serve on (the package
-  // installer's egress proxy). Backends without the ability say kUnavailable.
-  virtual Result<UniqueFd> listen_loopback(std::uint16_t /*port*/) {
-    return Error::make(ErrorCode::kUnavailable,
-                       "this sandbox backend cannot open a loopback listener, so package "
-                       "installs have no network path");
-  }
-
   // Writes `name` (no '/') into the directory every sandbox of this backend
   // sees read-only at kSharedDir; an existing file of that name is replaced
   // atomically. Backends without one say kUnavailable.

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "sandbox/native/fd_passing.h"
-#include "sandbox/native/net.h"
 #include "sandbox/native/supervisor.h"
 
 namespace sandcastle::sandbox::native {
@@ -95,22 +94,6 @@ void start_exec(int control_fd, int signal_fd, const InitConfig& config, std::st
   }
 }
 
-// The listener is created here, in the sandbox's network namespace, and
-// handed over; init keeps no copy, so the server's close is the end of it.
-void open_listener(std::string_view payload, ReceivedMessage& m) {
-  auto req = decode_listen(payload);
-  if (!req || m.nfds != 1) return;
-  ListenReply rep;
-  int listener = -1;
-  if (auto e = open_loopback_listener(req->port, &listener)) {
-    rep.err = e->err == 0 ? EIO : e->err;
-    rep.step = e->step;
-  }
-  std::string bytes = encode(rep);
-  (void)send_with_fds(m.fds[0], bytes, &listener, listener >= 0 ? 1 : 0);
-  if (listener >= 0) ::close(listener);
-}
-
 // Receives one request; returns false when the server has gone away.
 bool handle_request(int control_fd, int signal_fd, const InitConfig& config, char* buf, Slot& slot) {
   ReceivedMessage m = recv_with_fds(control_fd, buf, kMaxExecRequestBytes + 1);
@@ -120,7 +103,6 @@ bool handle_request(int control_fd, int signal_fd, const InitConfig& config, cha
   if (msg && !m.truncated) {
     switch (msg->kind) {
       case ControlKind::kExec: start_exec(control_fd, signal_fd, config, msg->payload, m, slot); break;
-      case ControlKind::kListen: open_listener(msg->payload, m); break;
     }
   }
   m.close_fds();

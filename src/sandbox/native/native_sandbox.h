@@ -102,7 +102,6 @@ class NativeSandbox : public Sandbox {
   Status remove(const std::string& path, bool recursive) override;
 
   Result<Usage> usage() override;
-  Result<UniqueFd> listen_loopback(std::uint16_t port) override;
   Status publish_shared(const std::string& name, std::string_view data) override;
   Status destroy() override;
 

@@ -172,37 +172,8 @@ std::string encode_control(ControlKind kind, std::string_view payload) {
 std::optional<ControlMessage> decode_control(std::string_view bytes) {
   WireReader r(bytes);
   std::uint32_t kind = r.u32();
-  if (!r.ok() || kind < 1 || kind > static_cast<std::uint32_t>(ControlKind::kListen)) return std::nullopt;
+  if (!r.ok() || kind != static_cast<std::uint32_t>(ControlKind::kExec)) return std::nullopt;
   return ControlMessage{static_cast<ControlKind>(kind), bytes.substr(sizeof kind)};
-}
-
-std::string encode(const ListenWire& l) {
-  WireWriter w;
-  w.u32(l.port);
-  return w.bytes();
-}
-
-std::optional<ListenWire> decode_listen(std::string_view bytes) {
-  WireReader r(bytes);
-  std::uint32_t port = r.u32();
-  if (!r.ok() || !r.at_end() || port > 65535) return std::nullopt;
-  return ListenWire{static_cast<std::uint16_t>(port)};
-}
-
-std::string encode(const ListenReply& rep) {
-  WireWriter w;
-  w.i32(rep.err);
-  w.str(rep.step);
-  return w.bytes();
-}
-
-std::optional<ListenReply> decode_listen_reply(std::string_view bytes) {
-  WireReader r(bytes);
-  ListenReply rep;
-  rep.err = r.i32();
-  rep.step = r.str();
-  if (!r.ok() || !r.at_end() || rep.err < 0) return std::nullopt;
-  return rep;
 }
 
 std::string encode(const ExecReport& rep) {

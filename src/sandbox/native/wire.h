@@ -121,9 +121,7 @@ std::optional<ExecWire> decode_exec(std::string_view bytes);
 
 // Every message on a sandbox's control socket starts with its kind (u32).
 //   kExec:   ExecWire; fds: report socket, stdin, stdout, stderr.
-//   kListen: ListenWire; fd: reply socket, on which init answers with a
-//            ListenReply carrying the listening socket (SCM_RIGHTS) on success.
-enum class ControlKind : std::uint32_t { kExec = 1, kListen = 2 };
+enum class ControlKind : std::uint32_t { kExec = 1 };
 
 struct ControlMessage {
   ControlKind kind = ControlKind::kExec;
@@ -131,19 +129,6 @@ struct ControlMessage {
 };
 std::string encode_control(ControlKind kind, std::string_view payload);
 std::optional<ControlMessage> decode_control(std::string_view bytes);
-
-struct ListenWire {
-  std::uint16_t port = 0;  // 0 = any free port
-};
-std::string encode(const ListenWire& l);
-std::optional<ListenWire> decode_listen(std::string_view bytes);
-
-struct ListenReply {
-  std::int32_t err = 0;  // 0: the socket is attached
-  std::string step;      // what failed ("bind 127.0.0.1:80")
-};
-std::string encode(const ListenReply& r);
-std::optional<ListenReply> decode_listen_reply(std::string_view bytes);
 
 // Messages from the per-exec supervisor to the server. kListener (only for
 // an exec with a listen_port, before kDone or kSetupError) carries the

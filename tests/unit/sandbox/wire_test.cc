@@ -99,28 +99,18 @@ TEST(Wire, ReportRoundTripAndValidation) {
 }
 
 TEST(Wire, ControlMessagesCarryTheirKind) {
-  std::string bytes = encode_control(ControlKind::kListen, encode(ListenWire{8080}));
+  ExecWire e;
+  e.argv = {"x"};
+  std::string bytes = encode_control(ControlKind::kExec, encode(e));
   auto m = decode_control(bytes);
   ASSERT_TRUE(m.has_value());
-  EXPECT_EQ(m->kind, ControlKind::kListen);
-  auto l = decode_listen(m->payload);
-  ASSERT_TRUE(l.has_value());
-  EXPECT_EQ(l->port, 8080);
+  EXPECT_EQ(m->kind, ControlKind::kExec);
+  ASSERT_TRUE(decode_exec(m->payload).has_value());
+  bytes[0] = 2;  // the retired kListen: init opens no listener in the shared namespace
+  EXPECT_FALSE(decode_control(bytes));
   bytes[0] = 7;  // unknown kind
   EXPECT_FALSE(decode_control(bytes));
   EXPECT_FALSE(decode_control("ab"));
-  WireWriter w;
-  w.u32(70000);  // not a port
-  EXPECT_FALSE(decode_listen(w.bytes()));
-}
-
-TEST(Wire, ListenReplyRoundTrip) {
-  ListenReply r{98, "bind 127.0.0.1:80"};
-  auto d = decode_listen_reply(encode(r));
-  ASSERT_TRUE(d.has_value());
-  EXPECT_EQ(d->err, 98);
-  EXPECT_EQ(d->step, "bind 127.0.0.1:80");
-  EXPECT_FALSE(decode_listen_reply(encode(r) + "x"));
 }
 
 }  // namespace
