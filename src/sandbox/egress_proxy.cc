@@ -70,6 +70,26 @@ bool send_all(int fd, std::string_view data) {
   return true;
 }
 
+// A plain-http request in origin form, as the last one on its connection:
+// the hop-by-hop headers that would keep it open (or hand the proxy's
+// credentials on) are dropped and "Connection: close" added. Whatever the
+// client sends next on a kept-alive connection would otherwise be relayed
+// as is: an absolute-form request the origin server may not take.
+std::string forward_head(const std::string& request_line, std::string_view fields) {
+  std::string out = request_line + "\r\n";
+  while (!fields.empty()) {
+    auto eol = fields.find("\r\n");
+    std::string_view field = fields.substr(0, eol);
+    fields.remove_prefix(eol == std::string_view::npos ? fields.size() : eol + 2);
+    std::string name = lower(std::string(field.substr(0, field.find(':'))));
+    while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.pop_back();
+    if (name == "connection" || name == "proxy-connection" || name == "keep-alive" || name == "proxy-authorization")
+      continue;
+    out.append(field).append("\r\n");
+  }
+  return out + "Connection: close\r\n\r\n";
+}
+
 UniqueFd connect_to(const std::string& host, uint16_t port, int timeout_ms) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
@@ -205,7 +225,11 @@ void EgressProxy::serve(UniqueFd client) {
     port = r->port;
     auto path_start = target.find('/', target.find("://") + 3);
     std::string path = path_start == std::string::npos ? "/" : target.substr(path_start);
-    forward = method + " " + path + " " + version + head.substr(line.size(), head_end - line.size()) + head.substr(head_end);
+    const size_t fields_start = line.size() + 2;
+    const size_t fields_end = std::max(fields_start, head_end - 2);  // up to the last field's CRLF
+    forward = forward_head(method + " " + path + " " + version,
+                           std::string_view(head).substr(fields_start, fields_end - fields_start)) +
+              head.substr(head_end);
   }
   if (!permits(host, port)) {
     ++denied_;

@@ -1,8 +1,10 @@
 // An HTTP proxy that is a sandbox's only way out, and only to allowed
 // host:port pairs (the package indexes). It serves on a listening socket the
-// backend opened inside the sandbox's network namespace, and connects out
-// from the server's. CONNECT (https) and absolute-form requests (plain http,
-// e.g. a local index) are supported; everything else is refused with 403.
+// backend opened in a network namespace made for the installer's exec alone
+// (ExecRequest::private_listener_port), so no other program of the sandbox
+// can reach it, and connects out from the server's. CONNECT (https) and
+// absolute-form requests (plain http, e.g. a local index) are supported;
+// everything else is refused with 403.
 #pragma once
 
 #include <atomic>

@@ -83,6 +83,16 @@ struct ExecRequest {
   // none), e.g. one end of a socketpair to talk to the server over. The
   // caller keeps its copy and may close it once the command has started.
   int pass_fd = -1;
+  // Nonzero: the command runs in a network namespace of its own (only `lo`,
+  // no route anywhere) that holds a TCP listener on 127.0.0.1:<this port>,
+  // handed to ExecCallbacks::on_listener before the command starts. Nothing
+  // else in the sandbox can reach it: the package installer's egress proxy
+  // is served on it. Backends without the ability refuse (kUnavailable).
+  std::uint16_t private_listener_port = 0;
+  // False: the spec's env is left out (only the base environment and `env`),
+  // for a command the sandbox's own configuration must not steer — the
+  // installer, which LD_PRELOAD or NODE_OPTIONS would otherwise hand over.
+  bool spec_env = true;
 };
 
 enum class EndReason { kExited, kTimeout, kOutOfMemory, kKilled, kCancelled };
@@ -109,6 +119,10 @@ struct ExecCallbacks {
   // Called from the exec's calling thread as output arrives (not capped).
   std::function<void(std::string_view)> on_stdout;
   std::function<void(std::string_view)> on_stderr;
+  // With ExecRequest::private_listener_port: the listening socket, once, on
+  // the calling thread, before the command starts (connections it makes
+  // early wait in the backlog). Required with that option.
+  std::function<void(UniqueFd)> on_listener;
 };
 
 enum class FileType { kRegular, kDirectory, kSymlink, kOther };
@@ -186,15 +200,6 @@ class Sandbox {
   virtual Status remove(const std::string& path, bool recursive = false) = 0;
 
   virtual Result<Usage> usage() = 0;
-
-  // A TCP socket listening on 127.0.0.1:`port` (0 = any free port) inside the
-  // sandbox's network namespace, for the server to serve on (the package
-  // installer's egress proxy). Backends without the ability say kUnavailable.
-  virtual Result<UniqueFd> listen_loopback(std::uint16_t /*port*/) {
-    return Error::make(ErrorCode::kUnavailable,
-                       "this sandbox backend cannot open a loopback listener, so package "
-                       "installs have no network path");
-  }
 
   // Writes `name` (no '/') into the directory every sandbox of this backend
   // sees read-only at kSharedDir; an existing file of that name is replaced

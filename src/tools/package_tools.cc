@@ -1,13 +1,12 @@
 // install_packages and check_package_installation_status: pip or npm runs
 // inside the sandbox, and only it gets a network path — through an egress
-// proxy that reaches nothing but the configured package indexes. Packages land
-// in /workspace/.sandcastle/{python,node} and are on PYTHONPATH/NODE_PATH for
-// every later command in that sandbox.
-#include <arpa/inet.h>
-#include <netinet/in.h>
+// proxy that reaches nothing but the configured package indexes, listening in
+// a network namespace made for the installer alone, so no other program of
+// the sandbox can use it. Packages land in /workspace/.sandcastle/{python,node}
+// and are on PYTHONPATH/NODE_PATH for every later command in that sandbox.
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 
+#include <optional>
 #include <regex>
 #include <thread>
 
@@ -43,6 +42,11 @@ std::string base_name(const std::string& manager, const std::string& spec) {
   return end == std::string::npos ? spec : spec.substr(0, end);
 }
 
+// The proxy's port in the installer's own network namespace. Every port is
+// free there, so a fixed one (the usual proxy port) can go into the
+// installer's arguments before the listener exists.
+constexpr uint16_t kProxyPort = 3128;
+
 std::string tail(const std::string& s, size_t n) { return s.size() <= n ? s : "…" + s.substr(s.size() - n); }
 
 struct InstallJob {
@@ -66,24 +70,25 @@ json run_install(ToolEnv& env, const InstallJob& job) {
     auto r = sandbox::rule_from_url(url);
     if (r.ok()) rules.push_back(*r);
   }
-  auto listener = use->sandbox().listen_loopback(0);
-  if (!listener.ok()) return fail_all(listener.error().message());
-  sockaddr_storage addr{};
-  socklen_t len = sizeof addr;
-  getsockname(listener->get(), reinterpret_cast<sockaddr*>(&addr), &len);
-  const uint16_t port = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  sandbox::EgressProxy proxy(std::move(listener).value(), rules);
-  const std::string proxy_url = "http://127.0.0.1:" + std::to_string(port);
+  const std::string proxy_url = "http://127.0.0.1:" + std::to_string(kProxyPort);
 
   sandbox::ExecRequest req;
+  req.private_listener_port = kProxyPort;
   req.timeout = job.timeout;
   req.output.max_bytes = 256 * 1024;
+  // The installer holds the sandbox's only way out, so nothing of the
+  // sandbox's may steer it into running other code: not the sandbox's
+  // configured environment (LD_PRELOAD, PYTHONPATH, NODE_OPTIONS, ...), not
+  // modules in the working directory or the user site (python -I), not pip
+  // configuration (--isolated).
+  req.spec_env = false;
+  req.cwd = "/";
   req.env = {{"HTTP_PROXY", proxy_url}, {"HTTPS_PROXY", proxy_url}, {"http_proxy", proxy_url},
              {"https_proxy", proxy_url}, {"HOME", "/tmp"}};
   if (job.manager == "pip") {
-    req.argv = {"/usr/bin/python3", "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
-                "--no-warn-script-location", "--no-cache-dir", "--upgrade", "--target", kPythonPackages,
-                "--index-url", index, "--proxy", proxy_url};
+    req.argv = {"/usr/bin/python3", "-I", "-m", "pip", "install", "--isolated", "--no-input",
+                "--disable-pip-version-check", "--no-warn-script-location", "--no-cache-dir", "--upgrade",
+                "--target", kPythonPackages, "--index-url", index, "--proxy", proxy_url};
     if (index.rfind("http://", 0) == 0) {
       auto r = sandbox::rule_from_url(index);
       if (r.ok()) req.argv.insert(req.argv.end(), {"--trusted-host", r->host});
@@ -94,15 +99,20 @@ json run_install(ToolEnv& env, const InstallJob& job) {
                 "--no-update-notifier", "--cache", "/tmp/.npm", "--loglevel", "error"};
   }
   req.argv.insert(req.argv.end(), job.specs.begin(), job.specs.end());
-  auto r = use->sandbox().exec(req);
-  proxy.stop();
+  // The proxy serves from the moment the sandbox hands over the listener
+  // (before the installer starts) until the installer's exec has ended.
+  std::optional<sandbox::EgressProxy> proxy;
+  sandbox::ExecCallbacks callbacks;
+  callbacks.on_listener = [&](UniqueFd listener) { proxy.emplace(std::move(listener), rules); };
+  auto r = use->sandbox().exec(req, callbacks);
+  if (proxy) proxy->stop();
   if (!r.ok()) return fail_all(r.error().message());
   if (r->reason == sandbox::EndReason::kTimeout)
     return fail_all("the installer ran past its " + std::to_string(job.timeout.count() / 1000) +
                     " s timeout; retry with a larger timeout_s or fewer packages");
   if (r->status() != 0) {
     std::string why = tail(r->stderr_data.empty() ? r->stdout_data : r->stderr_data, 2000);
-    if (proxy.denied_count() > 0) why += "\n(the egress proxy refused hosts other than the package index)";
+    if (proxy && proxy->denied_count() > 0) why += "\n(the egress proxy refused hosts other than the package index)";
     return fail_all(why);
   }
   for (const auto& s : job.specs)

@@ -1,10 +1,12 @@
 // install_packages / check_package_installation_status end to end: pip and npm
 // run inside the sandbox and reach a local package index on 127.0.0.1 (built
 // and served by fixtures/local_index.py) through sandcastle's egress proxy;
-// nothing else is reachable, and code execution stays offline.
+// nothing else is reachable, and code execution stays offline — even while an
+// install runs, its proxy is out of reach of the sandbox's other programs.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createServer as createHttpServer, request as httpRequest } from 'node:http';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { E2E_DIR, sleep } from './lib/harness.mjs';
@@ -27,13 +29,45 @@ function startForbidden() {
   });
 }
 
+// pip's index, in front of the real one: passes requests through, or, once
+// hold() is called, keeps the next request waiting until release() — so a
+// test can act while an install is certainly under way.
+function startGate(upstreamPort) {
+  return new Promise((resolve) => {
+    let held = null;
+    const gate = {
+      hold() {
+        let reached, release;
+        const reachedP = new Promise((r) => { reached = r; });
+        const released = new Promise((r) => { release = r; });
+        held = { reached, released };
+        return { reached: reachedP, release };
+      },
+    };
+    gate.srv = createHttpServer(async (req, res) => {
+      if (held) {
+        const h = held;
+        held = null;
+        h.reached();
+        await h.released;
+      }
+      const up = httpRequest({ host: '127.0.0.1', port: upstreamPort, path: req.url, method: req.method },
+        (ur) => { res.writeHead(ur.statusCode, ur.headers); ur.pipe(res); });
+      up.on('error', () => res.destroy());
+      req.pipe(up);
+    });
+    gate.srv.listen(0, '127.0.0.1', () => { gate.port = gate.srv.address().port; resolve(gate); });
+  });
+}
+
 describe('package installs through the egress proxy', () => {
-  let index, forbidden, sc;
+  let index, gate, forbidden, sc;
   before(async () => {
     index = await startIndex();
+    gate = await startGate(index.port);
     forbidden = await startForbidden();
     sc = await connectSandcastle({
-      args: ['--pip-index-url', `http://127.0.0.1:${index.port}/simple/`,
+      args: ['--pip-index-url', `http://127.0.0.1:${gate.port}/simple/`,
              '--npm-registry', `http://127.0.0.1:${index.port}/npm/`],
       timeoutMs: 120000,
     });
@@ -41,6 +75,7 @@ describe('package installs through the egress proxy', () => {
   after(async () => {
     await sc?.close();
     index?.child.kill();
+    gate?.srv.close();
     forbidden?.srv.close();
   });
 
@@ -100,5 +135,75 @@ describe('package installs through the egress proxy', () => {
     const run = await sc.ok('execute_code', { sandbox_id, code });
     for (const line of run.stdout.trim().split('\n')) assert.match(line, /ConnectionRefusedError 111$/, run.stdout);
     assert.equal(forbidden.hits.length, 0);
+  });
+
+  test('while an install runs, no other program in the sandbox can reach its proxy', async () => {
+    const { sandbox_id } = await sc.create({ language: 'python' });
+    // The kernel starts before the install: a program that was already there.
+    const warm = await sc.ok('execute_code', { sandbox_id, code: 'print("up")' });
+    assert.equal(warm.stdout, 'up\n');
+    const { reached, release } = gate.hold();
+    try {
+      const started = await sc.ok('install_packages', { sandbox_id, packages: ['sandcastle_demo==1.2.3'], wait: false });
+      assert.equal(started.status, 'installing');
+      await reached;  // pip's first request came through the proxy and waits at the gate
+      // Every loopback port, from the sandbox's kernel while the install's
+      // proxy serves: each must be refused outright. (A connect to the very
+      // port the kernel picked as its source is TCP's self-connect, not a
+      // listener: not counted.)
+      const code = 'import socket\nopen_ports, errnos = [], set()\nfor port in range(1, 65536):\n' +
+        '    s = socket.socket()\n    try:\n        s.connect(("127.0.0.1", port))\n' +
+        '        if s.getsockname() != s.getpeername(): open_ports.append(port)\n' +
+        '    except OSError as e:\n        errnos.add(e.errno)\n    finally:\n        s.close()\n' +
+        'print(open_ports, sorted(errnos))\n';
+      const scan = await sc.ok('execute_code', { sandbox_id, code, timeout_s: 120 });
+      assert.equal(scan.stdout, '[] [111]\n', JSON.stringify(scan));
+      const st = await sc.ok('check_package_installation_status', { sandbox_id, package: 'sandcastle_demo' });
+      assert.equal(st.status, 'installing', 'the scan ran while the install was under way');
+    } finally {
+      release();
+    }
+    let status;
+    for (let i = 0; i < 240; i++) {
+      status = await sc.ok('check_package_installation_status', { sandbox_id, package: 'sandcastle_demo' });
+      if (status.status !== 'installing') break;
+      await sleep(250);
+    }
+    assert.equal(status.status, 'success', JSON.stringify(status));
+    const run = await sc.ok('execute_code', { sandbox_id, code: 'import sandcastle_demo as d\nprint(d.VERSION)' });
+    assert.equal(run.stdout, '1.2.3\n', JSON.stringify(run));
+  });
+
+  // The installer is the only program with a way out, so nothing of the
+  // sandbox's may run inside it: not the sandbox's configured environment,
+  // nor files planted where pip would look by default. Each plant leaves a
+  // marker if it ever runs.
+  test('the installer runs nothing the sandbox planted (pip)', async () => {
+    const { sandbox_id } = await sc.create({ language: 'python', env: { PYTHONPATH: '/workspace/plant' } });
+    const plant = 'import os, sys\n' +
+      'def plant(path, tag):\n' +
+      '    os.makedirs(os.path.dirname(path), exist_ok=True)\n' +
+      '    open(path, "w").write("open(\'/workspace/hijacked-%s\', \'w\').close()\\n" % tag)\n' +
+      'plant("/workspace/pip/__init__.py", "cwd")\n' +
+      'plant("/workspace/plant/pip/__init__.py", "pythonpath")\n' +
+      'v = "python%d.%d" % sys.version_info[:2]\n' +
+      'for home in ("/tmp", "/workspace"):\n' +
+      '    plant(home + "/.local/lib/" + v + "/site-packages/usercustomize.py", "usersite")\n' +
+      'print("planted")\n';
+    assert.equal((await sc.ok('execute_code', { sandbox_id, code: plant })).stdout, 'planted\n');
+    const r = await sc.ok('install_packages', { sandbox_id, packages: ['sandcastle_demo==1.2.3'] });
+    assert.equal(r.status, 'success', JSON.stringify(r));
+    const check = await sc.ok('execute_code', { sandbox_id, code: 'import glob\nprint(sorted(glob.glob("/workspace/hijacked-*")))' });
+    assert.equal(check.stdout, '[]\n');
+  });
+
+  test('the installer runs nothing the sandbox planted (npm)', async () => {
+    const { sandbox_id } = await sc.create({ language: 'javascript', env: { NODE_OPTIONS: '--require /workspace/plant/evil.js' } });
+    await sc.ok('write_file', { sandbox_id, path: '/workspace/plant/evil.js',
+      content: "if (process.argv.some((a) => a.includes('npm'))) require('fs').writeFileSync('/workspace/hijacked-node-options', '');\n" });
+    const r = await sc.ok('install_packages', { sandbox_id, packages: ['sandcastle-demo'] });
+    assert.equal(r.status, 'success', JSON.stringify(r));
+    const check = await sc.ok('execute_code', { sandbox_id, code: 'console.log(require("fs").readdirSync("/workspace").filter((f) => f.startsWith("hijacked")))' });
+    assert.equal(check.stdout, '[]\n');
   });
 });

@@ -2,7 +2,9 @@
 // and four fds to the sandbox's init, then pump stdin/stdout/stderr until the
 // supervisor's report arrives. The calling thread does all the waiting, so
 // concurrent execs on one sandbox need no shared state beyond one send.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 #include "sandbox/native/fd_passing.h"
 #include "sandbox/native/init_loop.h"
@@ -40,7 +43,8 @@ Result<ExecWire> build_wire(const ExecRequest& req, const SandboxSpec& spec, boo
     w.argv.push_back(a);
   }
   auto env = base_environment();
-  for (const auto& [k, v] : spec.env()) env[k] = v;
+  if (req.spec_env)
+    for (const auto& [k, v] : spec.env()) env[k] = v;
   for (const auto& [k, v] : req.env) {
     if (!valid_env_name(k)) return Error::make(ErrorCode::kInvalidArgument, "exec: invalid env name '" + k + "'");
     if (v.find('\0') != std::string::npos)
@@ -60,6 +64,7 @@ Result<ExecWire> build_wire(const ExecRequest& req, const SandboxSpec& spec, boo
   // With a memory cgroup the OOM killer is the fence; without one, each
   // process's data segment is.
   w.rlimit_data = have_cgroup ? 0 : l.memory_bytes;
+  w.listen_port = req.private_listener_port;
   return w;
 }
 
@@ -87,10 +92,29 @@ bool pump(Stream& s) {
   }
 }
 
+// The listener a private-network exec's supervisor sent crossed from the
+// sandbox: it must be what was asked for, a listening TCP socket on
+// 127.0.0.1:port.
+bool is_loopback_listener(int fd, std::uint16_t port) {
+  int domain = 0, protocol = 0, accepting = 0;
+  socklen_t len = sizeof domain;
+  if (::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_INET) return false;
+  len = sizeof protocol;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) != 0 || protocol != IPPROTO_TCP) return false;
+  len = sizeof accepting;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) != 0 || !accepting) return false;
+  struct sockaddr_in a {};
+  len = sizeof a;
+  return ::getsockname(fd, reinterpret_cast<struct sockaddr*>(&a), &len) == 0 &&
+         a.sin_addr.s_addr == htonl(INADDR_LOOPBACK) && ntohs(a.sin_port) == port;
+}
+
 }  // namespace
 
 Result<ExecResult> NativeSandbox::exec(const ExecRequest& req, const ExecCallbacks& callbacks,
                                        const CancelToken* cancel) {
+  if (req.private_listener_port != 0 && !callbacks.on_listener)
+    return Error::make(ErrorCode::kInvalidArgument, "exec: a private listener needs an on_listener callback");
   auto wire = build_wire(req, spec_, cgroup_ != nullptr);
   if (!wire) return wire.take_error();
   std::string bytes = encode_control(ControlKind::kExec, encode(*wire));
@@ -149,6 +173,7 @@ Result<ExecResult> NativeSandbox::exec(const ExecRequest& req, const ExecCallbac
   }
 
   auto deadline = start + std::chrono::milliseconds(wire->timeout_ms) + kReportGrace;
+  bool want_listener = wire->listen_port != 0;
   std::optional<ExecReport> rep;
   while (!rep) {
     auto now = Clock::now();
@@ -184,14 +209,27 @@ Result<ExecResult> NativeSandbox::exec(const ExecRequest& req, const ExecCallbac
     }
     if (p[ir].revents) {
       char buf[8192];
-      ssize_t r = ::recv(report.get(), buf, sizeof buf, 0);
-      if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      ReceivedMessage m = recv_with_fds(report.get(), buf, sizeof buf);
+      UniqueFd passed(m.nfds == 1 ? std::exchange(m.fds[0], -1) : -1);
+      m.close_fds();
+      if (m.len < 0 && (m.err == EINTR || m.err == EAGAIN)) continue;
       // A supervisor that exits with our late message ('i') unread makes
       // this recv fail once with ECONNRESET; its report is still queued.
-      if (r < 0 && errno == ECONNRESET) continue;
-      if (r <= 0) return Error::make(ErrorCode::kUnavailable, "exec: sandbox " + id_ + " went away");
-      rep = decode_report(std::string_view(buf, static_cast<std::size_t>(r)));
-      if (!rep) return Error::make(ErrorCode::kInternal, "exec: malformed report from sandbox");
+      if (m.len < 0 && m.err == ECONNRESET) continue;
+      if (m.len <= 0) return Error::make(ErrorCode::kUnavailable, "exec: sandbox " + id_ + " went away");
+      auto msg = decode_report(std::string_view(buf, static_cast<std::size_t>(m.len)));
+      if (!msg || m.truncated) return Error::make(ErrorCode::kInternal, "exec: malformed report from sandbox");
+      if (msg->kind == ReportKind::kListener) {
+        // Once, first, and only when asked for.
+        if (!want_listener || !passed || !is_loopback_listener(passed.get(), wire->listen_port))
+          return Error::make(ErrorCode::kInternal, "exec: unexpected or malformed listener from sandbox");
+        want_listener = false;
+        callbacks.on_listener(std::move(passed));
+        continue;
+      }
+      if (passed || (msg->kind == ReportKind::kDone && want_listener))
+        return Error::make(ErrorCode::kInternal, "exec: malformed report from sandbox");
+      rep = msg;
     }
   }
   // Every process of the exec is dead by now: what they wrote is in the pipes.

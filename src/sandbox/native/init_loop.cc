@@ -18,7 +18,6 @@
 
 #include "sandbox/native/fd_passing.h"
 #include "sandbox/native/file_worker.h"
-#include "sandbox/native/net.h"
 #include "sandbox/native/supervisor.h"
 
 namespace sandcastle::sandbox::native {
@@ -38,15 +37,18 @@ struct Slot {
   int fd = -1;  // our end of its request socket
 };
 
-Slot start_slot(int control_fd, int signal_fd, const InitConfig& config) {
+// own_netns: the supervisor (and so its command) also gets a network
+// namespace of its own, for one exec with a listen_port (never a waiting slot).
+Slot start_slot(int control_fd, int signal_fd, const InitConfig& config, bool own_netns = false) {
   int sp[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return {};
   // A fork into a new PID namespace: the child is that namespace's PID 1.
-  long pid = syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+  const unsigned long flags = CLONE_NEWPID | (own_netns ? CLONE_NEWNET : 0) | SIGCHLD;
+  long pid = syscall(SYS_clone, flags, nullptr, nullptr, nullptr, nullptr);
   if (pid == 0) {
     ::close(control_fd);
     ::close(sp[0]);
-    run_supervisor(sp[1], config, signal_fd);
+    run_supervisor(sp[1], config, signal_fd, own_netns);
   }
   int err = errno;
   ::close(sp[1]);
@@ -60,41 +62,37 @@ Slot start_slot(int control_fd, int signal_fd, const InitConfig& config) {
 
 void start_exec(int control_fd, int signal_fd, const InitConfig& config, std::string_view payload,
                 ReceivedMessage& m, Slot& slot) {
-  if (!decode_exec(payload) || m.nfds < kExecRequestFds || m.nfds > kExecRequestMaxFds) return;
-  // The ready slot, or (if it died, or a concurrent exec took it before it
-  // was replaced) a new one.
-  int err = slot.fd >= 0 ? send_with_fds(slot.fd, payload, m.fds, m.nfds) : EPIPE;
-  if (slot.fd >= 0) ::close(slot.fd);
-  slot = {};
-  if (err != 0) {
-    Slot fresh = start_slot(control_fd, signal_fd, config);
-    err = fresh.fd >= 0 ? send_with_fds(fresh.fd, payload, m.fds, m.nfds) : errno;
-    if (fresh.fd >= 0) ::close(fresh.fd);
+  auto req = decode_exec(payload);
+  if (!req || m.nfds < kExecRequestFds || m.nfds > kExecRequestMaxFds) return;
+  int err = 0;
+  const char* step = "start exec supervisor";
+  if (req->listen_port != 0) {
+    // A waiting slot is in the sandbox's network namespace already: this
+    // exec gets a supervisor of its own, made in a new one.
+    step = "start exec supervisor in a network namespace of its own";
+    Slot own = start_slot(control_fd, signal_fd, config, true);
+    err = own.fd >= 0 ? send_with_fds(own.fd, payload, m.fds, m.nfds) : errno;
+    if (own.fd >= 0) ::close(own.fd);
+  } else {
+    // The ready slot, or (if it died, or a concurrent exec took it before it
+    // was replaced) a new one.
+    err = slot.fd >= 0 ? send_with_fds(slot.fd, payload, m.fds, m.nfds) : EPIPE;
+    if (slot.fd >= 0) ::close(slot.fd);
+    slot = {};
+    if (err != 0) {
+      Slot fresh = start_slot(control_fd, signal_fd, config);
+      err = fresh.fd >= 0 ? send_with_fds(fresh.fd, payload, m.fds, m.nfds) : errno;
+      if (fresh.fd >= 0) ::close(fresh.fd);
+    }
   }
   if (err != 0) {
     ExecReport rep;
     rep.kind = ReportKind::kSetupError;
     rep.err = err;
-    rep.step = "start exec supervisor";
+    rep.step = step;
     std::string bytes = encode(rep);
     (void)!::send(m.fds[0], bytes.data(), bytes.size(), MSG_NOSIGNAL);
   }
-}
-
-// The listener is created here, in the sandbox's network namespace, and
-// handed over; init keeps no copy, so the server's close is the end of it.
-void open_listener(std::string_view payload, ReceivedMessage& m) {
-  auto req = decode_listen(payload);
-  if (!req || m.nfds != 1) return;
-  ListenReply rep;
-  int listener = -1;
-  if (auto e = open_loopback_listener(req->port, &listener)) {
-    rep.err = e->err == 0 ? EIO : e->err;
-    rep.step = e->step;
-  }
-  std::string bytes = encode(rep);
-  (void)send_with_fds(m.fds[0], bytes, &listener, listener >= 0 ? 1 : 0);
-  if (listener >= 0) ::close(listener);
 }
 
 // A file worker for the server's channel (file_worker.h). Init keeps no
@@ -122,7 +120,6 @@ bool handle_request(int control_fd, int signal_fd, const InitConfig& config, cha
   if (msg && !m.truncated) {
     switch (msg->kind) {
       case ControlKind::kExec: start_exec(control_fd, signal_fd, config, msg->payload, m, slot); break;
-      case ControlKind::kListen: open_listener(msg->payload, m); break;
       case ControlKind::kFiles: start_file_worker(control_fd, signal_fd, config, msg->payload, m, slot); break;
     }
   }

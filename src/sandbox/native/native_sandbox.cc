@@ -127,61 +127,6 @@ bool NativeSandbox::has_shared(const std::string& name) const {
   return ::access((shared_->dirs.share + "/" + name).c_str(), F_OK) == 0;
 }
 
-Result<UniqueFd> NativeSandbox::listen_loopback(std::uint16_t port) {
-  // The sandbox's init opens the socket in its network namespace and sends
-  // it back on a reply socket of our own, so concurrent requests cannot
-  // pick up each other's answers.
-  int sp[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0)
-    return Error::from_errno("socketpair for listener reply");
-  UniqueFd reply(sp[0]), reply_remote(sp[1]);
-  {
-    std::shared_lock lock(mu_);
-    if (auto st = check_alive(); !st) return st.take_error();
-    std::string bytes = encode_control(ControlKind::kListen, encode(ListenWire{port}));
-    const int fds[1] = {reply_remote.get()};
-    if (int e = send_with_fds(init_.control.get(), bytes, fds, 1); e != 0)
-      return Error::from_errno("send listen request to sandbox init", e);
-  }
-  reply_remote.reset();  // init's copy is its only one: EOF if it dies
-
-  struct pollfd p {
-    reply.get(), POLLIN, 0
-  };
-  int r;
-  do {
-    r = ::poll(&p, 1, 10'000);
-  } while (r < 0 && errno == EINTR);
-  if (r < 0) return Error::from_errno("poll listener reply");
-  if (r == 0)
-    return Error::make(ErrorCode::kTimeout,
-                       "sandbox " + id_ + ": init did not answer the listen request");
-  char buf[512];
-  ReceivedMessage m = recv_with_fds(reply.get(), buf, sizeof buf, MSG_DONTWAIT);
-  UniqueFd listener(m.nfds > 0 ? m.fds[0] : -1);
-  if (m.nfds > 0) m.fds[0] = -1;
-  m.close_fds();
-  if (m.len < 0) return Error::from_errno("receive listener from sandbox init", m.err);
-  if (m.len == 0) return Error::make(ErrorCode::kUnavailable, "sandbox " + id_ + " went away");
-  auto rep = decode_listen_reply(std::string_view(buf, static_cast<std::size_t>(m.len)));
-  if (!rep || m.truncated)
-    return Error::make(ErrorCode::kInternal, "listen: malformed reply from sandbox init");
-  if (rep->err != 0) return Error::from_errno(rep->step, rep->err);
-  if (!listener) return Error::make(ErrorCode::kInternal, "listen: sandbox init sent no socket");
-  // The fd crossed from the sandbox: make sure it is what was asked for.
-  int domain = 0, accepting = 0;
-  socklen_t len = sizeof domain;
-  bool is_listener =
-      ::getsockopt(listener.get(), SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && domain == AF_INET;
-  len = sizeof accepting;
-  is_listener = is_listener &&
-                ::getsockopt(listener.get(), SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) == 0 &&
-                accepting;
-  if (!is_listener)
-    return Error::make(ErrorCode::kInternal, "listen: sandbox init sent something else");
-  return listener;
-}
-
 Status NativeSandbox::destroy() {
   {
     std::unique_lock lock(mu_);

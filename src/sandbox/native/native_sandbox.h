@@ -104,7 +104,6 @@ class NativeSandbox : public Sandbox {
   Status remove(const std::string& path, bool recursive) override;
 
   Result<Usage> usage() override;
-  Result<UniqueFd> listen_loopback(std::uint16_t port) override;
   Status publish_shared(const std::string& name, std::string_view data) override;
   bool has_shared(const std::string& name) const override;
   Status destroy() override;

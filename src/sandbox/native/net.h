@@ -11,10 +11,11 @@ namespace sandcastle::sandbox::native {
 std::optional<StepError> bring_loopback_up();
 
 // A TCP socket bound to 127.0.0.1:port (0 = kernel's choice) and listening,
-// in the caller's network namespace; close-on-exec. Run by the sandbox's
-// init on the server's request: the socket belongs to the sandbox's
-// namespace, and the server, which accepts on it, needs no setns (which an
-// unprivileged server could not do).
+// in the caller's network namespace; close-on-exec. Run by the supervisor of
+// an exec with a network namespace of its own (ExecWire::listen_port): the
+// socket belongs to that namespace, where only the exec's processes can
+// connect to it, and the server, which accepts on it, needs no setns (which
+// an unprivileged server could not do).
 std::optional<StepError> open_loopback_listener(std::uint16_t port, int* fd_out);
 
 }  // namespace sandcastle::sandbox::native

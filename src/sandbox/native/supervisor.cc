@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/filter.h>
+#include <linux/landlock.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,11 +18,13 @@
 #include <cstring>
 #include <string>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "sandbox/native/caps.h"
 #include "sandbox/native/fd_passing.h"
 #include "sandbox/native/init_loop.h"
+#include "sandbox/native/net.h"
 #include "sandbox/native/rlimits.h"
 
 namespace sandcastle::sandbox::native {
@@ -98,6 +101,29 @@ StepError exec_command(const PreparedExec& p) {
 
 namespace {
 
+// A Landlock domain of the command's own. Every command of a sandbox runs
+// as one uid, which alone would let one exec reach into another's processes
+// through /proc/<pid>/mem, environ or fd (and pidfd_getfd): a process in a
+// Landlock domain gets ptrace-class access only to its own domain and those
+// nested in it, so the installer, which alone has a way out, cannot be taken
+// over by another program of the sandbox. The ruleset handles only block
+// device creation, which no command can do anyway: it is there for the
+// domain, not to restrict files. A kernel without Landlock leaves the step out.
+std::optional<StepError> enter_own_landlock_domain() {
+  struct landlock_ruleset_attr attr {};
+  attr.handled_access_fs = LANDLOCK_ACCESS_FS_MAKE_BLOCK;
+  long ruleset = syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0U);
+  if (ruleset < 0) {
+    if (errno == ENOSYS || errno == EOPNOTSUPP) return std::nullopt;
+    return step_failed("landlock_create_ruleset");
+  }
+  long r = syscall(SYS_landlock_restrict_self, ruleset, 0U);
+  int err = errno;
+  ::close(static_cast<int>(ruleset));
+  if (r != 0) return step_failed("landlock_restrict_self", err);
+  return std::nullopt;
+}
+
 void send_setup_error(int report_fd, int err, const std::string& step) {
   ExecReport rep;
   rep.kind = ReportKind::kSetupError;
@@ -133,6 +159,8 @@ void send_setup_error(int report_fd, int err, const std::string& step) {
   // 4. no capabilities at all; then no way to gain any (setuid files, file caps)
   if (auto e = drop_all_caps()) fail_child(error_fd, *e);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail_child(error_fd, step_failed("no_new_privs"));
+  // 4b. a Landlock domain of its own: no other exec reaches into this one
+  if (auto e = enter_own_landlock_domain()) fail_child(error_fd, *e);
   // 5. seccomp: what follows is our own code, using only allowed syscalls
   if (!config.seccomp_bpf.empty()) {
     struct sock_fprog prog {};
@@ -177,9 +205,27 @@ void send_setup_error(int report_fd, int err, const std::string& step) {
   fail_child(error_fd, exec_command(prepared));
 }
 
+// An exec with a listen_port: init cloned this supervisor into a network
+// namespace of its own (the command, forked since, is in it too). `lo` up,
+// the listener opened and sent to the server before the command has its
+// request, so its first connect finds it listening; our copy is closed, so
+// the server's is the only one.
+std::optional<StepError> hand_over_listener(int report_fd, bool own_netns, std::uint16_t port) {
+  if (!own_netns || port == 0) return step_failed("listener without a network namespace of its own", EPROTO);
+  if (auto e = bring_loopback_up()) return e;
+  int listener = -1;
+  if (auto e = open_loopback_listener(port, &listener)) return e;
+  ExecReport rep;
+  rep.kind = ReportKind::kListener;
+  int err = send_with_fds(report_fd, encode(rep), &listener, 1);
+  ::close(listener);
+  if (err != 0) return step_failed("send listener", err);
+  return std::nullopt;
+}
+
 }  // namespace
 
-[[noreturn]] void run_supervisor(int slot_fd, const InitConfig& config, int signal_fd) {
+[[noreturn]] void run_supervisor(int slot_fd, const InitConfig& config, int signal_fd, bool own_netns) {
   prctl(PR_SET_NAME, "sc-supervisor", 0, 0, 0);
   int errpipe[2], childsock[2];
   bool ok = ::pipe2(errpipe, O_CLOEXEC) == 0;
@@ -229,6 +275,13 @@ void send_setup_error(int report_fd, int err, const std::string& step) {
     send_setup_error(fds.report, setup_errno, setup_step);
     ::kill(-1, SIGKILL);
     _exit(1);
+  }
+  if (own_netns || req->listen_port != 0) {
+    if (auto e = hand_over_listener(fds.report, own_netns, req->listen_port)) {
+      send_setup_error(fds.report, e->err == 0 ? EIO : e->err, e->step);
+      ::kill(-1, SIGKILL);
+      _exit(1);
+    }
   }
   std::int64_t deadline = now_ms() + static_cast<std::int64_t>(req->timeout_ms);
   // Hand the command its request; a child that already failed its setup

@@ -21,6 +21,8 @@ struct ExecFds {
 // command's process at once, which does the request-independent setup and
 // waits; the supervisor then waits on slot_fd for the request (an encoded
 // ExecWire + report, stdin, stdout, stderr fds), hands it on, and supervises.
-[[noreturn]] void run_supervisor(int slot_fd, const InitConfig& config, int signal_fd);
+// own_netns: init cloned it into a new network namespace for an exec with a
+// listen_port; it opens that listener and sends it over the report socket.
+[[noreturn]] void run_supervisor(int slot_fd, const InitConfig& config, int signal_fd, bool own_netns);
 
 }  // namespace sandcastle::sandbox::native

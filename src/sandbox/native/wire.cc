@@ -142,6 +142,7 @@ std::string encode(const ExecWire& e) {
   w.u64(e.rlimit_fsize);
   w.u64(e.rlimit_nproc);
   w.u64(e.rlimit_data);
+  w.u32(e.listen_port);
   return w.bytes();
 }
 
@@ -156,7 +157,9 @@ std::optional<ExecWire> decode_exec(std::string_view bytes) {
   e.rlimit_fsize = r.u64();
   e.rlimit_nproc = r.u64();
   e.rlimit_data = r.u64();
-  if (!r.ok() || !r.at_end() || e.argv.empty()) return std::nullopt;
+  std::uint32_t port = r.u32();
+  if (!r.ok() || !r.at_end() || e.argv.empty() || port > 65535) return std::nullopt;
+  e.listen_port = static_cast<std::uint16_t>(port);
   return e;
 }
 
@@ -171,37 +174,10 @@ std::string encode_control(ControlKind kind, std::string_view payload) {
 std::optional<ControlMessage> decode_control(std::string_view bytes) {
   WireReader r(bytes);
   std::uint32_t kind = r.u32();
-  if (!r.ok() || kind < 1 || kind > static_cast<std::uint32_t>(ControlKind::kFiles)) return std::nullopt;
+  if (!r.ok() || (kind != static_cast<std::uint32_t>(ControlKind::kExec) &&
+                 kind != static_cast<std::uint32_t>(ControlKind::kFiles)))
+    return std::nullopt;
   return ControlMessage{static_cast<ControlKind>(kind), bytes.substr(sizeof kind)};
-}
-
-std::string encode(const ListenWire& l) {
-  WireWriter w;
-  w.u32(l.port);
-  return w.bytes();
-}
-
-std::optional<ListenWire> decode_listen(std::string_view bytes) {
-  WireReader r(bytes);
-  std::uint32_t port = r.u32();
-  if (!r.ok() || !r.at_end() || port > 65535) return std::nullopt;
-  return ListenWire{static_cast<std::uint16_t>(port)};
-}
-
-std::string encode(const ListenReply& rep) {
-  WireWriter w;
-  w.i32(rep.err);
-  w.str(rep.step);
-  return w.bytes();
-}
-
-std::optional<ListenReply> decode_listen_reply(std::string_view bytes) {
-  WireReader r(bytes);
-  ListenReply rep;
-  rep.err = r.i32();
-  rep.step = r.str();
-  if (!r.ok() || !r.at_end() || rep.err < 0) return std::nullopt;
-  return rep;
 }
 
 std::string encode(const ExecReport& rep) {
@@ -220,7 +196,7 @@ std::optional<ExecReport> decode_report(std::string_view bytes) {
   WireReader r(bytes);
   ExecReport rep;
   std::uint32_t kind = r.u32();
-  if (kind != 1 && kind != 2) return std::nullopt;
+  if (kind < 1 || kind > 3) return std::nullopt;
   rep.kind = static_cast<ReportKind>(kind);
   rep.err = r.i32();
   rep.step = r.str();

@@ -113,6 +113,10 @@ struct ExecWire {
   std::uint64_t rlimit_fsize = 0;
   std::uint64_t rlimit_nproc = 0;
   std::uint64_t rlimit_data = 0;  // 0 = leave unlimited (the cgroup fences memory)
+  // Nonzero: init starts this exec's supervisor in a network namespace of
+  // its own, which opens a listener on 127.0.0.1:listen_port there and
+  // sends it to the server (ReportKind::kListener) before the command starts.
+  std::uint16_t listen_port = 0;
 };
 
 std::string encode(const ExecWire& e);
@@ -120,11 +124,10 @@ std::optional<ExecWire> decode_exec(std::string_view bytes);
 
 // Every message on a sandbox's control socket starts with its kind (u32).
 //   kExec:   ExecWire; fds: report socket, stdin, stdout, stderr.
-//   kListen: ListenWire; fd: reply socket, on which init answers with a
-//            ListenReply carrying the listening socket (SCM_RIGHTS) on success.
 //   kFiles:  FilesWire; fd: the server's file channel, served by a worker
-//            init forks (file_worker.h).
-enum class ControlKind : std::uint32_t { kExec = 1, kListen = 2, kFiles = 3 };
+//            init forks (file_worker.h). (Kind 2, a listener in the shared
+//            network namespace, is retired.)
+enum class ControlKind : std::uint32_t { kExec = 1, kFiles = 3 };
 
 struct ControlMessage {
   ControlKind kind = ControlKind::kExec;
@@ -133,21 +136,10 @@ struct ControlMessage {
 std::string encode_control(ControlKind kind, std::string_view payload);
 std::optional<ControlMessage> decode_control(std::string_view bytes);
 
-struct ListenWire {
-  std::uint16_t port = 0;  // 0 = any free port
-};
-std::string encode(const ListenWire& l);
-std::optional<ListenWire> decode_listen(std::string_view bytes);
-
-struct ListenReply {
-  std::int32_t err = 0;  // 0: the socket is attached
-  std::string step;      // what failed ("bind 127.0.0.1:80")
-};
-std::string encode(const ListenReply& r);
-std::optional<ListenReply> decode_listen_reply(std::string_view bytes);
-
-// Messages from the per-exec supervisor to the server.
-enum class ReportKind : std::uint32_t { kSetupError = 1, kDone = 2 };
+// Messages from the per-exec supervisor to the server. kListener (only for
+// an exec with a listen_port, before kDone or kSetupError) carries the
+// listening socket as SCM_RIGHTS and no other field.
+enum class ReportKind : std::uint32_t { kSetupError = 1, kDone = 2, kListener = 3 };
 enum class SupervisorEnd : std::uint32_t { kExited = 0, kTimeout = 1, kCancelled = 2 };
 
 struct ExecReport {

@@ -116,5 +116,21 @@ TEST(EgressProxyTest, AbsoluteFormRequestIsForwardedInOriginForm) {
   EXPECT_EQ(reply.rfind("up:GET /simple/pkg/ HTTP/1.1\r\n", 0), 0u) << reply;
 }
 
+// One request per upstream connection: a kept-alive client's next request
+// would be relayed unchecked and in absolute form.
+TEST(EgressProxyTest, ForwardedRequestClosesItsConnection) {
+  Upstream up;
+  uint16_t pport = 0;
+  EgressProxy proxy(listen_loopback(pport), {{"127.0.0.1", up.port}});
+  UniqueFd c = dial(pport);
+  std::string req = "GET http://127.0.0.1:" + std::to_string(up.port) +
+                    "/f.whl HTTP/1.1\r\nHost: 127.0.0.1\r\nProxy-Connection: keep-alive\r\n"
+                    "connection : Keep-Alive\r\nKeep-Alive: 300\r\nProxy-Authorization: Basic eDp5\r\n"
+                    "Accept: */*\r\n\r\n";
+  ASSERT_GT(::send(c.get(), req.data(), req.size(), 0), 0);
+  const std::string expected = "up:GET /f.whl HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: */*\r\nConnection: close\r\n\r\n";
+  EXPECT_EQ(read_some(c.get(), expected.size() + 1), expected);  // then EOF: the proxy closed too
+}
+
 }  // namespace
 }  // namespace sandcastle::sandbox

@@ -12,6 +12,7 @@ TEST(Wire, ExecRoundTrip) {
   e.cwd = "/workspace";
   e.timeout_ms = 1234;
   e.rlimit_nproc = 7;
+  e.listen_port = 3128;
   auto d = decode_exec(encode(e));
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->argv, e.argv);
@@ -19,6 +20,17 @@ TEST(Wire, ExecRoundTrip) {
   EXPECT_EQ(d->cwd, e.cwd);
   EXPECT_EQ(d->timeout_ms, 1234u);
   EXPECT_EQ(d->rlimit_nproc, 7u);
+  EXPECT_EQ(d->listen_port, 3128);
+}
+
+TEST(Wire, ExecListenPortMustBeAPort) {
+  ExecWire e;
+  e.argv = {"x"};
+  std::string bytes = encode(e);
+  const std::uint32_t not_a_port = 70000;
+  bytes.replace(bytes.size() - sizeof not_a_port, sizeof not_a_port,
+                reinterpret_cast<const char*>(&not_a_port), sizeof not_a_port);
+  EXPECT_FALSE(decode_exec(bytes));
 }
 
 TEST(Wire, RejectsTruncatedAndTrailingBytes) {
@@ -79,31 +91,26 @@ TEST(Wire, ReportRoundTripAndValidation) {
   std::string bad = encode(r);
   bad[0] = 9;  // unknown kind
   EXPECT_FALSE(decode_report(bad));
+  ExecReport l;
+  l.kind = ReportKind::kListener;
+  auto dl = decode_report(encode(l));
+  ASSERT_TRUE(dl.has_value());
+  EXPECT_EQ(dl->kind, ReportKind::kListener);
 }
 
 TEST(Wire, ControlMessagesCarryTheirKind) {
-  std::string bytes = encode_control(ControlKind::kListen, encode(ListenWire{8080}));
+  ExecWire e;
+  e.argv = {"x"};
+  std::string bytes = encode_control(ControlKind::kExec, encode(e));
   auto m = decode_control(bytes);
   ASSERT_TRUE(m.has_value());
-  EXPECT_EQ(m->kind, ControlKind::kListen);
-  auto l = decode_listen(m->payload);
-  ASSERT_TRUE(l.has_value());
-  EXPECT_EQ(l->port, 8080);
+  EXPECT_EQ(m->kind, ControlKind::kExec);
+  ASSERT_TRUE(decode_exec(m->payload).has_value());
+  bytes[0] = 2;  // the retired kListen: init opens no listener in the shared namespace
+  EXPECT_FALSE(decode_control(bytes));
   bytes[0] = 7;  // unknown kind
   EXPECT_FALSE(decode_control(bytes));
   EXPECT_FALSE(decode_control("ab"));
-  WireWriter w;
-  w.u32(70000);  // not a port
-  EXPECT_FALSE(decode_listen(w.bytes()));
-}
-
-TEST(Wire, ListenReplyRoundTrip) {
-  ListenReply r{98, "bind 127.0.0.1:80"};
-  auto d = decode_listen_reply(encode(r));
-  ASSERT_TRUE(d.has_value());
-  EXPECT_EQ(d->err, 98);
-  EXPECT_EQ(d->step, "bind 127.0.0.1:80");
-  EXPECT_FALSE(decode_listen_reply(encode(r) + "x"));
 }
 
 }  // namespace
