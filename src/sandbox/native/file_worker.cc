@@ -403,7 +403,8 @@ bool handle(int sock, const FileRequest& req, char* buf) {
         return send_all(sock, frame(encode(fail("stat " + req.path))));
       FileReply r;
       r.count = 1;
-      std::string name = req.path == "/" ? "." : base_of(req.path);
+      // The server names the entry itself; "/" has no last component to send.
+      std::string name = req.path == "/" ? "root" : base_of(req.path);
       return send_all(sock, frame(encode(r)) + frame(encode(entry_of(name, st))));
     }
     case FileOp::kMkdir: {

@@ -30,6 +30,10 @@ TEST_F(FilesTest, WriteReadStatListRemoveBinary) {
   // The sandbox user owns what the server wrote.
   auto r = sh("stat -c '%U %a' dir/sub/f.bin; cat dir/sub/f.bin | od -An -c | head -1");
   EXPECT_TRUE(r.stdout_data.starts_with("sandbox 600\n")) << r.stdout_data;
+  auto root = sb_->stat("/");
+  ASSERT_TRUE(root.ok()) << root.error().message();
+  EXPECT_EQ(root->type, FileType::kDirectory);
+  EXPECT_EQ(root->name, "/");
   EXPECT_FALSE(sb_->remove("dir").ok());  // not empty
   ASSERT_TRUE(sb_->remove("dir", true).ok());
   EXPECT_EQ(sb_->stat("dir").error().sys_errno, ENOENT);
