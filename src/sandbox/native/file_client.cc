@@ -304,14 +304,14 @@ Result<FileData> FileChannel::read(const std::string& path, const ReadRange& ran
   });
 }
 
-Status FileChannel::write(const std::string& path, std::string_view data, std::uint32_t mode,
-                          bool parents) {
+Status FileChannel::command(FileOp op, const std::string& path, std::uint32_t flags, std::string_view data,
+                            std::uint32_t mode) {
   FileRequest req;
-  req.op = FileOp::kWrite;
+  req.op = op;
   req.path = path;
   req.length = data.size();
   req.mode = mode & 07777;
-  req.flags = parents ? kFileParents : 0;
+  req.flags = flags;
   auto r = transact<bool>(req, data, [&](Call&, const FileReply& rep) -> Result<bool> {
     if (rep.status != FileStatus::kOk) return reply_error(rep, path);
     return true;
@@ -320,30 +320,17 @@ Status FileChannel::write(const std::string& path, std::string_view data, std::u
   return {};
 }
 
+Status FileChannel::write(const std::string& path, std::string_view data, std::uint32_t mode,
+                          bool parents) {
+  return command(FileOp::kWrite, path, parents ? kFileParents : 0, data, mode);
+}
+
 Status FileChannel::mkdir(const std::string& path, bool parents) {
-  FileRequest req;
-  req.op = FileOp::kMkdir;
-  req.path = path;
-  req.flags = parents ? kFileParents : 0;
-  auto r = transact<bool>(req, {}, [&](Call&, const FileReply& rep) -> Result<bool> {
-    if (rep.status != FileStatus::kOk) return reply_error(rep, path);
-    return true;
-  });
-  if (!r) return r.take_error();
-  return {};
+  return command(FileOp::kMkdir, path, parents ? kFileParents : 0);
 }
 
 Status FileChannel::remove(const std::string& path, bool recursive) {
-  FileRequest req;
-  req.op = FileOp::kRemove;
-  req.path = path;
-  req.flags = recursive ? kFileRecursive : 0;
-  auto r = transact<bool>(req, {}, [&](Call&, const FileReply& rep) -> Result<bool> {
-    if (rep.status != FileStatus::kOk) return reply_error(rep, path);
-    return true;
-  });
-  if (!r) return r.take_error();
-  return {};
+  return command(FileOp::kRemove, path, recursive ? kFileRecursive : 0);
 }
 
 Result<UsageFigures> FileChannel::usage() {

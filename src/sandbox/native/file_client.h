@@ -56,6 +56,9 @@ class FileChannel {
   // one when the current one has gone; `read_reply` reads what follows.
   template <typename T, typename F>
   Result<T> transact(const FileRequest& req, std::string_view data, F&& read_reply);
+  // A request whose reply is only a status (write, mkdir, remove).
+  Status command(FileOp op, const std::string& path, std::uint32_t flags, std::string_view data = {},
+                 std::uint32_t mode = 0);
 
   Connect connect_;
   std::mutex mu_;
