@@ -7,7 +7,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 ARGS ?= --transport http
 
-.PHONY: run test deps build build-asan unit integration e2e bench fuzz clean format
+.PHONY: run test deps build build-asan unit integration e2e bench fuzz clean format tidy
 
 run: deps build
 	exec ./$(BUILD)/sandcastle $(ARGS)
@@ -25,6 +25,11 @@ build:
 build-asan:
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSANDCASTLE_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS) --target unit_tests
+
+# clang-tidy (checks in .clang-tidy) over src/; needs only the configured build.
+tidy: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSANDCASTLE_BENCH=ON >/dev/null
+	@BUILD=$(BUILD) JOBS=$(JOBS) scripts/tidy
 
 bench: deps build
 	bench/run

@@ -3,6 +3,7 @@
 // flags), builds the backend, the sandbox manager and the tools, and hands
 // them to a transport (stdio, or HTTP with API keys and file links).
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -134,10 +135,9 @@ int run_keys(const config::Config& cfg, CLI::App* create, CLI::App* list, CLI::A
     } else {
       std::cout << "ID            NAME                  CREATED               STATUS\n";
       for (const auto& k : *keys) {
-        char line[256];
-        std::snprintf(line, sizeof line, "%-13s %-21s %-21s %s\n", k.id.c_str(), k.name.c_str(),
-                      k.created_at.c_str(), k.revoked_at.empty() ? "active" : ("revoked " + k.revoked_at).c_str());
-        std::cout << line;
+        // Padded, never cut: a long name makes its own line longer.
+        std::cout << fmt::format("{:<13} {:<21} {:<21} {}\n", k.id, k.name, k.created_at,
+                                 k.revoked_at.empty() ? "active" : "revoked " + k.revoked_at);
       }
     }
     return 0;
@@ -167,12 +167,28 @@ void wait_for_termination() {
 
 }  // namespace
 
+static int run(int argc, char** argv);
+
+// The outermost boundary: an exception that gets this far (a filesystem error
+// while reading the configuration, std::bad_alloc) ends the process with its
+// message and status 1 rather than std::terminate's abort.
 int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    (void)std::fprintf(stderr, "sandcastle: %s\n", e.what());
+  } catch (...) {
+    (void)std::fprintf(stderr, "sandcastle: unknown exception\n");
+  }
+  return 1;
+}
+
+static int run(int argc, char** argv) {
   // Buffers of 1 MiB and more (file data, large replies) are mmapped and
   // given back on free. glibc otherwise raises its mmap threshold to the
   // largest size freed so far and keeps later ones in its arenas: the
   // memory a burst of large transfers once needed would stay the server's.
-  mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
+  mallopt(M_MMAP_THRESHOLD, 1024 * 1024);  // NOLINT(concurrency-mt-unsafe): no other thread yet
   CLI::App app{"sandcastle: an MCP server that runs code safely in isolated sandboxes"};
   app.set_version_flag("--version", std::string("sandcastle ") + SANDCASTLE_VERSION);
   // Flags that mirror a configuration setting are collected as text and
@@ -451,9 +467,9 @@ int main(int argc, char** argv) {
     mcp_http.attach(http);
     http.start();
     // Tests and scripts read this line to find an ephemeral port.
-    std::fprintf(stderr, "listening on %s/mcp (Streamable HTTP), %s/sse (HTTP+SSE); auth %s\n", base.c_str(),
+    (void)std::fprintf(stderr, "listening on %s/mcp (Streamable HTTP), %s/sse (HTTP+SSE); auth %s\n", base.c_str(),
                  base.c_str(), cfg.auth_enabled ? "required" : "off");
-    std::fflush(stderr);
+    (void)std::fflush(stderr);
     wait_for_termination();
     http.stop_accepting();
     mcp_http.shutdown(std::chrono::milliseconds(1000), std::chrono::milliseconds(700));
@@ -464,7 +480,7 @@ int main(int argc, char** argv) {
   spdlog::default_logger()->flush();
   // Handlers that ignored cancellation may still hold threads; end the process
   // without running static destructors underneath them.
-  std::fflush(stdout);
-  std::fflush(stderr);
+  (void)std::fflush(stdout);
+  (void)std::fflush(stderr);
   _exit(rc);
 }

@@ -1,6 +1,7 @@
 #include "common/crypto.h"
 
 #include "common/base64.h"
+#include "common/result.h"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -34,7 +35,7 @@ std::string random_bytes(size_t n) {
     ssize_t r = getrandom(out.data() + got, n - got, 0);
     if (r < 0) {
       if (errno == EINTR) continue;
-      throw std::runtime_error(std::string("getrandom: ") + std::strerror(errno));
+      throw std::runtime_error(std::string("getrandom: ") + errno_text(errno));
     }
     got += static_cast<size_t>(r);
   }

@@ -29,11 +29,16 @@ const char* errno_name(int err) {
   return name ? name : "E?";
 }
 
+const char* errno_text(int err) {
+  const char* text = strerrordesc_np(err);
+  return text ? text : "unknown error";
+}
+
 std::string Error::message() const {
   if (sys_errno == 0) return context;
   std::string out = context;
   out += ": ";
-  out += strerrordesc_np(sys_errno) ? strerrordesc_np(sys_errno) : "unknown error";
+  out += errno_text(sys_errno);
   out += " (";
   out += errno_name(sys_errno);
   out += ")";

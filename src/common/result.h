@@ -47,6 +47,8 @@ struct Error {
 
 // Symbolic errno name ("EPERM"); strerror text is locale dependent, names are not.
 const char* errno_name(int err);
+// strerror's text without its shared buffer, so safe from any thread.
+const char* errno_text(int err);
 
 template <typename T>
 class [[nodiscard]] Result {

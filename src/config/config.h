@@ -22,12 +22,12 @@ struct Config {
   int64_t port = 8181;
   std::string public_url;  // base of file links; default http://host:port
   int64_t threads = 2;     // HTTP I/O threads
-  int64_t max_body_bytes = 16 * 1024 * 1024;
+  int64_t max_body_bytes = int64_t{16} * 1024 * 1024;
   int64_t request_timeout_ms = 10'000;
   int64_t keepalive_ms = 15'000;
   std::string log_level = "info";
   // Room for the largest file write (32 MiB) in base64 with its envelope.
-  int64_t max_message_bytes = 64 * 1024 * 1024;
+  int64_t max_message_bytes = int64_t{64} * 1024 * 1024;
   int64_t page_size = 100;
   // [auth]
   bool auth_enabled = false;

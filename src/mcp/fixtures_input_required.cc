@@ -70,7 +70,7 @@ void require(const RequestContext& ctx, const json& requests, std::optional<json
     if (!answer(ctx, key.c_str())) more.input_requests[key] = req;
   if (more.input_requests.empty()) return;
   more.state = std::move(state);
-  throw more;
+  throw std::move(more);
 }
 
 }  // namespace
@@ -131,7 +131,7 @@ void register_input_required_fixtures(Server& server) {
           InputRequired more;
           more.input_requests["confirm"] = confirm;
           more.state = json{{"round", 1}, {"tool", "request_state"}};
-          throw more;
+          throw std::move(more);
         }
         return ToolResult::text("state-ok: the requestState came back intact");
       });
@@ -153,7 +153,7 @@ void register_input_required_fixtures(Server& server) {
           InputRequired more;
           more.input_requests["step1"] = elicit("Step 1: What is your name?", text_schema("name"));
           more.state = json{{"round", 1}};
-          throw more;
+          throw std::move(more);
         }
         if (round == 1 || !answer(ctx, "step2")) {
           const std::string name = round == 1
@@ -163,7 +163,7 @@ void register_input_required_fixtures(Server& server) {
           more.input_requests["step2"] =
               elicit("Step 2: What is your favorite color?", text_schema("color"));
           more.state = json{{"round", 2}, {"name", name}};
-          throw more;
+          throw std::move(more);
         }
         return ToolResult::text(ctx.request_state()->value("name", std::string("?")) + " likes " +
                                 field(answer(ctx, "step2"), "color"));
@@ -177,7 +177,7 @@ void register_input_required_fixtures(Server& server) {
           InputRequired more;
           more.input_requests["confirm"] = elicit("Please confirm", text_schema("ok"));
           more.state = json{{"round", 1}};
-          throw more;
+          throw std::move(more);
         }
         return ToolResult::text("state verified");
       });

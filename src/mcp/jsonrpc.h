@@ -35,6 +35,7 @@ enum class MessageKind { kRequest, kNotification, kResponse, kInvalid };
 
 // Classifies one parsed JSON value. For kInvalid, `why` says what is wrong and
 // `id` is the request id when one could be recovered (else null).
+// NOLINTNEXTLINE(bugprone-exception-escape): nlohmann::json's noexcept destructor may allocate
 struct Classified {
   MessageKind kind = MessageKind::kInvalid;
   std::string why;

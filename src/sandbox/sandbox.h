@@ -69,7 +69,7 @@ inline constexpr const char* kSharedDir = "/opt/sandcastle";
 
 struct OutputCap {
   // Bytes kept per stream; half from the head, half from the tail.
-  std::size_t max_bytes = 1024 * 1024;
+  std::size_t max_bytes = std::size_t{1024} * 1024;
 };
 
 struct ExecRequest {

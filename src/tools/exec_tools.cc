@@ -124,7 +124,7 @@ void add_resource_links(ToolResult& res, const json& files, const RequestContext
 
 std::string format_seconds(std::chrono::milliseconds ms) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", static_cast<double>(ms.count()) / 1000.0);
+  (void)std::snprintf(buf, sizeof buf, "%g", static_cast<double>(ms.count()) / 1000.0);
   return buf;
 }
 

@@ -17,7 +17,7 @@
 
 namespace sandcastle::tools {
 
-inline constexpr std::uint64_t kUnreservedBytes = 1024 * 1024;
+inline constexpr std::uint64_t kUnreservedBytes = std::uint64_t{1024} * 1024;
 inline constexpr std::chrono::milliseconds kBudgetWait{10'000};
 // How many times its size a file's bytes are held at the peak: an MCP reply
 // holds the bytes, their base64, the structured result, its text mirror and

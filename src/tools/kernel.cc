@@ -28,8 +28,8 @@ constexpr std::chrono::milliseconds kStartupTimeout{20'000};
 // The kernel lives as long as the sandbox; the exec still needs a deadline
 // (below 2^31 ms: the engine's poll timeout is an int).
 constexpr std::chrono::milliseconds kKernelLifetime{7LL * 24 * 3600 * 1000};
-constexpr std::size_t kMaxFrame = 256 * 1024 * 1024;
-constexpr std::size_t kDiagBytes = 8 * 1024;
+constexpr std::size_t kMaxFrame = std::size_t{256} * 1024 * 1024;
+constexpr std::size_t kDiagBytes = std::size_t{8} * 1024;
 
 std::atomic<std::uint64_t> g_cell_counter{0};
 
@@ -238,7 +238,7 @@ void run_instance(sandbox::Sandbox& sb, KernelLanguage lang, std::map<std::strin
   req.env = std::move(env);
   req.pass_fd = pass_fd;
   req.timeout = kKernelLifetime;
-  req.output.max_bytes = 64 * 1024;
+  req.output.max_bytes = std::size_t{64} * 1024;
   sandbox::ExecCallbacks cb;
   cb.on_stdout = [&inst](std::string_view d) { inst->deliver("stdout", d); };
   cb.on_stderr = [&inst](std::string_view d) { inst->deliver("stderr", d); };

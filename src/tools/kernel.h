@@ -46,7 +46,7 @@ struct CellRequest {
   std::string code;
   std::string stdin_data;
   std::chrono::milliseconds timeout{30'000};
-  std::size_t max_output_bytes = 1024 * 1024;  // per stream, head and tail kept
+  std::size_t max_output_bytes = std::size_t{1024} * 1024;  // per stream, head and tail kept
   // How long an interrupted cell may take to stop before the kernel is killed.
   std::chrono::milliseconds interrupt_grace{2'000};
 };

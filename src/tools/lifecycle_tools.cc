@@ -23,7 +23,7 @@ std::string iso_time(std::chrono::system_clock::time_point t) {
   std::tm tm{};
   gmtime_r(&tt, &tm);
   char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  if (std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) return {};  // year past 9999
   return buf;
 }
 
@@ -34,7 +34,7 @@ json limits_json(const sandbox::Limits& l) {
               {"cpus", l.cpu_millis / 1000.0},
               {"pids", l.pids},
               {"disk_mb", l.disk_bytes / sandbox::kMiB},
-              {"timeout_s", l.exec_timeout.count() / 1000.0}};
+              {"timeout_s", static_cast<double>(l.exec_timeout.count()) / 1000.0}};
 }
 
 json limits_schema() {
@@ -189,7 +189,7 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
         if (usage.ok()) {
           out["usage"] = {{"memory_bytes", usage->memory_bytes},
                           {"peak_memory_bytes", usage->peak_memory_bytes},
-                          {"cpu_time_ms", usage->cpu_time.count() / 1000.0},
+                          {"cpu_time_ms", static_cast<double>(usage->cpu_time.count()) / 1000.0},
                           {"processes", usage->processes},
                           {"disk_bytes", usage->disk_bytes},
                           {"accounting", usage->accounting}};

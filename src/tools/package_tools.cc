@@ -75,7 +75,7 @@ json run_install(ToolEnv& env, const InstallJob& job) {
   sandbox::ExecRequest req;
   req.private_listener_port = kProxyPort;
   req.timeout = job.timeout;
-  req.output.max_bytes = 256 * 1024;
+  req.output.max_bytes = std::size_t{256} * 1024;
   // The installer holds the sandbox's only way out, so nothing of the
   // sandbox's may steer it into running other code: not the sandbox's
   // configured environment (LD_PRELOAD, PYTHONPATH, NODE_OPTIONS, ...), not

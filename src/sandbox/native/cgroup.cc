@@ -267,8 +267,7 @@ std::vector<std::string> find_stale_cgroups(const CgroupSupport& support) {
   std::vector<std::string> out;
   for (const auto& parent : parents) {
     for (const auto& name : list_dir(parent)) {
-      pid_t owner = 0;
-      if (std::sscanf(name.c_str(), "sandcastle-%d-", &owner) == 1 && owner > 0 && !pid_alive(owner))
+      if (auto owner = owner_pid(name, "sandcastle-"); owner && !pid_alive(*owner))
         out.push_back(parent + "/" + name);
     }
   }

@@ -13,7 +13,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Bytes of one recv into the call's buffer (message headers, entries).
-constexpr std::size_t kRecvBatch = 64 * 1024;
+constexpr std::size_t kRecvBatch = std::size_t{64} * 1024;
 // The longest type name a kNotRegular reply may carry.
 constexpr std::size_t kMaxTypeName = 32;
 

@@ -47,9 +47,9 @@ namespace {
 // One operation may take this long; then SIGALRM ends the worker (the server
 // gives up a little later and starts a new one on the next call).
 constexpr unsigned kOpSeconds = 120;
-constexpr std::size_t kChunk = 1024 * 1024;
+constexpr std::size_t kChunk = std::size_t{1024} * 1024;
 // Listing entries are batched into one send of about this size.
-constexpr std::size_t kListBatch = 64 * 1024;
+constexpr std::size_t kListBatch = std::size_t{64} * 1024;
 
 bool send_all(int sock, std::string_view data) {
   while (!data.empty()) {
@@ -425,12 +425,12 @@ bool handle(int sock, const FileRequest& req, char* buf) {
 bool enter_sandbox_context(const InitConfig& config, const FilesWire& limits) {
   sigset_t none;
   sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
+  pthread_sigmask(SIG_SETMASK, &none, nullptr);
   prctl(PR_SET_NAME, "sc-files", 0, 0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   // A write past the file size limit fails with EFBIG instead of killing us.
-  signal(SIGXFSZ, SIG_IGN);
-  signal(SIGPIPE, SIG_IGN);
+  (void)signal(SIGXFSZ, SIG_IGN);
+  (void)signal(SIGPIPE, SIG_IGN);
   struct rlimit core {
     0, 0
   };

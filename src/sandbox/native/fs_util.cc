@@ -5,9 +5,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
+
 #include "common/unique_fd.h"
 
 namespace sandcastle::sandbox::native {
+
+std::optional<pid_t> owner_pid(std::string_view name, std::string_view prefix,
+                               std::string_view* rest) {
+  if (name.substr(0, prefix.size()) != prefix) return std::nullopt;
+  const char* first = name.data() + prefix.size();
+  const char* last = name.data() + name.size();
+  pid_t pid = 0;
+  auto [end, ec] = std::from_chars(first, last, pid);
+  if (ec != std::errc() || pid <= 0) return std::nullopt;
+  if (rest) *rest = std::string_view(end, static_cast<std::size_t>(last - end));
+  return pid;
+}
 
 std::string read_small_file(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));

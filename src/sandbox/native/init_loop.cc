@@ -143,7 +143,7 @@ bool InitLoop::start(int control_fd, const InitConfig& config) {
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &mask, nullptr);
+  pthread_sigmask(SIG_BLOCK, &mask, nullptr);
   st_->signal_fd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   if (st_->signal_fd < 0) return false;
   st_->control_fd = control_fd;

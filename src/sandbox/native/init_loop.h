@@ -14,7 +14,7 @@ namespace sandcastle::sandbox::native {
 // stderr; and a fifth when the command is passed one as its fd 3.
 constexpr int kExecRequestFds = 4;
 constexpr int kExecRequestMaxFds = 5;
-constexpr std::size_t kMaxExecRequestBytes = 200 * 1024;
+constexpr std::size_t kMaxExecRequestBytes = std::size_t{200} * 1024;
 // How long a waiting exec slot is kept after the last request.
 constexpr std::chrono::milliseconds kSlotIdle{5'000};
 

@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--zygote") == 0) {
     sigset_t none;
     sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
+    pthread_sigmask(SIG_SETMASK, &none, nullptr);
     return run_zygote(3, argv[2]);
   }
   // The server passed no stdio; fill 0-2 so later fds never land there.
@@ -78,7 +78,8 @@ int main(int argc, char** argv) {
   // Default dispositions for every signal, once: execve keeps ignored
   // signals ignored (the server may ignore SIGPIPE), and init and the
   // supervisors install no handlers, so every command starts from these.
-  for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);
+  // (EINVAL for SIGKILL, SIGSTOP and glibc's reserved ones: nothing to reset.)
+  for (int sig = 1; sig < NSIG; ++sig) (void)signal(sig, SIG_DFL);
   // Die with the server; set again because exec may have cleared it.
   prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 

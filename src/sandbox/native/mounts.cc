@@ -34,7 +34,7 @@ std::optional<StepError> apply(const std::string& root, const MountOp& op) {
       return std::nullopt;
     case MountKind::kTmpfs: {
       char mode[16];
-      std::snprintf(mode, sizeof mode, "0%o", op.mode);
+      (void)std::snprintf(mode, sizeof mode, "0%o", op.mode);  // at most 13 bytes
       std::string data = "size=" + std::to_string(op.size) + ",mode=" + mode;
       // "noexec" is a mount flag, the rest are tmpfs options.
       unsigned long flags = MS_NOSUID | MS_NODEV;

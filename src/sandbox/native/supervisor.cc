@@ -143,7 +143,7 @@ void send_setup_error(int report_fd, int err, const std::string& step) {
   //    all default since init's start; init blocks SIGCHLD for its signalfd)
   sigset_t all;
   sigemptyset(&all);
-  sigprocmask(SIG_SETMASK, &all, nullptr);
+  pthread_sigmask(SIG_SETMASK, &all, nullptr);
   // 2. own session: no controlling terminal, own process group
   if (::setsid() < 0) fail_child(error_fd, step_failed("setsid"));
   // 3. the OOM killer picks commands, never the sandbox's init or

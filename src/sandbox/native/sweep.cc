@@ -27,10 +27,9 @@ SweepReport sweep_leftovers() {
   for (const char* parent_dir : {"/run", "/tmp"}) {
     const std::string parent = parent_dir;
     for (const auto& name : list_dir(parent)) {
-      pid_t owner = 0;
-      char rest = 0;
-      if (std::sscanf(name.c_str(), "sandcastle-%d%c", &owner, &rest) != 1 || owner <= 0) continue;
-      if (pid_alive(owner)) continue;
+      std::string_view rest;
+      auto owner = owner_pid(name, "sandcastle-", &rest);
+      if (!owner || !rest.empty() || pid_alive(*owner)) continue;
       std::string path = parent + "/" + name;
       if (::access(path.c_str(), W_OK) != 0) continue;  // another user's
       if (auto st = remove_tree(path); st) rep.removed.push_back(path);

@@ -44,7 +44,7 @@ std::string MountOp::describe() const {
   switch (kind) {
     case MountKind::kMkdir: return "mkdir /" + dst;
     case MountKind::kTmpfs: return "mount tmpfs /" + dst;
-    case MountKind::kBind: return "bind " + src + " -> /" + dst;
+    case MountKind::kBind:
     case MountKind::kBindFile: return "bind " + src + " -> /" + dst;
     case MountKind::kProc: return "mount /" + dst;
     case MountKind::kDevpts: return "mount devpts /" + dst;

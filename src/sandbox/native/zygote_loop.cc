@@ -75,7 +75,7 @@ int run_zygote(int sock, const char* helper) {
   prctl(PR_SET_NAME, "sc-zygote", 0, 0, 0);
   // Children are reaped by the kernel: the server follows them by pidfd.
   // (Each init resets every disposition, this one included, at its start.)
-  signal(SIGCHLD, SIG_IGN);
+  (void)signal(SIGCHLD, SIG_IGN);
   for (;;) {
     char buf[sizeof(ZygoteRequest) + 1];
     ReceivedMessage m = recv_with_fds(sock, buf, sizeof buf);

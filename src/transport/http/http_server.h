@@ -98,14 +98,14 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8181;
   size_t threads = 2;
-  size_t max_body_bytes = 16 * 1024 * 1024;
-  size_t max_header_bytes = 16 * 1024;
+  size_t max_body_bytes = size_t{16} * 1024 * 1024;
+  size_t max_header_bytes = size_t{16} * 1024;
   // A request must arrive whole (headers and body) within this time, else
   // 408 and close; an idle keep-alive connection is closed after it: a
   // slow-loris client holds a connection no longer than this.
   std::chrono::milliseconds request_timeout{10'000};
   // A stream whose client does not read is dropped once this much is queued.
-  size_t max_queued_bytes = 8 * 1024 * 1024;
+  size_t max_queued_bytes = size_t{8} * 1024 * 1024;
   size_t max_connections = 15'000;
 };
 

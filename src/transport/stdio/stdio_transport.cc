@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 #include <string>
 
+#include "common/result.h"
 #include "common/unique_fd.h"
 #include "mcp/session.h"
 
@@ -33,7 +34,7 @@ class LineWriter {
       if (n < 0) {
         if (errno == EINTR) continue;
         // The client went away (EPIPE): nothing more can be said to it.
-        spdlog::warn("stdout write failed: {}; dropping further output", strerror(errno));
+        spdlog::warn("stdout write failed: {}; dropping further output", errno_text(errno));
         broken_ = true;
         return;
       }
@@ -130,7 +131,7 @@ mcp::json recover_id(const std::string& head, const std::string& tail) {
 
 void block_termination_signals() {
   // Writing to a closed pipe must fail with EPIPE, not kill the server.
-  signal(SIGPIPE, SIG_IGN);
+  (void)signal(SIGPIPE, SIG_IGN);
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGTERM);
@@ -145,7 +146,7 @@ int serve_stdio(const mcp::Server& server, const StdioOptions& options) {
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGINT);
   UniqueFd sigfd(signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
-  if (!sigfd) spdlog::warn("signalfd failed: {}; SIGTERM handling degraded", strerror(errno));
+  if (!sigfd) spdlog::warn("signalfd failed: {}; SIGTERM handling degraded", errno_text(errno));
 
   auto writer = std::make_shared<LineWriter>(options.out_fd);
   auto session = mcp::Session::create(
@@ -167,7 +168,7 @@ int serve_stdio(const mcp::Server& server, const StdioOptions& options) {
     int n = ::poll(fds, sigfd ? 2 : 1, -1);
     if (n < 0) {
       if (errno == EINTR) continue;
-      reason = std::string("poll failed: ") + strerror(errno);
+      reason = std::string("poll failed: ") + errno_text(errno);
       break;
     }
     if (sigfd && (fds[1].revents & POLLIN)) {
@@ -181,7 +182,7 @@ int serve_stdio(const mcp::Server& server, const StdioOptions& options) {
       ssize_t got = ::read(options.in_fd, buf.data(), buf.size());
       if (got < 0) {
         if (errno == EINTR || errno == EAGAIN) continue;
-        reason = std::string("stdin read failed: ") + strerror(errno);
+        reason = std::string("stdin read failed: ") + errno_text(errno);
         break;
       }
       if (got == 0) {

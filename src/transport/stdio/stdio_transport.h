@@ -11,7 +11,7 @@ namespace sandcastle::transport {
 
 struct StdioOptions {
   // Room for the largest file write (32 MiB) in base64 with its envelope.
-  size_t max_line_bytes = 64 * 1024 * 1024;
+  size_t max_line_bytes = size_t{64} * 1024 * 1024;
   // After stdin closes or a signal: how long in-flight requests may run on to
   // answer, then how long cancelled ones get to unwind (total stays < 2 s).
   std::chrono::milliseconds finish_grace{1000};

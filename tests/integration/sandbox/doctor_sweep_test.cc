@@ -41,5 +41,20 @@ TEST(Sweep, RemovesDeadServersLeftoversOnly) {
   EXPECT_TRUE(rep.failed.empty());
 }
 
+// A number that overflows pid_t names no server: sscanf's %d used to wrap
+// 2^32 + pid to pid, and a dead pid made sweep remove a stranger's directory.
+TEST(Sweep, KeepsNamesWhosePidOverflows) {
+  pid_t dead = ::fork();
+  if (dead == 0) _exit(0);
+  ::waitpid(dead, nullptr, 0);
+  std::string odd = runtime_parent() + "/sandcastle-" + std::to_string((1LL << 32) + dead);
+  ASSERT_EQ(::mkdir(odd.c_str(), 0755), 0);
+  SweepReport rep = sweep_leftovers();
+  struct stat st {};
+  EXPECT_EQ(::stat(odd.c_str(), &st), 0) << "a directory with an overflowing pid was removed";
+  ::rmdir(odd.c_str());
+  EXPECT_TRUE(rep.failed.empty());
+}
+
 }  // namespace
 }  // namespace sandcastle::sandbox::native
