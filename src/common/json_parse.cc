@@ -19,7 +19,7 @@ Error limit_error(std::string what) {
 // parser accepts this is exact; where the parser would stop at a syntax
 // error, the counts up to that point are still an upper bound, so nothing
 // deeper than the limit is ever built.
-Result<void> prescan(std::string_view text, const JsonLimits& limits) {
+Result<std::size_t> prescan(std::string_view text, const JsonLimits& limits) {
   std::size_t depth = 0, values = 0;
   const char* const begin = text.data();
   const char* const end = begin + text.size();
@@ -34,7 +34,7 @@ Result<void> prescan(std::string_view text, const JsonLimits& limits) {
         for (;;) {
           const auto* hit =
               static_cast<const char*>(std::memchr(p, '"', static_cast<std::size_t>(end - p)));
-          if (!hit) return {};  // unterminated: the parser says so
+          if (!hit) return values;  // unterminated: the parser says so
           std::size_t backslashes = 0;
           for (const char* b = hit; b > start && b[-1] == '\\'; --b) ++backslashes;
           p = hit + 1;
@@ -62,19 +62,22 @@ Result<void> prescan(std::string_view text, const JsonLimits& limits) {
       default: break;
     }
   }
-  return {};
+  return values;
 }
 
 }  // namespace
 
-Result<nlohmann::json> parse_json(std::string_view text, const JsonLimits& limits) {
+Result<nlohmann::json> parse_json(std::string_view text, const JsonLimits& limits,
+                                  std::size_t* values) {
   if (text.size() > limits.max_bytes) {
     std::string what = "the JSON text is " + std::to_string(text.size()) +
                        " bytes, over the limit of " + std::to_string(limits.max_bytes) + " bytes";
     if (limits.bytes_setting) what += std::string(" (") + limits.bytes_setting + ")";
     return limit_error(std::move(what));
   }
-  if (auto ok = prescan(text, limits); !ok) return ok.error();
+  auto counted = prescan(text, limits);
+  if (!counted) return counted.error();
+  if (values) *values = *counted;
   try {
     return nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {

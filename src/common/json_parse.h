@@ -31,7 +31,10 @@ struct JsonLimits {
 // The parsed value, or an error: ErrorCode::kResourceExhausted when the text
 // breaks a limit (the message names it), kInvalidArgument when it is not
 // JSON (or not UTF-8, or a number out of range). Never throws on any input.
-Result<nlohmann::json> parse_json(std::string_view text, const JsonLimits& limits);
+// `values`, when given, receives the value count (what max_values bounds),
+// for callers that budget several parsed texts together.
+Result<nlohmann::json> parse_json(std::string_view text, const JsonLimits& limits,
+                                  std::size_t* values = nullptr);
 
 // True for the errors parse_json gives when a limit (not the syntax) refused
 // the text: JSON-RPC answers those -32600, the others -32700.

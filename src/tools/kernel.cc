@@ -560,7 +560,7 @@ Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& 
   if (!send_frame(inst->conn.get(), exec_msg)) return died();
 
   bool interrupting = false;
-  std::size_t display_bytes = 0, displays_dropped = 0;
+  std::size_t display_bytes = 0, display_values = 0, displays_dropped = 0;
   // Every frame received so far, checked and acted on; a value once the call
   // is over (its result came, or a frame was malformed).
   auto take_frames = [&]() -> std::optional<Result<CellResult>> {
@@ -578,11 +578,13 @@ Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& 
       } else if (auto* d = std::get_if<DisplayFrame>(&*frame)) {
         if (d->id != cell_id) continue;  // late output of an earlier cell
         if (d->bytes > kMaxDisplayBytes || res.displays.size() >= kMaxDisplays ||
-            display_bytes + d->bytes > kMaxDisplayTotal) {
+            display_bytes + d->bytes > kMaxDisplayTotal ||
+            display_values + d->values > kMaxDisplayValues) {
           ++displays_dropped;
           continue;
         }
         display_bytes += d->bytes;
+        display_values += d->values;
         res.displays.push_back(std::move(d->data));
       } else if (auto* r = std::get_if<ResultFrame>(&*frame)) {
         if (r->id != cell_id) continue;
@@ -590,8 +592,9 @@ Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& 
           out.deliver("stderr", "[sandcastle] " + std::to_string(displays_dropped) +
                                     " more displays were dropped: a cell returns at most " +
                                     std::to_string(kMaxDisplays) + " displays, each up to " +
-                                    std::to_string(kMaxDisplayBytes >> 20) + " MiB and " +
-                                    std::to_string(kMaxDisplayTotal >> 20) + " MiB in all\n");
+                                    std::to_string(kMaxDisplayBytes >> 20) + " MiB, and " +
+                                    std::to_string(kMaxDisplayTotal >> 20) + " MiB and " +
+                                    std::to_string(kMaxDisplayValues) + " JSON values in all\n");
         finish_output();
         res.execution_count = r->execution_count;
         res.value = std::move(r->value);

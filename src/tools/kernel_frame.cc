@@ -136,7 +136,7 @@ Result<json> decode_error(json* e) {
   return std::move(*e);
 }
 
-Result<KernelFrame> decode_object(json& msg, std::size_t bytes) {
+Result<KernelFrame> decode_object(json& msg, std::size_t bytes, std::size_t values) {
   auto type_it = msg.find("type");
   if (type_it == msg.end()) return bad("a frame without \"type\"");
   if (!type_it->is_string()) return wrong("type", *type_it, "a string");
@@ -179,6 +179,7 @@ Result<KernelFrame> decode_object(json& msg, std::size_t bytes) {
     d.id = std::move(*id);
     d.data = std::move(*data);
     d.bytes = bytes;
+    d.values = values;
     return KernelFrame(std::move(d));
   }
   if (type == "result") {
@@ -233,11 +234,12 @@ const char* frame_type_name(const KernelFrame& f) {
 Result<KernelFrame> decode_kernel_frame(std::string_view body, std::size_t max_bytes) {
   JsonLimits limits{max_bytes};
   limits.max_values = kMaxFrameValues;
-  auto msg = parse_json(body, limits);
+  std::size_t values = 0;
+  auto msg = parse_json(body, limits, &values);
   if (!msg) return msg.error();
   if (!msg->is_object())
     return bad(std::string("the frame is ") + kind_of(*msg) + ", not a JSON object");
-  return decode_object(*msg, body.size());
+  return decode_object(*msg, body.size(), values);
 }
 
 Result<std::optional<std::string_view>> FrameReader::next(std::size_t max_frame) {

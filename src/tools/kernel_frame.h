@@ -11,8 +11,9 @@
 //   values    65536 array elements and object members per frame, nesting
 //             128 deep (json_parse.h): the parsed frame stays within a few
 //             times its size.
-//   displays  8 MiB each (a larger one is dropped with a note), 64 and
-//             16 MiB per cell.
+//   displays  8 MiB each (a larger one is dropped with a note); per cell 64,
+//             16 MiB and 131072 values in all (their parsed form is kept
+//             until the call returns).
 // The drivers know these figures (the execute message carries them) and cut
 // their output to fit, so only a hostile or broken kernel meets them.
 #pragma once
@@ -34,6 +35,7 @@ namespace sandcastle::tools {
 inline constexpr std::size_t kMaxDisplayBytes = 8u << 20;
 inline constexpr std::size_t kMaxDisplays = 64;
 inline constexpr std::size_t kMaxDisplayTotal = 16u << 20;
+inline constexpr std::size_t kMaxDisplayValues = 131072;
 inline constexpr std::size_t kMaxFrameValues = 65536;
 inline constexpr std::size_t kMaxHelloFrame = 64u << 10;
 
@@ -51,8 +53,9 @@ struct StreamFrame {
 };
 struct DisplayFrame {
   std::string id;
-  nlohmann::json data;    // a MIME bundle: an object, any values
-  std::size_t bytes = 0;  // the frame's size, for the display caps
+  nlohmann::json data;     // a MIME bundle: an object, any values
+  std::size_t bytes = 0;   // the frame's size and value count, for the
+  std::size_t values = 0;  // per-cell display caps
 };
 struct ResultFrame {
   std::string id;

@@ -317,6 +317,12 @@ TEST_F(KernelChannelTest, LargeLegitimateOutputStillWorks) {
   EXPECT_EQ(d->end, CellEnd::kCompleted);
   EXPECT_EQ(d->displays.size(), 64u) << "at most 64 displays per cell";
   EXPECT_NE(d->stderr_data.find("36 more displays"), std::string::npos) << d->stderr_data;
+  // Their parsed form is kept until the call returns: 131072 values per cell.
+  auto j = k.execute(
+      cell("for i in range(3):\n    display({'application/json': list(range(60000))}, raw=True)", 60s));
+  ASSERT_TRUE(j.ok()) << j.error().message();
+  EXPECT_EQ(j->displays.size(), 2u);
+  EXPECT_NE(j->stderr_data.find("1 more displays"), std::string::npos) << j->stderr_data;
 }
 
 }  // namespace

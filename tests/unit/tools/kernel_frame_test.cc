@@ -41,6 +41,7 @@ TEST(KernelFrameTest, DecodesEachFrameType) {
   auto d = decode_kernel_frame(display, kMax);
   ASSERT_TRUE(d.ok()) << d.error().message();
   EXPECT_EQ(std::get<DisplayFrame>(*d).bytes, display.size());
+  EXPECT_EQ(std::get<DisplayFrame>(*d).values, 8u);  // 4 arrays/objects + 4 commas
   EXPECT_EQ(std::get<DisplayFrame>(*d).data["text/plain"], "p");
 
   auto ok = decode_kernel_frame(
