@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "../sandbox/fixture.h"
+#include "tools/kernel_frame.h"
 
 namespace sandcastle::tools {
 namespace {
@@ -262,6 +264,52 @@ TEST_F(KernelChannelTest, LargeFrameIsNotBuffered) {
       << "peak RSS " << peak << " KiB against " << before << " KiB before";
 }
 
+// The most a kernel can make the server hold for one cell, every cap met at
+// once: a stream frame at the 12 MiB cap, 64 displays near their byte and
+// value caps (most of them objects with distinct keys, the costliest parsed
+// form),
+// and a result whose value is at the frame cap with 65536 values. The
+// server's peak RSS grows by a bounded figure (the README's per-cell budget).
+TEST_F(KernelChannelTest, WorstCaseFramesStayWithinTheBudget) {
+  Kernel k(*sb_, KernelLanguage::kPython);
+  ASSERT_EQ(plain(*k.execute(cell("1"))), "1");
+  reset_peak_rss();
+  const std::size_t before = status_kib("VmRSS:");
+  const std::string code =
+      "import os, sys, json\n"
+      "cid = sys.stdout.kernel.cell_id\n"
+      "cap = " +
+      std::to_string(max_frame_bytes(CellRequest{}.max_output_bytes)) +
+      "\n"
+      "def send(msg):\n"
+      "    body = json.dumps(msg, separators=(',', ':')).encode()\n"
+      "    assert len(body) <= cap, len(body)\n"
+      "    data = len(body).to_bytes(4, 'big') + body\n"
+      "    while data:\n"
+      "        data = data[os.write(3, data):]\n"
+      "send({'type': 'stream', 'id': cid, 'name': 'stdout', 'text': 'x' * (cap - 200)})\n"
+      "for i in range(62):\n"
+      "    send({'type': 'display', 'id': cid, 'data': {'application/json': {'k%d' % j: 0 for j in "
+      "range(2000)}}})\n"
+      "for i in range(2):\n"
+      "    send({'type': 'display', 'id': cid, 'data': {'text/plain': 'd' * (7 << 20)}})\n"
+      "value = {'application/json': {'key%d' % j: 0 for j in range(65000)}}\n"
+      "value['text/plain'] = 'v' * (cap - len(json.dumps(value)) - 500)\n"
+      "send({'type': 'result', 'id': cid, 'execution_count': 2, 'status': 'ok', 'value': value})\n"
+      "import time\n"
+      "time.sleep(5)\n";
+  auto r = k.execute(cell(code, 60s));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->end, CellEnd::kCompleted);
+  EXPECT_EQ(r->stdout_total, max_frame_bytes(CellRequest{}.max_output_bytes) - 200);
+  EXPECT_EQ(r->displays.size(), 64u);
+  ASSERT_TRUE(r->value.is_object());
+  const std::size_t peak = status_kib("VmHWM:");
+  std::printf("peak RSS growth with every kernel cap met: %zu KiB\n", peak - before);
+  EXPECT_LT(peak, before + 128 * 1024)
+      << "peak RSS " << peak << " KiB against " << before << " KiB before";
+}
+
 // The sink the exec thread calls for the kernel's own stdout once pointed at
 // a lambda on Kernel::execute's stack after a throw: output arriving later
 // was a use after return (AddressSanitizer:
@@ -318,8 +366,8 @@ TEST_F(KernelChannelTest, LargeLegitimateOutputStillWorks) {
   EXPECT_EQ(d->displays.size(), 64u) << "at most 64 displays per cell";
   EXPECT_NE(d->stderr_data.find("36 more displays"), std::string::npos) << d->stderr_data;
   // Their parsed form is kept until the call returns: 131072 values per cell.
-  auto j = k.execute(
-      cell("for i in range(3):\n    display({'application/json': list(range(60000))}, raw=True)", 60s));
+  auto j = k.execute(cell(
+      "for i in range(3):\n    display({'application/json': list(range(60000))}, raw=True)", 60s));
   ASSERT_TRUE(j.ok()) << j.error().message();
   EXPECT_EQ(j->displays.size(), 2u);
   EXPECT_NE(j->stderr_data.find("1 more displays"), std::string::npos) << j->stderr_data;
