@@ -320,7 +320,7 @@ async function runCell(msg) {
 // The result frame, cut down until it fits the server's frame limit.
 function fitResult(reply) {
   let body = encode(reply);
-  if (body.length <= limits.frame) return body;
+  if (body.length <= limits.frame && fits(reply, limits.depth, limits.values)) return body;
   const { value, error } = reply;
   for (const keep of [limits.text, 1000]) {
     if (value !== undefined) reply.value = { 'text/plain': cut(String(value['text/plain'] ?? ''), keep) };

@@ -600,7 +600,7 @@ class Kernel:
         """The result frame, cut down until it fits the server's frame limit."""
         lim = self.limits
         body = _frame_bytes(reply)
-        if len(body) <= lim["frame"]:
+        if len(body) <= lim["frame"] and _fits(reply, lim["depth"], lim["values"]):
             return body
         value, err = reply.get("value"), reply.get("error")
         for keep in (lim["text"], 1000):
