@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "transport/http/request_parser.h"
 #include "common/metrics.h"
 
 namespace sandcastle::transport::http {
@@ -224,8 +225,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (dead_) return;
     exchange_.reset();
     parser_.emplace();
-    parser_->body_limit(impl_.server.options().max_body_bytes);
-    parser_->header_limit(static_cast<std::uint32_t>(impl_.server.options().max_header_bytes));
+    limit_request_parser(*parser_, impl_.server.options());
     stream_.expires_after(impl_.server.options().request_timeout);
     bhttp::async_read(stream_, buffer_, *parser_,
                       [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
