@@ -7,12 +7,12 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 ARGS ?= --transport http
 
-.PHONY: run test deps build build-asan unit integration e2e bench fuzz clean format tidy
+.PHONY: run test deps build build-asan build-fuzz unit integration e2e bench fuzz clean format tidy
 
 run: deps build
 	exec ./$(BUILD)/sandcastle $(ARGS)
 
-test: deps build build-asan
+test: deps build build-asan build-fuzz
 	scripts/run-tests
 
 deps:
@@ -24,7 +24,7 @@ build:
 
 build-asan:
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSANDCASTLE_SANITIZE=ON >/dev/null
-	@cmake --build $(ASAN_BUILD) -j $(JOBS) --target unit_tests
+	@cmake --build $(ASAN_BUILD) -j $(JOBS) --target unit_tests integration_tests
 
 # clang-tidy (checks in .clang-tidy) over src/; needs only the configured build.
 tidy: deps
@@ -34,18 +34,24 @@ tidy: deps
 bench: deps build
 	bench/run
 
-# Real coverage-guided fuzzing with clang's libFuzzer, FUZZ_SECONDS per target;
-# new inputs land in tests/fuzz/corpus/<target>/ (commit the interesting ones).
+# Real coverage-guided fuzzing with clang's libFuzzer, FUZZ_SECONDS per target
+# (every tests/fuzz/fuzz_<name>.cc); new inputs land in
+# tests/fuzz/corpus/<name>/ (commit the interesting ones). `make test` runs
+# each for FUZZ_CI_SECONDS too (scripts/run-tests), without touching the corpus.
 FUZZ_SECONDS ?= 60
-fuzz: deps
-	@cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.cc,%,$(wildcard tests/fuzz/fuzz_*.cc))
+FUZZ_BUILD ?= build-fuzz
+fuzz: deps build-fuzz
+	for t in $(FUZZ_TARGETS); do \
+	  ./$(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 tests/fuzz/corpus/$$t || exit 1; done
+
+build-fuzz:
+	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
 	  -DSANDCASTLE_FUZZ=ON -DSANDCASTLE_TESTS=ON >/dev/null
-	@cmake --build build-fuzz -j $(JOBS) --target fuzz_session fuzz_schema fuzz_cursor
-	for t in session schema cursor; do \
-	  ./build-fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 tests/fuzz/corpus/$$t || exit 1; done
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
 
 format:
 	clang-format -i $$(git ls-files 'src/*.cc' 'src/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -61,6 +61,11 @@ function redeclarable(code) {
 
 const FLUSH_MS = 25;
 const FLUSH_BYTES = 16 * 1024;
+// The server checks every frame and ends the kernel on one it cannot take
+// (too large, too deep, a field of the wrong type): output is cut to fit the
+// limits the execute message names before it is sent.
+const STREAM_CHUNK = 65536;  // UTF-16 units per stream frame
+const limits = { frame: 12 << 20, display: 8 << 20, text: 1 << 20, depth: 128, values: 65536 };
 const CHANNEL_FD = 3;
 
 function openChannel() {
@@ -82,8 +87,41 @@ function openChannel() {
 }
 const sock = openChannel();
 
+// JSON text whose lone surrogates (escaped by JSON.stringify as \udXXX) are
+// U+FFFD: the server, like any strict parser, refuses them.
+function encode(msg) {
+  const text = JSON.stringify(msg).replace(/(\\+)u(d[89a-f][0-9a-f]{2})/g,
+    (m, bs) => (bs.length % 2 ? bs.slice(1) + '\\ufffd' : m));
+  return Buffer.from(text, 'utf8');
+}
+
+// False when v as JSON nests deeper than `depth` or holds more than `values`
+// array elements and object members (the server's count).
+function fits(v, depth, values) {
+  const stack = [[v, 1]];
+  let n = 0;
+  while (stack.length) {
+    const [o, d] = stack.pop();
+    if (!o || typeof o !== 'object') continue;
+    const items = Array.isArray(o) ? o : Object.values(o);
+    n += Math.max(items.length, 1);
+    if (d > depth || n > values) return false;
+    for (const x of items) stack.push([x, d + 1]);
+  }
+  return true;
+}
+
+function cut(s, n) {
+  if (s.length <= n) return s;
+  const half = Math.floor(n / 2);
+  return `${s.slice(0, half)}\n... [${s.length - 2 * half} characters omitted] ...\n${s.slice(s.length - half)}`;
+}
+
 function send(msg) {
-  const body = Buffer.from(JSON.stringify(msg), 'utf8');
+  sendData(encode(msg));
+}
+
+function sendData(body) {
   const head = Buffer.allocUnsafe(4);
   head.writeUInt32BE(body.length, 0);
   sock.write(Buffer.concat([head, body]));
@@ -119,7 +157,14 @@ class CellStream {
     const text = this.parts.join('');
     this.parts = [];
     this.size = 0;
-    if (current) send({ type: 'stream', id: current.id, name: this.name, text });
+    if (!current) return;
+    for (let i = 0; i < text.length;) {
+      let end = Math.min(i + STREAM_CHUNK, text.length);
+      const last = text.charCodeAt(end - 1);
+      if (end < text.length && last >= 0xd800 && last <= 0xdbff) end -= 1;  // keep a pair whole
+      send({ type: 'stream', id: current.id, name: this.name, text: text.slice(i, end) });
+      i = end;
+    }
   }
 }
 const streams = { stdout: new CellStream('stdout'), stderr: new CellStream('stderr') };
@@ -164,7 +209,15 @@ function display(...objs) {
   for (const o of objs) {
     streams.stdout.flush();
     streams.stderr.flush();
-    send({ type: 'display', id: current.id, data: bundle(o) });
+    let data = bundle(o);
+    if (!fits(data, limits.depth - 2, limits.values - 64)) {
+      data = { 'text/plain': `<display omitted: nested deeper than ${limits.depth - 2} levels or more than ${limits.values - 64} values>` };
+    }
+    let body = encode({ type: 'display', id: current.id, data });
+    if (body.length > limits.display) {
+      body = encode({ type: 'display', id: current.id, data: { 'text/plain': `<display omitted: ${body.length} bytes, over the ${limits.display}-byte limit>` } });
+    }
+    sendData(body);
   }
 }
 
@@ -189,7 +242,7 @@ function errorInfo(e, filename) {
   const kept = stack.filter((line, i) => i === 0 || !/^\s+at /.test(line) ||
     (!line.includes(__filename) && !/[( ]node:/.test(line)));
   void filename;
-  return { name: e.name || 'Error', value: e.message || String(e), traceback: kept.map((l) => l + '\n') };
+  return { name: String(e.name || 'Error'), value: String(e.message || e), traceback: kept.map((l) => l + '\n') };
 }
 
 process.on('uncaughtException', (e) => {
@@ -217,6 +270,9 @@ async function runCell(msg) {
   const now = performance.now();
   streams.stdout.last = streams.stderr.last = now;
   const reply = { type: 'result', id: msg.id, execution_count: n, status: 'ok' };
+  if (msg.limits && typeof msg.limits === 'object') {
+    for (const k of Object.keys(limits)) if (Number.isInteger(msg.limits[k]) && msg.limits[k] > 0) limits[k] = msg.limits[k];
+  }
   try {
     let code = String(msg.code || '');
     let wrapped = null;
@@ -238,10 +294,12 @@ async function runCell(msg) {
     if (value !== undefined) {
       globalThis._ = value;
       reply.value = bundle(value);
+      if (!fits(reply.value, limits.depth - 2, limits.values - 64)) reply.value = { 'text/plain': inspect(value) };
     }
   } catch (e) {
     if (e instanceof ExitRequest) {
-      reply.exit_code = Number.isInteger(e.code) ? e.code : (Number(e.code) || 0);
+      const c = Number(e.code);  // the server takes a 32-bit integer
+      reply.exit_code = Number.isInteger(c) && c >= -(2 ** 31) && c < 2 ** 31 ? c : (c ? 1 : 0);
     } else {
       // The in-band interrupt's error, or SIGINT's under breakOnSigint.
       if (e && (e.message === 'Script execution interrupted.' || e.code === 'ERR_SCRIPT_EXECUTION_INTERRUPTED')) {
@@ -256,7 +314,24 @@ async function runCell(msg) {
     streams.stderr.flush();
     current = null;
   }
-  send(reply);
+  sendData(fitResult(reply));
+}
+
+// The result frame, cut down until it fits the server's frame limit.
+function fitResult(reply) {
+  let body = encode(reply);
+  if (body.length <= limits.frame && fits(reply, limits.depth, limits.values)) return body;
+  const { value, error } = reply;
+  for (const keep of [limits.text, 1000]) {
+    if (value !== undefined) reply.value = { 'text/plain': cut(String(value['text/plain'] ?? ''), keep) };
+    if (error !== undefined) {
+      error.value = cut(String(error.value ?? ''), keep);
+      error.traceback = [cut((error.traceback || []).join(''), keep)];
+    }
+    body = encode(reply);
+    if (body.length <= limits.frame) break;
+  }
+  return body;
 }
 
 let running = false;

@@ -7,6 +7,9 @@
 #   server -> driver: execute {id, code, stdin?}, interrupt {id}, shutdown
 #   driver -> server: hello {pid, version} (first), stream {id, name, text},
 #                     display {id, data{mime: value}}, result {id, ...}
+# The server checks every frame and ends the kernel on one it cannot take
+# (too large, too deep, a field of the wrong type): output is cut to fit the
+# limits the execute message names (_LIMITS) before it is sent.
 # Standard library only; embedded in the sandcastle binary and published once
 # per server, precompiled, to /opt/sandcastle (read-only in every sandbox).
 # Lean on purpose: an idle kernel should cost little more than the bare
@@ -32,6 +35,8 @@ _CHANNEL_FD = 3
 _MAX_FRAME = 64 * 1024 * 1024
 _FLUSH_INTERVAL = 0.025
 _FLUSH_BYTES = 16 * 1024
+_STREAM_CHUNK = 65536  # characters per stream frame (at most 6 bytes each once escaped)
+_LIMITS = {"frame": 12 << 20, "display": 8 << 20, "text": 1 << 20, "depth": 128, "values": 65536}
 _READER_IDLE = 5.0  # seconds an idle kernel keeps its reader thread
 _PyCF_ALLOW_TOP_LEVEL_AWAIT = 0x2000
 _CO_COROUTINE = 0x80
@@ -66,6 +71,37 @@ def json_loads(text):
     return obj
 
 
+def _frame_bytes(msg):
+    return json_dumps(msg).encode("utf-8", "replace")
+
+
+def _fits(obj, depth, values):
+    """False when obj as JSON nests deeper than `depth` or holds more than
+    `values` array elements and object members (the server's count)."""
+    stack = [(obj, 1)]
+    n = 0
+    while stack:
+        o, d = stack.pop()
+        if isinstance(o, dict):
+            items = o.values()
+        elif isinstance(o, (list, tuple)):
+            items = o
+        else:
+            continue
+        n += max(len(o), 1)
+        if d > depth or n > values:
+            return False
+        stack.extend((v, d + 1) for v in items)
+    return True
+
+
+def _cut(s, n):
+    if len(s) <= n:
+        return s
+    half = n // 2
+    return "%s\n... [%d characters omitted] ...\n%s" % (s[:half], len(s) - 2 * half, s[len(s) - half:])
+
+
 class Channel:
     """The connection to the server: our end of a socketpair, at fd 3. One
     thread at a time reads it (see Kernel.serve); any thread may send."""
@@ -79,7 +115,9 @@ class Channel:
         self.deferred = False  # a SIGINT held back (Kernel.on_sigint)
 
     def send(self, msg):
-        data = json_dumps(msg).encode("utf-8", "replace")
+        self.send_data(_frame_bytes(msg))
+
+    def send_data(self, data):
         data = len(data).to_bytes(4, "big") + data
         with self.send_lock:
             self.writer = _thread.get_ident()
@@ -164,7 +202,9 @@ class CellStream(io.TextIOBase):
         self.size = 0
         cell = self.kernel.cell_id
         if cell is not None:
-            self.kernel.chan.send({"type": "stream", "id": cell, "name": self.name, "text": text})
+            send = self.kernel.chan.send
+            for i in range(0, len(text), _STREAM_CHUNK):
+                send({"type": "stream", "id": cell, "name": self.name, "text": text[i:i + _STREAM_CHUNK]})
 
     def flush(self):
         with self.lock:
@@ -230,6 +270,8 @@ def mime_bundle(obj):
                 try:
                     json_dumps(v)
                 except Exception:
+                    continue
+                if not _fits(v, _LIMITS["depth"] - 4, _LIMITS["values"] - 64):
                     continue
             elif not isinstance(v, str):
                 v = str(v)
@@ -521,6 +563,7 @@ class Kernel:
         self.stop_id = None  # the cell the last interrupt named
         ms = os.environ.pop("SANDCASTLE_KERNEL_READER_IDLE_MS", "")
         self.reader_idle = int(ms) / 1000.0 if ms.isdigit() else _READER_IDLE
+        self.limits = dict(_LIMITS)
 
     def _pkg_mtime(self):
         try:
@@ -538,11 +581,38 @@ class Kernel:
             self._send_display(data)
 
     def _send_display(self, data):
-        if self.cell_id is None:
+        cell = self.cell_id
+        if cell is None:
             return
         self.stdout.flush()
         self.stderr.flush()
-        self.chan.send({"type": "display", "id": self.cell_id, "data": data})
+        lim = self.limits
+        if not isinstance(data, dict) or not _fits(data, lim["depth"] - 2, lim["values"] - 64):
+            data = {"text/plain": "<display omitted: nested deeper than %d levels or more than %d values>"
+                    % (lim["depth"] - 2, lim["values"] - 64)}
+        body = _frame_bytes({"type": "display", "id": cell, "data": data})
+        if len(body) > lim["display"]:
+            body = _frame_bytes({"type": "display", "id": cell, "data": {
+                "text/plain": "<display omitted: %d bytes, over the %d-byte limit>" % (len(body), lim["display"])}})
+        self.chan.send_data(body)
+
+    def _fit_result(self, reply):
+        """The result frame, cut down until it fits the server's frame limit."""
+        lim = self.limits
+        body = _frame_bytes(reply)
+        if len(body) <= lim["frame"] and _fits(reply, lim["depth"], lim["values"]):
+            return body
+        value, err = reply.get("value"), reply.get("error")
+        for keep in (lim["text"], 1000):
+            if value is not None:
+                reply["value"] = {"text/plain": _cut(str(value.get("text/plain", "")), keep)}
+            if err is not None:
+                err["value"] = _cut(str(err.get("value", "")), keep)
+                err["traceback"] = [_cut("".join(err.get("traceback", ())), keep)]
+            body = _frame_bytes(reply)
+            if len(body) <= lim["frame"]:
+                break
+        return body
 
     def _flush_figures(self):
         plt = sys.modules.get("matplotlib.pyplot")
@@ -665,6 +735,11 @@ class Kernel:
             importlib.invalidate_caches()
             self.pkg_mtime = mtime
         reply = {"type": "result", "id": cell, "execution_count": n, "status": "ok"}
+        limits = msg.get("limits")
+        if isinstance(limits, dict):
+            for k, v in limits.items():
+                if k in self.limits and type(v) is int and v > 0:
+                    self.limits[k] = v
         saved = sys.stdout, sys.stderr, sys.stdin
         sys.stdout, sys.stderr = self.stdout, self.stderr
         sys.stdin = io.StringIO(msg.get("stdin", ""))
@@ -683,8 +758,8 @@ class Kernel:
             code_ = e.code
             if code_ is None:
                 reply["exit_code"] = 0
-            elif isinstance(code_, int):
-                reply["exit_code"] = code_
+            elif isinstance(code_, int):  # bool too; the server takes a 32-bit int
+                reply["exit_code"] = int(code_) if -2**31 <= code_ < 2**31 else 1
             else:
                 sys.stderr.write(str(code_) + "\n")
                 reply["exit_code"] = 1
@@ -713,7 +788,7 @@ class Kernel:
             # of `x += 1` cells would otherwise grow an idle kernel).
             if "def " not in code and "class " not in code and "lambda" not in code:
                 self.sources.pop(filename, None)
-        self.chan.send(reply)
+        self.chan.send_data(self._fit_result(reply))
 
     def _guarded(self, code, filename, cell):
         try:

@@ -2,6 +2,7 @@
 
 #include "common/base64.h"
 #include "common/crypto.h"
+#include "common/json_parse.h"
 #include "mcp/jsonrpc.h"
 
 namespace sandcastle::mcp {
@@ -30,9 +31,10 @@ std::optional<nlohmann::json> verify_request_state(const std::string& key,
     return std::nullopt;
   auto raw = base64_decode(payload);
   if (!raw) return std::nullopt;
-  auto state = nlohmann::json::parse(*raw, nullptr, false);
-  if (state.is_discarded()) return std::nullopt;
-  return state;
+  // Our own signature vouches for it; bounded all the same, like all input.
+  auto state = parse_json(*raw, JsonLimits{raw->size()});
+  if (!state) return std::nullopt;
+  return std::move(*state);
 }
 
 }  // namespace sandcastle::mcp

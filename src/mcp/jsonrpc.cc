@@ -1,5 +1,7 @@
 #include "mcp/jsonrpc.h"
 
+#include "common/json_parse.h"
+
 namespace sandcastle::mcp {
 
 namespace {
@@ -71,7 +73,15 @@ json make_notification(const std::string& method, json params) {
   return n;
 }
 
-json preserialized(std::string text) { return json{{kPreserializedKey, std::move(text)}}; }
+json parse_failure(const json& id, const Error& why) {
+  if (is_json_limit_error(why))
+    return make_error(id, rpc_error::kInvalidRequest, "Invalid Request: " + why.message());
+  return make_error(id, rpc_error::kParseError, "Parse error: the message is " + why.message());
+}
+
+json preserialized(std::string text) {
+  return json{{kPreserializedKey, std::move(text)}};
+}
 
 std::string dump_message(const json& msg) {
   auto dump = [](const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); };

@@ -2,9 +2,10 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <optional>
 #include <string>
+
+#include "common/result.h"
 
 namespace sandcastle::mcp {
 
@@ -48,6 +49,11 @@ json make_error(const json& id, int code, const std::string& message, const json
 json make_error(const json& id, const RpcError& err);
 json make_notification(const std::string& method, json params);
 
+// The answer to a message parse_json (common/json_parse.h) refused: -32600
+// when it broke a limit (size, nesting, value count; the message names it),
+// -32700 when it is not JSON.
+json parse_failure(const json& id, const Error& why);
+
 // Serialises without throwing on invalid UTF-8 in strings (replaced by U+FFFD):
 // program output is arbitrary bytes and must never break the wire. A result
 // made by preserialized() goes out as the text it holds.
@@ -56,7 +62,9 @@ std::string dump_message(const json& msg);
 // A result already serialized (a memoized tools/list page): the reply holds
 // it as {kPreserializedKey: text}, and dump_message splices the text in
 // instead of serializing a large tree again.
-inline constexpr const char* kPreserializedKey = "\x01" "sandcastle/preserialized";
+inline constexpr const char* kPreserializedKey =
+    "\x01"
+    "sandcastle/preserialized";
 json preserialized(std::string text);
 
 }  // namespace sandcastle::mcp

@@ -1,5 +1,6 @@
 #include "mcp/session.h"
 
+#include "common/json_parse.h"
 #include "common/thread_pool.h"
 
 #include <spdlog/spdlog.h>
@@ -129,18 +130,13 @@ std::string Session::negotiated_version() const {
 }
 
 void Session::handle_text(std::string_view text) {
-  json msg;
-  try {
-    msg = json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    // Not only parse_error: a number too large for a double ("1E1111") throws
-    // out_of_range, and an escaped exception would end the server. nlohmann
-    // rejects invalid UTF-8 inside strings here, too.
-    send_(make_error(nullptr, rpc_error::kParseError,
-                     std::string("Parse error: the message is not valid JSON (UTF-8): ") + e.what()));
+  // The transport bounded the size already (it never buffers past its limit).
+  auto msg = parse_json(text, JsonLimits{text.size()});
+  if (!msg) {
+    send_(parse_failure(nullptr, msg.error()));
     return;
   }
-  handle_json(msg);
+  handle_json(*msg);
 }
 
 void Session::handle_json(const json& msg) {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
@@ -11,10 +12,10 @@
 #include <map>
 #include <thread>
 
-#include <spdlog/spdlog.h>
-
+#include "common/json_parse.h"
 #include "sandbox/output_buffer.h"
 #include "tools/kernel_driver_files.h"
+#include "tools/kernel_frame.h"
 #include "tools/warmup_gate.h"
 
 namespace sandcastle::tools {
@@ -28,7 +29,6 @@ constexpr std::chrono::milliseconds kStartupTimeout{20'000};
 // The kernel lives as long as the sandbox; the exec still needs a deadline
 // (below 2^31 ms: the engine's poll timeout is an int).
 constexpr std::chrono::milliseconds kKernelLifetime{7LL * 24 * 3600 * 1000};
-constexpr std::size_t kMaxFrame = std::size_t{256} * 1024 * 1024;
 constexpr std::size_t kDiagBytes = std::size_t{8} * 1024;
 
 std::atomic<std::uint64_t> g_cell_counter{0};
@@ -80,29 +80,6 @@ bool send_frame(int fd, const json& msg) {
   return true;
 }
 
-// One complete frame from the front of `buf`, if there is one. An oversized
-// length (the stream is broken) comes back as {"type": "garbage"}, a frame
-// that is not a JSON object as {"type": "invalid"}.
-std::optional<json> take_frame(std::string& buf, size_t& pos) {
-  if (buf.size() - pos < 4) return std::nullopt;
-  const auto* p = reinterpret_cast<const unsigned char*>(buf.data() + pos);
-  const std::size_t n = (std::size_t{p[0]} << 24) | (std::size_t{p[1]} << 16) | (std::size_t{p[2]} << 8) | p[3];
-  if (n > kMaxFrame) return json{{"type", "garbage"}};
-  if (buf.size() - pos < 4 + n) return std::nullopt;
-  json msg = json::parse(buf.begin() + static_cast<std::ptrdiff_t>(pos + 4),
-                         buf.begin() + static_cast<std::ptrdiff_t>(pos + 4 + n), nullptr, false);
-  pos += 4 + n;
-  if (pos == buf.size()) {
-    buf.clear();
-    pos = 0;
-  } else if (pos > (1u << 20)) {
-    buf.erase(0, pos);
-    pos = 0;
-  }
-  if (!msg.is_object()) return json{{"type", "invalid"}};  // skipped; the framing is intact
-  return msg;
-}
-
 }  // namespace
 
 std::optional<KernelLanguage> kernel_language_for(const std::string& language) {
@@ -131,7 +108,8 @@ struct Kernel::Instance {
   std::condition_variable cv;
   sandbox::CancelToken kill;
   UniqueFd exit_ev{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};  // readable once the process is gone
-  UniqueFd ready_ev{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};  // readable once a cell had its hello
+  UniqueFd ready_ev{
+      ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};  // readable once a cell had its hello
   std::thread thread;
   // A warm-up waits for a WarmupGate slot until somebody needs the kernel.
   std::atomic<bool> urgent{false};
@@ -148,8 +126,7 @@ struct Kernel::Instance {
 
   // Used only by the thread running a cell.
   bool greeted = false;
-  std::string rbuf;
-  size_t rpos = 0;
+  FrameReader reader;
   int pid = 0;
   std::string version;
 
@@ -185,13 +162,16 @@ void run_instance(sandbox::Sandbox& sb, KernelLanguage lang, std::map<std::strin
     bool held = false;
     std::thread watcher;
     ~Slot() {
-      if (watcher.joinable()) watcher.join();
-      else if (held) WarmupGate::shared().leave();
+      if (watcher.joinable())
+        watcher.join();
+      else if (held)
+        WarmupGate::shared().leave();
     }
   } slot;
   if (warmup) slot.held = WarmupGate::shared().enter(inst->urgent);
   if (inst->kill.cancelled()) return;
-  auto finish = [&](std::optional<Error> launch_error, std::optional<Result<sandbox::ExecResult>> exit) {
+  auto finish = [&](std::optional<Error> launch_error,
+                    std::optional<Result<sandbox::ExecResult>> exit) {
     {
       std::lock_guard l(inst->mu);
       if (launch_error) inst->launch_error = std::move(launch_error);
@@ -215,7 +195,9 @@ void run_instance(sandbox::Sandbox& sb, KernelLanguage lang, std::map<std::strin
     // Watches a copy of our end for the hello; a cell reads the original.
     int watched = ::fcntl(ours.get(), F_DUPFD_CLOEXEC, 0);
     slot.watcher = std::thread([inst, watched] {
-      struct pollfd p[3] = {{watched, POLLIN, 0}, {inst->exit_ev.get(), POLLIN, 0}, {inst->ready_ev.get(), POLLIN, 0}};
+      struct pollfd p[3] = {{watched, POLLIN, 0},
+                            {inst->exit_ev.get(), POLLIN, 0},
+                            {inst->ready_ev.get(), POLLIN, 0}};
       int n;
       do {
         n = ::poll(p, 3, static_cast<int>(kStartupTimeout.count()));  // fd -1 is skipped
@@ -233,8 +215,10 @@ void run_instance(sandbox::Sandbox& sb, KernelLanguage lang, std::map<std::strin
   inst->cv.notify_all();
 
   sandbox::ExecRequest req;
-  if (lang == KernelLanguage::kPython) req.argv = {"/usr/bin/python3", "-X", "utf8", *driver};
-  else req.argv = {"/usr/bin/node", "--expose-internals", *driver};
+  if (lang == KernelLanguage::kPython)
+    req.argv = {"/usr/bin/python3", "-X", "utf8", *driver};
+  else
+    req.argv = {"/usr/bin/node", "--expose-internals", *driver};
   req.env = std::move(env);
   req.pass_fd = pass_fd;
   req.timeout = kKernelLifetime;
@@ -244,11 +228,60 @@ void run_instance(sandbox::Sandbox& sb, KernelLanguage lang, std::map<std::strin
   cb.on_stderr = [&inst](std::string_view d) { inst->deliver("stderr", d); };
   auto r = sb.exec(req, cb, &inst->kill);
   if (r.ok()) {
-    spdlog::debug("kernel in sandbox {} ended: {} status {}", sb.id(), sandbox::end_reason_name(r->reason),
-                  r->status());
+    spdlog::debug("kernel in sandbox {} ended: {} status {}", sb.id(),
+                  sandbox::end_reason_name(r->reason), r->status());
   }
   finish(std::nullopt, std::move(r));
 }
+
+// A cell's stdout and stderr: from the socket (the cell's thread) and from
+// the process's own fds (the exec thread), serialized.
+class CellOutput {
+ public:
+  CellOutput(std::size_t cap, const CellCallbacks& cb) : out_(cap), err_(cap), cb_(cb) {}
+  void deliver(const char* stream, std::string_view text) {
+    std::lock_guard l(mu_);
+    (stream[3] == 'o' ? out_ : err_).append(text);  // "stdout" / "stderr"
+    if (cb_.on_output) cb_.on_output(stream, text);
+  }
+  void collect(CellResult& res) {
+    std::lock_guard l(mu_);
+    res.stdout_truncated = out_.truncated();
+    res.stderr_truncated = err_.truncated();
+    res.stdout_total = out_.total();
+    res.stderr_total = err_.total();
+    res.stdout_data = out_.take();
+    res.stderr_data = err_.take();
+  }
+
+ private:
+  std::mutex mu_;
+  sandbox::OutputBuffer out_, err_;
+  const CellCallbacks& cb_;
+};
+
+// Points the kernel's own stdout/stderr at a running cell's output for as
+// long as this object lives, and no longer: the output and the caller's
+// callback live on that call's stack. remove() (or the destructor, on every
+// return path) takes sink_mu, so no call through the sink is in progress
+// once it returns.
+class SinkScope {
+ public:
+  SinkScope(Kernel::Instance& inst, CellOutput& out) : inst_(inst) {
+    std::lock_guard l(inst_.sink_mu);
+    inst_.sink = [&out](const char* stream, std::string_view text) { out.deliver(stream, text); };
+  }
+  ~SinkScope() { remove(); }
+  SinkScope(const SinkScope&) = delete;
+  SinkScope& operator=(const SinkScope&) = delete;
+  void remove() {
+    std::lock_guard l(inst_.sink_mu);
+    inst_.sink = nullptr;
+  }
+
+ private:
+  Kernel::Instance& inst_;
+};
 
 // Why the process is gone, in words: "SIGSEGV", "out of memory", "exit 3".
 void describe_death(Kernel::Instance& inst, CellResult& res) {
@@ -266,10 +299,14 @@ void describe_death(Kernel::Instance& inst, CellResult& res) {
   const auto& r = inst.exit->value();
   res.exit_code = r.status();
   res.signal = r.signal;
-  if (r.reason == sandbox::EndReason::kOutOfMemory) res.death = "out of memory (OOM kill)";
-  else if (r.reason == sandbox::EndReason::kTimeout) res.death = "it reached the kernel's 7-day lifetime";
-  else if (r.signal) res.death = signal_name(r.signal);
-  else res.death = "exit " + std::to_string(r.exit_code);
+  if (r.reason == sandbox::EndReason::kOutOfMemory)
+    res.death = "out of memory (OOM kill)";
+  else if (r.reason == sandbox::EndReason::kTimeout)
+    res.death = "it reached the kernel's 7-day lifetime";
+  else if (r.signal)
+    res.death = signal_name(r.signal);
+  else
+    res.death = "exit " + std::to_string(r.exit_code);
 }
 
 }  // namespace
@@ -300,7 +337,8 @@ void Kernel::kill_instance(const std::shared_ptr<Instance>& inst) {
   inst->kill.cancel();
   inst->urgent = true;  // a warm-up still queued at the gate ends now
   WarmupGate::shared().wake();
-  if (inst->thread.joinable() && inst->thread.get_id() != std::this_thread::get_id()) inst->thread.join();
+  if (inst->thread.joinable() && inst->thread.get_id() != std::this_thread::get_id())
+    inst->thread.join();
   inst->conn.reset();
   inst->remote.reset();
 }
@@ -338,7 +376,8 @@ json Kernel::status() const {
   return j;
 }
 
-Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& cb, mcp::CancelToken* cancel) {
+Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& cb,
+                                   mcp::CancelToken* cancel) {
   const auto t0 = Clock::now();
   UniqueFd cancel_ev(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!cancel_ev) return Error::from_errno("eventfd for kernel cancellation");
@@ -376,48 +415,36 @@ Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& 
     inst = inst_;
   }
 
-  // Output from the socket (this thread) and from the process's own fds (the
-  // exec thread) meet here, serialized.
-  std::mutex out_mu;
-  sandbox::OutputBuffer out_buf(req.max_output_bytes), err_buf(req.max_output_bytes);
-  auto deliver = [&](const char* stream, std::string_view text) {
-    std::lock_guard l(out_mu);
-    (stream[3] == 'o' ? out_buf : err_buf).append(text);  // "stdout" / "stderr"
-    if (cb.on_output) cb.on_output(stream, text);
-  };
-  auto finish_output = [&] {
-    {
-      std::lock_guard l(inst->sink_mu);
-      inst->sink = nullptr;
-    }
-    std::lock_guard l(out_mu);
-    res.stdout_truncated = out_buf.truncated();
-    res.stderr_truncated = err_buf.truncated();
-    res.stdout_total = out_buf.total();
-    res.stderr_total = err_buf.total();
-    res.stdout_data = out_buf.take();
-    res.stderr_data = err_buf.take();
-    res.duration = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0);
-  };
-  auto died = [&]() -> Result<CellResult> {
-    // The process is gone (or going): wait for the exec to report why.
-    {
-      std::unique_lock l(inst->mu);
-      inst->cv.wait_for(l, std::chrono::seconds(5), [&] { return inst->exited; });
-    }
-    finish_output();
-    res.end = CellEnd::kKernelDied;
-    res.state_lost = true;
-    describe_death(*inst, res);
-    // A replacement starts now, so the next call finds it ready.
+  // The kernel goes and a fresh one starts for the next call.
+  auto replace_kernel = [&] {
+    kill_instance(inst);
     std::lock_guard l(mu_);
     execution_count_ = 0;
     if (inst_ == inst) {
-      kill_instance(inst);
       inst_ = launch_locked();
-      res.kernel_restarted = true;
+      return true;
     }
-    return res;
+    return false;
+  };
+  // A frame we cannot take: the stream (or the driver) is not what it should
+  // be, so nothing after it can be trusted either.
+  auto malformed = [&](const Error& why) -> Result<CellResult> {
+    spdlog::warn("kernel in sandbox {}: malformed frame: {}", sb_.id(), why.message());
+    replace_kernel();
+    return Error::make(
+        ErrorCode::kUnavailable,
+        std::string("the ") + kernel_language_name(lang_) +
+            " kernel sent a malformed frame: " + why.message() +
+            "; the kernel was killed, and a fresh one (without the earlier state) answers "
+            "the next call");
+  };
+  auto drain_socket = [&] {
+    // What the process sent before it went is still readable (the socket
+    // buffer bounds it).
+    ssize_t n;
+    do {
+      n = inst->reader.fill(inst->conn.get(), MSG_DONTWAIT);
+    } while (n > 0 && inst->reader.buffered() < 2 * FrameReader::kReadBytes);
   };
 
   const auto deadline = t0 + req.timeout;
@@ -431,33 +458,45 @@ Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& 
     {
       std::unique_lock l(inst->mu);
       inst->cv.wait_until(l, until, [&] { return inst->launched; });
-      if (!inst->launched) return Error::make(ErrorCode::kTimeout, "the kernel did not start in time");
+      if (!inst->launched)
+        return Error::make(ErrorCode::kTimeout, "the kernel did not start in time");
       if (inst->launch_error) return *inst->launch_error;
     }
     // The first frame must be hello: anything else means the driver is not
     // ours or is broken, and the kernel goes.
-    std::optional<json> hello;
+    std::optional<KernelFrame> first;
     bool gone = false;
-    while (!hello && !gone) {
-      hello = take_frame(inst->rbuf, inst->rpos);
-      if (hello) break;
+    while (!first && !gone) {
+      auto body = inst->reader.next(kMaxHelloFrame);
+      if (!body) return malformed(body.error());
+      if (*body) {
+        auto f = decode_kernel_frame(**body, kMaxHelloFrame);
+        if (!f) return malformed(f.error());
+        first = std::move(*f);
+        break;
+      }
       auto now = Clock::now();
       if (now >= until || cancelled()) break;
-      struct pollfd p[3] = {{inst->conn.get(), POLLIN, 0}, {inst->exit_ev.get(), POLLIN, 0}, {cancel_ev.get(), POLLIN, 0}};
-      int wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()) + 1;
-      if (::poll(p, 3, wait_ms) < 0 && errno != EINTR) return Error::from_errno("poll for the kernel's hello");
+      struct pollfd p[3] = {{inst->conn.get(), POLLIN, 0},
+                            {inst->exit_ev.get(), POLLIN, 0},
+                            {cancel_ev.get(), POLLIN, 0}};
+      int wait_ms =
+          static_cast<int>(
+              std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()) +
+          1;
+      if (::poll(p, 3, wait_ms) < 0 && errno != EINTR)
+        return Error::from_errno("poll for the kernel's hello");
       if (p[2].revents & POLLIN) drain(cancel_ev.get());
       if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-        char buf[4096];
-        ssize_t n = ::recv(inst->conn.get(), buf, sizeof buf, MSG_DONTWAIT);
-        if (n > 0) inst->rbuf.append(buf, static_cast<size_t>(n));
-        else if (n == 0 || (errno != EINTR && errno != EAGAIN)) gone = true;
+        ssize_t n = inst->reader.fill(inst->conn.get(), MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) gone = true;
       } else if (p[1].revents & POLLIN) {
         gone = true;
       }
     }
-    if (!hello || hello->value("type", "") != "hello") {
-      if (!hello && !gone && cancelled()) {
+    const auto* hello = first ? std::get_if<HelloFrame>(&*first) : nullptr;
+    if (!hello) {
+      if (!first && !gone && cancelled()) {
         res.end = CellEnd::kCancelled;
         return res;
       }
@@ -469,28 +508,110 @@ Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& 
       }
       CellResult d;
       describe_death(*inst, d);
-      const std::string what = hello ? "did not complete its handshake"
-                                     : "did not start (" + d.death + ")" + (diag.empty() ? "" : ": " + diag);
-      return Error::make(ErrorCode::kUnavailable, std::string("the ") + kernel_language_name(lang_) + " kernel " + what);
+      const std::string what =
+          first ? std::string("did not complete its handshake (its first frame was ") +
+                      frame_type_name(*first) + ", not hello)"
+                : "did not start (" + d.death + ")" + (diag.empty() ? "" : ": " + diag);
+      return Error::make(ErrorCode::kUnavailable,
+                         std::string("the ") + kernel_language_name(lang_) + " kernel " + what);
     }
-    inst->pid = hello->value("pid", 0);
-    inst->version = hello->value("version", "");
+    inst->pid = hello->pid;
+    inst->version = hello->version;
     inst->greeted = true;
     inst->remote.reset();  // the process has its end: EOF on ours is its exit
     poke(inst->ready_ev.get());
   }
 
   // ---- the cell
-  {
-    std::lock_guard l(inst->sink_mu);
-    inst->sink = deliver;
-  }
+  CellOutput out(req.max_output_bytes, cb);
+  SinkScope sink(*inst, out);  // declared after `out`: gone before it, on every path
+  auto finish_output = [&] {
+    sink.remove();
+    out.collect(res);
+    res.duration = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0);
+  };
+  auto died = [&]() -> Result<CellResult> {
+    // The process is gone (or going): wait for the exec to report why.
+    {
+      std::unique_lock l(inst->mu);
+      inst->cv.wait_for(l, std::chrono::seconds(5), [&] { return inst->exited; });
+    }
+    finish_output();
+    res.end = CellEnd::kKernelDied;
+    res.state_lost = true;
+    describe_death(*inst, res);
+    // A replacement starts now, so the next call finds it ready.
+    res.kernel_restarted = replace_kernel();
+    return std::move(res);
+  };
+
+  const std::size_t max_frame = max_frame_bytes(req.max_output_bytes);
   const std::string cell_id = std::to_string(++g_cell_counter);
-  json exec_msg{{"type", "execute"}, {"id", cell_id}, {"code", req.code}};
+  json exec_msg{{"type", "execute"},
+                {"id", cell_id},
+                {"code", req.code},
+                {"limits",
+                 {{"frame", max_frame},
+                  {"display", kMaxDisplayBytes},
+                  {"text", req.max_output_bytes},
+                  {"depth", kJsonMaxDepth},
+                  {"values", kMaxFrameValues}}}};
   if (!req.stdin_data.empty()) exec_msg["stdin"] = req.stdin_data;
   if (!send_frame(inst->conn.get(), exec_msg)) return died();
 
   bool interrupting = false;
+  std::size_t display_bytes = 0, display_values = 0, displays_dropped = 0;
+  // Every frame received so far, checked and acted on; a value once the call
+  // is over (its result came, or a frame was malformed).
+  auto take_frames = [&]() -> std::optional<Result<CellResult>> {
+    for (;;) {
+      auto body = inst->reader.next(max_frame);
+      if (!body) return malformed(body.error());
+      if (!*body) return std::nullopt;
+      auto frame = decode_kernel_frame(**body, max_frame);
+      if (!frame) return malformed(frame.error());
+      if (std::holds_alternative<HelloFrame>(*frame))
+        return malformed(
+            Error::make(ErrorCode::kInvalidArgument, "a hello frame in the middle of a cell"));
+      if (auto* s = std::get_if<StreamFrame>(&*frame)) {
+        if (s->id == cell_id) out.deliver(s->is_stderr ? "stderr" : "stdout", s->text);
+      } else if (auto* d = std::get_if<DisplayFrame>(&*frame)) {
+        if (d->id != cell_id) continue;  // late output of an earlier cell
+        if (d->bytes > kMaxDisplayBytes || res.displays.size() >= kMaxDisplays ||
+            display_bytes + d->bytes > kMaxDisplayTotal ||
+            display_values + d->values > kMaxDisplayValues) {
+          ++displays_dropped;
+          continue;
+        }
+        display_bytes += d->bytes;
+        display_values += d->values;
+        res.displays.push_back(std::move(d->data));
+      } else if (auto* r = std::get_if<ResultFrame>(&*frame)) {
+        if (r->id != cell_id) continue;
+        if (displays_dropped)
+          out.deliver("stderr", "[sandcastle] " + std::to_string(displays_dropped) +
+                                    " more displays were dropped: a cell returns at most " +
+                                    std::to_string(kMaxDisplays) + " displays, each up to " +
+                                    std::to_string(kMaxDisplayBytes >> 20) + " MiB, and " +
+                                    std::to_string(kMaxDisplayTotal >> 20) + " MiB and " +
+                                    std::to_string(kMaxDisplayValues) + " JSON values in all\n");
+        finish_output();
+        res.execution_count = r->execution_count;
+        res.value = std::move(r->value);
+        if (r->failed) {
+          res.error = std::move(r->error);
+          res.exit_code = 1;
+        }
+        if (r->exit_code) res.exit_code = *r->exit_code;
+        if (interrupting && res.exit_code == 0) res.exit_code = 130;
+        if (!interrupting) res.end = CellEnd::kCompleted;
+        std::lock_guard l(mu_);
+        execution_count_ = res.execution_count;
+        return Result<CellResult>(std::move(res));
+      }
+    }
+  };
+
   Clock::time_point kill_at{};
   // Python: the driver's reader thread raises KeyboardInterrupt in the main
   // thread. JavaScript: an awaiting cell reads the message; synchronous code
@@ -501,34 +622,11 @@ Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& 
   const bool needs_signal = lang_ == KernelLanguage::kJavaScript;
   bool signal_pending = false;
   Clock::time_point signal_at{};
-  auto interrupt = [&] { (void)send_frame(inst->conn.get(), json{{"type", "interrupt"}, {"id", cell_id}}); };
+  auto interrupt = [&] {
+    (void)send_frame(inst->conn.get(), json{{"type", "interrupt"}, {"id", cell_id}});
+  };
   for (;;) {
-    while (auto f = take_frame(inst->rbuf, inst->rpos)) {
-      const std::string type = f->value("type", "");
-      if (type == "garbage") return died();
-      if (f->value("id", "") != cell_id) continue;  // late output of an earlier cell
-      if (type == "stream") {
-        const std::string name = f->value("name", "stdout");
-        const auto& text = (*f)["text"];
-        if (text.is_string()) deliver(name == "stderr" ? "stderr" : "stdout", text.get_ref<const std::string&>());
-      } else if (type == "display") {
-        if ((*f)["data"].is_object()) res.displays.push_back(std::move((*f)["data"]));
-      } else if (type == "result") {
-        finish_output();
-        res.execution_count = f->value("execution_count", 0);
-        if (f->contains("value")) res.value = std::move((*f)["value"]);
-        if (f->value("status", "ok") == "error") {
-          res.error = std::move((*f)["error"]);
-          res.exit_code = 1;
-        }
-        if (f->contains("exit_code") && (*f)["exit_code"].is_number_integer()) res.exit_code = (*f)["exit_code"];
-        if (interrupting && res.exit_code == 0) res.exit_code = 130;
-        if (!interrupting) res.end = CellEnd::kCompleted;
-        std::lock_guard l(mu_);
-        execution_count_ = res.execution_count;
-        return res;
-      }
-    }
+    if (auto done = take_frames()) return std::move(*done);
     auto now = Clock::now();
     if (!interrupting && (now >= deadline || cancelled())) {
       res.end = cancelled() ? CellEnd::kCancelled : CellEnd::kTimeout;
@@ -548,18 +646,19 @@ Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& 
     if (interrupting && now >= kill_at) {
       // The code ignored the interrupt: the kernel goes, and a fresh one is
       // started for the next call.
-      kill_instance(inst);
       finish_output();
       res.state_lost = true;
       res.kernel_restarted = true;
       res.exit_code = 137;
-      std::lock_guard l(mu_);
-      execution_count_ = 0;
-      if (inst_ == inst) inst_ = launch_locked();
+      replace_kernel();
       return res;
     }
-    const auto until = !interrupting ? deadline : signal_pending ? std::min(signal_at, kill_at) : kill_at;
-    int wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()) + 1;
+    const auto until = !interrupting    ? deadline
+                       : signal_pending ? std::min(signal_at, kill_at)
+                                        : kill_at;
+    int wait_ms = static_cast<int>(
+                      std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()) +
+                  1;
     struct pollfd p[3] = {{inst->conn.get(), POLLIN, 0},
                           {inst->exit_ev.get(), POLLIN, 0},
                           {cancel_ev.get(), static_cast<short>(interrupting ? 0 : POLLIN), 0}};
@@ -568,24 +667,18 @@ Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& 
     if (pr <= 0) continue;
     if (p[2].revents & POLLIN) drain(cancel_ev.get());
     if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-      char buf[65536];
-      ssize_t n = ::recv(inst->conn.get(), buf, sizeof buf, 0);
+      ssize_t n = inst->reader.fill(inst->conn.get(), 0);
       if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
       if (n <= 0) return died();  // the connection closed: the process is gone
-      inst->rbuf.append(buf, static_cast<size_t>(n));
       continue;
     }
     if (p[1].revents & POLLIN) {
-      // The process exited: what it sent before is still readable.
-      char buf[65536];
-      ssize_t n;
-      while ((n = ::recv(inst->conn.get(), buf, sizeof buf, MSG_DONTWAIT)) > 0)
-        inst->rbuf.append(buf, static_cast<size_t>(n));
-      while (auto f = take_frame(inst->rbuf, inst->rpos)) {
-        if (f->value("id", "") != cell_id) continue;
-        if (f->value("type", "") == "stream" && (*f)["text"].is_string())
-          deliver(f->value("name", "stdout") == "stderr" ? "stderr" : "stdout",
-                  (*f)["text"].get_ref<const std::string&>());
+      // The process exited: what it sent before still counts.
+      for (;;) {
+        if (auto done = take_frames()) return std::move(*done);
+        const std::size_t had = inst->reader.buffered();
+        drain_socket();
+        if (inst->reader.buffered() == had) break;
       }
       return died();
     }

@@ -3,7 +3,10 @@
 // kernel_driver_files.h) runs as one long-lived exec and talks to the server
 // over a socketpair whose far end is the process's fd 3: nothing else in the
 // sandbox can reach it. Frames are a 4-byte big-endian length and a JSON
-// object; the driver's first is hello {pid, version}.
+// object; the driver's first is hello {pid, version}. Cell code runs in the
+// driver's process and can write to that socket too, so every frame is
+// hostile input (kernel_frame.h): capped from its length, checked field by
+// field, and one that fails ends the kernel with an error to the caller.
 //
 // One cell at a time; output streams back while the cell runs. A cell that
 // is cancelled or runs past its timeout is interrupted (KeyboardInterrupt /

@@ -309,3 +309,39 @@ describe('operations', () => {
     assert.equal(code, 0);
   });
 });
+
+describe('bounded JSON in request bodies', () => {
+  // Nesting crashed the server (a copy or walk recursing 100k deep overflows
+  // its thread's stack); now every body goes through one bounded parser.
+  test('100k-deep arrays or objects in a body → 400 -32600 naming the depth limit; the server keeps serving', async () => {
+    const s = await startHttp(['--test-fixtures']);
+    try {
+      const { headers } = await openSession(s.url);
+      const deepArr = '['.repeat(100000) + ']'.repeat(100000);
+      const deepObj = '{"a":'.repeat(100000) + '1' + '}'.repeat(100000);
+      const bodies = [deepArr, deepObj, '['.repeat(100000),
+        `{"jsonrpc":"2.0","id":"d1","method":"ping","params":{"x":${deepArr}}}`,
+        `{"jsonrpc":"2.0","id":"d2","method":"tools/call","params":{"name":"test_echo","arguments":{"text":"a","x":${deepObj}}}}`];
+      for (const [i, b] of bodies.entries()) {
+        const r = await post(s.url, b, headers);
+        assert.equal(r.status, 400, `body ${i}: ${r.text.slice(0, 200)}`);
+        assert.equal(r.body.error.code, -32600);
+        assert.match(r.body.error.message, /deeper than the limit of 128 levels/);
+        const p = await post(s.url, { jsonrpc: '2.0', id: `alive-${i}`, method: 'ping' }, headers);
+        assert.deepEqual(p.body.result, {}, `still serving after body ${i}`);
+      }
+      // A flat body with more values than the parser builds is refused too.
+      const wide = await post(s.url, `{"jsonrpc":"2.0","id":"w","method":"ping","params":{"x":[${'0,'.repeat(300000)}0]}}`, headers);
+      assert.equal(wide.status, 400);
+      assert.equal(wide.body.error.code, -32600);
+      assert.match(wide.body.error.message, /more than the limit of 262144 values/);
+      // Ordinary calls go on.
+      const ok = await post(s.url, { jsonrpc: '2.0', id: 'ok', method: 'tools/call', params: { name: 'test_echo', arguments: { text: 'a' } } }, headers);
+      const res = Array.isArray(ok.body) ? ok.body.find((e) => e.json?.id === 'ok')?.json : ok.body;
+      assert.equal(res?.result?.structuredContent?.text, 'a', ok.text.slice(0, 300));
+      await fetch(`${s.base}/healthz`).then((r) => assert.equal(r.status, 200));
+    } finally {
+      await s.stop();
+    }
+  });
+});

@@ -410,3 +410,63 @@ describe('framing and shutdown', () => {
     assert.deepEqual(s.badLines, []);
   });
 });
+
+describe('nested JSON never takes the server down', () => {
+  const N = 100000;
+  const deepArr = '['.repeat(N) + ']'.repeat(N);
+  const deepObj = '{"a":'.repeat(N) + '1' + '}'.repeat(N);
+
+  // Each of these once overflowed a stack (a copy or walk recursing 100k
+  // deep) or reached the tools; now one bounded parser refuses them all.
+  test('100k-deep arrays and objects on a line → -32600 naming the depth limit; the server keeps serving', async () => {
+    const s = start();
+    await s.initialize();
+    const lines = [
+      [deepArr, null], [deepObj, null], ['['.repeat(N), null], [deepObj.slice(0, -N), null],
+      [`{"jsonrpc":"2.0","id":"deep-params","method":"ping","params":{"x":${deepArr}}}`, 'deep-params'],
+      [`{"jsonrpc":"2.0","id":"deep-args","method":"tools/call","params":{"name":"test_echo","arguments":{"text":"a","x":${deepObj}}}}`, 'deep-args'],
+      [`{"jsonrpc":"2.0","method":"tools/call","params":{"x":${deepObj}},"id":77}`, 77],
+    ];
+    for (const [i, [line, id]] of lines.entries()) {
+      s.write(line);
+      const e = await s.waitFor((m) => m.error?.code === -32600 && !m.__seen, 5000, `-32600 for line ${i}`);
+      e.__seen = true;
+      assert.match(e.error.message, /deeper than the limit of 128 levels/);
+      assert.equal(e.id, id, 'the id is recovered where it can be');
+      const r = await s.request('ping', undefined, { id: `alive-${i}` });
+      assert.deepEqual(r.result, {}, `still serving after line ${i}`);
+    }
+    const wide = `{"jsonrpc":"2.0","id":"wide","method":"ping","params":{"x":[${'0,'.repeat(300000)}0]}}`;
+    s.write(wide);
+    const w = await s.response('wide');
+    assert.equal(w.error.code, -32600);
+    assert.match(w.error.message, /more than the limit of 262144 values/);
+    const echo = await s.request('tools/call', { name: 'test_echo', arguments: { text: 'ok' } });
+    assert.equal(echo.result.structuredContent.text, 'ok');
+  });
+
+  // Sandbox code can write anything to its kernel's channel (fd 3 of the
+  // driver it runs in). A frame nested 100k deep reached the server's walkers.
+  test('a kernel frame nested 100k deep → that call fails with the malformed-frame error; the sandbox and server go on', async () => {
+    const s = start([]);
+    await s.initialize();
+    const created = await s.request('tools/call', { name: 'create_sandbox', arguments: { language: 'python' } }, { timeoutMs: 30000 });
+    const id = created.result.structuredContent.sandbox_id;
+    const run = (code) => s.request('tools/call', { name: 'execute_code', arguments: { sandbox_id: id, code } }, { timeoutMs: 30000 });
+    assert.equal((await run('kept = 41\nkept + 1')).result.structuredContent.result['text/plain'], '42');
+    const evil = [
+      'import os, sys',
+      'cid = sys.stdout.kernel.cell_id.encode()',
+      `body = b'{"type":"display","id":"' + cid + b'","data":{"a":' + b'[' * ${N} + b']' * ${N} + b'}}'`,
+      "os.write(3, len(body).to_bytes(4, 'big') + body)",
+      'import time',
+      'time.sleep(5)',
+    ].join('\n');
+    const bad = await run(evil);
+    assert.equal(bad.result.isError, true, JSON.stringify(bad).slice(0, 400));
+    assert.match(bad.result.content[0].text, /the python kernel sent a malformed frame: .*deeper than the limit of 128 levels/);
+    const after = await run("'kept' in globals()");
+    assert.equal(after.result.structuredContent.result['text/plain'], 'False', 'a fresh kernel answers');
+    assert.deepEqual((await s.request('ping')).result, {});
+  });
+});

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "transport/http/request_parser.h"
 #include "common/metrics.h"
 #include "transport/http/request_checks.h"
 
@@ -226,8 +227,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (dead_) return;
     exchange_.reset();
     parser_.emplace();
-    parser_->body_limit(impl_.server.options().max_body_bytes);
-    parser_->header_limit(static_cast<std::uint32_t>(impl_.server.options().max_header_bytes));
+    limit_request_parser(*parser_, impl_.server.options());
     // Not the stream's own timeout: that closes the socket, and a client
     // whose request is late is owed a 408 on it.
     stream_.expires_never();

@@ -360,14 +360,12 @@ void handle_mcp(Ctx& c) {
                                  "Not Acceptable: Accept must include application/json and text/event-stream"));
       return;
     }
-    json body;
-    try {
-      body = json::parse(c.req.body);
-    } catch (const json::exception& e) {  // parse_error, and out_of_range for 1E1111
-      c.reply(rpc_error_response(400, nullptr, mcp::rpc_error::kParseError,
-                                 std::string("Parse error: the body is not valid JSON (UTF-8): ") + e.what()));
+    auto parsed = parse_body(c.req);
+    if (!parsed) {
+      c.reply(body_refused(parsed.error()));
       return;
     }
+    const json body = std::move(*parsed);
     if (!body.is_array()) {
       auto k = mcp::classify(body);
       if (k.kind == mcp::MessageKind::kInvalid) {

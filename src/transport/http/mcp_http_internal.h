@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/crypto.h"
+#include "common/json_parse.h"
 #include "common/metrics.h"
 #include "mcp/protocol.h"
 #include "mcp/session.h"
@@ -35,6 +36,19 @@ inline json rpc_error_body(const json& id, int code, const std::string& message)
 
 inline Response rpc_error_response(int status, const json& id, int code, const std::string& message) {
   return Response::json(status, mcp::dump_message(rpc_error_body(id, code, message)));
+}
+
+// A POST body as JSON. Its size is bounded before it gets here (Beast's
+// body_limit, --max-body-bytes: 413); parse_json bounds nesting and values.
+inline Result<json> parse_body(const Request& req) {
+  JsonLimits limits{req.body.size()};
+  limits.bytes_setting = "--max-body-bytes";
+  return parse_json(req.body, limits);
+}
+
+// 400 with -32600 for a body over a limit, -32700 for one that is not JSON.
+inline Response body_refused(const Error& why) {
+  return Response::json(400, mcp::dump_message(mcp::parse_failure(nullptr, why)));
 }
 
 inline Headers sse_headers() {

@@ -35,13 +35,12 @@ void handle_sse_message(Ctx& c) {
     c.reply(Response::text(404, "Session not found"));
     return;
   }
-  json body;
-  try {
-    body = json::parse(c.req.body);
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for 1E1111
-    c.reply(Response::text(400, std::string("Parse error: ") + e.what()));
+  auto parsed = parse_body(c.req);
+  if (!parsed) {
+    c.reply(body_refused(parsed.error()));
     return;
   }
+  const json body = std::move(*parsed);
   {
     std::lock_guard lock(s->mu);
     s->last_seen = Clock::now();

@@ -3,15 +3,16 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <mutex>
 #include <regex>
-#include <spdlog/spdlog.h>
 #include <string>
 
 #include "common/result.h"
+#include "common/json_parse.h"
 #include "common/unique_fd.h"
 #include "mcp/session.h"
 
@@ -116,13 +117,11 @@ class LineReader {
 // error to its request. Null when it cannot be found unambiguously.
 mcp::json recover_id(const std::string& head, const std::string& tail) {
   static const std::regex kTail(R"re("id"\s*:\s*(-?[0-9]{1,18}|"[^"\\]{0,200}")\s*\}\s*$)re");
-  static const std::regex kHead(R"re(^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?[0-9]{1,18}|"[^"\\]{0,200}")\s*,)re");
+  static const std::regex kHead(
+      R"re(^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?[0-9]{1,18}|"[^"\\]{0,200}")\s*,)re");
   std::smatch m;
   if (std::regex_search(tail, m, kTail) || std::regex_search(head, m, kHead)) {
-    try {
-      return mcp::json::parse(m[1].str());
-    } catch (const mcp::json::exception&) {
-    }
+    if (auto id = parse_json(m[1].str(), JsonLimits{256}); id.ok()) return std::move(*id);
   }
   return nullptr;
 }
@@ -153,7 +152,23 @@ int serve_stdio(const mcp::Server& server, const StdioOptions& options) {
       server, [writer](const mcp::json& msg) { writer->write_line(mcp::dump_message(msg)); });
 
   LineReader reader(options.max_line_bytes);
-  auto on_line = [&](const std::string& line) { session->handle_text(line); };
+  JsonLimits limits{options.max_line_bytes};
+  limits.bytes_setting = "--max-message-bytes";
+  auto on_line = [&](const std::string& line) {
+    auto msg = parse_json(line, limits);
+    if (msg) {
+      session->handle_json(*msg);
+      return;
+    }
+    // Over a limit, the id is recovered as for an oversized line, so the
+    // client can match the error; a parse error has none (JSON-RPC: null).
+    constexpr std::size_t kEnd = 512;
+    const mcp::json id = is_json_limit_error(msg.error())
+                             ? recover_id(line.substr(0, kEnd),
+                                          line.substr(line.size() - std::min(line.size(), kEnd)))
+                             : mcp::json(nullptr);
+    writer->write_line(mcp::dump_message(mcp::parse_failure(id, msg.error())));
+  };
   auto on_oversize = [&](size_t bytes, const std::string& head, const std::string& tail) {
     writer->write_line(mcp::dump_message(mcp::make_error(
         recover_id(head, tail), mcp::rpc_error::kInvalidRequest,

@@ -27,7 +27,9 @@ async function startDriver(argv, env = {}) {
     buf = Buffer.concat([buf, d]);
     while (buf.length >= 4 && buf.length >= 4 + buf.readUInt32BE(0)) {
       const n = buf.readUInt32BE(0);
-      frames.push(JSON.parse(buf.subarray(4, 4 + n).toString('utf8')));
+      const f = JSON.parse(buf.subarray(4, 4 + n).toString('utf8'));
+      Object.defineProperty(f, 'bytes', { value: n });  // the frame's size on the wire
+      frames.push(f);
       buf = buf.subarray(4 + n);
     }
     if (waiter && frames.length) { const w = waiter; waiter = null; w(); }
@@ -436,4 +438,92 @@ describe('the channel at fd 3', () => {
       }
     });
   }
+});
+
+// The server ends a kernel whose frame breaks its limits (tools/kernel_frame.h);
+// the drivers cut what a cell produces to fit the limits the execute message
+// names, so ordinary code never meets them.
+describe('frames fit the server\'s limits', () => {
+  const LIMITS = { frame: 200000, display: 5000, text: 1000, depth: 128, values: 65536 };
+  const cells = {
+    python: {
+      print: "import sys\nsys.stdout.write('y' * 200000 + '\\n')",
+      value: "'z' * 300000",
+      display: "display('d' * 10000)\ndisplay({'application/json': [[[[1]]]] , 'text/plain': 'nested'}, raw=True)",
+      deep: "v = 1\nfor _ in range(200):\n    v = [v]\ndisplay({'application/json': v}, raw=True)",
+      exits: ['raise SystemExit(2**40)', 'raise SystemExit(True)', 'raise SystemExit(-3)'],
+      error: "raise ValueError('e' * 300000)",
+    },
+    javascript: {
+      print: "process.stdout.write('y'.repeat(200000) + '\\n')",
+      value: "({ 'text/plain': 'z'.repeat(300000) })",  // inspect() alone stops at 10000
+      display: "display('d'.repeat(10000)); display({ 'application/json': [[[[1]]]], 'text/plain': 'nested' })",
+      deep: "let v = 1; for (let i = 0; i < 200; i++) v = [v]; display({ 'application/json': v })",
+      exits: ['process.exit(2 ** 40)', 'process.exit(1.5)', 'process.exit(-3)'],
+      error: "throw new Error('e'.repeat(300000))",
+    },
+  };
+  for (const d of DRIVERS) {
+    test(`${d.name}: long output, a huge value or error, large or deep displays and odd exit codes all fit`, async () => {
+      const k = await startDriver(d.argv);
+      const c = cells[d.name];
+      // Every frame of a cell, and its result.
+      const all = async (id, code) => {
+        k.send({ type: 'execute', id, code, limits: LIMITS });
+        const got = [];
+        for (;;) {
+          const f = await k.next(10000);
+          assert.ok(f, `cell ${id} answered: ${k.stderr()}`);
+          assert.ok(f.bytes <= LIMITS.frame, `${f.type} frame of ${f.bytes} bytes`);
+          if (f.id !== id) continue;
+          got.push(f);
+          if (f.type === 'result') return got;
+        }
+      };
+      try {
+        const printed = await all('print', c.print);
+        const streams = printed.filter((f) => f.type === 'stream');
+        assert.ok(streams.length >= 4, `${streams.length} stream frames`);
+        for (const f of streams) assert.ok(f.text.length <= 65536);
+        assert.equal(streams.map((f) => f.text).join(''), 'y'.repeat(200000) + '\n');
+
+        const value = (await all('value', c.value)).at(-1);
+        assert.match(value.value['text/plain'], /characters omitted/);
+        assert.ok(value.value['text/plain'].length < 2 * LIMITS.text);
+
+        const err = (await all('error', c.error)).at(-1);
+        assert.equal(err.status, 'error');
+        assert.ok(err.error.value.length < 2 * LIMITS.text);
+        assert.ok(Array.isArray(err.error.traceback) && err.error.traceback.every((l) => typeof l === 'string'));
+
+        const shown = (await all('display', c.display)).filter((f) => f.type === 'display');
+        assert.equal(shown.length, 2);
+        assert.match(shown[0].data['text/plain'], /display omitted: \d+ bytes, over the 5000-byte limit/);
+        assert.deepEqual(shown[1].data['application/json'], [[[[1]]]]);
+
+        const deep = (await all('deep', c.deep)).filter((f) => f.type === 'display');
+        assert.match(JSON.stringify(deep[0].data), /omitted|nested deeper/);
+
+        for (const [i, code] of c.exits.entries()) {
+          const r = (await all(`exit${i}`, code)).at(-1);
+          assert.ok(Number.isInteger(r.exit_code) && r.exit_code >= -(2 ** 31) && r.exit_code < 2 ** 31, `${code}: ${r.exit_code}`);
+        }
+      } finally {
+        k.close();
+      }
+    });
+  }
+
+  test('javascript: lone surrogates reach the server as U+FFFD, never as invalid JSON text', async () => {
+    const k = await startDriver(DRIVERS[1].argv);
+    try {
+      k.send({ type: 'execute', id: 'sur', code: "console.log('a\\ud800b\\udc00c😀'); display({ 'text/plain': 'x\\udfff' })" });
+      const frames = [];
+      for (let f = await k.next(5000); f && f.type !== 'result'; f = await k.next(5000)) frames.push(f);
+      assert.equal(frames.filter((f) => f.type === 'stream').map((f) => f.text).join(''), 'a\ufffdb\ufffdc😀\n');
+      assert.equal(frames.find((f) => f.type === 'display')?.data['text/plain'], 'x\ufffd');
+    } finally {
+      k.close();
+    }
+  });
 });
