@@ -63,9 +63,16 @@ NativeSandbox::NativeSandbox(std::string id, SandboxSpec spec, std::shared_ptr<B
       ids_(ids),
       cgroup_(std::move(cgroup)),
       init_(std::move(init)),
-      root_(std::move(root)) {}
+      root_(std::move(root)) {
+  shared_->track(this);
+}
 
-NativeSandbox::~NativeSandbox() { (void)destroy(); }
+// Destroyed before it is untracked: a shutdown running meanwhile may still
+// call destroy() on it (a no-op then), never on a destructed object.
+NativeSandbox::~NativeSandbox() {
+  (void)destroy();
+  shared_->untrack(this);
+}
 
 Status NativeSandbox::check_alive() const {
   if (destroyed_) return Error::make(ErrorCode::kUnavailable, "sandbox " + id_ + " was destroyed");
