@@ -5,14 +5,15 @@ SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 ARGS ?= --transport http
 
-.PHONY: run test deps build build-asan unit integration e2e bench fuzz clean format
+.PHONY: run test deps build build-asan build-tsan unit integration e2e bench fuzz clean format
 
 run: deps build
 	exec ./$(BUILD)/sandcastle $(ARGS)
 
-test: deps build build-asan
+test: deps build build-asan build-tsan
 	scripts/run-tests
 
 deps:
@@ -25,6 +26,12 @@ build:
 build-asan:
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSANDCASTLE_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS) --target unit_tests
+
+# ThreadSanitizer: the unit tests and the integration tests that drive the
+# server's threads (scripts/run-tests picks which).
+build-tsan:
+	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSANDCASTLE_TSAN=ON >/dev/null
+	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target unit_tests integration_tests
 
 bench: deps build
 	bench/run
@@ -43,4 +50,4 @@ format:
 	clang-format -i $$(git ls-files 'src/*.cc' 'src/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) build-fuzz
