@@ -5,14 +5,15 @@ SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 ARGS ?= --transport http
 
-.PHONY: run test deps build build-asan build-fuzz unit integration e2e bench fuzz clean format tidy
+.PHONY: run test deps build build-asan build-tsan build-fuzz unit integration e2e bench fuzz clean format tidy
 
 run: deps build
 	exec ./$(BUILD)/sandcastle $(ARGS)
 
-test: deps build build-asan build-fuzz
+test: deps build build-asan build-tsan build-fuzz
 	scripts/run-tests
 
 deps:
@@ -30,6 +31,12 @@ build-asan:
 tidy: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSANDCASTLE_BENCH=ON >/dev/null
 	@BUILD=$(BUILD) JOBS=$(JOBS) scripts/tidy
+
+# ThreadSanitizer: the unit tests and the integration tests that drive the
+# server's threads (scripts/run-tests picks which).
+build-tsan:
+	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSANDCASTLE_TSAN=ON >/dev/null
+	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target unit_tests integration_tests
 
 bench: deps build
 	bench/run
@@ -54,4 +61,4 @@ format:
 	clang-format -i $$(git ls-files 'src/*.cc' 'src/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -458,6 +458,7 @@ static int run(int argc, char** argv) {
     if (!port.ok()) {
       spdlog::error("{}", port.error().message());
       manager.shutdown();
+      backend->shutdown();
       _exit(2);
     }
     std::string host_for_url = cfg.host.find(':') != std::string::npos ? "[" + cfg.host + "]" : cfg.host;
@@ -477,6 +478,9 @@ static int run(int argc, char** argv) {
     http.stop();
   }
   manager.shutdown();
+  // Every sandbox, spare cgroup, the zygote and the runtime directory go now:
+  // _exit below runs no destructor.
+  backend->shutdown();
   spdlog::default_logger()->flush();
   // Handlers that ignored cancellation may still hold threads; end the process
   // without running static destructors underneath them.

@@ -129,11 +129,22 @@ void Registry::gauge_fn(const std::string& name, const std::string& help, std::f
 }
 
 std::string Registry::render() const {
+  // Callback gauges run without mu_ held: they take their owner's lock (the
+  // sandbox manager's), under which the owner may be asking for a counter.
+  std::vector<std::pair<std::string, std::function<double()>>> fns;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [name, f] : families_)
+      if (f.fn) fns.emplace_back(name, f.fn);
+  }
+  std::map<std::string, double> computed;
+  for (const auto& [name, fn] : fns) computed[name] = fn();
   std::lock_guard lock(mu_);
   std::string out;
   for (const auto& [name, f] : families_) {
     out += "# HELP " + name + " " + f.help + "\n# TYPE " + name + " " + f.type + "\n";
-    if (f.fn) out += name + " " + format_value(f.fn()) + "\n";
+    if (auto it = computed.find(name); it != computed.end())
+      out += name + " " + format_value(it->second) + "\n";
     for (const auto& [labels, c] : f.counters) out += name + labels + " " + format_value(c->value()) + "\n";
     for (const auto& [labels, g] : f.gauges) out += name + labels + " " + format_value(g->value()) + "\n";
     for (const auto& [labels, h] : f.histograms) {

@@ -1,7 +1,9 @@
 #include "sandbox/native/doctor.h"
 
 #include <linux/landlock.h>
+#include <linux/sched.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -15,17 +17,21 @@
 namespace sandcastle::sandbox::native {
 namespace {
 
-// A forked child that only calls unshare and _exit: safe in a threaded server.
-bool can_unshare_namespaces() {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    long r = syscall(SYS_unshare, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
-                                      CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP);
-    _exit(r == 0 ? 0 : 1);
-  }
+// A child cloned straight into new namespaces (as the zygote clones inits)
+// that exits at once. Not fork + unshare: unshare(CLONE_NEWUSER) fails with
+// EINVAL in a process with more than one thread, and a forked copy of the
+// server may have one more than its caller (ThreadSanitizer's runtime starts
+// a thread in it).
+bool can_create_namespaces() {
+  struct clone_args ca {};
+  ca.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+             CLONE_NEWUTS | CLONE_NEWCGROUP;
+  ca.exit_signal = SIGCHLD;
+  long pid = syscall(SYS_clone3, &ca, sizeof ca);
+  if (pid == 0) syscall(SYS_exit_group, 0);
   if (pid < 0) return false;
   int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  while (::waitpid(static_cast<pid_t>(pid), &st, 0) < 0 && errno == EINTR) {
   }
   return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
@@ -34,7 +40,7 @@ bool can_unshare_namespaces() {
 
 IsolationReport check_isolation() {
   IsolationReport r;
-  r.user_namespaces = can_unshare_namespaces();
+  r.user_namespaces = can_create_namespaces();
   r.seccomp = prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 && compile_seccomp_bpf().ok();
   int pfd = static_cast<int>(syscall(SYS_pidfd_open, ::getpid(), 0));
   r.pidfd = pfd >= 0;

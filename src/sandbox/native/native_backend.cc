@@ -15,6 +15,10 @@
 namespace sandcastle::sandbox::native {
 
 Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits) {
+  {
+    std::lock_guard lock(pool_mu);
+    if (stopping) return Error::make(ErrorCode::kUnavailable, "native backend: shutting down");
+  }
   std::uint64_t n = serial.fetch_add(1);
   Prespawned p;
   p.id = std::string(kRuntimePrefix) + std::to_string(::getpid()) + "-" + std::to_string(n);
@@ -110,7 +114,7 @@ void BackendShared::refill_loop() {
     refill_failing = !r;
     if (r) pool.push_back(std::move(*r));
     pool_cv.notify_all();
-    if (!r) {
+    if (!r && !stopping) {
       // Creates go on without the pool meanwhile (and report the cause).
       spdlog::warn("native sandbox: prespawn failed: {}", r.error().message());
       pool_cv.wait_for(lock, std::chrono::seconds(1), [&] { return stopping; });
@@ -118,17 +122,63 @@ void BackendShared::refill_loop() {
   }
 }
 
-BackendShared::~BackendShared() {
+bool BackendShared::enter_create() {
+  std::lock_guard lock(pool_mu);
+  if (stopping) return false;
+  ++creating;
+  return true;
+}
+
+void BackendShared::leave_create() {
   {
     std::lock_guard lock(pool_mu);
-    stopping = true;
+    --creating;
   }
   pool_cv.notify_all();
-  if (refill_thread.joinable()) refill_thread.join();
-  for (auto& p : pool) reaper.kill_and_release(p.id, std::move(p.init), std::move(p.cgroup));
-  pool.clear();
-  reaper.drain();
-  (void)remove_tree(dirs.base);
+}
+
+void BackendShared::track(NativeSandbox* sandbox) {
+  std::lock_guard lock(live_mu);
+  live.insert(sandbox);
+}
+
+void BackendShared::untrack(NativeSandbox* sandbox) {
+  std::lock_guard lock(live_mu);
+  live.erase(sandbox);
+}
+
+void BackendShared::shutdown() {
+  std::call_once(shutdown_once, [this] {
+    {
+      std::unique_lock lock(pool_mu);
+      stopping = true;
+      pool_cv.notify_all();
+      // A create in progress ends with its sandbox tracked (or failed).
+      pool_cv.wait(lock, [&] { return creating == 0; });
+    }
+    if (refill_thread.joinable()) refill_thread.join();
+    std::deque<ReadySandbox> pooled;
+    {
+      std::lock_guard lock(pool_mu);
+      pooled.swap(pool);
+    }
+    for (auto& p : pooled) reaper.kill_and_release(p.id, std::move(p.init), std::move(p.cgroup));
+    {
+      // Sandboxes an owner still holds: destroyed now, so their inits die
+      // while the zygote lives and reaps them. Their owners see "destroyed".
+      std::lock_guard lock(live_mu);
+      for (NativeSandbox* sb : live) (void)sb->destroy();
+    }
+    reaper.drain();
+    reaper.release_spares();
+    zygote.stop();
+    if (auto st = remove_tree(dirs.base); !st)
+      spdlog::warn("native sandbox: runtime directory {}: {}", dirs.base, st.error().message());
+  });
+}
+
+BackendShared::~BackendShared() {
+  shutdown();
 }
 
 std::string find_init_helper(const std::string& override_path) {
@@ -151,7 +201,13 @@ std::string find_init_helper(const std::string& override_path) {
 }
 
 NativeBackend::NativeBackend(std::shared_ptr<BackendShared> shared) : shared_(std::move(shared)) {}
-NativeBackend::~NativeBackend() = default;
+NativeBackend::~NativeBackend() {
+  shared_->shutdown();
+}
+
+void NativeBackend::shutdown() {
+  shared_->shutdown();
+}
 
 const BackendCapabilities& NativeBackend::capabilities() const { return shared_->caps; }
 
@@ -198,6 +254,12 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) 
   if (spec.persistence() != Persistence::kEphemeral)
     return Error::make(ErrorCode::kInvalidArgument, "native backend: only ephemeral sandboxes");
 
+  if (!shared_->enter_create())
+    return Error::make(ErrorCode::kUnavailable, "native backend: shutting down");
+  struct Leave {
+    BackendShared& s;
+    ~Leave() { s.leave_create(); }
+  } leave{*shared_};
   // A sandbox made ahead of demand for the same mounts and hostname if there
   // is one (then refill in the background), otherwise one begun now.
   std::optional<ReadySandbox> ready = shared_->take_ready(finish_bytes(spec));

@@ -39,6 +39,8 @@ class NativeBackend : public Backend {
   std::string name() const override { return "native"; }
   const BackendCapabilities& capabilities() const override;
   Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) override;
+  // Also run by the destructor, even while sandboxes are still held.
+  void shutdown() override;
 
  private:
   explicit NativeBackend(std::shared_ptr<BackendShared> shared);

@@ -22,10 +22,15 @@ NativeSandbox::NativeSandbox(std::string id, SandboxSpec spec,
       shared_(std::move(shared)),
       ids_(ids),
       cgroup_(std::move(cgroup)),
-      init_(std::move(init)) {}
+      init_(std::move(init)) {
+  shared_->track(this);
+}
 
+// Destroyed before it is untracked: a shutdown running meanwhile may still
+// call destroy() on it (a no-op then), never on a destructed object.
 NativeSandbox::~NativeSandbox() {
   (void)destroy();
+  shared_->untrack(this);
 }
 
 Status NativeSandbox::check_alive() const {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <thread>
@@ -45,6 +46,8 @@ struct ReadySandbox {
   std::string finish;  // the encoded FinishConfig it was finished with
 };
 
+class NativeSandbox;
+
 struct BackendShared {
   RuntimeDirs dirs;
   CgroupSupport cgroups;
@@ -68,8 +71,15 @@ struct BackendShared {
   std::size_t waiting = 0;      // creates waiting for the one being made
   std::chrono::steady_clock::time_point last_take{};
   static constexpr std::chrono::milliseconds kRefillDelay{10};
-  bool stopping = false;
+  bool stopping = false;      // shutdown began: no refill, no new create
+  std::size_t creating = 0;   // creates in progress (under pool_mu)
   std::thread refill_thread;  // started last, joined first
+
+  // Sandboxes handed out and not yet destructed, so shutdown reaches the
+  // ones an owner still holds.
+  std::mutex live_mu;
+  std::set<NativeSandbox*> live;
+  std::once_flag shutdown_once;
 
   // A new sandbox up to its init waiting for a config (on any thread).
   Result<Prespawned> begin_sandbox(const Limits& limits);
@@ -80,6 +90,16 @@ struct BackendShared {
   std::optional<ReadySandbox> take_ready(const std::string& finish);
   // Keeps the pool at prespawn_target until stopping.
   void refill_loop();
+  // A create counted until leave_create; false once shutdown began.
+  bool enter_create();
+  void leave_create();
+  void track(NativeSandbox* sandbox);
+  void untrack(NativeSandbox* sandbox);
+  // Leaves nothing of this backend: waits for creates in progress, destroys
+  // every sandbox (pooled or still held), drains the reaper, removes the
+  // spare cgroups, stops the zygote and removes the runtime directory.
+  // Idempotent; later creates fail.
+  void shutdown();
   ~BackendShared();
 };
 

@@ -17,7 +17,17 @@ Reaper::~Reaper() {
   }
   cv_.notify_all();
   thread_.join();  // the loop empties the queue before it returns
-  for (auto& cg : spare_)
+  release_spares();
+}
+
+void Reaper::release_spares() {
+  std::vector<std::shared_ptr<SandboxCgroup>> spares;
+  {
+    std::lock_guard lock(mu_);
+    keep_spares_ = false;
+    spares.swap(spare_);
+  }
+  for (auto& cg : spares)
     if (auto st = cg->remove(); !st) spdlog::warn("spare cgroup: {}", st.error().message());
 }
 
@@ -59,12 +69,20 @@ void Reaper::loop() {
     bool room = false;
     {
       std::lock_guard spare_lock(mu_);
-      room = spare_.size() < kMaxSpareCgroups;
+      room = keep_spares_ && spare_.size() < kMaxSpareCgroups;
     }
     bool keep = room && item.cgroup && item.cgroup.use_count() == 1 && item.cgroup->recycle().ok();
     if (item.cgroup && !keep)
       if (auto st = item.cgroup->remove(); !st) spdlog::warn("sandbox {}: {}", item.id, st.error().message());
     lock.lock();
+    // Spares released meanwhile (shutdown): this one goes too.
+    if (keep && !keep_spares_) {
+      lock.unlock();
+      if (auto st = item.cgroup->remove(); !st)
+        spdlog::warn("sandbox {}: {}", item.id, st.error().message());
+      lock.lock();
+      keep = false;
+    }
     if (keep) spare_.push_back(std::move(item.cgroup));
     item.cgroup.reset();
     --in_flight_;

@@ -8,10 +8,10 @@
 // when nothing else still refers to it, up to kMaxSpareCgroups; the rest are
 // removed.
 //
-// Nothing leaks: drain() (run by the backend's destructor) finishes every
-// queued teardown, inits die with the server anyway (PDEATHSIG), and a
-// server that crashed mid-teardown leaves cgroups named after its dead pid,
-// which the next start's sweep removes.
+// Nothing leaks: the backend's shutdown drains every queued teardown and then
+// removes the spares (release_spares), inits die with the server anyway
+// (PDEATHSIG), and a server that crashed mid-teardown leaves cgroups named
+// after its dead pid, which the next start's sweep removes.
 #pragma once
 
 #include <condition_variable>
@@ -40,6 +40,9 @@ class Reaper {
   void drain();
   // A recycled cgroup, if one is spare (its limits are the last sandbox's).
   std::shared_ptr<SandboxCgroup> take_spare_cgroup();
+  // Removes the spare groups, and every group released from now on (for
+  // shutdown: nothing is kept for a next sandbox).
+  void release_spares();
   static constexpr std::size_t kMaxSpareCgroups = 16;
 
  private:
@@ -55,6 +58,7 @@ class Reaper {
   std::vector<std::shared_ptr<SandboxCgroup>> spare_;
   std::size_t in_flight_ = 0;
   bool stop_ = false;
+  bool keep_spares_ = true;
   std::thread thread_;
 };
 

@@ -42,7 +42,12 @@ struct ZygoteArgs {
 }  // namespace
 
 Zygote::~Zygote() {
+  stop();
+}
+
+void Zygote::stop() {
   std::lock_guard lock(mu_);
+  stopped_ = true;
   stop_locked();
 }
 
@@ -134,6 +139,8 @@ Result<Zygote::Child> Zygote::clone_init(const std::string& helper, const Zygote
   const int fds[4] = {config_fd, status_fd, control_fd, cgroup_fd};
   int nfds = cgroup_fd >= 0 ? 4 : 3;
   std::lock_guard lock(mu_);
+  if (stopped_)
+    return Error::make(ErrorCode::kUnavailable, "the zygote was stopped (shutting down)");
   if (!sock_)
     if (auto st = start_locked(helper); !st) return st.take_error();
   bool gone = false;

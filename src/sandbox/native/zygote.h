@@ -61,6 +61,8 @@ class Zygote {
   // identity and execs `helper`.
   Result<Child> clone_init(const std::string& helper, const ZygoteRequest& req, int config_fd,
                            int status_fd, int control_fd, int cgroup_fd);
+  // Stops the zygote and waits for it (shutdown); clone_init fails from now on.
+  void stop();
 
  private:
   Status start_locked(const std::string& helper);
@@ -72,6 +74,7 @@ class Zygote {
   std::mutex mu_;
   UniqueFd sock_;
   UniqueFd pidfd_;
+  bool stopped_ = false;
 };
 
 }  // namespace sandcastle::sandbox::native
