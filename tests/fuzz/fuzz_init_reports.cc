@@ -1,8 +1,9 @@
 // Fuzzes what comes back over a sandbox's init channel (sandbox/native/
 // wire.h), each a record written by a process inside the sandbox: the
-// supervisor's ExecReport, init's ListenReply, init's fixed-size InitStatus
-// and the exec child's error record (i32 errno + string step), as
-// supervisor.cc and spawn.cc read them. The first byte picks the record.
+// supervisor's ExecReport, the file worker's replies and listing entries
+// (file_wire.h), init's fixed-size InitStatus and the exec child's error
+// record (i32 errno + string step), as supervisor.cc, file_client.cc and
+// spawn.cc read them. The first byte picks the record.
 // Decoded records must re-encode to the same bytes, and the error the server
 // would make of any errno and step must format.
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <string_view>
 
 #include "common/result.h"
+#include "sandbox/native/file_wire.h"
 #include "sandbox/native/wire.h"
 
 namespace {
@@ -38,9 +40,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       break;
     case 1:
-      if (auto rep = decode_listen_reply(in)) {
+      if (auto rep = decode_file_reply(in)) {
         if (encode(*rep) != in || rep->err < 0) std::abort();
         if (rep->err != 0) describe(rep->step, rep->err);
+      } else if (auto e = decode_file_entry(in)) {
+        // An entry's name never leads out of the listed directory.
+        const std::string n = "/" + e->name + "/";
+        if (encode(*e) != in || e->name.front() == '/' || n.find("/../") != std::string::npos ||
+            n.find("/./") != std::string::npos || n.find("//") != std::string::npos)
+          std::abort();
       }
       break;
     case 2: {
