@@ -172,3 +172,19 @@ describe('framing (request smuggling, RFC 9112 §6)', () => {
     assert.deepEqual(responses((await exchange(`GET /healthz?${'a'.repeat(20000)} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`)).text).map((x) => x.status), [431]);
   });
 });
+
+describe('bytes the parser does not bound itself', () => {
+  test('a chunked body\'s endless trailer → 431 and a closed connection, the server\'s memory untouched', async () => {
+    const { readFileSync } = await import('node:fs');
+    const peak = () => Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${srv.proc.pid}/status`, 'utf8'))[1]);
+    const before = peak();
+    // 8 MiB of one trailer field (Beast limits neither): before, all of it
+    // was buffered (256 MiB took the server from 10 to 273 MiB).
+    const head = 'POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n'
+      + 'Transfer-Encoding: chunked\r\n\r\n0\r\nX-Trailer: ';
+    const r = await only(head + 'a'.repeat(8 << 20));
+    assert.equal(r.status, 431);
+    assert.equal(r.headers.connection, 'close');
+    assert.ok(peak() - before < 4096, `server peak grew by ${peak() - before} KiB`);
+  });
+});

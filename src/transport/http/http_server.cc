@@ -5,6 +5,7 @@
 #include <boost/beast/http.hpp>
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <deque>
 #include <optional>
 #include <set>
@@ -120,7 +121,14 @@ struct Server::Impl {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(Server::Impl& impl, tcp::socket sock)
-      : impl_(impl), stream_(std::move(sock)), deadline_(stream_.get_executor()) {
+      : impl_(impl),
+        stream_(std::move(sock)),
+        deadline_(stream_.get_executor()),
+        // Bytes received and not yet parsed: a head (the parser counts its
+        // request line and fields apart, hence twice the header limit), a
+        // chunked body's trailer, pipelined requests. Body bytes move on as
+        // they are parsed. Beast bounds neither a trailer nor pipelining.
+        buffer_(2 * impl.server.options().max_header_bytes + 64 * 1024) {
     beast::error_code ec;
     auto ep = stream_.socket().remote_endpoint(ec);
     if (!ec) remote_ = ep.address().to_string();
@@ -285,7 +293,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
                       std::to_string(impl_.server.options().max_body_bytes) + " bytes");
       return;
     }
-    if (ec == bhttp::error::header_limit) {
+    if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
       reject(431, "request headers exceed the limit of " +
                       std::to_string(impl_.server.options().max_header_bytes) + " bytes");
       return;
@@ -364,6 +372,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // While a handler works on the answer, a read notices the client leaving.
   void start_watch() {
+    // A client that pipelined a buffer's worth is not read further until
+    // its next request is parsed.
+    if (buffer_.max_size() - buffer_.size() < 4096) return;
     watching_ = true;
     stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
       self->watching_ = false;
@@ -391,7 +402,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       writing_ = false;
       if (response_done_) {
         if (!keep_alive_) {
-          shutdown();
+          linger_then_shutdown();
         } else if (watching_) {
           beast::error_code ignore;
           stream_.socket().cancel(ignore);  // the watch completes, then the next read starts
@@ -429,6 +440,31 @@ class Connection : public std::enable_shared_from_this<Connection> {
     do_read();
   }
 
+  // A closing answer (a 4xx for a request still arriving) is not lost to a
+  // reset: our side is half-closed once it is written, and what the client
+  // still sends is read and dropped for a moment (RFC 9112 §9.6), at most
+  // kLingerBytes in kLinger, before the socket closes.
+  void linger_then_shutdown() {
+    if (dead_) return;
+    beast::error_code ignore;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignore);
+    linger_left_ = kLingerBytes;
+    deadline_.expires_after(kLinger);
+    deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (!ec) self->shutdown();
+    });
+    drain();
+  }
+
+  void drain() {
+    stream_.socket().async_read_some(net::buffer(linger_buf_), [self = shared_from_this()](beast::error_code ec,
+                                                                                          size_t n) {
+      if (ec || n >= self->linger_left_) return self->shutdown();
+      self->linger_left_ -= n;
+      self->drain();
+    });
+  }
+
   void shutdown() {
     if (dead_) return;
     dead_ = true;
@@ -459,6 +495,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   uint64_t next_started_gen_ = 0;
   unsigned version_ = 11;
   bool keep_alive_ = true;
+  static constexpr std::chrono::milliseconds kLinger{1000};
+  static constexpr size_t kLingerBytes = size_t{1} << 20;
+  size_t linger_left_ = 0;
+  std::array<char, 4096> linger_buf_{};
   bool chunked_ = false;
   bool writing_ = false;
   bool watching_ = false;
