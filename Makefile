@@ -32,10 +32,10 @@ tidy: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSANDCASTLE_BENCH=ON >/dev/null
 	@BUILD=$(BUILD) JOBS=$(JOBS) scripts/tidy
 
-# ThreadSanitizer: the unit tests and the integration tests that drive the
-# server's threads (scripts/run-tests picks which).
+# ThreadSanitizer (asserts on; CMakeLists picks -O1 -g1): the unit and
+# integration tests.
 build-tsan:
-	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSANDCASTLE_TSAN=ON >/dev/null
+	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSANDCASTLE_TSAN=ON >/dev/null
 	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target unit_tests integration_tests
 
 bench: deps build

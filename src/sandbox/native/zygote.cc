@@ -27,16 +27,18 @@ struct ZygoteArgs {
 };
 
 // Runs in the cloned child of the multithreaded server: raw syscalls only
-// until execve.
+// until execve (sanitizer runtimes intercept dup2 and _exit, and their locks
+// may have been held by another thread at the clone).
 [[noreturn]] void zygote_child(const ZygoteArgs& a) {
   syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   // a.sock was placed above 9, so this dup2 makes a fresh fd 3 (without
   // close-on-exec) and nothing else of the server's survives the exec.
-  if (::dup2(a.sock, kZygoteSockFd) < 0) _exit(126);
+  if (syscall(SYS_dup2, a.sock, kZygoteSockFd) < 0) syscall(SYS_exit_group, 126);
   syscall(SYS_close_range, 4U, ~0U, 0U);
   syscall(SYS_close_range, 0U, 2U, 0U);  // never the server's stdio
-  ::execve(a.helper, a.argv, a.envp);
-  _exit(127);
+  syscall(SYS_execve, a.helper, a.argv, a.envp);
+  syscall(SYS_exit_group, 127);
+  __builtin_unreachable();
 }
 
 }  // namespace
