@@ -164,11 +164,12 @@ void reset_peak_rss() {
   std::ofstream("/proc/self/clear_refs") << "5";
 }
 
-// AddressSanitizer's redzones and quarantine make RSS figures meaningless.
-#if defined(__SANITIZE_ADDRESS__)
+// AddressSanitizer's redzones and quarantine, and ThreadSanitizer's shadow
+// memory, make RSS figures meaningless.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr bool kSanitized = true;
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 constexpr bool kSanitized = true;
 #else
 constexpr bool kSanitized = false;
