@@ -51,12 +51,14 @@ struct StreamFrame {
   bool is_stderr = false;
   std::string text;
 };
+// NOLINTNEXTLINE(bugprone-exception-escape): nlohmann::json's noexcept destructor may allocate
 struct DisplayFrame {
   std::string id;
   nlohmann::json data;     // a MIME bundle: an object, any values
   std::size_t bytes = 0;   // the frame's size and value count, for the
   std::size_t values = 0;  // per-cell display caps
 };
+// NOLINTNEXTLINE(bugprone-exception-escape): nlohmann::json's noexcept destructor may allocate
 struct ResultFrame {
   std::string id;
   int execution_count = 0;

@@ -105,10 +105,16 @@ Result<Usage> NativeSandbox::usage() {
   }
   Usage u;
   // Disk use and (without a cgroup) the process count are looked up inside
-  // the sandbox, like every other look at its tree. A sandbox whose init
-  // has died can start no worker: it has no processes and no disk left.
+  // the sandbox, like every other look at its tree. Without an answer, the
+  // count is init's own: 1 while it lives (its pidfd not yet readable), 0
+  // once it has died.
   auto figures = files_.usage();
-  if (!figures) figures = UsageFigures{};
+  if (!figures) {
+    std::shared_lock lock(mu_);
+    struct pollfd p {init_.pidfd.get(), POLLIN, 0};
+    const bool alive = !destroyed_ && init_.pidfd && ::poll(&p, 1, 0) == 0;
+    figures = UsageFigures{0, alive ? 1u : 0u};
+  }
   u.disk_bytes = figures->disk_bytes;
   if (cgroup_) {
     u.accounting = std::string("cgroup ") + cgroup_version_name(cgroup_->version());
