@@ -26,9 +26,9 @@ struct ToolConfig {
   sandbox::Limits default_limits{};
   std::uint64_t max_file_bytes = 32 * sandbox::kMiB;  // read_file/write_file/upload/download
   // Memory for file data above 1 MiB held at once, server-wide, copies
-  // included (tools/file_transfer.h): two max_file_bytes reads over MCP
-  // (8 copies each) fit at once.
-  std::shared_ptr<ByteBudget> transfer_budget = std::make_shared<ByteBudget>(512 * sandbox::kMiB);
+  // included (tools/file_transfer.h): one max_file_bytes read over MCP
+  // (8 copies) fits.
+  std::shared_ptr<ByteBudget> transfer_budget = std::make_shared<ByteBudget>(256 * sandbox::kMiB);
   std::uint64_t max_output_bytes = 1 * sandbox::kMiB;  // per stream, head and tail kept
   size_t max_listed_files = 10'000;
   // Package indexes (--pip-index-url, --npm-registry): the only hosts the

@@ -128,7 +128,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         // request line and fields apart, hence twice the header limit), a
         // chunked body's trailer, pipelined requests. Body bytes move on as
         // they are parsed. Beast bounds neither a trailer nor pipelining.
-        buffer_(2 * impl.server.options().max_header_bytes + 64 * 1024) {
+        buffer_(2 * impl.server.options().max_header_bytes + size_t{64} * 1024) {
     beast::error_code ec;
     auto ep = stream_.socket().remote_endpoint(ec);
     if (!ec) remote_ = ep.address().to_string();
