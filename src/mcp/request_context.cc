@@ -8,8 +8,15 @@ void CancelToken::cancel() {
     std::lock_guard lock(mu_);
     if (cancelled_.exchange(true, std::memory_order_acq_rel)) return;
     to_run.swap(callbacks_);
+    running_ = true;
+    runner_ = std::this_thread::get_id();
   }
   for (auto& [id, fn] : to_run) fn();
+  {
+    std::lock_guard lock(mu_);
+    running_ = false;
+  }
+  done_cv_.notify_all();
 }
 
 size_t CancelToken::on_cancel(std::function<void()> fn) {
@@ -25,8 +32,13 @@ size_t CancelToken::on_cancel(std::function<void()> fn) {
 }
 
 void CancelToken::unsubscribe(size_t id) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   std::erase_if(callbacks_, [id](const auto& p) { return p.first == id; });
+  // The callback may be running right now on the cancelling thread; its
+  // captures live on the caller's stack, so wait until it has finished.
+  // (A callback that unsubscribes itself must not wait for itself.)
+  if (running_ && runner_ != std::this_thread::get_id())
+    done_cv_.wait(lock, [this] { return !running_; });
 }
 
 RequestContext::RequestContext(Send send, json request_id, std::optional<json> progress_token,

@@ -4,10 +4,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mcp/jsonrpc.h"
@@ -24,6 +26,8 @@ class CancelToken {
   // Callbacks run on the cancelling thread: keep them short (signal a child,
   // wake a condition variable). Returns an id for unsubscribe().
   size_t on_cancel(std::function<void()> fn);
+  // Removes a callback; once it returns, that callback is not running and
+  // never will, so it may capture the caller's stack.
   void unsubscribe(size_t id);
   // Keeps `obj` alive as long as the token: the token outlives the reply,
   // so a handler's reservation (a transfer budget lease) also covers the
@@ -36,6 +40,9 @@ class CancelToken {
  private:
   std::atomic<bool> cancelled_{false};
   std::mutex mu_;
+  std::condition_variable done_cv_;
+  bool running_ = false;  // cancel() is running callbacks (outside mu_)
+  std::thread::id runner_;
   std::vector<std::pair<size_t, std::function<void()>>> callbacks_;
   std::vector<std::shared_ptr<void>> kept_;
   size_t next_id_ = 1;

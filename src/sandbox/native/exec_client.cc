@@ -141,7 +141,9 @@ Result<ExecResult> NativeSandbox::exec(const ExecRequest& req, const ExecCallbac
     const int fds[kExecRequestMaxFds] = {report_remote.get(), in_r.get(), out_w.get(), err_w.get(), req.pass_fd};
     if (int e = send_with_fds(init_.control.get(), bytes, fds, req.pass_fd >= 0 ? kExecRequestMaxFds : kExecRequestFds);
         e != 0)
-      return Error::from_errno("send exec request to sandbox init", e);
+      // A dead init gives EPIPE or, if unread bytes were queued to it,
+      // ECONNRESET: both mean the sandbox is gone, so callers see one.
+      return Error::from_errno("send exec request to sandbox init", e == ECONNRESET ? EPIPE : e);
   }
   // Our copies of the command's ends must go, or EOF never comes.
   report_remote.reset();
