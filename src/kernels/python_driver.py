@@ -17,7 +17,10 @@
 # up front (no json/re/socket/threading/ast/traceback), the rest when a cell
 # first needs it; cells are compiled without builtin compile(), which would
 # build the AST types (see compile_cell); and an idle kernel runs no second
-# thread (see Kernel.serve).
+# thread, a busy one only an output flusher (see Kernel.serve). Fast on
+# purpose: the main thread reads the channel itself (SIGIO while a cell runs),
+# so an execute reaches its cell without a hand-off between threads, and a
+# short cell run again reuses its compiled code.
 import _imp
 import _json
 import _signal
@@ -670,7 +673,10 @@ class Kernel:
     # interrupt for the running cell; anything else waits in `pending`.
     # Between cells the handler leaves the socket to read() (a signal that
     # lands then only restarts it). Frames are parsed in the main thread
-    # only, between bytecodes, so the buffer never has two users.
+    # only, between bytecodes, so the buffer never has two users. Code that
+    # takes SIGIO for itself (or blocks it) is then not interrupted: the
+    # server kills the kernel once the grace period is over, as for code
+    # that ignores KeyboardInterrupt.
     def _dispatch(self, msg):
         """An interrupt acted on; anything else kept for the main loop."""
         if msg.get("type") != "interrupt":
