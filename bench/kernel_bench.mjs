@@ -73,6 +73,13 @@ function mem(pid) {
   } catch { return { pss: 0, rss: 0, dirty: 0, uss: 0 }; }
 }
 const memAvailable = () => Number(readFileSync('/proc/meminfo', 'utf8').match(/MemAvailable:\s+(\d+)/)[1]);
+// The kernel's own memory for processes and objects (namespaces, sockets,
+// page tables, task stacks): less disturbed by other work than MemAvailable.
+const KERNEL_FIELDS = ['Slab', 'KernelStack', 'PageTables'];
+const kernelMem = () => {
+  const t = readFileSync('/proc/meminfo', 'utf8');
+  return KERNEL_FIELDS.reduce((a, k) => a + Number(t.match(new RegExp(`^${k}:\\s+(\\d+)`, 'm'))[1]), 0);
+};
 
 // Each sandbox's process tree on the host: the subtree of every outermost
 // sandcastle-init below the server (the zygote that clones them is not one).
@@ -269,18 +276,21 @@ async function main() {
       },
     };
     const drops = Object.fromEntries(Object.keys(series).map((k) => [k, []]));
+    const kdrops = Object.fromEntries(Object.keys(series).map((k) => [k, []]));
     for (let r = 0; r < opts.rounds; r++) {
       const order = r % 2 ? Object.keys(series).reverse() : Object.keys(series);
       for (const k of order) {
         await sleep(1000);
-        const a0 = memAvailable();
+        const a0 = memAvailable(), k0 = kernelMem();
         const stop = await series[k]();
         drops[k].push((a0 - memAvailable()) / n);
+        kdrops[k].push((kernelMem() - k0) / n);
         await stop();
       }
     }
     const med = (xs) => sorted(xs)[Math.floor((xs.length - 1) / 2)];
-    out.idle_cost = { count: n, rounds: opts.rounds, drops, median_kib: Object.fromEntries(Object.entries(drops).map(([k, v]) => [k, med(v)])) };
+    const medians = (d) => Object.fromEntries(Object.entries(d).map(([k, v]) => [k, med(v)]));
+    out.idle_cost = { count: n, rounds: opts.rounds, drops, kernel_mem: kdrops, median_kib: medians(drops), kernel_mem_median_kib: medians(kdrops), load: readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ') };
     await c.close();
   }
 
@@ -309,6 +319,8 @@ async function main() {
   console.log(`| cost per idle sandbox with a live kernel, among ${k.made}: MemAvailable drop / PSS | ${mib(k.per_sandbox_available_kib)} / ${mib(k.per_sandbox_pss_kib)} MiB | per bare python3, among ${k.bare_count}: ${mib(k.bare_available_kib)} / ${mib(k.bare_pss_kib)} MiB | ≤ +1 MiB: ${pass(Math.max(dAvail, dPss) <= 1024)} (+${mib(dAvail)} / +${mib(dPss)}) |`);
   const ic = out.idle_cost.median_kib;
   console.log(`| idle cost in MemAvailable, median of ${out.idle_cost.rounds} interleaved rounds of ${out.idle_cost.count}: python sandbox with its kernel / bash sandbox (no kernel) / kernel driver without a sandbox / bare python3 | ${mib(ic.kernel_sandbox)} / ${mib(ic.bash_sandbox)} / ${mib(ic.bare_driver)} / ${mib(ic.bare_python)} MiB | kernel sandbox over bare python3: +${mib(ic.kernel_sandbox - ic.bare_python)} MiB (the sandbox: +${mib(ic.bash_sandbox)}, the driver over python3: +${mib(ic.bare_driver - ic.bare_python)}) | ≤ +1 MiB: ${pass(ic.kernel_sandbox - ic.bare_python <= 1024)} |`);
+  const km = out.idle_cost.kernel_mem_median_kib;
+  console.log(`| the kernel's part of it (Slab + KernelStack + PageTables), same rounds | ${km.kernel_sandbox.toFixed(0)} / ${km.bash_sandbox.toFixed(0)} / ${km.bare_driver.toFixed(0)} / ${km.bare_python.toFixed(0)} KiB | load average ${out.idle_cost.load} | |`);
   console.log(`| sandboxes that fit: memory (${mib(k.mem_available_kib)} MiB available) / pids | ${k.fit_by_memory} / ${k.fit_by_pids} | | ≥ 2,000 ${pass(Math.min(k.fit_by_memory, k.fit_by_pids) >= 2000)} |`);
 }
 
