@@ -318,7 +318,13 @@ async function main() {
   const dAvail = k.per_sandbox_available_kib - k.bare_available_kib, dPss = k.per_sandbox_pss_kib - k.bare_pss_kib;
   console.log(`| cost per idle sandbox with a live kernel, among ${k.made}: MemAvailable drop / PSS | ${mib(k.per_sandbox_available_kib)} / ${mib(k.per_sandbox_pss_kib)} MiB | per bare python3, among ${k.bare_count}: ${mib(k.bare_available_kib)} / ${mib(k.bare_pss_kib)} MiB | ≤ +1 MiB: ${pass(Math.max(dAvail, dPss) <= 1024)} (+${mib(dAvail)} / +${mib(dPss)}) |`);
   const ic = out.idle_cost.median_kib;
-  console.log(`| idle cost in MemAvailable, median of ${out.idle_cost.rounds} interleaved rounds of ${out.idle_cost.count}: python sandbox with its kernel / bash sandbox (no kernel) / kernel driver without a sandbox / bare python3 | ${mib(ic.kernel_sandbox)} / ${mib(ic.bash_sandbox)} / ${mib(ic.bare_driver)} / ${mib(ic.bare_python)} MiB | kernel sandbox over bare python3: +${mib(ic.kernel_sandbox - ic.bare_python)} MiB (the sandbox: +${mib(ic.bash_sandbox)}, the driver over python3: +${mib(ic.bare_driver - ic.bare_python)}) | ≤ +1 MiB: ${pass(ic.kernel_sandbox - ic.bare_python <= 1024)} |`);
+  // Other work on the machine moves MemAvailable by more than a few dozen
+  // idle processes use: a round whose figures are below zero, or rounds that
+  // disagree by more than the target, measured noise, not the sandboxes.
+  const spread = Math.max(...Object.values(out.idle_cost.drops).map((v) => Math.max(...v) - Math.min(...v)));
+  const noisy = spread > 1024 || Object.values(out.idle_cost.drops).some((v) => v.some((x) => x <= 0));
+  const verdict = noisy ? `not measurable here (rounds differ by up to ${mib(spread)} MiB per process: other work on the machine)` : pass(ic.kernel_sandbox - ic.bare_python <= 1024);
+  console.log(`| idle cost in MemAvailable, median of ${out.idle_cost.rounds} interleaved rounds of ${out.idle_cost.count}: python sandbox with its kernel / bash sandbox (no kernel) / kernel driver without a sandbox / bare python3 | ${mib(ic.kernel_sandbox)} / ${mib(ic.bash_sandbox)} / ${mib(ic.bare_driver)} / ${mib(ic.bare_python)} MiB | kernel sandbox over bare python3: +${mib(ic.kernel_sandbox - ic.bare_python)} MiB (the sandbox: +${mib(ic.bash_sandbox)}, the driver over python3: +${mib(ic.bare_driver - ic.bare_python)}) | ≤ +1 MiB: ${verdict} |`);
   const km = out.idle_cost.kernel_mem_median_kib;
   console.log(`| the kernel's part of it (Slab + KernelStack + PageTables), same rounds | ${km.kernel_sandbox.toFixed(0)} / ${km.bash_sandbox.toFixed(0)} / ${km.bare_driver.toFixed(0)} / ${km.bare_python.toFixed(0)} KiB | load average ${out.idle_cost.load} | |`);
   console.log(`| sandboxes that fit: memory (${mib(k.mem_available_kib)} MiB available) / pids | ${k.fit_by_memory} / ${k.fit_by_pids} | | ≥ 2,000 ${pass(Math.min(k.fit_by_memory, k.fit_by_pids) >= 2000)} |`);

@@ -595,6 +595,7 @@ class Kernel:
         self.started = 0  # cells started (under lock)
         self.flusher = False  # a flusher thread runs (under lock)
         self.stop_id = None  # the cell the last interrupt named
+        self.in_sigio = False  # on_sigio is reading the channel
         ms = os.environ.pop("SANDCASTLE_KERNEL_READER_IDLE_MS", "")
         self.reader_idle = int(ms) / 1000.0 if ms.isdigit() else _READER_IDLE
         self.limits = dict(_LIMITS)
@@ -693,18 +694,29 @@ class Kernel:
             self._interrupt_user()
 
     def on_sigio(self, signum, frame):
-        if not self.busy:  # read() between cells takes what came
+        if not self.busy or self.in_sigio:  # read() between cells takes what came
             return
+        # A SIGIO that lands while this runs returns at once (two parsers
+        # would tear the buffer): whatever it announced is found by the last
+        # look at the socket below, made after the flag is down again.
         chan = self.chan
+        fd = chan.fd
+        msgs = []
         try:
-            while select.select([chan.fd], [], [], 0)[0]:
-                if not chan.fill():  # the server is gone
-                    os._exit(0)
-            msgs = []
-            msg = chan.next_frame()
-            while msg is not None:
-                msgs.append(msg)
-                msg = chan.next_frame()
+            while True:
+                self.in_sigio = True
+                try:
+                    while select.select([fd], [], [], 0)[0]:
+                        if not chan.fill():  # the server is gone
+                            os._exit(0)
+                    msg = chan.next_frame()
+                    while msg is not None:
+                        msgs.append(msg)
+                        msg = chan.next_frame()
+                finally:
+                    self.in_sigio = False
+                if not select.select([fd], [], [], 0)[0]:
+                    break
         except KeyboardInterrupt:
             raise
         except BaseException as e:  # a channel it cannot read: end it, loudly

@@ -417,6 +417,22 @@ describe('python driver: the flusher thread comes and goes', () => {
     await k.run('threads-back', '_thread.start_new_thread = _real_start');
   });
 
+  // The SIGIO that carries an interrupt often lands while the cell's output
+  // is being written to the channel: the frame must still go out whole.
+  test('an interrupt during a flood of output stops the cell and tears no frame', async () => {
+    for (let i = 0; i < 5; i++) {
+      k.send({ type: 'execute', id: `flood${i}`, code: 'while True:\n    print("y" * 3000)' });
+      await sleep(60);
+      k.send({ type: 'interrupt', id: `flood${i}` });
+      const r = await k.collect(`flood${i}`, 5000);
+      assert.ok(!r.timedOut, `flood ${i} was not interrupted`);
+      assert.equal(r.result.error.name, 'KeyboardInterrupt');
+      // (print's newline is a write of its own: the last line may lack it.)
+      assert.ok(r.stdout.length > 3000 && /^(y{3000}\n)+(y{3000})?$/.test(r.stdout), `flood ${i}: whole lines`);
+    }
+    assert.equal((await k.run('after-flood', '6 * 7')).result.value?.['text/plain'], '42');
+  });
+
   test('an interrupt for a cell started after an idle period stops it', async () => {
     for (const [i, wait] of [[0, 100], [1, 0], [2, 5]]) {
       await sleep(150);
