@@ -3,7 +3,7 @@
 //   (a) warm `x += 1` round trip in an existing Python kernel through MCP
 //       (tools/call execute_code with sandbox_id), p50 and p99, beside a bare
 //       `ping` round trip measured interleaved in the same run (target: p50
-//       <= 0.3 ms). The server's own duration_ms (kernel cell time) is shown.
+//       <= 0.1 ms, issue 14). The server's own duration_ms (kernel cell time) is shown.
 //   (b) memory of an idle sandbox with a live Python kernel: PSS and RSS of
 //       the sandbox's processes on the host (init, supervisor, the kernel),
 //       against a bare /usr/bin/python3 sleeping (target: kernel <= 1 MiB
