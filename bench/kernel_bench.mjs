@@ -3,18 +3,27 @@
 //   (a) warm `x += 1` round trip in an existing Python kernel through MCP
 //       (tools/call execute_code with sandbox_id), p50 and p99, beside a bare
 //       `ping` round trip measured interleaved in the same run (target: p50
-//       <= 0.3 ms). The server's own duration_ms (kernel cell time) is shown.
+//       <= 0.1 ms, issue 14). The server's own duration_ms (kernel cell time) is shown.
 //   (b) memory of an idle sandbox with a live Python kernel: PSS and RSS of
 //       the sandbox's processes on the host (init, supervisor, the kernel),
 //       against a bare /usr/bin/python3 sleeping (target: kernel <= 1 MiB
 //       above the bare interpreter).
+//       With --baseline-bin (another build, e.g. main's), its round trips
+//       are measured interleaved call by call in the same run.
 //   (c) how many such sandboxes fit: --count sandboxes are created for real
 //       (each runs a cell so its kernel is live), the per-sandbox cost is
 //       measured from MemAvailable and PSS, and the machine's limits (memory,
 //       pid_max, threads-max) give the estimate (target >= 2,000).
 //
+//   (d) what an idle kernel sandbox costs in MemAvailable, against a bare
+//       idle python3 (target: <= 1 MiB more), and where it goes: rounds of
+//       --count idle python sandboxes with a live kernel, idle bash
+//       sandboxes (the sandbox without a kernel), the kernel driver run bare
+//       (no sandbox) and bare python3s, interleaved; medians over --rounds.
+//
 // Usage: node bench/kernel_bench.mjs [--sandcastle build/sandcastle]
-//          [--iterations 2000] [--count 200] [--json]
+//          [--baseline-bin OTHER_BUILD] [--iterations 2000] [--count 200]
+//          [--rounds 3] [--json]
 import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -64,6 +73,13 @@ function mem(pid) {
   } catch { return { pss: 0, rss: 0, dirty: 0, uss: 0 }; }
 }
 const memAvailable = () => Number(readFileSync('/proc/meminfo', 'utf8').match(/MemAvailable:\s+(\d+)/)[1]);
+// The kernel's own memory for processes and objects (namespaces, sockets,
+// page tables, task stacks): less disturbed by other work than MemAvailable.
+const KERNEL_FIELDS = ['Slab', 'KernelStack', 'PageTables'];
+const kernelMem = () => {
+  const t = readFileSync('/proc/meminfo', 'utf8');
+  return KERNEL_FIELDS.reduce((a, k) => a + Number(t.match(new RegExp(`^${k}:\\s+(\\d+)`, 'm'))[1]), 0);
+};
 
 // Each sandbox's process tree on the host: the subtree of every outermost
 // sandcastle-init below the server (the zygote that clones them is not one).
@@ -81,34 +97,46 @@ function sandboxTrees(serverPid) {
 async function main() {
   const opts = parseArgs(process.argv.slice(2), {
     script: 'kernel_bench.mjs',
-    defaults: { sandcastle: join(root, 'build', 'sandcastle'), iterations: 2000, count: 200, json: false },
-    types: { sandcastle: 'path', iterations: 'int', count: 'int', json: 'flag' },
+    defaults: { sandcastle: join(root, 'build', 'sandcastle'), iterations: 2000, count: 200, rounds: 3, json: false },
+    types: { sandcastle: 'path', 'baseline-bin': 'path', iterations: 'int', count: 'int', rounds: 'int', json: 'flag' },
   });
   const out = {};
 
-  // (a) warm round trips
+  // (a) warm round trips, call by call interleaved with the baseline build
   {
-    const c = new LineClient(opts.sandcastle, []);
-    await c.initialize('kernel-bench');
-    const { sc } = await c.callOk('create_sandbox', { language: 'python' });
-    const id = sc.sandbox_id;
-    await c.callOk('execute_code', { sandbox_id: id, code: 'x = 0' });
-    for (let i = 0; i < 200; i++) { await c.request('ping', {}); await c.callOk('execute_code', { sandbox_id: id, code: 'x += 1' }); }
-    const ping = [], cell = [], dur = [];
-    for (let i = 0; i < opts.iterations; i++) {
-      ping.push((await c.request('ping', {})).t);
-      const r = await c.callOk('execute_code', { sandbox_id: id, code: 'x += 1' });
-      cell.push(r.t);
-      dur.push(r.sc.duration_ms);
+    const bins = [opts.sandcastle, ...(opts['baseline-bin'] ? [opts['baseline-bin']] : [])];
+    const runs = [];
+    for (const bin of bins) {
+      const c = new LineClient(bin, []);
+      await c.initialize('kernel-bench');
+      const { sc } = await c.callOk('create_sandbox', { language: 'python' });
+      await c.callOk('execute_code', { sandbox_id: sc.sandbox_id, code: 'x = 0' });
+      runs.push({ bin, c, id: sc.sandbox_id, ping: [], cell: [], dur: [] });
     }
-    const check = await c.callOk('execute_code', { sandbox_id: id, code: 'x' });
-    if (Number(check.sc.result['text/plain']) !== opts.iterations + 200) throw new Error(`x is ${check.sc.result['text/plain']}`);
-    out.roundtrip = {
-      iterations: opts.iterations,
-      cell_p50: pct(cell, 50), cell_p99: pct(cell, 99),
-      ping_p50: pct(ping, 50), ping_p99: pct(ping, 99),
-      kernel_duration_p50: pct(dur, 50),
-    };
+    for (let i = 0; i < 200; i++) {
+      for (const r of runs) { await r.c.request('ping', {}); await r.c.callOk('execute_code', { sandbox_id: r.id, code: 'x += 1' }); }
+    }
+    for (let i = 0; i < opts.iterations; i++) {
+      for (const r of (i % 2 ? [...runs].reverse() : runs)) {
+        r.ping.push((await r.c.request('ping', {})).t);
+        const res = await r.c.callOk('execute_code', { sandbox_id: r.id, code: 'x += 1' });
+        r.cell.push(res.t);
+        r.dur.push(res.sc.duration_ms);
+      }
+    }
+    for (const r of runs) {
+      const check = await r.c.callOk('execute_code', { sandbox_id: r.id, code: 'x' });
+      if (Number(check.sc.result['text/plain']) !== opts.iterations + 200) throw new Error(`x is ${check.sc.result['text/plain']}`);
+    }
+    const figures = (r) => ({
+      bin: r.bin, iterations: opts.iterations,
+      cell_p50: pct(r.cell, 50), cell_p90: pct(r.cell, 90), cell_p99: pct(r.cell, 99),
+      ping_p50: pct(r.ping, 50), ping_p99: pct(r.ping, 99),
+      kernel_duration_p50: pct(r.dur, 50),
+    });
+    out.roundtrip = figures(runs[0]);
+    if (runs[1]) { out.baseline = figures(runs[1]); await runs[1].c.close(); }
+    const c = runs[0].c, id = runs[0].id;
 
     // (b) memory of this idle sandbox (its kernel has run 2,200 cells). Idle
     // means past the 5 s after which a sandbox sheds its waiting exec slot.
@@ -197,14 +225,86 @@ async function main() {
     await c.close();
   }
 
+  // (d) idle cost in MemAvailable, series interleaved round by round
+  {
+    const n = Math.min(opts.count, 50);
+    const c = new LineClient(opts.sandcastle, ['--max-sandboxes', String(n + 10), '--pool-size', '0']);
+    await c.initialize('kernel-bench');
+    const driver = join(root, 'src', 'kernels', 'python_driver.py');
+    // Each series starts n of its kind, lets them go idle, and says how to end them.
+    const series = {
+      kernel_sandbox: async () => {
+        const ids = [];
+        for (let i = 0; i < n; i++) {
+          const { sc } = await c.callOk('create_sandbox', { language: 'python' });
+          await c.callOk('execute_code', { sandbox_id: sc.sandbox_id, code: 'x = 1' });
+          ids.push(sc.sandbox_id);
+        }
+        await sleep(IDLE_MS);
+        return async () => { for (const id of ids) await c.callOk('close_sandbox', { sandbox_id: id }); };
+      },
+      bash_sandbox: async () => {
+        const ids = [];
+        for (let i = 0; i < n; i++) {
+          const { sc } = await c.callOk('create_sandbox', { language: 'bash' });
+          await c.callOk('execute_code', { sandbox_id: sc.sandbox_id, code: 'true' });
+          ids.push(sc.sandbox_id);
+        }
+        await sleep(IDLE_MS);
+        return async () => { for (const id of ids) await c.callOk('close_sandbox', { sandbox_id: id }); };
+      },
+      // The driver outside any sandbox, its channel a socketpair at fd 3.
+      bare_driver: async () => {
+        const procs = [];
+        for (let i = 0; i < n; i++) {
+          const p = spawn('/usr/bin/python3', ['-X', 'utf8', driver], { stdio: ['ignore', 'ignore', 'ignore', 'pipe'], env: { SANDCASTLE_KERNEL_READER_IDLE_MS: '200' } });
+          const sock = p.stdio[3];
+          sock.on('error', () => {});
+          const body = Buffer.from(JSON.stringify({ type: 'execute', id: '1', code: 'x = 1' }));
+          const head = Buffer.alloc(4);
+          head.writeUInt32BE(body.length);
+          sock.write(Buffer.concat([head, body]));
+          procs.push(p);
+        }
+        await sleep(1500 + n * 10);
+        return async () => { for (const p of procs) { p.stdio[3].destroy(); p.kill('SIGKILL'); } };
+      },
+      bare_python: async () => {
+        const procs = Array.from({ length: n }, () => spawn('/usr/bin/python3', ['-c', 'import time; time.sleep(600)'], { stdio: 'ignore' }));
+        await sleep(1500 + n * 10);
+        return async () => { for (const p of procs) p.kill('SIGKILL'); };
+      },
+    };
+    const drops = Object.fromEntries(Object.keys(series).map((k) => [k, []]));
+    const kdrops = Object.fromEntries(Object.keys(series).map((k) => [k, []]));
+    for (let r = 0; r < opts.rounds; r++) {
+      const order = r % 2 ? Object.keys(series).reverse() : Object.keys(series);
+      for (const k of order) {
+        await sleep(1000);
+        const a0 = memAvailable(), k0 = kernelMem();
+        const stop = await series[k]();
+        drops[k].push((a0 - memAvailable()) / n);
+        kdrops[k].push((kernelMem() - k0) / n);
+        await stop();
+      }
+    }
+    const med = (xs) => sorted(xs)[Math.floor((xs.length - 1) / 2)];
+    const medians = (d) => Object.fromEntries(Object.entries(d).map(([k, v]) => [k, med(v)]));
+    out.idle_cost = { count: n, rounds: opts.rounds, drops, kernel_mem: kdrops, median_kib: medians(drops), kernel_mem_median_kib: medians(kdrops), load: readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ') };
+    await c.close();
+  }
+
   if (opts.json) { console.log(JSON.stringify(out, null, 2)); return; }
   const r = out.roundtrip, m = out.memory, k = out.capacity;
   const pass = (ok) => (ok ? 'met' : 'NOT met');
   console.log('| measure | value | baseline (same run) | target |');
   console.log('| --- | --- | --- | --- |');
-  console.log(`| warm \`x += 1\` round trip, p50 (${r.iterations} calls) | ${f3(r.cell_p50)} ms | ping ${f3(r.ping_p50)} ms | ≤ 0.3 ms ${pass(r.cell_p50 <= 0.3)} |`);
-  console.log(`| warm \`x += 1\` round trip, p99 | ${f3(r.cell_p99)} ms | ping ${f3(r.ping_p99)} ms | |`);
-  console.log(`| kernel cell time inside the server (duration_ms), p50 | ${f3(r.kernel_duration_p50)} ms | | |`);
+  const b = out.baseline;
+  const vs = (k) => (b ? `; baseline build ${f3(b[k])} ms (${(r[k] / b[k]).toFixed(2)}×)` : '');
+  console.log(`| warm \`x += 1\` round trip, p50 (${r.iterations} calls) | ${f3(r.cell_p50)} ms | ping ${f3(r.ping_p50)} ms${vs('cell_p50')} | ≤ 0.1 ms ${pass(r.cell_p50 <= 0.1)} |`);
+  console.log(`| warm \`x += 1\` round trip, p90 | ${f3(r.cell_p90)} ms | ${vs('cell_p90').slice(2)} | |`);
+  console.log(`| warm \`x += 1\` round trip, p99 | ${f3(r.cell_p99)} ms | ping ${f3(r.ping_p99)} ms${vs('cell_p99')} | |`);
+  console.log(`| kernel cell time inside the server (duration_ms), p50 | ${f3(r.kernel_duration_p50)} ms | ${vs('kernel_duration_p50').slice(2)} | |`);
   // USS (private pages) is what each further kernel costs once another one
   // runs; alone, a kernel also holds privately the interpreter code that
   // only kernels touch. PSS also carries shares of libraries.
@@ -217,6 +317,16 @@ async function main() {
   // interpreter's own memory, here its PSS beside a second one.
   const dAvail = k.per_sandbox_available_kib - k.bare_available_kib, dPss = k.per_sandbox_pss_kib - k.bare_pss_kib;
   console.log(`| cost per idle sandbox with a live kernel, among ${k.made}: MemAvailable drop / PSS | ${mib(k.per_sandbox_available_kib)} / ${mib(k.per_sandbox_pss_kib)} MiB | per bare python3, among ${k.bare_count}: ${mib(k.bare_available_kib)} / ${mib(k.bare_pss_kib)} MiB | ≤ +1 MiB: ${pass(Math.max(dAvail, dPss) <= 1024)} (+${mib(dAvail)} / +${mib(dPss)}) |`);
+  const ic = out.idle_cost.median_kib;
+  // Other work on the machine moves MemAvailable by more than a few dozen
+  // idle processes use: a round whose figures are below zero, or rounds that
+  // disagree by more than the target, measured noise, not the sandboxes.
+  const spread = Math.max(...Object.values(out.idle_cost.drops).map((v) => Math.max(...v) - Math.min(...v)));
+  const noisy = spread > 1024 || Object.values(out.idle_cost.drops).some((v) => v.some((x) => x <= 0));
+  const verdict = noisy ? `not measurable here (rounds differ by up to ${mib(spread)} MiB per process: other work on the machine)` : pass(ic.kernel_sandbox - ic.bare_python <= 1024);
+  console.log(`| idle cost in MemAvailable, median of ${out.idle_cost.rounds} interleaved rounds of ${out.idle_cost.count}: python sandbox with its kernel / bash sandbox (no kernel) / kernel driver without a sandbox / bare python3 | ${mib(ic.kernel_sandbox)} / ${mib(ic.bash_sandbox)} / ${mib(ic.bare_driver)} / ${mib(ic.bare_python)} MiB | kernel sandbox over bare python3: +${mib(ic.kernel_sandbox - ic.bare_python)} MiB (the sandbox: +${mib(ic.bash_sandbox)}, the driver over python3: +${mib(ic.bare_driver - ic.bare_python)}) | ≤ +1 MiB: ${verdict} |`);
+  const km = out.idle_cost.kernel_mem_median_kib;
+  console.log(`| the kernel's part of it (Slab + KernelStack + PageTables), same rounds | ${km.kernel_sandbox.toFixed(0)} / ${km.bash_sandbox.toFixed(0)} / ${km.bare_driver.toFixed(0)} / ${km.bare_python.toFixed(0)} KiB | load average ${out.idle_cost.load} | |`);
   console.log(`| sandboxes that fit: memory (${mib(k.mem_available_kib)} MiB available) / pids | ${k.fit_by_memory} / ${k.fit_by_pids} | | ≥ 2,000 ${pass(Math.min(k.fit_by_memory, k.fit_by_pids) >= 2000)} |`);
 }
 

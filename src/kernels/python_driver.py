@@ -17,13 +17,17 @@
 # up front (no json/re/socket/threading/ast/traceback), the rest when a cell
 # first needs it; cells are compiled without builtin compile(), which would
 # build the AST types (see compile_cell); and an idle kernel runs no second
-# thread (see Kernel.serve).
+# thread, a busy one only an output flusher (see Kernel.serve). Fast on
+# purpose: the main thread reads the channel itself (SIGIO while a cell runs),
+# so an execute reaches its cell without a hand-off between threads, and a
+# short cell run again reuses its compiled code.
 import _imp
 import _json
 import _signal
 import _thread
 import binascii
 import builtins
+import fcntl
 import io
 import os
 import select
@@ -37,7 +41,9 @@ _FLUSH_INTERVAL = 0.025
 _FLUSH_BYTES = 16 * 1024
 _STREAM_CHUNK = 65536  # characters per stream frame (at most 6 bytes each once escaped)
 _LIMITS = {"frame": 12 << 20, "display": 8 << 20, "text": 1 << 20, "depth": 128, "values": 65536}
-_READER_IDLE = 5.0  # seconds an idle kernel keeps its reader thread
+_READER_IDLE = 5.0  # seconds an idle kernel keeps its flusher thread
+_F_SETOWN_EX = 15  # fcntl.h, Linux
+_F_OWNER_TID = 0
 _PyCF_ALLOW_TOP_LEVEL_AWAIT = 0x2000
 _CO_COROUTINE = 0x80
 _SPLIT_TRIES = 50
@@ -324,6 +330,36 @@ def _figure_png(obj):
 # ([code objects to exec in turn], eval code object of the last expression
 # or None).
 def compile_cell(code, filename):
+    """compile_cell_uncached, remembered for short cells run again (a
+    polling loop, `x += 1`): a code object runs any number of times, and
+    compiling is most of such a cell's cost. Only code objects without
+    nested ones (functions, classes, comprehensions) are kept: renaming one
+    for its new cell then touches nothing an earlier cell still uses."""
+    hit = _compiled.get(code) if len(code) <= _CACHE_CODE_CHARS else None
+    if hit is not None:
+        del _compiled[code]
+        _compiled[code] = hit  # most recent last
+        bodies, last = hit
+        for co in (*bodies, last):
+            if co is not None:
+                _imp._fix_co_filename(co, filename)
+        return list(bodies), last
+    bodies, last = compile_cell_uncached(code, filename)
+    if len(code) <= _CACHE_CODE_CHARS and not any(
+            isinstance(c, _CodeType) for co in (*bodies, last) if co is not None for c in co.co_consts):
+        if len(_compiled) >= _CACHE_CELLS:
+            del _compiled[next(iter(_compiled))]
+        _compiled[code] = (tuple(bodies), last)
+    return bodies, last
+
+
+_CACHE_CELLS = 32
+_CACHE_CODE_CHARS = 512
+_CodeType = type(compile_cell.__code__)
+_compiled = {}  # cell source -> (bodies, last), least recently used first
+
+
+def compile_cell_uncached(code, filename):
     # Top-level await needs compile()'s flag (and an `async def` cell gets it too).
     flagged = "await" in code or "async" in code
 
@@ -550,17 +586,16 @@ class Kernel:
         self.pkg_dir = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]
         self.pkg_mtime = self._pkg_mtime()
         builtins.display = self.display
-        # Who reads the channel: the main thread while the kernel is idle,
-        # a reader thread while a cell runs (see serve). The reader hands
-        # execute/shutdown messages to the main thread through the inbox;
-        # `avail` is released when it grows.
-        self.lock = _thread.allocate_lock()  # guards inbox
-        self.inbox = []
-        self.avail = _thread.allocate_lock()
-        self.avail.acquire()
-        self.delivered = 0  # executes handed over (written by the channel's owner only)
-        self.finished = 0  # cells ended (written by the main thread only)
+        # The main thread reads the channel, always: between cells by
+        # blocking in read(), during one from the SIGIO handler (see serve).
+        # A flusher thread sends a running cell's output every 25 ms; it
+        # ends once no cell has run for `reader_idle` seconds.
+        self.lock = _thread.allocate_lock()  # guards flusher/started
+        self.pending = []  # frames the SIGIO handler read that are not interrupts
+        self.started = 0  # cells started (under lock)
+        self.flusher = False  # a flusher thread runs (under lock)
         self.stop_id = None  # the cell the last interrupt named
+        self.in_sigio = False  # on_sigio is reading the channel
         ms = os.environ.pop("SANDCASTLE_KERNEL_READER_IDLE_MS", "")
         self.reader_idle = int(ms) / 1000.0 if ms.isdigit() else _READER_IDLE
         self.limits = dict(_LIMITS)
@@ -630,96 +665,120 @@ class Kernel:
             except Exception:
                 pass
 
-    # --- the channel's owner -----------------------------------------------
-    # Exactly one thread reads the channel at any moment (two readers once
-    # lost cells: each took part of the other's frames). An idle kernel has
-    # no second thread: the main thread owns the channel and blocks in
-    # read(). An execute it reads makes it start a reader thread and hand it
-    # the channel (thread start is the happens-before edge; frames already
-    # buffered go with it), then run the cell. The reader queues executes
-    # for the main thread, turns an interrupt for the running cell into
-    # SIGINT there and flushes a cell's output every 25 ms while one runs.
-    # Once nothing has run or waited for `reader_idle` seconds it queues
-    # _READER_EXIT under the inbox lock and ends; only the main thread, on
-    # taking that marker, reads the channel again (again with whatever the
-    # reader had buffered). An execute that comes in as the reader leaves
-    # stays in the socket for the main thread; an interrupt then can only
-    # name a finished cell and is dropped.
-    # An execute or shutdown into the inbox; an interrupt acted on.
+    # --- the channel -------------------------------------------------------
+    # Only the main thread reads the channel, so an execute goes from the
+    # socket straight to the cell that runs it (no hand-off between threads).
+    # Between cells it blocks in read(). While a cell runs, the socket is
+    # O_ASYNC with the main thread (F_SETOWN_EX) as owner: a frame arriving
+    # raises SIGIO there, whose handler reads what is there and acts on an
+    # interrupt for the running cell; anything else waits in `pending`.
+    # Between cells the handler leaves the socket to read() (a signal that
+    # lands then only restarts it). Frames are parsed in the main thread
+    # only, between bytecodes, so the buffer never has two users. Code that
+    # takes SIGIO for itself (or blocks it) is then not interrupted: the
+    # server kills the kernel once the grace period is over, as for code
+    # that ignores KeyboardInterrupt.
     def _dispatch(self, msg):
-        kind = msg.get("type")
-        if kind == "interrupt":
-            cell = msg.get("id", self.cell_id)
-            if cell is None:
-                return
-            # Only the cell it names (ids are never reused): one naming a
-            # cell about to start stops it as it starts (_guarded), a late
-            # one is dropped.
-            self.stop_id = cell
-            if self.busy and self.cell_id == cell:
-                _signal.pthread_kill(self.main_ident, _signal.SIGINT)
-        elif kind in ("execute", "shutdown"):
-            with self.lock:
-                self.inbox.append(msg)
-                if kind == "execute":
-                    self.delivered += 1
-            try:
-                self.avail.release()
-            except RuntimeError:  # already released: the main thread is not waiting
-                pass
+        """An interrupt acted on; anything else kept for the main loop."""
+        if msg.get("type") != "interrupt":
+            self.pending.append(msg)
+            return
+        cell = msg.get("id", self.cell_id)
+        if cell is None:
+            return
+        # Only the cell it names (ids are never reused): one naming a cell
+        # about to start stops it as it starts (_guarded), a late one is
+        # dropped.
+        self.stop_id = cell
+        if self.busy and self.cell_id == cell:
+            self._interrupt_user()
 
-    def _read_loop(self):
+    def on_sigio(self, signum, frame):
+        if not self.busy or self.in_sigio:  # read() between cells takes what came
+            return
+        # A SIGIO that lands while this runs returns at once (two parsers
+        # would tear the buffer): whatever it announced is found by the last
+        # look at the socket below, made after the flag is down again.
+        chan = self.chan
+        fd = chan.fd
+        msgs = []
         try:
-            chan = self.chan
-            idle_since = None
             while True:
-                msg = chan.next_frame()
-                if msg is not None:
-                    self._dispatch(msg)
-                    continue
-                if self.delivered != self.finished:  # a cell runs or waits
-                    idle_since = None
-                    timeout = _FLUSH_INTERVAL
-                else:
-                    now = time.monotonic()
-                    if idle_since is None:
-                        idle_since = now
-                    timeout = idle_since + self.reader_idle - now
-                    if timeout <= 0:
-                        # delivered only grows here, so idle stays idle: no
-                        # cell can start before the main thread reads again.
-                        with self.lock:
-                            self.inbox.append(_READER_EXIT)
-                        try:
-                            self.avail.release()
-                        except RuntimeError:
-                            pass
-                        return
-                readable, _, _ = select.select([chan.fd], [], [], timeout)
+                self.in_sigio = True
+                try:
+                    while select.select([fd], [], [], 0)[0]:
+                        if not chan.fill():  # the server is gone
+                            os._exit(0)
+                    msg = chan.next_frame()
+                    while msg is not None:
+                        msgs.append(msg)
+                        msg = chan.next_frame()
+                finally:
+                    self.in_sigio = False
+                if not select.select([fd], [], [], 0)[0]:
+                    break
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # a channel it cannot read: end it, loudly
+            _fatal("signal", e)
+        # Interrupts last: the KeyboardInterrupt one raises leaves nothing
+        # else unkept.
+        for msg in msgs:
+            if msg.get("type") != "interrupt":
+                self._dispatch(msg)
+        for msg in msgs:
+            if msg.get("type") == "interrupt":
+                self._dispatch(msg)
+
+    def _async_channel(self):
+        # SIGIO for the main thread alone (not a thread a cell started, whose
+        # signal would not break the main thread's blocking calls).
+        fd = self.chan.fd
+        owner = _F_OWNER_TID.to_bytes(4, sys.byteorder) + _thread.get_native_id().to_bytes(4, sys.byteorder)
+        fcntl.fcntl(fd, _F_SETOWN_EX, owner)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_ASYNC)
+
+    def _flush_loop(self):
+        try:
+            seen = -1
+            idle_since = time.monotonic()
+            while True:
+                time.sleep(_FLUSH_INTERVAL)
+                now = time.monotonic()
                 if self.busy:
-                    now = time.monotonic()
                     for s in (self.stdout, self.stderr):
                         if s.parts and now - s.last_flush >= _FLUSH_INTERVAL and s.lock.acquire(False):
                             try:
                                 s._flush_locked(now)
                             finally:
                                 s.lock.release()
-                if readable and not chan.fill():  # the server is gone: nothing left to serve
-                    os._exit(0)
-        except BaseException as e:  # without a reader the kernel is deaf: end it, loudly
-            _fatal("reader", e)
+                if self.busy or seen != self.started:
+                    seen = self.started
+                    idle_since = now
+                elif now - idle_since >= self.reader_idle:
+                    with self.lock:
+                        if seen == self.started:  # no cell began meanwhile
+                            self.flusher = False
+                            return
+        except BaseException as e:
+            _fatal("flusher", e)
 
-    def _start_reader(self):
-        # Started with SIGINT blocked, so the signal never lands on it.
-        _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT})
+    def _cell_starts(self):
+        with self.lock:
+            self.started += 1
+            if self.flusher:
+                return
+            self.flusher = True
+        # Started with SIGINT and SIGIO blocked, so neither lands on it.
+        sigs = {_signal.SIGINT, _signal.SIGIO}
+        _signal.pthread_sigmask(_signal.SIG_BLOCK, sigs)
         try:
-            _thread.start_new_thread(self._read_loop, ())
-            return True
-        except RuntimeError as e:  # no thread to be had (a pids limit): serve without one
-            sys.__stderr__.write("sandcastle kernel: no reader thread (%s); this cell cannot be interrupted\n" % (e,))
-            return False
+            _thread.start_new_thread(self._flush_loop, ())
+        except RuntimeError as e:  # no thread to be had (a pids limit): output comes at the end
+            self.flusher = False
+            sys.__stderr__.write("sandcastle kernel: no flusher thread (%s); output comes when the cell ends\n" % (e,))
         finally:
-            _signal.pthread_sigmask(_signal.SIG_UNBLOCK, {_signal.SIGINT})
+            _signal.pthread_sigmask(_signal.SIG_UNBLOCK, sigs)
 
     # --- running a cell ----------------------------------------------------
     def run_cell(self, msg):
@@ -749,6 +808,9 @@ class Kernel:
         if "matplotlib" in code or "matplotlib" in sys.modules:
             _quiet_matplotlib()
         self.busy = True
+        # What came with or just after the execute (an interrupt for this
+        # cell), its SIGIO spent while no cell ran.
+        self.on_sigio(None, None)
         try:
             value = self._guarded(code, filename, cell)
             if value is not None:
@@ -773,7 +835,6 @@ class Kernel:
             except Exception as e:
                 self.stderr.write("sandcastle: could not render a figure: %r\n" % (e,))
             self.busy = False
-            self.finished += 1
             try:
                 sys.__stdout__.flush()
                 sys.__stderr__.flush()
@@ -837,6 +898,9 @@ class Kernel:
         return {"name": type(e).__name__, "value": str(e), "traceback": tb}
 
     def on_sigint(self, signum, frame):
+        self._interrupt_user()
+
+    def _interrupt_user(self):
         # Only user code is interrupted; a late signal (the cell just ended)
         # must not break the driver's own bookkeeping.
         # Raised mid-frame it would leave the server a torn frame, and mid
@@ -851,10 +915,14 @@ class Kernel:
 
     def serve(self):
         _signal.signal(_signal.SIGINT, self.on_sigint)
+        _signal.signal(_signal.SIGIO, self.on_sigio)
+        self._async_channel()
         chan = self.chan
-        owner = True  # the main thread reads the channel
+        pending = self.pending
         while True:
-            if owner:
+            if pending:
+                msg = pending.pop(0)
+            else:
                 try:
                     msg = chan.next_frame()
                     while msg is None:
@@ -863,27 +931,13 @@ class Kernel:
                         msg = chan.next_frame()
                 except BaseException as e:
                     _fatal("main", e)
-                kind = msg.get("type")
-                if kind == "shutdown":
-                    return
-                if kind != "execute":
-                    self._dispatch(msg)  # an interrupt: no cell runs, dropped
-                    continue
-                self.delivered += 1  # before the reader starts: it must see a cell running
-                if self._start_reader():
-                    owner = False
-            else:
-                while True:
-                    with self.lock:
-                        msg = self.inbox.pop(0) if self.inbox else None
-                    if msg is not None:
-                        break
-                    self.avail.acquire()
-                if msg is _READER_EXIT:
-                    owner = True
-                    continue
-                if msg.get("type") != "execute":  # shutdown
-                    return
+            kind = msg.get("type")
+            if kind == "shutdown":
+                return
+            if kind != "execute":
+                self._dispatch(msg)  # an interrupt: no cell runs, dropped
+                continue
+            self._cell_starts()
             self.run_cell(msg)
 
 
@@ -893,9 +947,6 @@ def _fatal(who, e):
         sys.__stderr__.flush()
     finally:
         os._exit(70)
-
-
-_READER_EXIT = {"type": "reader-exit"}
 
 
 def _run_coroutine(coro):

@@ -202,15 +202,19 @@ json bundle_to_content(const json& bundle, ToolResult& res) {
 // files_created: what changed in /workspace, at most kMaxFilesReported
 // named; a larger change is counted (files_created_total, itself bounded by
 // the listing's cap) and flagged.
-void report_files(json& out, const WorkspaceSnapshot& before, sandbox::Sandbox& sb, size_t max_listed) {
+// Returns the listing taken (for a kernel's next call), unless it was cut short.
+std::optional<WorkspaceSnapshot> report_files(json& out, const WorkspaceSnapshot& before, sandbox::Sandbox& sb,
+                                              size_t max_listed) {
   size_t changed = 0;
   bool listing_truncated = false;
-  out["files_created"] =
-      diff_workspace(before, snapshot_workspace(sb, max_listed, &listing_truncated), kMaxFilesReported, &changed);
+  auto after = snapshot_workspace(sb, max_listed, &listing_truncated);
+  out["files_created"] = diff_workspace(before, after, kMaxFilesReported, &changed);
   if (changed > out["files_created"].size() || listing_truncated) {
     out["files_created_total"] = changed;
     out["files_created_truncated"] = true;
   }
+  if (listing_truncated) return std::nullopt;
+  return after;
 }
 
 ToolResult execute_in_kernel(ToolEnv& env, EntryUse& use, KernelLanguage lang, const json& args,
@@ -225,7 +229,11 @@ ToolResult execute_in_kernel(ToolEnv& env, EntryUse& use, KernelLanguage lang, c
   auto emit = output_streamer(ctx, "run");
   if (emit) cb.on_output = [&emit](const char* stream, std::string_view text) { emit(stream, text); };
 
-  auto before = snapshot_workspace(use->sandbox(), env.config.max_listed_files);
+  // The listing the previous call ended with, if nothing else used the
+  // sandbox since: files the kernel's own background work wrote between
+  // calls are then reported by this one.
+  auto before = kernel->take_listing(use->use_counts().begun);
+  if (!before) before = snapshot_workspace(use->sandbox(), env.config.max_listed_files);
   auto r = kernel->execute(req, cb, ctx.cancel_token());
   if (!r.ok()) return error_result(r.error());
   const CellResult& c = *r;
@@ -256,7 +264,13 @@ ToolResult execute_in_kernel(ToolEnv& env, EntryUse& use, KernelLanguage lang, c
     for (const auto& d : c.displays) displays.push_back(bundle_to_content(d, res));
     out["displays"] = displays;
   }
-  report_files(out, before, use->sandbox(), env.config.max_listed_files);
+  // Kept only if no other use ran alongside this listing (its writes could
+  // land after it and would then be missed).
+  const auto uses = use->use_counts();
+  auto after = report_files(out, *before, use->sandbox(), env.config.max_listed_files);
+  const auto uses_after = use->use_counts();
+  if (after && uses.active == 1 && uses_after.active == 1 && uses_after.begun == uses.begun)
+    kernel->keep_listing(std::move(*after), uses.begun);
   add_links(env, use->id(), out["files_created"]);
 
   const std::string secs = format_seconds(req.timeout);

@@ -23,15 +23,15 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
-
 #include "common/result.h"
 #include "mcp/request_context.h"
 #include "sandbox/sandbox.h"
+#include "tools/workspace_diff.h"
 
 namespace sandcastle::tools {
 
@@ -67,8 +67,8 @@ struct CellResult {
   std::string stdout_data, stderr_data;
   bool stdout_truncated = false, stderr_truncated = false;
   std::uint64_t stdout_total = 0, stderr_total = 0;
-  nlohmann::json value;                               // MIME bundle of the final expression, or null
-  nlohmann::json error;                               // {name, value, traceback} or null
+  nlohmann::json value;  // MIME bundle of the final expression, or null
+  nlohmann::json error;  // {name, value, traceback} or null
   nlohmann::json displays = nlohmann::json::array();  // MIME bundles, in order
   int execution_count = 0;
   int exit_code = 0;  // 0, 1 after an exception, sys.exit's code, 128+signal on death
@@ -114,6 +114,14 @@ class Kernel {
   // {alive, pid, execution_count, version}
   nlohmann::json status() const;
 
+  // The workspace listing a cell's call ended with, kept as the next call's
+  // "before": valid only if the sandbox's use count then (`uses`, its own
+  // use included) is one below the next call's, i.e. nothing else used the
+  // sandbox in between. Saves a listing (a round trip into the sandbox) per
+  // call. take_listing() hands it over once, or nothing.
+  void keep_listing(WorkspaceSnapshot files, std::uint64_t uses);
+  std::optional<WorkspaceSnapshot> take_listing(std::uint64_t uses_now);
+
  private:
   // warmup: started ahead of any cell, through the WarmupGate.
   std::shared_ptr<Instance> launch_locked(bool warmup = false);
@@ -127,6 +135,7 @@ class Kernel {
   std::shared_ptr<Instance> inst_;
   int execution_count_ = 0;
   bool ever_started_ = false;
+  std::optional<std::pair<WorkspaceSnapshot, std::uint64_t>> listing_;  // under mu_
 };
 
 }  // namespace sandcastle::tools

@@ -246,7 +246,7 @@ Result<std::optional<std::string_view>> FrameReader::next(std::size_t max_frame)
   if (pos_ == buf_.size()) {
     // Nothing pending: a buffer a large frame grew goes back.
     pos_ = 0;
-    if (buf_.capacity() > 4 * kReadBytes)
+    if (buf_.capacity() > kIdleBytes)
       std::string().swap(buf_);
     else
       buf_.clear();
@@ -278,10 +278,11 @@ ssize_t FrameReader::fill(int fd, int flags) {
     buf_.clear();
     pos_ = 0;
   }
-  const std::size_t old = buf_.size();
-  buf_.resize(old + kReadBytes);
-  ssize_t n = ::recv(fd, buf_.data() + old, kReadBytes, flags);
-  buf_.resize(old + static_cast<std::size_t>(n > 0 ? n : 0));
+  // Read on the stack, then kept: the buffer grows by what came (a result
+  // frame is tens of bytes), not by a zero-filled read's worth.
+  char chunk[kReadBytes];
+  ssize_t n = ::recv(fd, chunk, sizeof chunk, flags);
+  if (n > 0) buf_.append(chunk, static_cast<std::size_t>(n));
   return n;
 }
 

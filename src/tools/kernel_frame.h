@@ -80,6 +80,9 @@ Result<KernelFrame> decode_kernel_frame(std::string_view body, std::size_t max_b
 class FrameReader {
  public:
   static constexpr std::size_t kReadBytes = 64u << 10;
+  // What the buffer may keep once every frame is taken: an idle kernel's
+  // reader holds no read-sized buffer (there is one per live kernel).
+  static constexpr std::size_t kIdleBytes = 4u << 10;
 
   // The next complete frame's body, nullopt until one is complete, or an
   // error when the length prefix is over `max_frame` (the stream is then

@@ -51,6 +51,7 @@ std::chrono::system_clock::time_point SandboxEntry::last_used() const {
 void SandboxEntry::begin_use() {
   std::lock_guard lock(mu_);
   ++active_uses_;
+  ++uses_begun_;
 }
 
 void SandboxEntry::end_use() {
@@ -63,6 +64,11 @@ void SandboxEntry::end_use() {
 int SandboxEntry::active_uses() const {
   std::lock_guard lock(mu_);
   return active_uses_;
+}
+
+SandboxEntry::UseCounts SandboxEntry::use_counts() const {
+  std::lock_guard lock(mu_);
+  return {uses_begun_, active_uses_};
 }
 
 void SandboxEntry::set_package(PackageRecord rec) {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
@@ -54,6 +55,13 @@ class SandboxEntry {
   void begin_use();
   void end_use();
   int active_uses() const;
+  // Uses begun so far and uses in progress, read together: a tool can tell
+  // whether anything else used the sandbox between two of its own calls.
+  struct UseCounts {
+    std::uint64_t begun = 0;
+    int active = 0;
+  };
+  UseCounts use_counts() const;
 
   void set_package(PackageRecord rec);
   std::optional<PackageRecord> package(const std::string& name) const;
@@ -73,6 +81,7 @@ class SandboxEntry {
   std::chrono::steady_clock::time_point last_used_steady_;
   std::chrono::system_clock::time_point last_used_;
   int active_uses_ = 0;
+  std::uint64_t uses_begun_ = 0;
   std::map<std::string, PackageRecord> packages_;
   std::shared_ptr<void> attachment_;  // declared after sandbox_: released first
 };

@@ -53,6 +53,23 @@ describe('kernels: Python (SDK v1)', () => {
     assert.equal((await sc.ok('execute_code', { sandbox_id: id, code: 'x' })).result['text/plain'], '41');
   });
 
+  // A warm call lists the workspace once: the listing the previous call
+  // ended with is its "before", unless another tool used the sandbox since.
+  test('files written between calls: by the kernel\'s own thread, reported by the next call; by write_file, not', async () => {
+    await sc.ok('execute_code', { sandbox_id: id, code: 'import threading, time\n'
+      + 'threading.Thread(target=lambda: (time.sleep(0.2), open("later.txt", "w").write("bg"))).start()' });
+    // Nothing may use the sandbox in between (that is what is tested), so
+    // there is no event to wait on here: the thread writes after 0.2 s.
+    await sleep(1500);
+    const next = await sc.ok('execute_code', { sandbox_id: id, code: '1' });
+    assert.deepEqual(next.files_created.map((f) => [f.path, f.status]), [['later.txt', 'created']]);
+    await sc.ok('write_file', { sandbox_id: id, path: 'by_tool.txt', content: 'tool' });
+    const after = await sc.ok('execute_code', { sandbox_id: id, code: '2' });
+    assert.deepEqual(after.files_created, [], 'a file another tool wrote is not the cell\'s');
+    const again = await sc.ok('execute_code', { sandbox_id: id, code: 'open("by_tool.txt", "a").write("!")' });
+    assert.deepEqual(again.files_created.map((f) => [f.path, f.status]), [['by_tool.txt', 'modified']]);
+  });
+
   test('a matplotlib plot comes back as a decodable PNG image content, never as base64 in text', async () => {
     const code = 'import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(4, 3), dpi=50)\nax.plot([1, 3, 2])\nax.set_title("e2e")';
     const r = await run(code);

@@ -162,6 +162,29 @@ describe('python driver: sources for tracebacks', () => {
     assert.match(tb, /<cell-1>", line 2, in f\n\s+return 1 \/ 0/);
     assert.match(tb, /<cell-52>", line 1/);
   });
+
+  // Short cells run again reuse their compiled code: each run must still
+  // name its own cell, and a cell with functions is compiled afresh.
+  test('a cell run again names its own cell in a traceback, at the right line', async () => {
+    const cell = 'y = 1\nundefined_name + y';
+    const tbs = [];
+    for (const id of ['again1', 'again2', 'again3']) {
+      const r = await k.run(id, cell);
+      assert.equal(r.result.error.name, 'NameError');
+      tbs.push(r.result.error.traceback.join(''));
+    }
+    const names = tbs.map((t) => /<cell-(\d+)>", line (\d+)/.exec(t));
+    assert.ok(names.every(Boolean), tbs.join('\n'));
+    assert.deepEqual(names.map((m) => m[2]), ['2', '2', '2']);
+    assert.equal(new Set(names.map((m) => m[1])).size, 3, `each run its own cell: ${names.map((m) => m[0])}`);
+    const f = 'def g():\n    return 1 / 0\ng()';
+    const first = await k.run('fn1', f);
+    const second = await k.run('fn2', f);
+    const cellOf = (r) => /<cell-(\d+)>/.exec(r.result.error.traceback.join(''))[1];
+    assert.notEqual(cellOf(first), cellOf(second));
+    assert.equal((await k.run('sum', 'x = 0\nfor i in range(3):\n    x += i\nx')).result.value['text/plain'], '3');
+    assert.equal((await k.run('sum2', 'x = 0\nfor i in range(3):\n    x += i\nx')).result.value['text/plain'], '3');
+  });
 });
 
 describe('javascript driver: declarations across cells', () => {
@@ -332,7 +355,7 @@ describe('python driver: compiling without compile()', () => {
   });
 });
 
-describe('python driver: the reader thread comes and goes', () => {
+describe('python driver: the flusher thread comes and goes', () => {
   let k;
   before(async () => {
     k = await startDriver(DRIVERS[0].argv, { SANDCASTLE_KERNEL_READER_IDLE_MS: '50' });
@@ -375,6 +398,39 @@ describe('python driver: the reader thread comes and goes', () => {
       assert.equal(r.result.value?.['text/plain'], String(i), `cell ${i}`);
       assert.equal(r.stdout, `a ${i}\nb ${i}\n`, `cell ${i}`);
     }
+  });
+
+  // Interrupts reach the main thread as SIGIO on the channel, not through a
+  // second thread: they work where no thread can be started (a pids limit).
+  test('an interrupt stops a cell when no helper thread can start', async () => {
+    await k.run('nothreads', 'import _thread\n'
+      + 'def _no_thread(*a, **kw):\n    raise RuntimeError("can\'t start new thread")\n'
+      + '_real_start = _thread.start_new_thread\n_thread.start_new_thread = _no_thread');
+    assert.equal(await waitThreads(1), 1);
+    k.send({ type: 'execute', id: 'spin-nt', code: 'while True:\n    pass' });
+    await sleep(100);
+    assert.equal(k.threads(), 1, 'no flusher thread could start');
+    k.send({ type: 'interrupt', id: 'spin-nt' });
+    const r = await k.collect('spin-nt', 3000);
+    assert.ok(!r.timedOut, 'the cell was not interrupted');
+    assert.equal(r.result.error.name, 'KeyboardInterrupt');
+    await k.run('threads-back', '_thread.start_new_thread = _real_start');
+  });
+
+  // The SIGIO that carries an interrupt often lands while the cell's output
+  // is being written to the channel: the frame must still go out whole.
+  test('an interrupt during a flood of output stops the cell and tears no frame', async () => {
+    for (let i = 0; i < 5; i++) {
+      k.send({ type: 'execute', id: `flood${i}`, code: 'while True:\n    print("y" * 3000)' });
+      await sleep(60);
+      k.send({ type: 'interrupt', id: `flood${i}` });
+      const r = await k.collect(`flood${i}`, 5000);
+      assert.ok(!r.timedOut, `flood ${i} was not interrupted`);
+      assert.equal(r.result.error.name, 'KeyboardInterrupt');
+      // (print's newline is a write of its own: the last line may lack it.)
+      assert.ok(r.stdout.length > 3000 && /^(y{3000}\n)+(y{3000})?$/.test(r.stdout), `flood ${i}: whole lines`);
+    }
+    assert.equal((await k.run('after-flood', '6 * 7')).result.value?.['text/plain'], '42');
   });
 
   test('an interrupt for a cell started after an idle period stops it', async () => {

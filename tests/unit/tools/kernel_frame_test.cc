@@ -175,7 +175,9 @@ TEST_F(FrameReaderTest, OversizedLengthIsRefusedBeforeAnyBodyIsRead) {
 // frame is taken.
 TEST_F(FrameReaderTest, BufferHoldsOneFrameAndShrinksAfter) {
   FrameReader r;
-  const std::string big = framed("\"" + std::string(1 << 20, 'x') + "\"");
+  std::string text((1 << 20) + 2, 'x');  // a JSON string
+  text.front() = text.back() = '"';
+  const std::string big = framed(text);
   std::thread writer([&] { put(big); });
   std::size_t peak = 0;
   std::optional<std::string> got;
@@ -193,6 +195,31 @@ TEST_F(FrameReaderTest, BufferHoldsOneFrameAndShrinksAfter) {
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(*none);
   EXPECT_LE(r.capacity(), 4 * FrameReader::kReadBytes);
+}
+
+// Every live kernel has a reader: once its frames are taken it keeps no
+// read-sized buffer (it used to keep 64 KiB each, zero-filled per read).
+TEST_F(FrameReaderTest, IdleReaderKeepsNoReadBuffer) {
+  FrameReader r;
+  for (const std::size_t size : {std::size_t{60}, std::size_t{100} << 10}) {
+    std::string text(size + 2, 'r');  // a JSON string
+    text.front() = text.back() = '"';
+    const std::string frame = framed(text);
+    std::thread writer([&] { put(frame); });
+    std::optional<std::string> got;
+    while (!got) {
+      ASSERT_GT(r.fill(sv_[0], 0), 0);
+      auto body = r.next(1 << 20);
+      ASSERT_TRUE(body.ok());
+      if (*body) got.emplace(**body);
+    }
+    writer.join();
+    EXPECT_EQ(got->size(), size + 2);
+    auto none = r.next(1 << 20);
+    ASSERT_TRUE(none.ok());
+    EXPECT_FALSE(*none);
+    EXPECT_LE(r.capacity(), FrameReader::kIdleBytes) << "after a frame of " << size << " bytes";
+  }
 }
 
 }  // namespace
