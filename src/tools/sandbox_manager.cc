@@ -270,6 +270,8 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::get(const std::string& id_
   if (it != by_id_.end() && it->second->owner() == owner) return it->second;
   for (const auto& [_, e] : by_id_)
     if (e->owner() == owner && e->name() == id_or_name) return e;
+  if (auto why = ended_.reason(id_or_name))
+    return Error::make(ErrorCode::kNotFound, "sandbox '" + id_or_name + "' no longer exists: " + *why);
   return Error::make(ErrorCode::kNotFound,
                      "no sandbox '" + id_or_name +
                          "' (it may have been closed, or reaped after its idle TTL); call "
@@ -321,6 +323,9 @@ size_t SandboxManager::close_owned_by(const std::string& owner) {
       }
     }
   }
+  // Only keyless sessions' sandboxes go with their owner (main.cc, on_owner_gone).
+  if (owner.rfind("session:", 0) == 0)
+    for (auto& e : mine) ended_.remember(e->id(), kEndedWithSession);
   for (auto& e : mine) destroy_counted(e->sandbox(), e->id());
   return mine.size();
 }
