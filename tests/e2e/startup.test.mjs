@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -182,6 +182,19 @@ describe('start-up errors and the transport flags', () => {
       { encoding: 'utf8' }), /sandcastle --transport http --port 9000/);
     for (const a of ['--stdio', '--transport stdio', '--transport=stdio'])
       assert.doesNotMatch(line(a), /--transport http/, a);
+  });
+
+  test('make run ARGS=--stdio writes nothing but MCP on stdout', () => {
+    const build = relative(REPO_ROOT, dirname(BIN));
+    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'make', version: '1' } } };
+    // From the source tree, as documented (make -C would add its own
+    // "Entering directory" lines to stdout).
+    const r = spawnSync('make', ['run', 'MAKE=true', `BUILD=${build}`, 'ARGS=--stdio'],
+      { cwd: REPO_ROOT, encoding: 'utf8', input: `${JSON.stringify(init)}\n`, timeout: 20000 });
+    assert.equal(r.status, 0, r.stderr);
+    const lines = r.stdout.split('\n').filter((l) => l !== '');
+    assert.equal(lines.length, 1, r.stdout);
+    assert.equal(JSON.parse(lines[0]).result.serverInfo.name, 'sandcastle');
   });
 });
 
