@@ -368,6 +368,9 @@ size_t SandboxManager::reap_expired() {
   }
   for (auto& e : expired) {
     spdlog::info("sandbox {} idle for {} s: reaping it", e->id(), e->ttl().count());
+    ended_.remember(e->id(), "it was idle for its TTL of " + std::to_string(e->ttl().count()) +
+                                 " s and was destroyed (create_sandbox takes a longer ttl_s). Call create_sandbox "
+                                 "for a new one");
     destroy_counted(e->sandbox(), e->id());
   }
   return expired.size();

@@ -44,5 +44,27 @@ TEST(EndedSandboxTest, SessionEndIsTheReasonGiven) {
   m.shutdown();
 }
 
+TEST(EndedSandboxTest, ReapingAfterTheTtlIsTheReasonGiven) {
+  std::string why;
+  auto* backend = sandbox::testing::shared_backend(&why);
+  if (!backend) GTEST_SKIP() << "no sandbox backend on this host: " << why;
+  ManagerOptions o;
+  o.pool_size = 0;
+  SandboxManager m(*backend, o);
+  CreateRequest req;
+  req.language = "python";
+  req.ttl = std::chrono::seconds(0);  // idle past its TTL at once
+  auto e = m.create(req);
+  ASSERT_TRUE(e.ok()) << e.error().message();
+  const std::string id = (*e)->id();
+  e->reset();
+  EXPECT_EQ(m.reap_expired(), 1u);
+  auto gone = m.get(id, "");
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.error().message().find("idle for its TTL of 0 s"), std::string::npos)
+      << gone.error().message();
+  m.shutdown();
+}
+
 }  // namespace
 }  // namespace sandcastle::tools
