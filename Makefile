@@ -1,17 +1,22 @@
 # sandcastle — the two commands a new user needs:
-#   make run    install what is missing, build (Release), start the HTTP server (ARGS="" for stdio)
+#   make run    install what is missing, build (Release), start the HTTP server on 127.0.0.1:8181
+#               (ARGS="--port 9000" keeps HTTP on another port; ARGS=--stdio serves stdio instead)
 #   make test   install what is missing, build, run every test suite
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
-ARGS ?= --transport http
+ARGS ?=
+# HTTP unless ARGS picks a transport itself (--stdio, --transport ...).
+RUN_TRANSPORT = $(if $(filter --stdio --transport --transport=%,$(ARGS)),,--transport http)
 
 .PHONY: run test deps build build-asan build-tsan build-fuzz unit integration e2e bench fuzz clean format tidy
 
-run: deps build
-	exec ./$(BUILD)/sandcastle $(ARGS)
+# Everything but the server goes to stderr: over stdio, stdout is the MCP channel.
+run:
+	@$(MAKE) --no-print-directory deps build 1>&2
+	@exec ./$(BUILD)/sandcastle $(RUN_TRANSPORT) $(ARGS)
 
 test: deps build build-asan build-tsan build-fuzz
 	scripts/run-tests

@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "config/config.h"
+#include "config/start_checks.h"
 #include "mcp/fixtures.h"
 #include "mcp/server.h"
 #include "sandbox/native/doctor.h"
@@ -28,6 +29,7 @@
 #include "tools/file_transfer.h"
 #include "tools/languages.h"
 #include "tools/tool_env.h"
+#include "transport/http/client_config.h"
 #include "transport/http/file_links.h"
 #include "transport/http/http_server.h"
 #include "transport/http/mcp_http.h"
@@ -148,10 +150,39 @@ int run_keys(const config::Config& cfg, CLI::App* create, CLI::App* list, CLI::A
       std::cerr << "sandcastle keys revoke: " << s.error().message() << "\n";
       return 1;
     }
-    std::cerr << "revoked " << revoke_id << "\n";
+    if (as_json) {
+      std::cout << nlohmann::json{{"revoked", revoke_id}}.dump() << "\n";
+    } else {
+      std::cerr << "revoked " << revoke_id << "\n";
+    }
     return 0;
   }
   return 2;
+}
+
+// `sandcastle doctor --json`: the report's fields; the exit status is the text form's.
+int run_doctor_json() {
+  auto r = sandbox::native::check_isolation();
+  nlohmann::json j{{"adequate", r.adequate},
+                   {"user_namespaces", r.user_namespaces},
+                   {"seccomp", r.seccomp},
+                   {"pidfd", r.pidfd},
+                   {"overlayfs", r.overlayfs},
+                   {"landlock_abi", r.landlock_abi},
+                   {"cgroup_version", r.cgroup_version},
+                   {"cgroup_controllers", r.controllers},
+                   {"init_helper", r.init_helper},
+                   {"problems", r.problems},
+                   {"weaknesses", r.weaknesses}};
+  std::cout << j.dump(2) << "\n";
+  return r.adequate ? 0 : 1;
+}
+
+// The running binary, for the stdio client configuration.
+std::string self_path() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("sandcastle") : p.string();
 }
 
 void wait_for_termination() {
@@ -207,8 +238,24 @@ static int run(int argc, char** argv) {
   std::vector<std::string> host_paths;
   std::string pass_through;
 
+  app.footer(
+      "Transports: stdio (the default: an MCP client starts sandcastle and speaks over stdin/stdout) or HTTP\n"
+      "(--transport http: Streamable HTTP at /mcp and HTTP+SSE at /sse, on 127.0.0.1:8181 unless --host/--port\n"
+      "say otherwise). Once listening, the HTTP server prints the client configuration to paste.\n"
+      "From the source tree: `make run` builds and starts HTTP; `make run ARGS=\"--port 9000\"` keeps HTTP on\n"
+      "another port; `make run ARGS=--stdio` serves stdio instead.\n"
+      "Listings take --json: keys list, keys create, keys revoke, config show, doctor.");
   app.add_option("--config", config_path, "config.toml to read (default: <state dir>/config.toml when present)");
-  setting_flag("--transport", "server.transport", "stdio (default) or http")->check(CLI::IsMember({"stdio", "http"}));
+  auto* transport_opt = setting_flag("--transport", "server.transport", "stdio (default) or http")
+                            ->check(CLI::IsMember({"stdio", "http"}));
+  bool stdio_flag = false;
+  app.add_flag("--stdio", stdio_flag, "serve MCP over stdin/stdout (shorthand for --transport stdio)")
+      ->excludes(transport_opt);
+  // Flags of other code-sandbox servers (seed c), accepted only to be
+  // refused at start with what to do instead (config/start_checks.h).
+  std::map<std::string, std::string> foreign_flags;
+  for (const char* f : {"--python-image", "--js-image"})
+    app.add_option(f, foreign_flags[f])->group("");
   setting_flag("--host", "server.host", "address the HTTP server binds (default 127.0.0.1)");
   setting_flag("--port", "server.port", "HTTP port (default 8181; 0 picks a free one)");
   setting_flag("--public-url", "server.public_url", "base URL of file links (default http://host:port)");
@@ -240,6 +287,8 @@ static int run(int argc, char** argv) {
   setting_flag("--npm-registry", "packages.npm_registry", "registry npm installs from");
 
   auto* doctor = app.add_subcommand("doctor", "print what this host allows and the isolation sandcastle will use");
+  bool doctor_json = false;
+  doctor->add_flag("--json", doctor_json, "print JSON");
   auto* keys = app.add_subcommand("keys", "manage API keys (stored hashed in <state dir>/sandcastle.db)");
   keys->require_subcommand(1);
   bool keys_json = false;
@@ -250,12 +299,16 @@ static int run(int argc, char** argv) {
   auto* keys_list = keys->add_subcommand("list", "list keys (never the keys themselves)");
   auto* keys_revoke = keys->add_subcommand("revoke", "revoke a key by id or name");
   keys_revoke->add_option("id", revoke_id, "key id or name")->required();
+  // --json before or after the verb: `keys --json list` and `keys list --json`.
+  for (auto* sub : {keys_create, keys_list, keys_revoke}) sub->add_flag("--json", keys_json, "print JSON");
   auto* cfg_cmd = app.add_subcommand("config", "configuration");
   cfg_cmd->require_subcommand(1);
   auto* cfg_show = cfg_cmd->add_subcommand("show", "print the effective configuration and where each value came from");
+  bool cfg_json = false;
+  cfg_show->add_flag("--json", cfg_json, "print JSON");
   CLI11_PARSE(app, argc, argv);
 
-  if (doctor->parsed()) return sandbox::native::run_doctor(std::cout);
+  if (doctor->parsed()) return doctor_json ? run_doctor_json() : sandbox::native::run_doctor(std::cout);
 
   // --- configuration: defaults < config.toml < environment < flags ---------
   config::Loader loader;
@@ -290,6 +343,7 @@ static int run(int argc, char** argv) {
           std::cerr << "sandcastle: " << s.error().context << "\n";
           return 2;
         }
+    if (stdio_flag) (void)loader.set("server.transport", "stdio");
     if (auth) (void)loader.set("auth.enabled", "true");
     if (insecure) (void)loader.set("auth.insecure", "true");
     if (!host_paths.empty()) {
@@ -306,10 +360,32 @@ static int run(int argc, char** argv) {
   }
   const config::Config& cfg = loader.config();
   if (cfg_show->parsed()) {
-    std::cout << loader.show();
+    std::cout << (cfg_json ? loader.show_json() : loader.show());
     return 0;
   }
   if (keys->parsed()) return run_keys(cfg, keys_create, keys_list, keys_revoke, key_name, revoke_id, keys_json);
+
+  // Settings sandcastle cannot honour refuse the start, not the first call.
+  {
+    config::StartInputs in;
+    const auto src = loader.source_of("sandbox.backend");
+    if (src == config::Source::kFlag) {
+      in.backend_origin = "--backend";
+    } else if (src == config::Source::kFile) {
+      in.backend_origin = "the config file";
+    } else if (src == config::Source::kEnv) {
+      const char* sc = std::getenv("SANDCASTLE_SANDBOX_BACKEND");
+      in.backend_origin = sc && *sc ? "SANDCASTLE_SANDBOX_BACKEND" : "INTERPRETER_TYPE";
+    }
+    for (const char* name : {"CONTAINER_IMAGE", "E2B_API_KEY"})
+      if (const char* v = std::getenv(name); v && *v) in.env[name] = v;
+    for (const auto& [flag, value] : foreign_flags)
+      if (app.count(flag)) in.foreign_flags[flag] = value;
+    auto check = config::check_start_settings(cfg, in);
+    for (const auto& e : check.errors) std::cerr << "sandcastle: " << e << "\n";
+    if (!check.errors.empty()) return 2;
+    for (const auto& w : check.warnings) std::cerr << "sandcastle: warning: " << w << "\n";
+  }
 
   init_logging(cfg.log_level);
   // Before any thread starts (the backend and the pool start some).
@@ -440,6 +516,7 @@ static int run(int argc, char** argv) {
     };
     hopts.files_handler = [l = links.get()](const transport::http::Request& req,
                                             std::shared_ptr<transport::http::Exchange> ex) { l->serve(req, ex); };
+    hopts.landing.public_url = cfg.public_url;
     hopts.keepalive = std::chrono::milliseconds(cfg.keepalive_ms);
     hopts.session_idle_ttl = std::chrono::seconds(cfg.session_idle_ttl_s);
     hopts.max_sessions = static_cast<size_t>(cfg.max_sessions);
@@ -470,6 +547,12 @@ static int run(int argc, char** argv) {
     // Tests and scripts read this line to find an ephemeral port.
     (void)std::fprintf(stderr, "listening on %s/mcp (Streamable HTTP), %s/sse (HTTP+SSE); auth %s\n", base.c_str(),
                  base.c_str(), cfg.auth_enabled ? "required" : "off");
+    // What to paste into a client. stderr: stdout is never written in any
+    // transport (it is the stdio transport's MCP channel).
+    std::string shown_base = cfg.public_url.empty() ? base : cfg.public_url;
+    while (!shown_base.empty() && shown_base.back() == '/') shown_base.pop_back();
+    transport::http::ClientEndpoint endpoint{shown_base + "/mcp", cfg.auth_enabled, is_loopback_host(host_for_url)};
+    (void)std::fputs(transport::http::startup_client_text(endpoint, shown_base, self_path()).c_str(), stderr);
     (void)std::fflush(stderr);
     wait_for_termination();
     http.stop_accepting();

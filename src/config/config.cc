@@ -1,5 +1,6 @@
 #include "config/config.h"
 
+#include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 #include <unistd.h>
 
@@ -328,6 +329,15 @@ std::string Loader::show() const {
            source_name(source_of(e.setting.name)) + "\n";
   }
   return out;
+}
+
+std::string Loader::show_json() const {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& e : entries()) {
+    nlohmann::json value = std::visit([&](auto ptr) { return nlohmann::json(cfg_.*ptr); }, e.field);
+    out[e.setting.name] = {{"value", std::move(value)}, {"source", source_name(source_of(e.setting.name))}};
+  }
+  return out.dump(2) + "\n";
 }
 
 }  // namespace sandcastle::config

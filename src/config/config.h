@@ -90,6 +90,8 @@ class Loader {
   Status validate() const;
   // The effective configuration as TOML, each value commented with its origin.
   std::string show() const;
+  // The same as JSON: {"server.port": {"value": 8181, "source": "default"}, ...}.
+  std::string show_json() const;
 
   struct Binding;
 

@@ -276,6 +276,8 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::get(const std::string& id_
   if (it != by_id_.end() && it->second->owner() == owner) return it->second;
   for (const auto& [_, e] : by_id_)
     if (e->owner() == owner && e->name() == id_or_name) return e;
+  if (auto why = ended_.reason(id_or_name))
+    return Error::make(ErrorCode::kNotFound, "sandbox '" + id_or_name + "' no longer exists: " + *why);
   return Error::make(ErrorCode::kNotFound,
                      "no sandbox '" + id_or_name +
                          "' (it may have been closed, or reaped after its idle TTL); call "
@@ -327,6 +329,9 @@ size_t SandboxManager::close_owned_by(const std::string& owner) {
       }
     }
   }
+  // Only keyless sessions' sandboxes go with their owner (main.cc, on_owner_gone).
+  if (owner.rfind("session:", 0) == 0)
+    for (auto& e : mine) ended_.remember(e->id(), kEndedWithSession);
   for (auto& e : mine) destroy_counted(e->sandbox(), e->id());
   return mine.size();
 }
@@ -369,6 +374,9 @@ size_t SandboxManager::reap_expired() {
   }
   for (auto& e : expired) {
     spdlog::info("sandbox {} idle for {} s: reaping it", e->id(), e->ttl().count());
+    ended_.remember(e->id(), "it was idle for its TTL of " + std::to_string(e->ttl().count()) +
+                                 " s and was destroyed (create_sandbox takes a longer ttl_s). Call create_sandbox "
+                                 "for a new one");
     destroy_counted(e->sandbox(), e->id());
   }
   return expired.size();

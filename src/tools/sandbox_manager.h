@@ -18,6 +18,7 @@
 
 #include "common/result.h"
 #include "sandbox/sandbox.h"
+#include "tools/ended_sandboxes.h"
 #include "store/sandbox_store.h"
 
 namespace sandcastle::tools {
@@ -174,6 +175,7 @@ class SandboxManager {
   size_t creating_ = 0;  // reservations against the cap while a create runs
   std::thread pool_thread_;
   std::thread reaper_thread_;
+  EndedSandboxes ended_;  // why recent ones ended, for get()'s not-found message
 };
 
 }  // namespace sandcastle::tools

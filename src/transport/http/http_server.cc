@@ -627,9 +627,17 @@ Result<uint16_t> Server::listen() {
   if (!ec) impl_->acceptor.set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) impl_->acceptor.bind(ep, ec);
   if (!ec) impl_->acceptor.listen(net::socket_base::max_listen_connections, ec);
-  if (ec)
-    return Error::make(ErrorCode::kUnavailable,
-                       "cannot listen on " + options_.host + ":" + std::to_string(options_.port) + ": " + ec.message());
+  const std::string where = options_.host + ":" + std::to_string(options_.port);
+  if (ec == net::error::address_in_use)
+    return Error::make(ErrorCode::kAlreadyExists,
+                       "cannot listen on " + where + ": port " + std::to_string(options_.port) +
+                           " is already in use (another sandcastle, or another server, is there). Start on another "
+                           "port with --port <number> (make run ARGS=\"--port 9000\"), or --port 0 for any free one");
+  if (ec == net::error::access_denied && options_.port < 1024)
+    return Error::make(ErrorCode::kPermissionDenied,
+                       "cannot listen on " + where + ": ports below 1024 need privileges; use --port 1024 or above "
+                       "(the default is 8181)");
+  if (ec) return Error::make(ErrorCode::kUnavailable, "cannot listen on " + where + ": " + ec.message());
   return impl_->acceptor.local_endpoint().port();
 }
 

@@ -2,6 +2,7 @@
 
 #include "common/base64.h"
 #include "transport/http/authority.h"
+#include "transport/http/landing.h"
 
 namespace sandcastle::transport::http {
 
@@ -61,8 +62,12 @@ std::string decode_header_value(const std::string& v) {
 
 // ---------------------------------------------------------------------------
 
-McpHttp::McpHttp(const mcp::Server& server, McpHttpOptions options)
-    : state_(std::make_shared<State>(server, std::move(options))) {}
+McpHttp::McpHttp(const mcp::Server& server, McpHttpOptions options) {
+  options.landing.auth_required = options.auth_required;
+  options.landing.endpoint = options.endpoint;
+  if (options.landing.version.empty()) options.landing.version = server.info().version;
+  state_ = std::make_shared<State>(server, std::move(options));
+}
 
 McpHttp::~McpHttp() = default;
 
@@ -458,6 +463,10 @@ void McpHttp::handle(Request&& req, std::shared_ptr<Exchange> ex) {
     }
     return;
   }
+  if (auto page = public_answer(req, st.options.landing)) {
+    c.reply(std::move(*page));
+    return;
+  }
   if (st.stopping) {
     c.reply(Response::text(503, "server shutting down"));
     return;
@@ -471,8 +480,13 @@ void McpHttp::handle(Request&& req, std::shared_ptr<Exchange> ex) {
     std::optional<std::string> id;
     if (!key.empty() && st.options.verify_key) id = st.options.verify_key(key);
     if (!id) {
-      Response r = Response::json(401, key.empty() ? R"({"error":"Unauthorized: an API key is required"})"
-                                                   : R"({"error":"Unauthorized: invalid or revoked API key"})");
+      // The reason and what to do, in the body: a client that shows it
+      // tells its user; the OAuth paths (landing.h) say the same.
+      Response r = Response::json(
+          401, json{{"error", key.empty() ? "Unauthorized: this server requires an API key"
+                                          : "Unauthorized: invalid or revoked API key"},
+                    {"error_description", api_key_hint()}}
+                   .dump());
       r.headers.emplace_back("WWW-Authenticate",
                              key.empty() ? R"(Bearer realm="sandcastle")"
                                          : R"(Bearer realm="sandcastle", error="invalid_token")");

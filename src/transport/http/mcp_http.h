@@ -13,6 +13,7 @@
 
 #include "mcp/server.h"
 #include "transport/http/http_server.h"
+#include "transport/http/landing.h"
 
 namespace sandcastle::transport::http {
 
@@ -33,6 +34,8 @@ struct McpHttpOptions {
   std::function<void(const std::string& owner)> on_owner_gone;
   // Serves /files/... (signed links); unset: 404.
   std::function<void(const Request&, std::shared_ptr<Exchange>)> files_handler;
+  // GET / and the OAuth discovery paths (landing.h); auth_required is copied in.
+  LandingInfo landing;
 
   std::chrono::milliseconds keepalive{15'000};   // ":" comments on open SSE streams
   std::chrono::seconds session_idle_ttl{3600};   // a session nobody touches expires

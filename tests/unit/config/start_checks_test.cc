@@ -1,0 +1,85 @@
+// Settings of the seeds' users that sandcastle cannot honour refuse the
+// start with what to do (config/start_checks.h).
+#include "config/start_checks.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace sandcastle::config {
+namespace {
+
+TEST(StartChecks, DefaultsPass) {
+  Config cfg;
+  auto c = check_start_settings(cfg, {});
+  EXPECT_TRUE(c.errors.empty());
+  EXPECT_TRUE(c.warnings.empty());
+}
+
+TEST(StartChecks, InterpreterTypeE2bIsRefusedNamingTheVariable) {
+  Config cfg;
+  cfg.backend = "e2b";
+  StartInputs in;
+  in.backend_origin = "INTERPRETER_TYPE";
+  in.env["E2B_API_KEY"] = "e2b_123";
+  auto c = check_start_settings(cfg, in);
+  ASSERT_EQ(c.errors.size(), 1u);
+  EXPECT_EQ(c.errors[0].rfind("INTERPRETER_TYPE=e2b: ", 0), 0u) << c.errors[0];
+  EXPECT_NE(c.errors[0].find("unset INTERPRETER_TYPE"), std::string::npos);
+  EXPECT_NE(c.errors[0].find("no E2B account or E2B_API_KEY is needed"), std::string::npos);
+  EXPECT_TRUE(c.warnings.empty());  // the error already covers the key
+}
+
+TEST(StartChecks, BackendFromFlagOrFileIsNamedAsWritten) {
+  Config cfg;
+  cfg.backend = "docker";
+  StartInputs flag;
+  flag.backend_origin = "--backend";
+  EXPECT_EQ(check_start_settings(cfg, flag).errors.at(0).rfind("--backend docker: ", 0), 0u);
+  StartInputs file;
+  file.backend_origin = "the config file";
+  EXPECT_EQ(check_start_settings(cfg, file).errors.at(0).rfind(
+                "sandbox.backend = \"docker\" in the config file", 0),
+            0u);
+}
+
+TEST(StartChecks, ContainerImagesAndImageFlagsAreRefused) {
+  Config cfg;
+  StartInputs in;
+  in.env["CONTAINER_IMAGE"] = "philschmi/code-sandbox-python:latest";
+  in.foreign_flags["--python-image"] = "python:3.12";
+  auto c = check_start_settings(cfg, in);
+  ASSERT_EQ(c.errors.size(), 2u);
+  EXPECT_EQ(c.errors[0].rfind("CONTAINER_IMAGE=philschmi/code-sandbox-python:latest: ", 0), 0u);
+  EXPECT_NE(c.errors[0].find("unset CONTAINER_IMAGE"), std::string::npos);
+  EXPECT_EQ(c.errors[1].rfind("--python-image python:3.12: ", 0), 0u);
+  in.env["CONTAINER_IMAGE"] = "host";  // the one image there is
+  in.foreign_flags.clear();
+  EXPECT_TRUE(check_start_settings(cfg, in).errors.empty());
+}
+
+TEST(StartChecks, AnE2bKeyAloneOnlyWarns) {
+  Config cfg;
+  StartInputs in;
+  in.env["E2B_API_KEY"] = "e2b_123";
+  auto c = check_start_settings(cfg, in);
+  EXPECT_TRUE(c.errors.empty());
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_NE(c.warnings[0].find("E2B_API_KEY"), std::string::npos);
+  EXPECT_EQ(c.warnings[0].find("e2b_123"), std::string::npos);  // never echoes the secret
+}
+
+TEST(ConfigShowJson, EverySettingWithValueAndSource) {
+  Loader l;
+  ASSERT_TRUE(l.set("server.port", "9000").ok());
+  auto j = nlohmann::json::parse(l.show_json());
+  EXPECT_EQ(j["server.port"]["value"], 9000);
+  EXPECT_EQ(j["server.port"]["source"], "flag");
+  EXPECT_EQ(j["server.transport"]["value"], "stdio");
+  EXPECT_EQ(j["server.transport"]["source"], "default");
+  EXPECT_TRUE(j["http.allowed_origins"]["value"].is_array());
+  EXPECT_EQ(j.size(), settings().size());
+}
+
+}  // namespace
+}  // namespace sandcastle::config
