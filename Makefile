@@ -8,7 +8,7 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 ARGS ?= --transport http
 
-.PHONY: run test deps build build-asan build-tsan build-fuzz unit integration e2e bench fuzz clean format tidy
+.PHONY: run test deps build build-asan build-tsan build-fuzz unit integration e2e bench fuzz clean format tidy languages-table
 
 run: deps build
 	exec ./$(BUILD)/sandcastle $(ARGS)
@@ -40,6 +40,14 @@ build-tsan:
 
 bench: deps build
 	bench/run
+
+# The README's table of languages: runs tests/e2e/languages.test.mjs (every
+# language, real programs over MCP), then prints the table from what it ran
+# (build/languages.json); exits non-zero when a check failed.
+languages-table: deps build
+	@SANDCASTLE_BIN=$(CURDIR)/$(BUILD)/sandcastle LANGUAGES_JSON=$(BUILD)/languages.json \
+	  node --test --test-reporter=dot tests/e2e/languages.test.mjs >&2; rc=$$?; \
+	  scripts/languages-table $(BUILD)/languages.json && exit $$rc
 
 # Real coverage-guided fuzzing with clang's libFuzzer, FUZZ_SECONDS per target
 # (every tests/fuzz/fuzz_<name>.cc); new inputs land in

@@ -27,25 +27,67 @@ const std::vector<Language>& all_languages() {
   // Interpreters run unbuffered (-u, stdbuf-free) so streamed output arrives
   // as the program prints it.
   static const std::vector<Language> kTable = {
-      {"python", {"py", "python3"}, "main.py", {}, {"/usr/bin/python3", "-u", "{src}"}, "pip",
+      {"python",
+       {"py", "python3"},
+       "main.py",
+       {},
+       {"/usr/bin/python3", "-u", "{src}"},
+       "pip",
        {"/usr/bin/python3"}},
-      {"javascript", {"js", "node", "nodejs"}, "main.js", {}, {"/usr/bin/node", "{src}"}, "npm",
+      {"javascript",
+       {"js", "node", "nodejs"},
+       "main.js",
+       {},
+       {"/usr/bin/node", "{src}"},
+       "npm",
        {"/usr/bin/node"}},
       {"bash", {"shell"}, "main.sh", {}, {"/bin/bash", "{src}"}, "", {"/bin/bash"}},
       {"sh", {"posix-sh", "dash"}, "main.sh", {}, {"/bin/sh", "{src}"}, "", {"/bin/sh"}},
-      {"c", {"gcc"}, "main.c",
-       {"/usr/bin/gcc", "-O2", "-pipe", "-o", "{bin}", "{src}", "-lm"}, {"{bin}"}, "",
+      {"c",
+       {"gcc"},
+       "main.c",
+       {"/usr/bin/gcc", "-O2", "-pipe", "-o", "{bin}", "{src}", "-lm"},
+       {"{bin}"},
+       "",
        {"/usr/bin/gcc"}},
-      {"cpp", {"c++", "cxx", "g++"}, "main.cpp",
-       {"/usr/bin/g++", "-O2", "-pipe", "-std=c++20", "-o", "{bin}", "{src}"}, {"{bin}"}, "",
+      {"cpp",
+       {"c++", "cxx", "g++"},
+       "main.cpp",
+       {"/usr/bin/g++", "-O2", "-pipe", "-std=c++20", "-o", "{bin}", "{src}"},
+       {"{bin}"},
+       "",
        {"/usr/bin/g++"}},
-      {"go", {"golang"}, "main.go", {"/usr/bin/go", "build", "-o", "{bin}", "{src}"}, {"{bin}"},
-       "", {"/usr/bin/go"}},
-      {"rust", {"rs"}, "main.rs", {"/usr/bin/rustc", "-O", "-o", "{bin}", "{src}"}, {"{bin}"}, "",
+      {"go",
+       {"golang"},
+       "main.go",
+       {"/usr/bin/go", "build", "-o", "{bin}", "{src}"},
+       {"{bin}"},
+       "",
+       {"/usr/bin/go"}},
+      {"rust",
+       {"rs"},
+       "main.rs",
+       {"/usr/bin/rustc", "-O", "-o", "{bin}", "{src}"},
+       {"{bin}"},
+       "",
        {"/usr/bin/rustc"}},
-      {"typescript", {"ts"}, "main.ts", {"/usr/bin/tsc", "--outDir", "{dir}", "{src}"},
-       {"/usr/bin/node", "{dir}/main.js"}, "npm", {"/usr/bin/tsc", "/usr/bin/node"}},
-      {"java", {}, "Main.java", {}, {"/usr/bin/java", "{src}"}, "", {"/usr/bin/java"}},
+      {"typescript",
+       {"ts"},
+       "main.ts",
+       {"/usr/bin/tsc", "--outDir", "{dir}", "{src}"},
+       {"/usr/bin/node", "{dir}/main.js"},
+       "npm",
+       {"/usr/bin/tsc", "/usr/bin/node"}},
+      // javac first, so a compile error is reported as one (stage "compile");
+      // the compiler is a short run, so its JVM skips the optimising JIT.
+      {"java",
+       {},
+       "Main.java",
+       {"/usr/bin/javac", "-J-XX:+UseSerialGC", "-J-XX:TieredStopAtLevel=1", "-J-XX:-UsePerfData",
+        "-encoding", "UTF-8", "-d", "{dir}", "{src}"},
+       {"/usr/bin/java", "-XX:-UsePerfData", "-cp", "{dir}", "Main"},
+       "",
+       {"/usr/bin/javac", "/usr/bin/java"}},
       {"perl", {"pl"}, "main.pl", {}, {"/usr/bin/perl", "{src}"}, "", {"/usr/bin/perl"}},
       {"ruby", {"rb"}, "main.rb", {}, {"/usr/bin/ruby", "{src}"}, "", {"/usr/bin/ruby"}},
   };
@@ -67,7 +109,8 @@ std::vector<std::string> available_language_names() {
 Result<const Language*> find_language(std::string_view name) {
   const std::string want = lower(name);
   for (const auto& l : all_languages()) {
-    bool match = l.name == want || std::find(l.aliases.begin(), l.aliases.end(), want) != l.aliases.end();
+    bool match =
+        l.name == want || std::find(l.aliases.begin(), l.aliases.end(), want) != l.aliases.end();
     if (!match) continue;
     if (!language_available(l)) {
       std::string avail;
@@ -89,7 +132,8 @@ std::vector<std::string> expand_argv(const std::vector<std::string>& tmpl, const
   std::vector<std::string> out;
   out.reserve(tmpl.size());
   for (const auto& a : tmpl)
-    out.push_back(replace_all(replace_all(replace_all(a, "{src}", src), "{bin}", bin), "{dir}", dir));
+    out.push_back(
+        replace_all(replace_all(replace_all(a, "{src}", src), "{bin}", bin), "{dir}", dir));
   return out;
 }
 
