@@ -289,14 +289,24 @@ describe('every language runs real programs over MCP (SDK v1)', () => {
       });
     }
 
-    describe('python: matplotlib', { concurrency: 1 }, () => {
-      let id;
-      test('a plot in the kernel comes back as an image, with nothing on stderr', async (t) => {
-        if (!available.includes('python')) return t.skip('no python');
-        id = (await sc.create({ language: 'python', name: 'lang-mpl' })).sandbox_id;
+    // Each in a sandbox of its own: matplotlib runs fontconfig (fc-list) only
+    // while it builds its font list, on the first plot in a sandbox.
+    describe('python: matplotlib', () => {
+      const mpl = (name, fn) =>
+        test(name, async (t) => {
+          if (!available.includes('python')) return t.skip('no python');
+          const id = (await sc.create({ language: 'python' })).sandbox_id;
+          try {
+            await fn(id);
+          } finally {
+            await sc.call('close_sandbox', { sandbox_id: id });
+          }
+        });
+
+      mpl('a plot in the kernel comes back as an image, with nothing on stderr', async (id) => {
         const x = await sc.call('execute_code', {
           sandbox_id: id,
-          code: 'import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()',
+          code: 'import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.title("fonts")\nplt.show()',
           timeout_s: 90,
         });
         assert.equal(x.isError, false, x.text);
@@ -307,19 +317,19 @@ describe('every language runs real programs over MCP (SDK v1)', () => {
         assert.equal(Buffer.from(img.data, 'base64').subarray(1, 4).toString(), 'PNG');
       });
 
-      test('a plot saved by a separate process is a file, with nothing on stderr', async (t) => {
-        if (!id) return t.skip('no sandbox');
+      mpl('a plot saved by a separate process is a file, with nothing on stderr', async (id) => {
         const x = await sc.call('execute_code', {
           sandbox_id: id,
           fresh: true,
-          code: 'import matplotlib\nimport matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.title("fonts")\nplt.savefig("plot.png")',
+          code: 'import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.title("fonts")\nplt.savefig("plot.png")',
           timeout_s: 90,
         });
         assert.equal(x.isError, false, x.text);
         assert.equal(x.sc.exit_code, 0, x.text);
         assert.equal(x.sc.stderr, '', 'no fontconfig or matplotlib warnings');
         assert.ok(x.sc.files_created.some((f) => f.path === 'plot.png'), JSON.stringify(x.sc.files_created));
-        await sc.ok('close_sandbox', { sandbox_id: id });
+        const f = await sc.ok('read_file', { sandbox_id: id, path: 'plot.png', encoding: 'base64' });
+        assert.equal(Buffer.from(f.content, 'base64').subarray(1, 4).toString(), 'PNG');
       });
     });
   });
