@@ -80,12 +80,16 @@ const std::vector<Language>& all_languages() {
        {"/usr/bin/tsc", "/usr/bin/node"}},
       // javac first, so a compile error is reported as one (stage "compile");
       // the compiler is a short run, so its JVM skips the optimising JIT.
+      // Both JVMs size their heaps from the sandbox's memory limit, not from
+      // the host's RAM, which is all they would see (a sandbox has no /sys):
+      // garbage is collected before the limit instead of the JVM being killed.
       {"java",
        {},
        "Main.java",
        {"/usr/bin/javac", "-J-XX:+UseSerialGC", "-J-XX:TieredStopAtLevel=1", "-J-XX:-UsePerfData",
-        "-encoding", "UTF-8", "-d", "{dir}", "{src}"},
-       {"/usr/bin/java", "-XX:-UsePerfData", "-cp", "{dir}", "Main"},
+        "-J-XX:MaxRAM={memory_mb}m", "-encoding", "UTF-8", "-d", "{dir}", "{src}"},
+       {"/usr/bin/java", "-XX:-UsePerfData", "-XX:MaxRAM={memory_mb}m", "-XX:MaxRAMPercentage=50",
+        "-cp", "{dir}", "Main"},
        "",
        {"/usr/bin/javac", "/usr/bin/java"}},
       {"perl", {"pl"}, "main.pl", {}, {"/usr/bin/perl", "{src}"}, "", {"/usr/bin/perl"}},
@@ -128,12 +132,17 @@ Result<const Language*> find_language(std::string_view name) {
 }
 
 std::vector<std::string> expand_argv(const std::vector<std::string>& tmpl, const std::string& dir,
-                                     const std::string& src, const std::string& bin) {
+                                     const std::string& src, const std::string& bin,
+                                     std::uint64_t memory_bytes) {
+  const std::uint64_t mb = memory_bytes >> 20;
   std::vector<std::string> out;
   out.reserve(tmpl.size());
-  for (const auto& a : tmpl)
-    out.push_back(
-        replace_all(replace_all(replace_all(a, "{src}", src), "{bin}", bin), "{dir}", dir));
+  for (const auto& a : tmpl) {
+    if (mb == 0 && a.find("{memory_mb}") != std::string::npos) continue;
+    std::string x =
+        replace_all(replace_all(replace_all(a, "{src}", src), "{bin}", bin), "{dir}", dir);
+    out.push_back(replace_all(std::move(x), "{memory_mb}", std::to_string(mb)));
+  }
   return out;
 }
 

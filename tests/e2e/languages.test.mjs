@@ -289,6 +289,27 @@ describe('every language runs real programs over MCP (SDK v1)', () => {
       });
     }
 
+    // The JVM sees the host's RAM (a sandbox has no /sys); sized from it, its
+    // heap would grow past the sandbox's limit before collecting.
+    test('java: the heap follows the sandbox\'s memory limit, so garbage is collected, not OOM-killed', async (t) => {
+      if (!available.includes('java')) return t.skip('no java');
+      const id = (await sc.create({ language: 'java', limits: { memory_mb: 128 } })).sandbox_id;
+      try {
+        const x = await sc.call('execute_code', {
+          sandbox_id: id,
+          timeout_s: 90,
+          code: 'public class Main {\n  static byte[] keep;\n  public static void main(String[] a) {\n' +
+            '    for (int i = 0; i < 4000; i++) keep = new byte[1 << 20];\n' +
+            '    System.out.println(Runtime.getRuntime().maxMemory() >> 20);\n  }\n}',
+        });
+        assert.equal(x.sc.reason, 'exited', x.text);
+        assert.equal(x.sc.exit_code, 0, x.text);
+        assert.ok(Number(x.sc.stdout) > 0 && Number(x.sc.stdout) <= 128, `max heap ${x.sc.stdout.trim()} MiB`);
+      } finally {
+        await sc.call('close_sandbox', { sandbox_id: id });
+      }
+    });
+
     // Each in a sandbox of its own: matplotlib runs fontconfig (fc-list) only
     // while it builds its font list, on the first plot in a sandbox.
     describe('python: matplotlib', () => {

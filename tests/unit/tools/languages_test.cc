@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace sandcastle::tools {
 namespace {
 
@@ -41,6 +43,31 @@ TEST(LanguagesTest, ExpandsTemplates) {
                                             "/tmp/x/main.c", "-lm"}));
   EXPECT_EQ(expand_argv(c->run, "/tmp/x", "/tmp/x/main.c", "/tmp/x/main"),
             std::vector<std::string>{"/tmp/x/main"});
+}
+
+// The JVM's heap follows the sandbox's memory limit; with no limit the
+// argument that would name it is left out.
+TEST(LanguagesTest, MemoryLimitReachesTheArgvOrDropsItsArgument) {
+  const std::vector<std::string> tmpl = {"/usr/bin/java", "-XX:MaxRAM={memory_mb}m", "-cp", "{dir}",
+                                         "Main"};
+  EXPECT_EQ(
+      expand_argv(tmpl, "/tmp/x", "/tmp/x/Main.java", "/tmp/x/main", 128ULL << 20),
+      (std::vector<std::string>{"/usr/bin/java", "-XX:MaxRAM=128m", "-cp", "/tmp/x", "Main"}));
+  EXPECT_EQ(expand_argv(tmpl, "/tmp/x", "/tmp/x/Main.java", "/tmp/x/main", 0),
+            (std::vector<std::string>{"/usr/bin/java", "-cp", "/tmp/x", "Main"}));
+  EXPECT_EQ(expand_argv(tmpl, "/tmp/x", "/tmp/x/Main.java", "/tmp/x/main"),
+            (std::vector<std::string>{"/usr/bin/java", "-cp", "/tmp/x", "Main"}));
+  const auto& table = all_languages();
+  auto it =
+      std::find_if(table.begin(), table.end(), [](const Language& l) { return l.name == "java"; });
+  ASSERT_NE(it, table.end());
+  const Language& java = *it;
+  for (const auto* step : {&java.compile, &java.run}) {
+    auto argv = expand_argv(*step, "/d", "/d/Main.java", "/d/main", 512ULL << 20);
+    EXPECT_TRUE(std::any_of(argv.begin(), argv.end(), [](const std::string& a) {
+      return a.find("MaxRAM=512m") != std::string::npos;
+    })) << argv.front();
+  }
 }
 
 }  // namespace
