@@ -21,6 +21,20 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
+// Java as `java Main.java` takes it: any class name, the public class (else
+// the first one) being the program. javac wants a public class in a file of
+// its name, so the snippet is copied to one; the class to run is left for
+// the run step in .main-class. Arguments: dir, source, then javac's argv.
+constexpr const char* kJavaCompile = R"sh(set -e; d=$1; s=$2; shift 2
+k='\(class\|interface\|enum\|record\)[[:space:]]\+\([A-Za-z_$][A-Za-z0-9_$]*\)'
+p=$(sed -n "s/^[[:space:]]*public[[:space:]]\+\([a-z]\+[[:space:]]\+\)*$k.*/\3/p" "$s" | head -n 1)
+c=${p:-$(sed -n "s/^[^/\"*]*\<$k.*/\2/p" "$s" | head -n 1)}
+if [ -n "$p" ] && [ "$p" != Main ]; then cp "$s" "$d/$p.java"; s=$d/$p.java; fi
+printf '%s\n' "${c:-Main}" > "$d/.main-class"
+exec "$@" "$s")sh";
+// Arguments: dir, then java's argv.
+constexpr const char* kJavaRun = R"sh(d=$1; shift; exec "$@" -cp "$d" "$(cat "$d/.main-class")")sh";
+
 }  // namespace
 
 const std::vector<Language>& all_languages() {
@@ -86,12 +100,13 @@ const std::vector<Language>& all_languages() {
       {"java",
        {},
        "Main.java",
-       {"/usr/bin/javac", "-J-XX:+UseSerialGC", "-J-XX:TieredStopAtLevel=1", "-J-XX:-UsePerfData",
-        "-J-XX:MaxRAM={memory_mb}m", "-encoding", "UTF-8", "-d", "{dir}", "{src}"},
-       {"/usr/bin/java", "-XX:-UsePerfData", "-XX:MaxRAM={memory_mb}m", "-XX:MaxRAMPercentage=50",
-        "-cp", "{dir}", "Main"},
+       {"/bin/sh", "-c", kJavaCompile, "sh", "{dir}", "{src}", "/usr/bin/javac",
+        "-J-XX:+UseSerialGC", "-J-XX:TieredStopAtLevel=1", "-J-XX:-UsePerfData",
+        "-J-XX:MaxRAM={memory_mb}m", "-encoding", "UTF-8", "-d", "{dir}"},
+       {"/bin/sh", "-c", kJavaRun, "sh", "{dir}", "/usr/bin/java", "-XX:-UsePerfData",
+        "-XX:MaxRAM={memory_mb}m", "-XX:MaxRAMPercentage=50"},
        "",
-       {"/usr/bin/javac", "/usr/bin/java"}},
+       {"/usr/bin/javac", "/usr/bin/java", "/bin/sh"}},
       {"perl", {"pl"}, "main.pl", {}, {"/usr/bin/perl", "{src}"}, "", {"/usr/bin/perl"}},
       {"ruby", {"rb"}, "main.rb", {}, {"/usr/bin/ruby", "{src}"}, "", {"/usr/bin/ruby"}},
   };

@@ -289,6 +289,23 @@ describe('every language runs real programs over MCP (SDK v1)', () => {
       });
     }
 
+    // As `java Main.java` takes it: the public class, else the first one, is
+    // the program, whatever its name (javac alone wants Main in Main.java).
+    test('java: a program whose class is not named Main compiles and runs', async (t) => {
+      if (!available.includes('java')) return t.skip('no java');
+      const progs = [
+        ['public class Hello {\n  public static void main(String[] a) { System.out.println("hello"); }\n}', 'hello\n'],
+        ['// class Foo, in a comment\nclass Solution {\n  public static void main(String[] a) { System.out.println("solution"); }\n}', 'solution\n'],
+        ['import java.util.*;\n\nclass Helper { static int x = 7; }\n\npublic final class App {\n  public static void main(String[] a) { System.out.println(List.of(Helper.x)); }\n}', '[7]\n'],
+      ];
+      for (const [code, out] of progs) {
+        const x = await sc.call('execute_code', { language: 'java', code, timeout_s: 90 });
+        assert.equal(x.isError, false, x.text);
+        assert.equal(x.sc.stdout, out, x.text);
+        assert.equal(x.sc.stderr, '');
+      }
+    });
+
     // The JVM sees the host's RAM (a sandbox has no /sys); sized from it, its
     // heap would grow past the sandbox's limit before collecting.
     test('java: the heap follows the sandbox\'s memory limit, so garbage is collected, not OOM-killed', async (t) => {
