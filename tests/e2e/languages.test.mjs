@@ -9,7 +9,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { BIN, REPO_ROOT } from './lib/harness.mjs';
 import { connectSandcastle } from './lib/sandbox_client.mjs';
 
@@ -29,30 +29,33 @@ const LANGS = {
     file: 'open("/workspace/out.txt", "w").write("written by python\\n")',
     bad: 'print("unclosed',
     badText: /SyntaxError/,
+    crashKind: 'raise',
     crash: 'raise ValueError("boom")',
     crashExit: 1,
     crashText: /ValueError: boom/,
   },
   javascript: {
     compiled: false,
-    version: '/usr/bin/node --version',
+    version: 'echo "node $(/usr/bin/node --version)"',
     hello: 'console.log("hello, world")',
     stdin: 'const s = require("fs").readFileSync(0, "utf8");\nconsole.log(s.split("\\n").filter(Boolean).map(Number).reduce((a, b) => a + b, 0));',
     file: 'require("fs").writeFileSync("/workspace/out.txt", "written by javascript\\n")',
     bad: 'console.log((',
     badText: /SyntaxError/,
+    crashKind: 'throw',
     crash: 'throw new Error("boom")',
     crashExit: 1,
     crashText: /Error: boom/,
   },
   bash: {
     compiled: false,
-    version: 'bash --version | head -1',
+    version: 'echo "bash ${BASH_VERSION%%(*}"',
     hello: 'echo "hello, world"',
     stdin: 's=0\nwhile read -r n; do s=$((s + n)); done\necho "$s"',
     file: 'echo "written by bash" > /workspace/out.txt',
     bad: 'if then fi',
     badText: /syntax error/,
+    crashKind: 'unknown command',
     crash: 'no_such_command_sc',
     crashExit: 127,
     crashText: /not found/,
@@ -65,78 +68,85 @@ const LANGS = {
     file: 'echo "written by sh" > /workspace/out.txt',
     bad: 'if then fi',
     badText: /Syntax error/i,
+    crashKind: 'unknown command',
     crash: 'no_such_command_sc',
     crashExit: 127,
     crashText: /not found/,
   },
   c: {
     compiled: true,
-    version: 'gcc --version | head -1',
+    version: 'echo "gcc $(gcc -dumpfullversion)"',
     hello: '#include <stdio.h>\nint main(void) { puts("hello, world"); return 0; }',
     stdin: '#include <stdio.h>\nint main(void) { long s = 0, n; while (scanf("%ld", &n) == 1) s += n; printf("%ld\\n", s); return 0; }',
     file: '#include <stdio.h>\nint main(void) { FILE *f = fopen("/workspace/out.txt", "w"); if (!f) return 1; fputs("written by c\\n", f); return fclose(f) != 0; }',
     bad: 'int main(void) { return undeclared_variable; }',
     badText: /undeclared_variable/,
+    crashKind: 'abort()',
     crash: '#include <stdio.h>\n#include <stdlib.h>\nint main(void) { fputs("boom\\n", stderr); abort(); }',
     crashSignal: 6,
     crashText: /boom/,
   },
   cpp: {
     compiled: true,
-    version: 'g++ --version | head -1',
+    version: 'echo "g++ $(g++ -dumpfullversion)"',
     hello: '#include <iostream>\nint main() { std::cout << "hello, world\\n"; }',
     stdin: '#include <iostream>\nint main() { long s = 0, n; while (std::cin >> n) s += n; std::cout << s << "\\n"; }',
     file: '#include <fstream>\nint main() { std::ofstream("/workspace/out.txt") << "written by cpp\\n"; }',
     bad: 'int main() { std::string s = 1; }',
     badText: /error/,
+    crashKind: 'uncaught throw',
     crash: '#include <stdexcept>\nint main() { throw std::runtime_error("boom"); }',
     crashSignal: 6,
     crashText: /boom/,
   },
   go: {
     compiled: true,
-    version: 'go version',
+    version: 'go version | cut -d" " -f3',
     hello: 'package main\n\nimport "fmt"\n\nfunc main() { fmt.Println("hello, world") }',
     stdin: 'package main\n\nimport "fmt"\n\nfunc main() {\n\ts, n := 0, 0\n\tfor {\n\t\tif _, err := fmt.Scan(&n); err != nil {\n\t\t\tbreak\n\t\t}\n\t\ts += n\n\t}\n\tfmt.Println(s)\n}',
     file: 'package main\n\nimport "os"\n\nfunc main() {\n\tif err := os.WriteFile("/workspace/out.txt", []byte("written by go\\n"), 0o644); err != nil {\n\t\tpanic(err)\n\t}\n}',
     bad: 'package main\n\nfunc main() { x := 1 }',
     badText: /declared (and|but) not used/,
+    crashKind: 'panic',
     crash: 'package main\n\nfunc main() { panic("boom") }',
     crashExit: 2,
     crashText: /panic: boom/,
   },
   rust: {
     compiled: true,
-    version: 'rustc --version',
+    version: 'rustc --version | cut -d" " -f1,2',
     hello: 'fn main() { println!("hello, world"); }',
     stdin: 'use std::io::Read;\nfn main() {\n    let mut s = String::new();\n    std::io::stdin().read_to_string(&mut s).unwrap();\n    let t: i64 = s.split_whitespace().map(|x| x.parse::<i64>().unwrap()).sum();\n    println!("{}", t);\n}',
     file: 'fn main() { std::fs::write("/workspace/out.txt", "written by rust\\n").unwrap(); }',
     bad: 'fn main() { let x: i32 = "str"; }',
     badText: /mismatched types/,
+    crashKind: 'panic!',
     crash: 'fn main() { panic!("boom"); }',
     crashExit: 101,
     crashText: /boom/,
   },
   typescript: {
     compiled: true,
-    version: 'tsc --version',
+    version: 'echo "tsc $(tsc --version | cut -d" " -f2)"',
     hello: 'const msg: string = "hello, world";\nconsole.log(msg);',
     stdin: 'declare const require: any;\nconst s: string = require("fs").readFileSync(0, "utf8");\nconsole.log(s.split("\\n").filter(Boolean).map(Number).reduce((a: number, b: number) => a + b, 0));',
     file: 'declare const require: any;\nrequire("fs").writeFileSync("/workspace/out.txt", "written by typescript\\n");',
     bad: 'const n: number = "str";',
     badText: /TS2322/,
+    crashKind: 'throw',
     crash: 'throw new Error("boom");',
     crashExit: 1,
     crashText: /Error: boom/,
   },
   java: {
     compiled: true,
-    version: 'java -version 2>&1 | head -1',
+    version: 'java -version 2>&1 | head -1 | sed "s/^openjdk version \\"\\([^\\"]*\\)\\".*/OpenJDK \\1/"',
     hello: 'public class Main {\n  public static void main(String[] args) {\n    System.out.println("hello, world");\n  }\n}',
     stdin: 'import java.util.Scanner;\n\npublic class Main {\n  public static void main(String[] args) {\n    Scanner in = new Scanner(System.in);\n    long s = 0;\n    while (in.hasNextLong()) s += in.nextLong();\n    System.out.println(s);\n  }\n}',
     file: 'import java.nio.file.*;\n\npublic class Main {\n  public static void main(String[] args) throws Exception {\n    Files.writeString(Path.of("/workspace/out.txt"), "written by java\\n");\n  }\n}',
     bad: 'public class Main {\n  public static void main(String[] args) {\n    int x = "str";\n  }\n}',
     badText: /incompatible types/,
+    crashKind: 'uncaught exception',
     crash: 'public class Main {\n  public static void main(String[] args) {\n    throw new IllegalStateException("boom");\n  }\n}',
     crashExit: 1,
     crashText: /IllegalStateException: boom/,
@@ -149,18 +159,20 @@ const LANGS = {
     file: 'open(my $f, ">", "/workspace/out.txt") or die;\nprint $f "written by perl\\n";\nclose $f;',
     bad: 'print (;',
     badText: /syntax error/,
+    crashKind: 'die',
     crash: 'die "boom\\n";',
     crashExit: 255,
     crashText: /boom/,
   },
   ruby: {
     compiled: false,
-    version: 'ruby --version',
+    version: 'ruby -e \'puts "ruby #{RUBY_VERSION}"\'',
     hello: 'puts "hello, world"',
     stdin: 'puts STDIN.read.split.map(&:to_i).sum',
     file: 'File.write("/workspace/out.txt", "written by ruby\\n")',
     bad: 'def (',
     badText: /syntax error/,
+    crashKind: 'raise',
     crash: 'raise "boom"',
     crashExit: 1,
     crashText: /boom/,
@@ -176,7 +188,9 @@ function tableRows() {
 }
 
 const results = {};
-const OUT = process.env.LANGUAGES_JSON ?? join(dirname(BIN), 'languages.json');
+// Beside the binary when it is a build of this tree (build/, build-asan/, ...).
+const OUT = process.env.LANGUAGES_JSON ??
+  join(resolve(BIN).startsWith(`${REPO_ROOT}/`) ? dirname(resolve(BIN)) : join(REPO_ROOT, 'build'), 'languages.json');
 
 describe('every language runs real programs over MCP (SDK v1)', () => {
   let sc;
@@ -190,6 +204,8 @@ describe('every language runs real programs over MCP (SDK v1)', () => {
   });
   after(async () => {
     await sc?.close();
+    // A run of some tests only (--test-name-pattern, --test-only) is no table.
+    if (process.execArgv.some((a) => a.startsWith('--test-name-pattern') || a === '--test-only')) return;
     const rows = tableRows().map((name) => results[name] ?? { language: name, available: available.includes(name), checks: {} });
     mkdirSync(dirname(OUT), { recursive: true });
     writeFileSync(OUT, `${JSON.stringify({ generated_at: new Date().toISOString(), languages: rows }, null, 2)}\n`);
@@ -280,6 +296,8 @@ describe('every language runs real programs over MCP (SDK v1)', () => {
           }
           assert.match(x.sc.stderr, p.crashText);
           r.runtime_exit = x.sc.exit_code;
+          r.runtime_signal = x.sc.signal;
+          r.runtime_error_kind = p.crashKind;
         });
 
         test('closes its sandbox', async (t) => {
