@@ -97,6 +97,9 @@ const std::vector<Language>& all_languages() {
       // Both JVMs size their heaps from the sandbox's memory limit, not from
       // the host's RAM, which is all they would see (a sandbox has no /sys):
       // garbage is collected before the limit instead of the JVM being killed.
+      // The serial collector is the one the JVM picks for a machine of one
+      // core and little memory, which a sandbox is; G1's own tables would not
+      // fit a 128 MiB limit where it is a per-process RLIMIT_DATA.
       {"java",
        {},
        "Main.java",
@@ -104,7 +107,7 @@ const std::vector<Language>& all_languages() {
         "-J-XX:+UseSerialGC", "-J-XX:TieredStopAtLevel=1", "-J-XX:-UsePerfData",
         "-J-XX:MaxRAM={memory_mb}m", "-encoding", "UTF-8", "-d", "{dir}"},
        {"/bin/sh", "-c", kJavaRun, "sh", "{dir}", "/usr/bin/java", "-XX:-UsePerfData",
-        "-XX:MaxRAM={memory_mb}m", "-XX:MaxRAMPercentage=50"},
+        "-XX:+UseSerialGC", "-XX:MaxRAM={memory_mb}m", "-XX:MaxRAMPercentage=50"},
        "",
        {"/usr/bin/javac", "/usr/bin/java", "/bin/sh"}},
       {"perl", {"pl"}, "main.pl", {}, {"/usr/bin/perl", "{src}"}, "", {"/usr/bin/perl"}},
