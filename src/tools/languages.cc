@@ -122,29 +122,34 @@ bool language_available(const Language& lang) {
 }
 
 std::vector<std::string> available_language_names() {
+  return available_language_names(all_languages());
+}
+
+std::vector<std::string> available_language_names(const std::vector<Language>& table) {
   std::vector<std::string> names;
-  for (const auto& l : all_languages())
+  for (const auto& l : table)
     if (language_available(l)) names.push_back(l.name);
   return names;
 }
 
 Result<const Language*> find_language(std::string_view name) {
+  return find_language(name, all_languages());
+}
+
+Result<const Language*> find_language(std::string_view name, const std::vector<Language>& table) {
   const std::string want = lower(name);
-  for (const auto& l : all_languages()) {
+  std::string avail;
+  for (const auto& n : available_language_names(table)) avail += (avail.empty() ? "" : ", ") + n;
+  for (const auto& l : table) {
     bool match =
         l.name == want || std::find(l.aliases.begin(), l.aliases.end(), want) != l.aliases.end();
     if (!match) continue;
-    if (!language_available(l)) {
-      std::string avail;
-      for (const auto& n : available_language_names()) avail += (avail.empty() ? "" : ", ") + n;
+    if (!language_available(l))
       return Error::make(ErrorCode::kUnavailable,
                          "language '" + l.name + "' is not installed on this host (missing " +
                              l.requires_binaries.front() + "); available languages: " + avail);
-    }
     return &l;
   }
-  std::string avail;
-  for (const auto& n : available_language_names()) avail += (avail.empty() ? "" : ", ") + n;
   return Error::make(ErrorCode::kInvalidArgument,
                      "unknown language '" + std::string(name) + "'; available languages: " + avail);
 }

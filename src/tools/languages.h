@@ -41,6 +41,9 @@ std::vector<std::string> available_language_names();
 // Finds a language by name or alias (case-insensitive). An unknown or
 // unavailable language is an error naming the available ones.
 Result<const Language*> find_language(std::string_view name);
+// The same over another table (a test's, with a toolchain no host has).
+Result<const Language*> find_language(std::string_view name, const std::vector<Language>& table);
+std::vector<std::string> available_language_names(const std::vector<Language>& table);
 
 // Substitutes {src}, {bin}, {dir} and {memory_mb} in an argv template;
 // memory_bytes 0 (no limit) drops the arguments that name {memory_mb}.
