@@ -11,7 +11,7 @@ ARGS ?=
 # HTTP unless ARGS picks a transport itself (--stdio, --transport ...).
 RUN_TRANSPORT = $(if $(filter --stdio --transport --transport=%,$(ARGS)),,--transport http)
 
-.PHONY: run test deps build build-asan build-tsan build-fuzz unit integration e2e bench fuzz clean format tidy
+.PHONY: run test deps build build-asan build-tsan build-fuzz unit integration e2e bench fuzz clean format tidy languages-table
 
 # Everything but the server goes to stderr: over stdio, stdout is the MCP channel.
 run:
@@ -45,6 +45,16 @@ build-tsan:
 
 bench: deps build
 	bench/run
+
+# The README's table of languages: runs tests/e2e/languages.test.mjs (every
+# language, real programs over MCP), then prints the table from what it ran
+# (build/languages.json); exits non-zero when a check failed.
+languages-table: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSANDCASTLE_BENCH=ON >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target sandcastle >&2
+	@SANDCASTLE_BIN=$(CURDIR)/$(BUILD)/sandcastle LANGUAGES_JSON=$(BUILD)/languages.json \
+	  node --test --test-reporter=dot tests/e2e/languages.test.mjs >&2; rc=$$?; \
+	  scripts/languages-table $(BUILD)/languages.json && exit $$rc
 
 # Real coverage-guided fuzzing with clang's libFuzzer, FUZZ_SECONDS per target
 # (every tests/fuzz/fuzz_<name>.cc); new inputs land in

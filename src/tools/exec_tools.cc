@@ -363,7 +363,7 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
   req.timeout = timeout;
   req.output.max_bytes = env.config.max_output_bytes;
   if (!(*lang)->compile.empty()) {
-    req.argv = expand_argv((*lang)->compile, dir, src, bin);
+    req.argv = expand_argv((*lang)->compile, dir, src, bin, use->spec().limits().memory_bytes);
     auto c = run(*use, req, ctx, "compile");
     if (!c.ok()) return error_result(c.error());
     if (c->reason != sandbox::EndReason::kExited || c->status() != 0) {
@@ -375,7 +375,7 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
       return res;
     }
   }
-  req.argv = expand_argv((*lang)->run, dir, src, bin);
+  req.argv = expand_argv((*lang)->run, dir, src, bin, use->spec().limits().memory_bytes);
   if (args.contains("stdin")) req.stdin_data = args["stdin"].get<std::string>();
   auto r = run(*use, req, ctx, "run");
   (void)use->sandbox().remove(dir, true);

@@ -1,6 +1,7 @@
 #include "sandbox/native/host_image.h"
 
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,7 +38,60 @@ bool is_dir(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// fontconfig's prebuilt cache is in the host's /var, which a sandbox lacks:
+// a copy beside the configuration and a conf.d entry naming it spare every
+// run the font scan (and, without a writable cache, its warnings on stderr).
+constexpr const char* kFontCacheConf =
+    "<?xml version=\"1.0\"?>\n<!DOCTYPE fontconfig SYSTEM \"urn:fontconfig:fonts.dtd\">\n"
+    "<fontconfig><cachedir>/etc/fonts/sandcastle-cache</cachedir></fontconfig>\n";
+
+Status copy_font_cache(const std::string& etc) {
+  if (!is_dir(etc + "/fonts/conf.d") || !is_dir("/var/cache/fontconfig")) return {};
+  const std::string dst = etc + "/fonts/sandcastle-cache";
+  std::uint64_t budget = 64ULL << 20;
+  if (auto st = copy_public_tree("/var/cache/fontconfig", dst, budget); !st) return st;
+  return write_file(etc + "/fonts/conf.d/00-sandcastle-cache.conf", kFontCacheConf);
+}
+
 }  // namespace
+
+Status copy_public_tree(const std::string& src, const std::string& dst, std::uint64_t& budget,
+                        int depth) {
+  constexpr std::uint64_t kMaxFile = 1 << 20;
+  constexpr int kMaxDepth = 8;
+  struct stat st {};
+  if (::lstat(src.c_str(), &st) != 0) return {};  // gone meanwhile: nothing to copy
+  if (S_ISLNK(st.st_mode)) {
+    char target[PATH_MAX];
+    ssize_t n = ::readlink(src.c_str(), target, sizeof target - 1);
+    if (n <= 0) return {};
+    target[n] = '\0';
+    if (::symlink(target, dst.c_str()) != 0) return Error::from_errno("symlink " + dst);
+    return {};
+  }
+  if (S_ISDIR(st.st_mode)) {
+    if ((st.st_mode & (S_IROTH | S_IXOTH)) != (S_IROTH | S_IXOTH) || depth >= kMaxDepth) return {};
+    if (::mkdir(dst.c_str(), 0755) != 0 || ::chmod(dst.c_str(), 0755) != 0)
+      return Error::from_errno("mkdir " + dst);
+    for (const auto& name : list_dir(src))
+      if (auto r = copy_public_tree(src + "/" + name, dst + "/" + name, budget, depth + 1); !r)
+        return r;
+    return {};
+  }
+  if (!S_ISREG(st.st_mode) || !(st.st_mode & S_IROTH)) return {};
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size > kMaxFile || size > budget) return {};
+  UniqueFd in(::open(src.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!in) return {};
+  std::string content;
+  char buf[16384];
+  ssize_t n;
+  while (content.size() <= kMaxFile && (n = ::read(in.get(), buf, sizeof buf)) > 0)
+    content.append(buf, static_cast<std::size_t>(n));
+  if (content.size() > kMaxFile || content.size() > budget) return {};  // grew since the stat
+  budget -= content.size();
+  return write_file(dst, content);
+}
 
 std::string runtime_parent() {
   if (::geteuid() == 0 && ::access("/run", W_OK) == 0) return "/run";
@@ -62,11 +116,15 @@ Result<RuntimeDirs> prepare_runtime_dirs() {
   // they belong to a uid no sandbox maps; unprivileged, the mount is read-only
   // and the mode stops even their owner).
   if (auto st = write_file(d.mask + "/file", ""); !st) return st.take_error();
-  if (::chmod((d.mask + "/file").c_str(), 0444) != 0 || ::chmod((d.mask + "/dir").c_str(), 0555) != 0)
+  if (::chmod((d.mask + "/file").c_str(), 0444) != 0 ||
+      ::chmod((d.mask + "/dir").c_str(), 0555) != 0)
     return Error::from_errno("chmod " + d.mask);
   const std::string& e = d.etc_template;
-  for (auto [name, content] : {std::pair{"passwd", kPasswd}, {"group", kGroup}, {"hosts", kHosts},
-                               {"resolv.conf", kResolv}, {"nsswitch.conf", kNsswitch},
+  for (auto [name, content] : {std::pair{"passwd", kPasswd},
+                               {"group", kGroup},
+                               {"hosts", kHosts},
+                               {"resolv.conf", kResolv},
+                               {"nsswitch.conf", kNsswitch},
                                {"hostname", "sandbox\n"}}) {
     if (auto st = write_file(e + "/" + name, content); !st) return st.take_error();
   }
@@ -78,6 +136,18 @@ Result<RuntimeDirs> prepare_runtime_dirs() {
   // Mount points for the parts of /etc that are bound from the host.
   for (const char* sub : {"ssl", "alternatives", "ca-certificates"})
     if (is_dir(std::string("/etc/") + sub)) ::mkdir((e + "/" + sub).c_str(), 0755);
+  // Toolchains' own configuration, copied once here so a sandbox pays no
+  // mount for it.
+  std::uint64_t budget = 16ULL << 20;
+  for (const auto& name : list_dir("/etc")) {
+    bool wanted = false;
+    for (const char* pattern : kHostEtcCopied)
+      wanted = wanted || ::fnmatch(pattern, name.c_str(), 0) == 0;
+    if (!wanted) continue;
+    if (auto st = copy_public_tree("/etc/" + name, e + "/" + name, budget); !st)
+      return st.take_error();
+  }
+  if (auto st = copy_font_cache(e); !st) return st.take_error();
   char target[PATH_MAX];
   ssize_t n = ::readlink("/etc/os-release", target, sizeof target - 1);
   if (n > 0) {
@@ -111,7 +181,8 @@ struct PlanBuilder {
 
 }  // namespace
 
-Status publish_shared_file(const RuntimeDirs& dirs, const std::string& name, std::string_view data) {
+Status publish_shared_file(const RuntimeDirs& dirs, const std::string& name,
+                           std::string_view data) {
   if (name.empty() || name.find('/') != std::string::npos || name[0] == '.')
     return Error::make(ErrorCode::kInvalidArgument, "shared file name: " + name);
   static std::atomic<std::uint64_t> serial{0};
@@ -146,7 +217,9 @@ std::vector<MountOp> host_image_base_plan(const RuntimeDirs& dirs) {
   std::vector<MountOp>& p = b.p;
   auto mkdir = [&](std::string dst, std::uint32_t mode = 0755) { b.mkdir(std::move(dst), mode); };
   auto bind = [&](std::string src, std::string dst) { b.bind(std::move(src), std::move(dst)); };
-  auto link = [&](std::string target, std::string dst) { b.link(std::move(target), std::move(dst)); };
+  auto link = [&](std::string target, std::string dst) {
+    b.link(std::move(target), std::move(dst));
+  };
 
   bind("/usr", "usr");
   // /bin, /lib, ... exactly as on the host: merged-/usr links stay links.
@@ -167,15 +240,16 @@ std::vector<MountOp> host_image_base_plan(const RuntimeDirs& dirs) {
   bind(etc_template, "etc");
   for (const char* sub : {"ssl", "alternatives", "ca-certificates"})
     if (is_dir(std::string("/etc/") + sub))
-      p.push_back(MountOp{MountKind::kBind, std::string("/etc/") + sub, std::string("etc/") + sub, 0, 0,
-                          false, ""});
+      p.push_back(MountOp{MountKind::kBind, std::string("/etc/") + sub, std::string("etc/") + sub,
+                          0, 0, false, ""});
 
   mkdir("proc");
   p.push_back(MountOp{MountKind::kProc, "", "proc", 0, 0, false, ""});
   // Right after the mount, by init in the user namespace that owns this
   // procfs: a command has no capability to undo them, and seccomp denies
   // mount and umount anyway.
-  for (const char* path : kProcMasked) p.push_back(MountOp{MountKind::kMask, dirs.mask, path, 0, 0, false, ""});
+  for (const char* path : kProcMasked)
+    p.push_back(MountOp{MountKind::kMask, dirs.mask, path, 0, 0, false, ""});
   for (const char* path : kProcReadOnly)
     p.push_back(MountOp{MountKind::kReadOnlyPath, "", path, 0, 0, false, ""});
 
@@ -187,8 +261,8 @@ std::vector<MountOp> host_image_base_plan(const RuntimeDirs& dirs) {
   mkdir("dev");
   p.push_back(MountOp{MountKind::kSubmount, "", "dev", 0, 0, true, "noexec"});
   for (const char* node : {"null", "zero", "full", "random", "urandom", "tty"})
-    p.push_back(MountOp{MountKind::kBindFile, std::string("/dev/") + node, std::string("dev/") + node,
-                        0, 0, true, ""});
+    p.push_back(MountOp{MountKind::kBindFile, std::string("/dev/") + node,
+                        std::string("dev/") + node, 0, 0, true, ""});
   mkdir("dev/pts");
   p.push_back(MountOp{MountKind::kDevpts, "", "dev/pts", 0, 0, false, ""});
   link("pts/ptmx", "dev/ptmx");

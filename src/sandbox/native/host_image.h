@@ -4,6 +4,7 @@
 // bind-mounts it, so creating a sandbox copies no files.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,24 @@ inline constexpr const char* kProcReadOnly[] = {"proc/bus", "proc/fs", "proc/irq
 std::vector<MountOp> host_image_spec_plan(const SandboxSpec& spec);
 // Both, in order.
 std::vector<MountOp> host_image_plan(const SandboxSpec& spec, const RuntimeDirs& dirs);
+
+// The host /etc entries (fnmatch patterns) copied into the template: package
+// configuration that toolchains read at start (the JDK's java.security,
+// fontconfig's fonts.conf, Debian's python and perl site files, mime.types,
+// services). Nothing that holds credentials (shadow, ssh, sudoers, gitconfig,
+// maven settings) and nothing from the host's identity (passwd, hosts).
+inline constexpr const char* kHostEtcCopied[] = {
+    "java-*-openjdk", "fonts",    "python3",   "python3.*", "perl",         "matplotlibrc",
+    "mime.types",     "services", "protocols", "rpc",       "locale.alias", "gai.conf",
+};
+
+// Copies `src` (a file, a symlink or a directory tree) to `dst`, keeping only
+// what every host user may read: world-readable regular files of at most
+// 1 MiB, symlinks as they are, world-searchable directories, at most 8 deep.
+// `budget` is the bytes of file content still allowed; an entry over it is
+// skipped. Other file types are skipped.
+Status copy_public_tree(const std::string& src, const std::string& dst, std::uint64_t& budget,
+                        int depth = 0);
 
 // Writes base/share/<name> by way of a temporary file and a rename.
 Status publish_shared_file(const RuntimeDirs& dirs, const std::string& name, std::string_view data);
