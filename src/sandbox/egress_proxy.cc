@@ -13,6 +13,9 @@
 #include <cctype>
 #include <charconv>
 #include <chrono>
+#include <tuple>
+
+#include "common/base64.h"
 
 namespace sandcastle::sandbox {
 
@@ -75,7 +78,7 @@ bool send_all(int fd, std::string_view data) {
 // credentials on) are dropped and "Connection: close" added. Whatever the
 // client sends next on a kept-alive connection would otherwise be relayed
 // as is: an absolute-form request the origin server may not take.
-std::string forward_head(const std::string& request_line, std::string_view fields) {
+std::string forward_head(const std::string& request_line, std::string_view fields, const std::string& extra = "") {
   std::string out = request_line + "\r\n";
   while (!fields.empty()) {
     auto eol = fields.find("\r\n");
@@ -87,7 +90,31 @@ std::string forward_head(const std::string& request_line, std::string_view field
       continue;
     out.append(field).append("\r\n");
   }
-  return out + "Connection: close\r\n\r\n";
+  return out + extra + "Connection: close\r\n\r\n";
+}
+
+std::string percent_decode(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    unsigned v = 0;
+    if (s[i] == '%' && i + 2 < s.size() &&
+        std::from_chars(s.data() + i + 1, s.data() + i + 3, v, 16).ptr == s.data() + i + 3) {
+      out.push_back(static_cast<char>(v));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+std::string authority(const std::string& host, uint16_t port) {
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+std::string plain_reply(const char* status, const std::string& body) {
+  return std::string("HTTP/1.1 ") + status + "\r\nContent-Type: text/plain\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
 }
 
 UniqueFd connect_to(const std::string& host, uint16_t port, int timeout_ms) {
@@ -131,11 +158,80 @@ Result<EgressRule> rule_from_url(const std::string& url) {
   return rule;
 }
 
-EgressProxy::EgressProxy(UniqueFd listener, std::vector<EgressRule> allow, EgressLimits limits)
+Result<UpstreamProxy> upstream_from_url(const std::string& raw) {
+  std::string url = raw.find("://") == std::string::npos ? "http://" + raw : raw;
+  if (lower(url.substr(0, 7)) != "http://")
+    return Error::make(ErrorCode::kInvalidArgument, "only http:// proxies are supported");
+  std::string rest = url.substr(7);
+  std::string auth_part = rest.substr(0, rest.find_first_of("/?#"));
+  UpstreamProxy p;
+  if (auto at = auth_part.rfind('@'); at != std::string::npos) {
+    p.authorization = "Basic " + base64_encode(percent_decode(auth_part.substr(0, at)));
+    auth_part = auth_part.substr(at + 1);
+  }
+  if (!split_host_port(auth_part, 80, p.host, p.port))
+    return Error::make(ErrorCode::kInvalidArgument, "cannot read host and port from the proxy URL");
+  return p;
+}
+
+UpstreamProxies UpstreamProxies::from_env(const std::function<const char*(const char*)>& getenv,
+                                          std::vector<std::string>* warnings) {
+  auto get = [&](const char* lower_name, const char* upper_name) {
+    const char* v = getenv(lower_name);
+    if (!v || !*v) v = getenv(upper_name);
+    return std::string(v ? v : "");
+  };
+  UpstreamProxies out;
+  for (auto [slot, lo, up] : {std::tuple{&out.https, "https_proxy", "HTTPS_PROXY"},
+                              std::tuple{&out.http, "http_proxy", "HTTP_PROXY"}}) {
+    std::string v = get(lo, up);
+    if (v.empty()) continue;
+    auto p = upstream_from_url(v);
+    if (p.ok()) {
+      *slot = *p;
+    } else if (warnings) {
+      // The value may hold credentials: only the variable is named.
+      warnings->push_back(std::string(up) + " is not used: " + p.error().message());
+    }
+  }
+  std::string list = get("no_proxy", "NO_PROXY");
+  for (size_t start = 0; start <= list.size();) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    std::string item = lower(list.substr(start, comma - start));
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) out.no_proxy.push_back(item);
+    start = comma + 1;
+  }
+  return out;
+}
+
+const UpstreamProxy* UpstreamProxies::route(bool tunnel, const std::string& host) const {
+  const std::optional<UpstreamProxy>& p = tunnel ? https : http;
+  if (!p) return nullptr;
+  const std::string h = lower(host);
+  for (std::string entry : no_proxy) {
+    if (entry == "*") return nullptr;
+    // "host:port" entries: the host part decides (the port is the index's own).
+    if (auto colon = entry.rfind(':'); colon != std::string::npos && entry.find(':') == colon)
+      entry = entry.substr(0, colon);
+    if (!entry.empty() && entry[0] == '.') entry = entry.substr(1);
+    if (entry.size() >= 2 && entry.front() == '[' && entry.back() == ']') entry = entry.substr(1, entry.size() - 2);
+    if (h == entry || (h.size() > entry.size() && h.compare(h.size() - entry.size(), entry.size(), entry) == 0 &&
+                       h[h.size() - entry.size() - 1] == '.'))
+      return nullptr;
+  }
+  return &*p;
+}
+
+EgressProxy::EgressProxy(UniqueFd listener, std::vector<EgressRule> allow, EgressLimits limits,
+                         UpstreamProxies upstream)
     : listener_(std::move(listener)),
       wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       allow_(std::move(allow)),
-      limits_(limits) {
+      limits_(limits),
+      upstream_(std::move(upstream)) {
   acceptor_ = std::thread([this] { accept_loop(); });
 }
 
@@ -162,6 +258,11 @@ bool EgressProxy::permits(const std::string& host, uint16_t port) const {
   const std::string h = lower(host);
   return std::any_of(allow_.begin(), allow_.end(),
                      [&](const EgressRule& r) { return r.host == h && r.port == port; });
+}
+
+std::string EgressProxy::last_denied() const {
+  std::lock_guard lock(mu_);
+  return last_denied_;
 }
 
 void EgressProxy::accept_loop() {
@@ -212,6 +313,7 @@ void EgressProxy::serve(UniqueFd client) {
   std::string host;
   uint16_t port = 0;
   std::string forward;  // bytes to send upstream first (absolute-form requests)
+  std::string fields;   // the request's header fields (absolute-form requests)
   bool tunnel = method == "CONNECT";
   if (tunnel) {
     if (!split_host_port(target, 443, host, port)) return;
@@ -227,12 +329,15 @@ void EgressProxy::serve(UniqueFd client) {
     std::string path = path_start == std::string::npos ? "/" : target.substr(path_start);
     const size_t fields_start = line.size() + 2;
     const size_t fields_end = std::max(fields_start, head_end - 2);  // up to the last field's CRLF
-    forward = forward_head(method + " " + path + " " + version,
-                           std::string_view(head).substr(fields_start, fields_end - fields_start)) +
-              head.substr(head_end);
+    fields = head.substr(fields_start, fields_end - fields_start);
+    forward = forward_head(method + " " + path + " " + version, fields) + head.substr(head_end);
   }
   if (!permits(host, port)) {
     ++denied_;
+    {
+      std::lock_guard lock(mu_);
+      last_denied_ = authority(host, port);
+    }
     spdlog::warn("egress proxy: denied {} {}:{}", method, host, port);
     std::string body = "sandcastle: network access to " + host + ":" + std::to_string(port) +
                        " is not allowed; only the configured package indexes are reachable\n";
@@ -240,14 +345,51 @@ void EgressProxy::serve(UniqueFd client) {
                                std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
     return;
   }
-  UniqueFd upstream = connect_to(host, port, limits_.handshake_timeout_ms);
+  const UpstreamProxy* via = upstream_.route(tunnel, host);
+  UniqueFd upstream = via ? connect_to(via->host, via->port, limits_.handshake_timeout_ms)
+                          : connect_to(host, port, limits_.handshake_timeout_ms);
   if (!upstream) {
-    send_all(client.get(), "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    send_all(client.get(), plain_reply("502 Bad Gateway", "sandcastle: cannot connect to " +
+                                                              (via ? "the host's proxy " + authority(via->host, via->port)
+                                                                   : authority(host, port)) + "\n"));
     return;
+  }
+  std::string early;  // bytes the host's proxy sent after its CONNECT reply
+  if (via && tunnel) {
+    std::string req = "CONNECT " + authority(host, port) + " HTTP/1.1\r\nHost: " + authority(host, port) + "\r\n" +
+                      (via->authorization.empty() ? "" : "Proxy-Authorization: " + via->authorization + "\r\n") +
+                      "\r\n";
+    std::string reply;
+    if (!send_all(upstream.get(), req)) return;
+    deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limits_.handshake_timeout_ms);
+    while (reply.find("\r\n\r\n") == std::string::npos) {
+      int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
+      if (left <= 0 || reply.size() > 16384 || !wait_readable(upstream.get(), wake_.get(), left)) break;
+      ssize_t n = ::recv(upstream.get(), buf, sizeof buf, 0);
+      if (n <= 0) break;
+      reply.append(buf, static_cast<size_t>(n));
+    }
+    auto end = reply.find("\r\n\r\n");
+    std::string status = reply.substr(0, std::min(reply.find("\r\n"), size_t{200}));
+    auto sp = status.find(' ');
+    if (end == std::string::npos || sp == std::string::npos || status.compare(sp + 1, 1, "2") != 0) {
+      spdlog::warn("egress proxy: the host's proxy refused CONNECT {}: {}", authority(host, port), status);
+      send_all(client.get(), plain_reply("502 Bad Gateway", "sandcastle: the host's proxy " +
+                                                                authority(via->host, via->port) + " refused CONNECT " +
+                                                                authority(host, port) + "\n"));
+      return;
+    }
+    early = reply.substr(end + 4);
+  } else if (via) {
+    // The host's proxy takes the absolute form, with its own credentials.
+    forward = forward_head(line, fields,
+                           via->authorization.empty() ? "" : "Proxy-Authorization: " + via->authorization + "\r\n") +
+              head.substr(head_end);
   }
   ++allowed_;
   if (tunnel) {
     if (!send_all(client.get(), "HTTP/1.1 200 Connection established\r\n\r\n")) return;
+    if (!early.empty() && !send_all(client.get(), early)) return;
     if (head.size() > head_end && !send_all(upstream.get(), head.substr(head_end))) return;
   } else if (!send_all(upstream.get(), forward)) {
     return;
