@@ -27,7 +27,8 @@ std::string lower(std::string s) {
 }
 
 // Splits "host:port" (host may be a [v6] literal); default_port when absent.
-bool split_host_port(const std::string& hp, uint16_t default_port, std::string& host, uint16_t& port) {
+bool split_host_port(const std::string& hp, uint16_t default_port, std::string& host,
+                     uint16_t& port) {
   std::string h = hp;
   std::string p;
   if (!h.empty() && h[0] == '[') {
@@ -78,7 +79,8 @@ bool send_all(int fd, std::string_view data) {
 // credentials on) are dropped and "Connection: close" added. Whatever the
 // client sends next on a kept-alive connection would otherwise be relayed
 // as is: an absolute-form request the origin server may not take.
-std::string forward_head(const std::string& request_line, std::string_view fields, const std::string& extra = "") {
+std::string forward_head(const std::string& request_line, std::string_view fields,
+                         const std::string& extra = "") {
   std::string out = request_line + "\r\n";
   while (!fields.empty()) {
     auto eol = fields.find("\r\n");
@@ -86,7 +88,8 @@ std::string forward_head(const std::string& request_line, std::string_view field
     fields.remove_prefix(eol == std::string_view::npos ? fields.size() : eol + 2);
     std::string name = lower(std::string(field.substr(0, field.find(':'))));
     while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.pop_back();
-    if (name == "connection" || name == "proxy-connection" || name == "keep-alive" || name == "proxy-authorization")
+    if (name == "connection" || name == "proxy-connection" || name == "keep-alive" ||
+        name == "proxy-authorization")
       continue;
     out.append(field).append("\r\n");
   }
@@ -109,12 +112,14 @@ std::string percent_decode(std::string_view s) {
 }
 
 std::string authority(const std::string& host, uint16_t port) {
-  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+         std::to_string(port);
 }
 
 std::string plain_reply(const char* status, const std::string& body) {
-  return std::string("HTTP/1.1 ") + status + "\r\nContent-Type: text/plain\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+  return std::string("HTTP/1.1 ") + status +
+         "\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\nConnection: close\r\n\r\n" + body;
 }
 
 UniqueFd connect_to(const std::string& host, uint16_t port, int timeout_ms) {
@@ -124,13 +129,15 @@ UniqueFd connect_to(const std::string& host, uint16_t port, int timeout_ms) {
   if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return {};
   UniqueFd out;
   for (addrinfo* a = res; a && !out; a = a->ai_next) {
-    UniqueFd s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
+    UniqueFd s(
+        ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
     if (!s) continue;
     if (::connect(s.get(), a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) continue;
     pollfd p{s.get(), POLLOUT, 0};
     int err = 0;
     socklen_t len = sizeof err;
-    if (::poll(&p, 1, timeout_ms) == 1 && getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
+    if (::poll(&p, 1, timeout_ms) == 1 &&
+        getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
       int flags = fcntl(s.get(), F_GETFL);
       fcntl(s.get(), F_SETFL, flags & ~O_NONBLOCK);
       out = std::move(s);
@@ -148,7 +155,9 @@ Result<EgressRule> rule_from_url(const std::string& url) {
     return Error::make(ErrorCode::kInvalidArgument, "not a URL (no scheme): " + url);
   std::string scheme = lower(url.substr(0, scheme_end));
   uint16_t def = scheme == "https" ? 443 : scheme == "http" ? 80 : 0;
-  if (def == 0) return Error::make(ErrorCode::kInvalidArgument, "only http and https URLs are supported: " + url);
+  if (def == 0)
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "only http and https URLs are supported: " + url);
   std::string rest = url.substr(scheme_end + 3);
   std::string authority = rest.substr(0, rest.find_first_of("/?#"));
   if (auto at = authority.rfind('@'); at != std::string::npos) authority = authority.substr(at + 1);
@@ -217,9 +226,11 @@ const UpstreamProxy* UpstreamProxies::route(bool tunnel, const std::string& host
     if (auto colon = entry.rfind(':'); colon != std::string::npos && entry.find(':') == colon)
       entry = entry.substr(0, colon);
     if (!entry.empty() && entry[0] == '.') entry = entry.substr(1);
-    if (entry.size() >= 2 && entry.front() == '[' && entry.back() == ']') entry = entry.substr(1, entry.size() - 2);
-    if (h == entry || (h.size() > entry.size() && h.compare(h.size() - entry.size(), entry.size(), entry) == 0 &&
-                       h[h.size() - entry.size() - 1] == '.'))
+    if (entry.size() >= 2 && entry.front() == '[' && entry.back() == ']')
+      entry = entry.substr(1, entry.size() - 2);
+    if (h == entry ||
+        (h.size() > entry.size() && h.compare(h.size() - entry.size(), entry.size(), entry) == 0 &&
+         h[h.size() - entry.size() - 1] == '.'))
       return nullptr;
   }
   return &*p;
@@ -235,7 +246,9 @@ EgressProxy::EgressProxy(UniqueFd listener, std::vector<EgressRule> allow, Egres
   acceptor_ = std::thread([this] { accept_loop(); });
 }
 
-EgressProxy::~EgressProxy() { stop(); }
+EgressProxy::~EgressProxy() {
+  stop();
+}
 
 void EgressProxy::stop() {
   if (stopping_.exchange(true)) {
@@ -277,7 +290,9 @@ void EgressProxy::accept_loop() {
     UniqueFd client(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!client) continue;
     if (active_.load() >= limits_.max_connections) {
-      send_all(client.get(), "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+      send_all(
+          client.get(),
+          "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
       continue;
     }
     ++active_;
@@ -293,9 +308,12 @@ void EgressProxy::serve(UniqueFd client) {
   // Read the request head (bounded in size and time).
   std::string head;
   char buf[16384];
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limits_.handshake_timeout_ms);
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(limits_.handshake_timeout_ms);
   while (head.find("\r\n\r\n") == std::string::npos) {
-    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
+    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    deadline - std::chrono::steady_clock::now())
+                                    .count());
     if (left <= 0 || head.size() > 16384 || !wait_readable(client.get(), wake_.get(), left)) return;
     ssize_t n = ::recv(client.get(), buf, sizeof buf, 0);
     if (n <= 0) return;
@@ -320,7 +338,8 @@ void EgressProxy::serve(UniqueFd client) {
   } else {
     auto r = rule_from_url(target);
     if (!r.ok() || target.rfind("http://", 0) != 0) {
-      send_all(client.get(), "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+      send_all(client.get(),
+               "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
       return;
     }
     host = r->host;
@@ -341,30 +360,40 @@ void EgressProxy::serve(UniqueFd client) {
     spdlog::warn("egress proxy: denied {} {}:{}", method, host, port);
     std::string body = "sandcastle: network access to " + host + ":" + std::to_string(port) +
                        " is not allowed; only the configured package indexes are reachable\n";
-    send_all(client.get(), "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: " +
-                               std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
+    send_all(client.get(),
+             "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: " +
+                 std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
     return;
   }
   const UpstreamProxy* via = upstream_.route(tunnel, host);
   UniqueFd upstream = via ? connect_to(via->host, via->port, limits_.handshake_timeout_ms)
                           : connect_to(host, port, limits_.handshake_timeout_ms);
   if (!upstream) {
-    send_all(client.get(), plain_reply("502 Bad Gateway", "sandcastle: cannot connect to " +
-                                                              (via ? "the host's proxy " + authority(via->host, via->port)
-                                                                   : authority(host, port)) + "\n"));
+    send_all(client.get(),
+             plain_reply("502 Bad Gateway",
+                         "sandcastle: cannot connect to " +
+                             (via ? "the host's proxy " + authority(via->host, via->port)
+                                  : authority(host, port)) +
+                             "\n"));
     return;
   }
   std::string early;  // bytes the host's proxy sent after its CONNECT reply
   if (via && tunnel) {
-    std::string req = "CONNECT " + authority(host, port) + " HTTP/1.1\r\nHost: " + authority(host, port) + "\r\n" +
-                      (via->authorization.empty() ? "" : "Proxy-Authorization: " + via->authorization + "\r\n") +
-                      "\r\n";
+    std::string req =
+        "CONNECT " + authority(host, port) + " HTTP/1.1\r\nHost: " + authority(host, port) +
+        "\r\n" +
+        (via->authorization.empty() ? "" : "Proxy-Authorization: " + via->authorization + "\r\n") +
+        "\r\n";
     std::string reply;
     if (!send_all(upstream.get(), req)) return;
-    deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limits_.handshake_timeout_ms);
+    deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(limits_.handshake_timeout_ms);
     while (reply.find("\r\n\r\n") == std::string::npos) {
-      int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
-      if (left <= 0 || reply.size() > 16384 || !wait_readable(upstream.get(), wake_.get(), left)) break;
+      int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      deadline - std::chrono::steady_clock::now())
+                                      .count());
+      if (left <= 0 || reply.size() > 16384 || !wait_readable(upstream.get(), wake_.get(), left))
+        break;
       ssize_t n = ::recv(upstream.get(), buf, sizeof buf, 0);
       if (n <= 0) break;
       reply.append(buf, static_cast<size_t>(n));
@@ -372,18 +401,23 @@ void EgressProxy::serve(UniqueFd client) {
     auto end = reply.find("\r\n\r\n");
     std::string status = reply.substr(0, std::min(reply.find("\r\n"), size_t{200}));
     auto sp = status.find(' ');
-    if (end == std::string::npos || sp == std::string::npos || status.compare(sp + 1, 1, "2") != 0) {
-      spdlog::warn("egress proxy: the host's proxy refused CONNECT {}: {}", authority(host, port), status);
-      send_all(client.get(), plain_reply("502 Bad Gateway", "sandcastle: the host's proxy " +
-                                                                authority(via->host, via->port) + " refused CONNECT " +
-                                                                authority(host, port) + "\n"));
+    if (end == std::string::npos || sp == std::string::npos ||
+        status.compare(sp + 1, 1, "2") != 0) {
+      spdlog::warn("egress proxy: the host's proxy refused CONNECT {}: {}", authority(host, port),
+                   status);
+      send_all(client.get(),
+               plain_reply("502 Bad Gateway",
+                           "sandcastle: the host's proxy " + authority(via->host, via->port) +
+                               " refused CONNECT " + authority(host, port) + "\n"));
       return;
     }
     early = reply.substr(end + 4);
   } else if (via) {
     // The host's proxy takes the absolute form, with its own credentials.
     forward = forward_head(line, fields,
-                           via->authorization.empty() ? "" : "Proxy-Authorization: " + via->authorization + "\r\n") +
+                           via->authorization.empty()
+                               ? ""
+                               : "Proxy-Authorization: " + via->authorization + "\r\n") +
               head.substr(head_end);
   }
   ++allowed_;
@@ -396,7 +430,8 @@ void EgressProxy::serve(UniqueFd client) {
   }
   // Relay both ways until either side closes, idles out, or the proxy stops.
   for (;;) {
-    pollfd p[3] = {{client.get(), POLLIN, 0}, {upstream.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+    pollfd p[3] = {
+        {client.get(), POLLIN, 0}, {upstream.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
     int n = ::poll(p, 3, limits_.idle_timeout_ms);
     if (n <= 0 || (p[2].revents & POLLIN)) return;
     for (int i = 0; i < 2; ++i) {

@@ -44,8 +44,10 @@ namespace {
 // looks like an option ("--index-url=...") or a path/URL is refused, so a
 // package name cannot redirect the installer.
 bool valid_spec(const std::string& manager, const std::string& spec) {
-  static const std::regex kPip(R"(^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?(\s*(==|>=|<=|~=|!=|<|>)\s*[A-Za-z0-9.*+!-]+(\s*,\s*(==|>=|<=|~=|!=|<|>)\s*[A-Za-z0-9.*+!-]+)*)?$)");
-  static const std::regex kNpm(R"(^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*(@[A-Za-z0-9.^~<>=*|+ -]+)?$)");
+  static const std::regex kPip(
+      R"(^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?(\s*(==|>=|<=|~=|!=|<|>)\s*[A-Za-z0-9.*+!-]+(\s*,\s*(==|>=|<=|~=|!=|<|>)\s*[A-Za-z0-9.*+!-]+)*)?$)");
+  static const std::regex kNpm(
+      R"(^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*(@[A-Za-z0-9.^~<>=*|+ -]+)?$)");
   if (spec.size() > 200) return false;
   return std::regex_match(spec, manager == "pip" ? kPip : kNpm);
 }
@@ -65,7 +67,9 @@ std::string base_name(const std::string& manager, const std::string& spec) {
 // installer's arguments before the listener exists.
 constexpr uint16_t kProxyPort = 3128;
 
-std::string tail(const std::string& s, size_t n) { return s.size() <= n ? s : "…" + s.substr(s.size() - n); }
+std::string tail(const std::string& s, size_t n) {
+  return s.size() <= n ? s : "…" + s.substr(s.size() - n);
+}
 
 // What the installer takes from the host: its CA files and its proxy.
 struct HostInstallerSettings {
@@ -80,7 +84,8 @@ constexpr size_t kMaxCaFileBytes = 4 * 1024 * 1024;
 std::string read_ca_file(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
   struct stat st {};
-  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) > kMaxCaFileBytes)
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<size_t>(st.st_size) > kMaxCaFileBytes)
     return {};
   std::string data(static_cast<size_t>(st.st_size), '\0');
   size_t got = 0;
@@ -99,7 +104,8 @@ const HostInstallerSettings& host_installer_settings() {
     HostInstallerSettings s;
     std::set<std::string> seen;
     std::vector<std::string> named;
-    for (const char* var : {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "NODE_EXTRA_CA_CERTS"}) {
+    for (const char* var :
+         {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "NODE_EXTRA_CA_CERTS"}) {
       const char* v = std::getenv(var);
       if (v && *v) named.emplace_back(v);
     }
@@ -112,8 +118,9 @@ const HostInstallerSettings& host_installer_settings() {
       if (!seen.insert(key).second) continue;
       std::string pem = read_ca_file(key);
       if (pem.empty()) {
-        spdlog::warn("package installs: CA file {} is not a readable PEM file of at most {} MiB; left out", path,
-                     kMaxCaFileBytes >> 20);
+        spdlog::warn(
+            "package installs: CA file {} is not a readable PEM file of at most {} MiB; left out",
+            path, kMaxCaFileBytes >> 20);
         continue;
       }
       s.ca_bundle += pem;
@@ -121,7 +128,8 @@ const HostInstallerSettings& host_installer_settings() {
       s.ca_sources.push_back(path);
     }
     std::vector<std::string> warnings;
-    s.proxies = sandbox::UpstreamProxies::from_env([](const char* n) { return std::getenv(n); }, &warnings);
+    s.proxies =
+        sandbox::UpstreamProxies::from_env([](const char* n) { return std::getenv(n); }, &warnings);
     for (const auto& w : warnings) spdlog::warn("package installs: {}", w);
     if (s.ca_sources.size() > 1 || (s.ca_sources.size() == 1 && named.size() == 1))
       spdlog::info("package installs trust the CA files {}", fmt::join(s.ca_sources, ", "));
@@ -138,15 +146,17 @@ std::atomic<uint64_t> g_install_counter{0};
 // The whole installer log, as a file in the sandbox (bounded: the exec keeps
 // at most 256 KiB of each stream). Returns its absolute path, or "" when it
 // could not be written (a full disk).
-std::string save_log(sandbox::Sandbox& sb, const std::string& manager, const std::vector<std::string>& argv,
-                     const sandbox::ExecResult& r, const std::string& outcome) {
+std::string save_log(sandbox::Sandbox& sb, const std::string& manager,
+                     const std::vector<std::string>& argv, const sandbox::ExecResult& r,
+                     const std::string& outcome) {
   const std::string path = std::string("/workspace/.sandcastle/logs/") + manager + "-install-" +
                            std::to_string(++g_install_counter) + ".log";
   std::string log = "$";
   for (const auto& a : argv) log += " " + a;
   log += "\n" + outcome + "\n";
-  for (auto [name, data, total, cut] : {std::tuple{"stdout", &r.stdout_data, r.stdout_total, r.stdout_truncated},
-                                        std::tuple{"stderr", &r.stderr_data, r.stderr_total, r.stderr_truncated}}) {
+  for (auto [name, data, total, cut] :
+       {std::tuple{"stdout", &r.stdout_data, r.stdout_total, r.stdout_truncated},
+        std::tuple{"stderr", &r.stderr_data, r.stderr_total, r.stderr_truncated}}) {
     log += std::string("\n----- ") + name + " (" + std::to_string(total) + " bytes" +
            (cut ? ", the middle left out" : "") + ") -----\n" + *data;
     if (!data->empty() && data->back() != '\n') log += '\n';
@@ -169,7 +179,8 @@ struct InstallJob {
 json run_install(ToolEnv& env, const InstallJob& job) {
   EntryUse use(job.entry);
   const HostInstallerSettings& host = host_installer_settings();
-  const std::string index = job.manager == "pip" ? env.config.pip_index_url : env.config.npm_registry;
+  const std::string index =
+      job.manager == "pip" ? env.config.pip_index_url : env.config.npm_registry;
   std::vector<sandbox::EgressRule> rules;
   for (const auto& url : job.manager == "pip" ? env.config.pip_hosts() : env.config.npm_hosts()) {
     auto r = sandbox::rule_from_url(url);
@@ -188,28 +199,48 @@ json run_install(ToolEnv& env, const InstallJob& job) {
   // configuration (--isolated).
   req.spec_env = false;
   req.cwd = "/";
-  req.env = {{"HTTP_PROXY", proxy_url}, {"HTTPS_PROXY", proxy_url}, {"http_proxy", proxy_url},
-             {"https_proxy", proxy_url}, {"HOME", "/tmp"}};
+  req.env = {{"HTTP_PROXY", proxy_url},
+             {"HTTPS_PROXY", proxy_url},
+             {"http_proxy", proxy_url},
+             {"https_proxy", proxy_url},
+             {"HOME", "/tmp"}};
   // The host's CA files, as one read-only bundle in the server's shared
   // directory (a sandbox cannot change what its installer trusts).
   std::string ca_path;
   if (!host.ca_bundle.empty()) {
     sandbox::Sandbox& sb = use->sandbox();
-    Status st = sb.has_shared(kCaBundleName) ? Status{} : sb.publish_shared(kCaBundleName, host.ca_bundle);
+    Status st =
+        sb.has_shared(kCaBundleName) ? Status{} : sb.publish_shared(kCaBundleName, host.ca_bundle);
     if (st.ok()) {
       ca_path = std::string(sandbox::kSharedDir) + "/" + kCaBundleName;
-      for (const char* var : {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "NODE_EXTRA_CA_CERTS"})
+      for (const char* var :
+           {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "NODE_EXTRA_CA_CERTS"})
         req.env[var] = ca_path;
     } else {
-      spdlog::warn("package installs: the host's CA bundle cannot be shared with sandbox {}: {}", use->id(),
-                   st.error().message());
+      spdlog::warn("package installs: the host's CA bundle cannot be shared with sandbox {}: {}",
+                   use->id(), st.error().message());
     }
   }
   if (job.manager == "pip") {
-    req.argv = {"/usr/bin/python3", "-I", "-m", "pip", "install", "--isolated", "--no-input",
-                "--disable-pip-version-check", "--no-warn-script-location", "--no-cache-dir", "--upgrade",
-                "--target", kPythonPackages, "--index-url", index, "--proxy", proxy_url};
-    if (!ca_path.empty()) req.argv.insert(req.argv.end(), {"--cert", ca_path});  // --isolated ignores PIP_CERT
+    req.argv = {"/usr/bin/python3",
+                "-I",
+                "-m",
+                "pip",
+                "install",
+                "--isolated",
+                "--no-input",
+                "--disable-pip-version-check",
+                "--no-warn-script-location",
+                "--no-cache-dir",
+                "--upgrade",
+                "--target",
+                kPythonPackages,
+                "--index-url",
+                index,
+                "--proxy",
+                proxy_url};
+    if (!ca_path.empty())
+      req.argv.insert(req.argv.end(), {"--cert", ca_path});  // --isolated ignores PIP_CERT
     if (index.rfind("http://", 0) == 0) {
       auto r = sandbox::rule_from_url(index);
       if (r.ok()) req.argv.insert(req.argv.end(), {"--trusted-host", r->host});
@@ -246,20 +277,23 @@ json run_install(ToolEnv& env, const InstallJob& job) {
     }
     return out;
   };
-  if (!r.ok()) return fail_all("installer_failed", "the installer could not run: " + r.error().message(), "");
+  if (!r.ok())
+    return fail_all("installer_failed", "the installer could not run: " + r.error().message(), "");
   if (r->reason == sandbox::EndReason::kTimeout)
     return fail_all("timeout",
-                    "timeout: the installer ran past its " + std::to_string(job.timeout.count() / 1000) +
+                    "timeout: the installer ran past its " +
+                        std::to_string(job.timeout.count() / 1000) +
                         " s timeout; retry with a larger timeout_s or fewer packages",
                     save_log(use->sandbox(), job.manager, req.argv, *r, "ended: timeout"));
   if (r->status() != 0) {
     const std::string denied = proxy ? proxy->last_denied() : std::string();
-    InstallDiagnosis d = diagnose_install(
-        {job.manager, r->status(), r->stdout_data, r->stderr_data, index, denied, !ca_path.empty()});
+    InstallDiagnosis d = diagnose_install({job.manager, r->status(), r->stdout_data, r->stderr_data,
+                                           index, denied, !ca_path.empty()});
     spdlog::info("install in sandbox {} failed: {}", use->id(), d.summary);
-    return fail_all(d.cause, d.summary,
-                    save_log(use->sandbox(), job.manager, req.argv, *r,
-                             "exit status " + std::to_string(r->status()) + "; cause: " + d.summary));
+    return fail_all(
+        d.cause, d.summary,
+        save_log(use->sandbox(), job.manager, req.argv, *r,
+                 "exit status " + std::to_string(r->status()) + "; cause: " + d.summary));
   }
   for (const auto& s : job.specs)
     use->set_package({base_name(job.manager, s), job.manager, PackageState::kSuccess, "", {}});
@@ -269,7 +303,9 @@ json run_install(ToolEnv& env, const InstallJob& job) {
 json packages_json(const SandboxEntry& e) {
   json out = json::array();
   for (const auto& p : e.packages()) {
-    json j{{"package", p.name}, {"manager", p.manager}, {"status", package_state_name(p.state)},
+    json j{{"package", p.name},
+           {"manager", p.manager},
+           {"status", package_state_name(p.state)},
            {"updated", iso_time(p.updated)}};
     if (!p.error.empty()) j["error"] = p.error;
     out.push_back(j);
@@ -282,36 +318,49 @@ json packages_json(const SandboxEntry& e) {
 std::vector<std::string> ToolConfig::pip_hosts() const {
   std::vector<std::string> hosts = {pip_index_url};
   // The public index serves files from a second host.
-  if (pip_index_url.find("pypi.org") != std::string::npos) hosts.push_back("https://files.pythonhosted.org");
+  if (pip_index_url.find("pypi.org") != std::string::npos)
+    hosts.push_back("https://files.pythonhosted.org");
   return hosts;
 }
 
-std::vector<std::string> ToolConfig::npm_hosts() const { return {npm_registry}; }
+std::vector<std::string> ToolConfig::npm_hosts() const {
+  return {npm_registry};
+}
 
 void register_package_tools(mcp::Server& server, ToolEnv& env) {
   (void)host_installer_settings();  // read (and reported) at start, not at the first install
   server.tools().add(
       {"install_packages", "Install packages",
-       "Installs Python (pip) or JavaScript (npm) packages into a sandbox; they stay importable for "
+       "Installs Python (pip) or JavaScript (npm) packages into a sandbox; they stay importable "
+       "for "
        "the sandbox's lifetime. Only the installer gets network access, and only to the configured "
        "package index. With wait=false it returns at once with status \"installing\"; poll "
        "check_package_installation_status.",
        json{{"type", "object"},
             {"properties",
              {{"sandbox_id", {{"type", "string"}, {"description", "Sandbox id or name."}}},
-              {"packages", {{"type", "array"}, {"items", {{"type", "string"}, {"minLength", 1}}},
-                            {"minItems", 1}, {"maxItems", 50},
-                            {"description", "Package names, optionally with versions (\"numpy>=1.26\", \"lodash@4\")."}}},
-              {"manager", {{"type", "string"}, {"enum", {"pip", "npm"}},
-                           {"description", "Default: pip for python sandboxes, npm for javascript."}}},
+              {"packages",
+               {{"type", "array"},
+                {"items", {{"type", "string"}, {"minLength", 1}}},
+                {"minItems", 1},
+                {"maxItems", 50},
+                {"description",
+                 "Package names, optionally with versions (\"numpy>=1.26\", \"lodash@4\")."}}},
+              {"manager",
+               {{"type", "string"},
+                {"enum", {"pip", "npm"}},
+                {"description", "Default: pip for python sandboxes, npm for javascript."}}},
               {"wait", {{"type", "boolean"}, {"default", true}}},
-              {"timeout_s", {{"type", "number"}, {"minimum", 1}, {"maximum", 3600}, {"default", 300}}}}},
+              {"timeout_s",
+               {{"type", "number"}, {"minimum", 1}, {"maximum", 3600}, {"default", 300}}}}},
             {"required", {"sandbox_id", "packages"}},
             {"additionalProperties", false}},
        json{{"type", "object"},
             {"properties", {{"status", {{"type", "string"}}}, {"packages", {{"type", "array"}}}}},
             {"required", {"status", "packages"}}},
-       json{{"readOnlyHint", false}, {"destructiveHint", false}, {"idempotentHint", true},
+       json{{"readOnlyHint", false},
+            {"destructiveHint", false},
+            {"idempotentHint", true},
             {"openWorldHint", true}},
        nullptr},
       [&env](const json& args, RequestContext& ctx) {
@@ -322,10 +371,15 @@ void register_package_tools(mcp::Server& server, ToolEnv& env) {
           auto lang = find_language((*e)->language());
           manager = lang.ok() ? (*lang)->package_manager : "";
           if (manager.empty())
-            return ToolResult::error("sandbox " + (*e)->id() + " runs " + (*e)->language() +
-                                     ", which has no package manager; pass manager \"pip\" or \"npm\"");
+            return ToolResult::error(
+                "sandbox " + (*e)->id() + " runs " + (*e)->language() +
+                ", which has no package manager; pass manager \"pip\" or \"npm\"");
         }
-        InstallJob job{*e, manager, {}, std::chrono::milliseconds(static_cast<int64_t>(args["timeout_s"].get<double>() * 1000))};
+        InstallJob job{*e,
+                       manager,
+                       {},
+                       std::chrono::milliseconds(
+                           static_cast<int64_t>(args["timeout_s"].get<double>() * 1000))};
         for (const auto& p : args["packages"]) {
           std::string spec = p.get<std::string>();
           if (!valid_spec(manager, spec))
@@ -337,8 +391,10 @@ void register_package_tools(mcp::Server& server, ToolEnv& env) {
           (*e)->set_package({base_name(manager, s), manager, PackageState::kInstalling, "", {}});
         if (!args["wait"].get<bool>()) {
           std::thread([&env, job] { run_install(env, job); }).detach();
-          return ToolResult::from_structured(json{{"status", "installing"}, {"packages", packages_json(**e)},
-                                                  {"hint", "poll check_package_installation_status"}});
+          return ToolResult::from_structured(
+              json{{"status", "installing"},
+                   {"packages", packages_json(**e)},
+                   {"hint", "poll check_package_installation_status"}});
         }
         json outcome = run_install(env, job);
         json out{{"status", outcome["status"]}, {"packages", packages_json(**e)}};
@@ -348,13 +404,15 @@ void register_package_tools(mcp::Server& server, ToolEnv& env) {
         // The cause first, in one line; then where the whole log is.
         std::string text = out["error"].get<std::string>();
         if (out.contains("log"))
-          text += "\nFull installer log: " + out["log"]["path"].get<std::string>() + " (read_file, or " +
-                  out["log"]["uri"].get<std::string>() + ")";
+          text += "\nFull installer log: " + out["log"]["path"].get<std::string>() +
+                  " (read_file, or " + out["log"]["uri"].get<std::string>() + ")";
         ToolResult r = ToolResult::error(text, out);
         r.content.push_back({{"type", "text"}, {"text", mcp::dump_message(out)}});
         if (out.contains("log") && ctx.protocol_version() >= "2025-06-18")
-          r.content.push_back({{"type", "resource_link"}, {"uri", out["log"]["uri"]},
-                               {"name", out["log"]["path"]}, {"mimeType", "text/plain"}});
+          r.content.push_back({{"type", "resource_link"},
+                               {"uri", out["log"]["uri"]},
+                               {"name", out["log"]["path"]},
+                               {"mimeType", "text/plain"}});
         return r;
       });
 
@@ -363,12 +421,12 @@ void register_package_tools(mcp::Server& server, ToolEnv& env) {
        "Reports packages installed into a sandbox: installing, success, failed (with the "
        "installer's error) or not_found. Without package, lists all.",
        json{{"type", "object"},
-            {"properties", {{"sandbox_id", {{"type", "string"}}},
-                            {"package", {{"type", "string"}, {"description", "Package name."}}}}},
+            {"properties",
+             {{"sandbox_id", {{"type", "string"}}},
+              {"package", {{"type", "string"}, {"description", "Package name."}}}}},
             {"required", {"sandbox_id"}},
             {"additionalProperties", false}},
-       json{{"type", "object"}},
-       json{{"readOnlyHint", true}, {"openWorldHint", false}}, nullptr},
+       json{{"type", "object"}}, json{{"readOnlyHint", true}, {"openWorldHint", false}}, nullptr},
       [&env](const json& args, RequestContext& ctx) {
         auto e = env.manager.get(args["sandbox_id"], owner_of(ctx));
         if (!e.ok()) return error_result(e.error());
@@ -378,12 +436,17 @@ void register_package_tools(mcp::Server& server, ToolEnv& env) {
         for (const auto& mgr : {"pip", "npm"}) {
           auto rec = (*e)->package(base_name(mgr, name));
           if (!rec) continue;
-          json j{{"package", rec->name}, {"manager", rec->manager}, {"status", package_state_name(rec->state)}};
+          json j{{"package", rec->name},
+                 {"manager", rec->manager},
+                 {"status", package_state_name(rec->state)}};
           if (!rec->error.empty()) j["error"] = rec->error;
           return ToolResult::from_structured(j);
         }
-        return ToolResult::from_structured(json{{"package", name}, {"status", "not_found"},
-            {"hint", "no install of this package was requested in this sandbox; call install_packages"}});
+        return ToolResult::from_structured(json{
+            {"package", name},
+            {"status", "not_found"},
+            {"hint",
+             "no install of this package was requested in this sandbox; call install_packages"}});
       });
 }
 
