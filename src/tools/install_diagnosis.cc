@@ -80,22 +80,20 @@ InstallDiagnosis make(const char* cause, std::string summary) {
 }  // namespace
 
 std::string one_line(std::string_view s, std::size_t max) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-    s.remove_suffix(1);
+  const bool cut = s.size() > max;
   std::string out;
   for (char c : s.substr(0, max)) {
     auto u = static_cast<unsigned char>(c);
     out.push_back(u < 0x20 || u == 0x7f ? ' ' : c);
   }
   // Never end inside a UTF-8 sequence.
-  if (s.size() > max) {
+  if (cut) {
     while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80) out.pop_back();
     if (!out.empty() && static_cast<unsigned char>(out.back()) >= 0xC0) out.pop_back();
-    out += "…";
   }
-  return out;
+  out.erase(0, out.find_first_not_of(' '));
+  out.erase(out.find_last_not_of(' ') + 1);
+  return cut ? out + "…" : out;
 }
 
 InstallDiagnosis diagnose_install(const InstallOutcome& o) {
