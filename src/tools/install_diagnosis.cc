@@ -96,10 +96,19 @@ std::string one_line(std::string_view s, std::size_t max) {
   return cut ? out + "…" : out;
 }
 
+std::string redact_url(std::string_view url) {
+  auto scheme = url.find("://");
+  if (scheme == std::string_view::npos) return std::string(url);
+  auto auth_end = url.find_first_of("/?#", scheme + 3);
+  auto at = url.substr(0, auth_end).rfind('@');
+  if (at == std::string_view::npos || at < scheme) return std::string(url);
+  return std::string(url.substr(0, scheme + 3)) + "***" + std::string(url.substr(at));
+}
+
 InstallDiagnosis diagnose_install(const InstallOutcome& o) {
   const Scan scan{{tail_of(o.stderr_data), tail_of(o.stdout_data)}};
   const bool pip = o.manager == "pip";
-  const std::string index(o.index);
+  const std::string index = redact_url(o.index);
   const char* ca_vars = pip ? "SSL_CERT_FILE or PIP_CERT" : "SSL_CERT_FILE or NODE_EXTRA_CA_CERTS";
 
   // The connection-level failures come first: pip reports each of them as

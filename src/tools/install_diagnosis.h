@@ -38,4 +38,8 @@ InstallDiagnosis diagnose_install(const InstallOutcome& outcome);
 // Printable, single-line, at most `max` bytes (an ellipsis marks a cut).
 std::string one_line(std::string_view s, std::size_t max);
 
+// A URL with its user:password part replaced by "***" (an index URL may
+// carry a token; messages and logs must not).
+std::string redact_url(std::string_view url);
+
 }  // namespace sandcastle::tools

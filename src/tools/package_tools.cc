@@ -152,7 +152,10 @@ std::string save_log(sandbox::Sandbox& sb, const std::string& manager,
   const std::string path = std::string("/workspace/.sandcastle/logs/") + manager + "-install-" +
                            std::to_string(++g_install_counter) + ".log";
   std::string log = "$";
-  for (const auto& a : argv) log += " " + a;
+  for (const auto& a : argv) {
+    log += ' ';
+    log += redact_url(a);
+  }
   log += "\n" + outcome + "\n";
   for (auto [name, data, total, cut] :
        {std::tuple{"stdout", &r.stdout_data, r.stdout_total, r.stdout_truncated},
@@ -332,10 +335,12 @@ void register_package_tools(mcp::Server& server, ToolEnv& env) {
   server.tools().add(
       {"install_packages", "Install packages",
        "Installs Python (pip) or JavaScript (npm) packages into a sandbox; they stay importable "
-       "for "
-       "the sandbox's lifetime. Only the installer gets network access, and only to the configured "
-       "package index. With wait=false it returns at once with status \"installing\"; poll "
-       "check_package_installation_status.",
+       "for the sandbox's lifetime. Only the installer gets network access, and only to the "
+       "configured package index. With wait=false it returns at once with status \"installing\"; "
+       "poll check_package_installation_status. A failure names its cause first (cause: "
+       "package_not_found, no_matching_version, build_failed, index_unreachable, "
+       "tls_verification_failed, blocked_by_policy, ...) and where the installer's whole log is "
+       "(log.path, a file in the sandbox).",
        json{{"type", "object"},
             {"properties",
              {{"sandbox_id", {{"type", "string"}, {"description", "Sandbox id or name."}}},
@@ -356,7 +361,12 @@ void register_package_tools(mcp::Server& server, ToolEnv& env) {
             {"required", {"sandbox_id", "packages"}},
             {"additionalProperties", false}},
        json{{"type", "object"},
-            {"properties", {{"status", {{"type", "string"}}}, {"packages", {{"type", "array"}}}}},
+            {"properties",
+             {{"status", {{"type", "string"}}},
+              {"packages", {{"type", "array"}}},
+              {"cause", {{"type", "string"}}},
+              {"error", {{"type", "string"}}},
+              {"log", {{"type", "object"}}}}},
             {"required", {"status", "packages"}}},
        json{{"readOnlyHint", false},
             {"destructiveHint", false},

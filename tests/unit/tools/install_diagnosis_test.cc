@@ -161,6 +161,17 @@ TEST(InstallDiagnosisTest, Npm) {
             "integrity_mismatch");
 }
 
+TEST(InstallDiagnosisTest, IndexCredentialsAreNeverQuoted) {
+  EXPECT_EQ(redact_url("https://user:tok3n@mirror.corp/simple/"),
+            "https://***@mirror.corp/simple/");
+  EXPECT_EQ(redact_url("https://mirror.corp/a@b/"), "https://mirror.corp/a@b/");
+  EXPECT_EQ(redact_url("--index-url"), "--index-url");
+  auto d = diagnose_install({"pip", 1, "", "ERROR: No matching distribution found for x\n",
+                             "https://user:tok3n@mirror.corp/simple/", "", false});
+  EXPECT_EQ(d.summary.find("tok3n"), std::string::npos) << d.summary;
+  EXPECT_NE(d.summary.find("https://***@mirror.corp/simple/"), std::string::npos) << d.summary;
+}
+
 TEST(InstallDiagnosisTest, UnknownFailureQuotesTheLastLines) {
   auto d = diagnose_install({"pip", 2, "", "one\ntwo\n\nthree\nfour\n\n", "x", "", false});
   EXPECT_EQ(d.cause, "installer_failed");
