@@ -278,6 +278,11 @@ std::string EgressProxy::last_denied() const {
   return last_denied_;
 }
 
+std::string EgressProxy::last_failure() const {
+  std::lock_guard lock(mu_);
+  return last_failure_;
+}
+
 void EgressProxy::accept_loop() {
   while (!stopping_) {
     pollfd p[2] = {{listener_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
@@ -368,13 +373,18 @@ void EgressProxy::serve(UniqueFd client) {
   const UpstreamProxy* via = upstream_.route(tunnel, host);
   UniqueFd upstream = via ? connect_to(via->host, via->port, limits_.handshake_timeout_ms)
                           : connect_to(host, port, limits_.handshake_timeout_ms);
+  // A connection that cannot be made: 502 to the installer, and the reason
+  // kept for the install's error message (installers do not show the body).
+  auto fail = [&](const std::string& why) {
+    {
+      std::lock_guard lock(mu_);
+      last_failure_ = why;
+    }
+    send_all(client.get(), plain_reply("502 Bad Gateway", "sandcastle: " + why + "\n"));
+  };
   if (!upstream) {
-    send_all(client.get(),
-             plain_reply("502 Bad Gateway",
-                         "sandcastle: cannot connect to " +
-                             (via ? "the host's proxy " + authority(via->host, via->port)
-                                  : authority(host, port)) +
-                             "\n"));
+    fail("cannot connect to " +
+         (via ? "the host's proxy " + authority(via->host, via->port) : authority(host, port)));
     return;
   }
   std::string early;  // bytes the host's proxy sent after its CONNECT reply
@@ -403,12 +413,10 @@ void EgressProxy::serve(UniqueFd client) {
     auto sp = status.find(' ');
     if (end == std::string::npos || sp == std::string::npos ||
         status.compare(sp + 1, 1, "2") != 0) {
-      spdlog::warn("egress proxy: the host's proxy refused CONNECT {}: {}", authority(host, port),
-                   status);
-      send_all(client.get(),
-               plain_reply("502 Bad Gateway",
-                           "sandcastle: the host's proxy " + authority(via->host, via->port) +
-                               " refused CONNECT " + authority(host, port) + "\n"));
+      for (auto& c : status)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+      fail("the host's proxy " + authority(via->host, via->port) + " refused CONNECT " +
+           authority(host, port) + (status.empty() ? "" : " (" + status + ")"));
       return;
     }
     early = reply.substr(end + 4);

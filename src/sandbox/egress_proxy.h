@@ -75,6 +75,8 @@ class EgressProxy {
   bool permits(const std::string& host, uint16_t port) const;
   // "host:port" of the last refused connection ("" if none).
   std::string last_denied() const;
+  // Why the last allowed connection could not be made ("" if none did fail).
+  std::string last_failure() const;
 
  private:
   void accept_loop();
@@ -91,6 +93,7 @@ class EgressProxy {
   mutable std::mutex mu_;
   std::vector<std::thread> workers_;
   std::string last_denied_;
+  std::string last_failure_;
   std::thread acceptor_;
 };
 

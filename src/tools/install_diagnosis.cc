@@ -167,6 +167,8 @@ InstallDiagnosis diagnose_install(const InstallOutcome& o) {
     std::string_view why = between(line, "Tunnel connection failed: ", "'");
     if (why.empty()) why = between(line, "Failed to establish a new connection: ", "'");
     if (why.empty()) why = pip ? line : npm_message(line);
+    if (!o.proxy_failure.empty())
+      why = o.proxy_failure;  // the server knows better than the installer
     return make("index_unreachable",
                 "index unreachable: " + index + " could not be reached from this host (" +
                     one_line(why, 160) +

@@ -290,8 +290,9 @@ json run_install(ToolEnv& env, const InstallJob& job) {
                     save_log(use->sandbox(), job.manager, req.argv, *r, "ended: timeout"));
   if (r->status() != 0) {
     const std::string denied = proxy ? proxy->last_denied() : std::string();
+    const std::string proxy_failure = proxy ? proxy->last_failure() : std::string();
     InstallDiagnosis d = diagnose_install({job.manager, r->status(), r->stdout_data, r->stderr_data,
-                                           index, denied, !ca_path.empty()});
+                                           index, denied, !ca_path.empty(), proxy_failure});
     spdlog::info("install in sandbox {} failed: {}", use->id(), d.summary);
     return fail_all(
         d.cause, d.summary,

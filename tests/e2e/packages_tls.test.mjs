@@ -132,12 +132,17 @@ describe('package installs from an index behind a private CA', () => {
     assert.equal(hostProxy.seen.length, before, 'NO_PROXY bypassed the host proxy');
   });
 
-  test('an index that does not answer: "index unreachable"', async () => {
+  test('an index that does not answer, a host proxy that does not: "index unreachable", and why', async () => {
     const port = await closedPort();
     const sc = await start({}, `https://127.0.0.1:${port}/simple/`);
     const py = await sc.create({ language: 'python' });
     const r = await sc.err('install_packages', { sandbox_id: py.sandbox_id, packages: ['sandcastle_demo'], timeout_s: 120 });
-    assert.match(r.text.split('\n')[0], new RegExp(`^index unreachable: https://127\\.0\\.0\\.1:${port}/simple/ could not be reached`), r.text);
+    assert.equal(r.text.split('\n')[0], `index unreachable: https://127.0.0.1:${port}/simple/ could not be reached from this host ` +
+      `(cannot connect to 127.0.0.1:${port}); check the index URL and the server's network and proxy settings (HTTPS_PROXY, NO_PROXY)`);
     assert.equal(r.sc.cause, 'index_unreachable');
+    const viaDead = await start({ HTTPS_PROXY: `http://127.0.0.1:${port}` });
+    const js = await viaDead.create({ language: 'javascript' });
+    const n = await viaDead.err('install_packages', { sandbox_id: js.sandbox_id, packages: ['sandcastle-demo'] });
+    assert.match(n.text.split('\n')[0], new RegExp(`^index unreachable: https://127\\.0\\.0\\.1:\\d+/npm/ could not be reached from this host \\(cannot connect to the host's proxy 127\\.0\\.0\\.1:${port}\\)`), n.text);
   });
 });

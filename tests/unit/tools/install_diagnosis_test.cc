@@ -13,11 +13,11 @@ namespace {
 
 InstallDiagnosis pip(const std::string& err, const std::string& out = "",
                      std::string_view denied = "", bool ca = false) {
-  return diagnose_install({"pip", 1, out, err, "https://pypi.example/simple/", denied, ca});
+  return diagnose_install({"pip", 1, out, err, "https://pypi.example/simple/", denied, ca, ""});
 }
 
 InstallDiagnosis npm(const std::string& err) {
-  return diagnose_install({"npm", 1, "", err, "https://registry.example/", "", false});
+  return diagnose_install({"npm", 1, "", err, "https://registry.example/", "", false, ""});
 }
 
 TEST(InstallDiagnosisTest, PipPackageNotFoundAndNoMatchingVersion) {
@@ -73,6 +73,16 @@ TEST(InstallDiagnosisTest, PipConnectionFailuresAreNotAMissingPackage) {
       "index unreachable: https://pypi.example/simple/ could not be reached from this host (502 "
       "Bad Gateway); "
       "check the index URL and the server's network and proxy settings (HTTPS_PROXY, NO_PROXY)");
+
+  // The egress proxy's own reason beats the installer's "502".
+  d = diagnose_install(
+      {"npm", 1, "", "npm error code E502\nnpm error 502 Bad Gateway - GET https://r/x\n",
+       "https://r/", "", false, "cannot connect to the host's proxy 10.0.0.1:3128"});
+  EXPECT_EQ(d.summary,
+            "index unreachable: https://r/ could not be reached from this host (cannot connect to "
+            "the host's "
+            "proxy 10.0.0.1:3128); check the index URL and the server's network and proxy settings "
+            "(HTTPS_PROXY, NO_PROXY)");
 
   d = pip(
       "WARNING: Retrying (Retry(total=0)) after connection broken by 'SSLError(SSLError(1, '[SSL: "
@@ -167,18 +177,18 @@ TEST(InstallDiagnosisTest, IndexCredentialsAreNeverQuoted) {
   EXPECT_EQ(redact_url("https://mirror.corp/a@b/"), "https://mirror.corp/a@b/");
   EXPECT_EQ(redact_url("--index-url"), "--index-url");
   auto d = diagnose_install({"pip", 1, "", "ERROR: No matching distribution found for x\n",
-                             "https://user:tok3n@mirror.corp/simple/", "", false});
+                             "https://user:tok3n@mirror.corp/simple/", "", false, ""});
   EXPECT_EQ(d.summary.find("tok3n"), std::string::npos) << d.summary;
   EXPECT_NE(d.summary.find("https://***@mirror.corp/simple/"), std::string::npos) << d.summary;
 }
 
 TEST(InstallDiagnosisTest, UnknownFailureQuotesTheLastLines) {
-  auto d = diagnose_install({"pip", 2, "", "one\ntwo\n\nthree\nfour\n\n", "x", "", false});
+  auto d = diagnose_install({"pip", 2, "", "one\ntwo\n\nthree\nfour\n\n", "x", "", false, ""});
   EXPECT_EQ(d.cause, "installer_failed");
   EXPECT_EQ(d.summary, "installer exited 2; last lines: two | three | four");
-  EXPECT_EQ(diagnose_install({"npm", 137, "", "", "x", "", false}).summary,
+  EXPECT_EQ(diagnose_install({"npm", 137, "", "", "x", "", false, ""}).summary,
             "installer exited 137; it printed nothing");
-  EXPECT_EQ(diagnose_install({"npm", 1, "only stdout\n", "", "x", "", false}).summary,
+  EXPECT_EQ(diagnose_install({"npm", 1, "only stdout\n", "", "x", "", false, ""}).summary,
             "installer exited 1; last lines: only stdout");
 }
 
@@ -191,7 +201,8 @@ TEST(InstallDiagnosisTest, HostileOutputIsBoundedAndPrintable) {
   EXPECT_EQ(d.cause, "no_matching_version");
   EXPECT_LT(d.summary.size(), 400u);
   EXPECT_EQ(d.summary.find('\x1b'), std::string::npos);
-  d = diagnose_install({"pip", 1, "", "\x1b]0;title\x07\r\nevil\x1b[2J line\n", "x", "", false});
+  d = diagnose_install(
+      {"pip", 1, "", "\x1b]0;title\x07\r\nevil\x1b[2J line\n", "x", "", false, ""});
   EXPECT_EQ(d.summary, "installer exited 1; last lines: ]0;title | evil [2J line");
   for (char c : d.summary) EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 || c == 0x7f);
   // A cause beyond the scanned tail is not seen: the fallback speaks.
