@@ -79,6 +79,9 @@ struct HostInstallerSettings {
 };
 
 constexpr const char* kCaBundleName = "installer-ca.pem";
+// npm's own node-gyp (its default for the node-gyp setting).
+constexpr const char* kNpmNodeGyp =
+    "/usr/lib/node_modules/npm/node_modules/node-gyp/bin/node-gyp.js";
 constexpr size_t kMaxCaFileBytes = 4 * 1024 * 1024;
 
 std::string read_ca_file(const std::string& path) {
@@ -254,7 +257,15 @@ json run_install(ToolEnv& env, const InstallJob& job) {
                 "--no-update-notifier", "--cache", "/tmp/.npm", "--loglevel", "error",
                 // npm's default back-off (10 s to 60 s) makes a failure that
                 // no retry mends (a refused certificate) take over a minute.
-                "--fetch-retry-mintimeout", "1000", "--fetch-retry-maxtimeout", "5000"};
+                "--fetch-retry-mintimeout", "1000", "--fetch-retry-maxtimeout", "5000",
+                // npm reads .npmrc from $HOME and from the prefix, both the
+                // sandbox's to write, and command-line settings win over
+                // both: none of its own, and every setting that names a
+                // program to run pinned.
+                "--userconfig", "/dev/null", "--script-shell", "/bin/sh",
+                "--node-options=", "--git", "git", "--shell", "/bin/sh"};
+    req.argv.insert(req.argv.end(),
+                    {"--node-gyp", ::access(kNpmNodeGyp, R_OK) == 0 ? kNpmNodeGyp : "/bin/false"});
   }
   req.argv.insert(req.argv.end(), job.specs.begin(), job.specs.end());
   // The proxy serves from the moment the sandbox hands over the listener

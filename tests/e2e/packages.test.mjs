@@ -236,8 +236,21 @@ describe('package installs through the egress proxy', () => {
     const { sandbox_id } = await sc.create({ language: 'javascript', env: { NODE_OPTIONS: '--require /workspace/plant/evil.js' } });
     await sc.ok('write_file', { sandbox_id, path: '/workspace/plant/evil.js',
       content: "if (process.argv.some((a) => a.includes('npm'))) require('fs').writeFileSync('/workspace/hijacked-node-options', '');\n" });
+    // npm reads .npmrc from $HOME (/tmp) and from the prefix, both the
+    // sandbox's to write: settings there that run programs must not apply.
+    await sc.ok('write_file', { sandbox_id, path: '/workspace/plant/shell.sh', executable: true,
+      content: '#!/bin/sh\n: > /workspace/hijacked-script-shell\nexec /bin/sh "$@"\n' });
+    // (npm ≥ 11 runs a registry package's install script only when allowed:
+    // the planted files allow them all, so that the script-shell matters.)
+    const npmrc = (tag) => 'dangerously-allow-all-scripts=true\n' +
+      'script-shell=/workspace/plant/shell.sh\nnode-options=--require /workspace/plant/evil.js\n' +
+      `node-gyp=/workspace/plant/shell.sh\ngit=/workspace/plant/shell.sh\n; ${tag}\n`;
+    await sc.ok('write_file', { sandbox_id, path: '/tmp/.npmrc', content: npmrc('home') });
+    await sc.ok('write_file', { sandbox_id, path: '/workspace/.sandcastle/node/.npmrc', content: npmrc('prefix') });
     const r = await sc.ok('install_packages', { sandbox_id, packages: ['sandcastle-demo'] });
     assert.equal(r.status, 'success', JSON.stringify(r));
+    // The package's own install script ran (under /bin/sh).
+    await sc.ok('read_file', { sandbox_id, path: '/workspace/.sandcastle/node/node_modules/sandcastle-demo/script-ran' });
     const check = await sc.ok('execute_code', { sandbox_id, code: 'console.log(require("fs").readdirSync("/workspace").filter((f) => f.startsWith("hijacked")))' });
     assert.equal(check.stdout, '[]\n');
   });
