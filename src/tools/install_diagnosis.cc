@@ -121,6 +121,7 @@ InstallDiagnosis diagnose_install(const InstallOutcome& o) {
                                   "self-signed certificate", "self signed certificate"});
       !line.empty()) {
     std::string_view why = between(line, "certificate verify failed: ", ")");
+    why = why.substr(0, why.find(" (_ssl"));  // OpenSSL's source line is noise here
     if (why.empty()) why = between(line, "code ", " ");
     if (why.empty()) why = npm_message(line);
     return make(
