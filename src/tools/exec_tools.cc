@@ -133,8 +133,8 @@ std::string format_seconds(std::chrono::milliseconds ms) {
 // is sent once: whole in structuredContent, and only its head and tail in the
 // text, with the number of bytes left out there. Clients that show the model
 // only the text (most do) still see both ends, where errors are.
-constexpr size_t kMirrorWhole = 16 * 1024;
-constexpr size_t kMirrorEnd = 4 * 1024;
+constexpr size_t kMirrorWhole = size_t{16} * 1024;
+constexpr size_t kMirrorEnd = size_t{4} * 1024;
 
 std::string utf8_head(const std::string& s, size_t n) {
   while (n > 0 && n < s.size() && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;

@@ -32,7 +32,7 @@ struct InstallOutcome {
 };
 
 // Bytes of each stream's tail that are scanned.
-inline constexpr std::size_t kDiagnosisScanBytes = 256 * 1024;
+inline constexpr std::size_t kDiagnosisScanBytes = std::size_t{256} * 1024;
 
 InstallDiagnosis diagnose_install(const InstallOutcome& outcome);
 

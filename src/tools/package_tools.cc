@@ -82,7 +82,7 @@ constexpr const char* kCaBundleName = "installer-ca.pem";
 // npm's own node-gyp (its default for the node-gyp setting).
 constexpr const char* kNpmNodeGyp =
     "/usr/lib/node_modules/npm/node_modules/node-gyp/bin/node-gyp.js";
-constexpr size_t kMaxCaFileBytes = 4 * 1024 * 1024;
+constexpr size_t kMaxCaFileBytes = size_t{4} * 1024 * 1024;
 
 std::string read_ca_file(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));

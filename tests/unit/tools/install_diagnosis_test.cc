@@ -194,7 +194,7 @@ TEST(InstallDiagnosisTest, UnknownFailureQuotesTheLastLines) {
 // Hostile output: escapes and newlines never reach the one line, quoted
 // parts are bounded, and only the tail is scanned.
 TEST(InstallDiagnosisTest, HostileOutputIsBoundedAndPrintable) {
-  std::string huge(100 * 1024, 'A');
+  std::string huge(std::size_t{100} * 1024, 'A');
   auto d = pip("ERROR: Could not find a version that satisfies the requirement \x1b[31m" + huge +
                " (from versions: 1.0)\n");
   EXPECT_EQ(d.cause, "no_matching_version");
