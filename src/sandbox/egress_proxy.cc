@@ -13,6 +13,9 @@
 #include <cctype>
 #include <charconv>
 #include <chrono>
+#include <tuple>
+
+#include "common/base64.h"
 
 namespace sandcastle::sandbox {
 
@@ -24,7 +27,8 @@ std::string lower(std::string s) {
 }
 
 // Splits "host:port" (host may be a [v6] literal); default_port when absent.
-bool split_host_port(const std::string& hp, uint16_t default_port, std::string& host, uint16_t& port) {
+bool split_host_port(const std::string& hp, uint16_t default_port, std::string& host,
+                     uint16_t& port) {
   std::string h = hp;
   std::string p;
   if (!h.empty() && h[0] == '[') {
@@ -75,7 +79,8 @@ bool send_all(int fd, std::string_view data) {
 // credentials on) are dropped and "Connection: close" added. Whatever the
 // client sends next on a kept-alive connection would otherwise be relayed
 // as is: an absolute-form request the origin server may not take.
-std::string forward_head(const std::string& request_line, std::string_view fields) {
+std::string forward_head(const std::string& request_line, std::string_view fields,
+                         const std::string& extra = "") {
   std::string out = request_line + "\r\n";
   while (!fields.empty()) {
     auto eol = fields.find("\r\n");
@@ -83,11 +88,38 @@ std::string forward_head(const std::string& request_line, std::string_view field
     fields.remove_prefix(eol == std::string_view::npos ? fields.size() : eol + 2);
     std::string name = lower(std::string(field.substr(0, field.find(':'))));
     while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.pop_back();
-    if (name == "connection" || name == "proxy-connection" || name == "keep-alive" || name == "proxy-authorization")
+    if (name == "connection" || name == "proxy-connection" || name == "keep-alive" ||
+        name == "proxy-authorization")
       continue;
     out.append(field).append("\r\n");
   }
-  return out + "Connection: close\r\n\r\n";
+  return out + extra + "Connection: close\r\n\r\n";
+}
+
+std::string percent_decode(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    unsigned v = 0;
+    if (s[i] == '%' && i + 2 < s.size() &&
+        std::from_chars(s.data() + i + 1, s.data() + i + 3, v, 16).ptr == s.data() + i + 3) {
+      out.push_back(static_cast<char>(v));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+std::string authority(const std::string& host, uint16_t port) {
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+         std::to_string(port);
+}
+
+std::string plain_reply(const char* status, const std::string& body) {
+  return std::string("HTTP/1.1 ") + status +
+         "\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\nConnection: close\r\n\r\n" + body;
 }
 
 UniqueFd connect_to(const std::string& host, uint16_t port, int timeout_ms) {
@@ -97,13 +129,15 @@ UniqueFd connect_to(const std::string& host, uint16_t port, int timeout_ms) {
   if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return {};
   UniqueFd out;
   for (addrinfo* a = res; a && !out; a = a->ai_next) {
-    UniqueFd s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
+    UniqueFd s(
+        ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
     if (!s) continue;
     if (::connect(s.get(), a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) continue;
     pollfd p{s.get(), POLLOUT, 0};
     int err = 0;
     socklen_t len = sizeof err;
-    if (::poll(&p, 1, timeout_ms) == 1 && getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
+    if (::poll(&p, 1, timeout_ms) == 1 &&
+        getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
       int flags = fcntl(s.get(), F_GETFL);
       fcntl(s.get(), F_SETFL, flags & ~O_NONBLOCK);
       out = std::move(s);
@@ -121,7 +155,9 @@ Result<EgressRule> rule_from_url(const std::string& url) {
     return Error::make(ErrorCode::kInvalidArgument, "not a URL (no scheme): " + url);
   std::string scheme = lower(url.substr(0, scheme_end));
   uint16_t def = scheme == "https" ? 443 : scheme == "http" ? 80 : 0;
-  if (def == 0) return Error::make(ErrorCode::kInvalidArgument, "only http and https URLs are supported: " + url);
+  if (def == 0)
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "only http and https URLs are supported: " + url);
   std::string rest = url.substr(scheme_end + 3);
   std::string authority = rest.substr(0, rest.find_first_of("/?#"));
   if (auto at = authority.rfind('@'); at != std::string::npos) authority = authority.substr(at + 1);
@@ -131,15 +167,88 @@ Result<EgressRule> rule_from_url(const std::string& url) {
   return rule;
 }
 
-EgressProxy::EgressProxy(UniqueFd listener, std::vector<EgressRule> allow, EgressLimits limits)
+Result<UpstreamProxy> upstream_from_url(const std::string& raw) {
+  std::string url = raw.find("://") == std::string::npos ? "http://" + raw : raw;
+  if (lower(url.substr(0, 7)) != "http://")
+    return Error::make(ErrorCode::kInvalidArgument, "only http:// proxies are supported");
+  std::string rest = url.substr(7);
+  std::string auth_part = rest.substr(0, rest.find_first_of("/?#"));
+  UpstreamProxy p;
+  if (auto at = auth_part.rfind('@'); at != std::string::npos) {
+    p.authorization = "Basic " + base64_encode(percent_decode(auth_part.substr(0, at)));
+    auth_part = auth_part.substr(at + 1);
+  }
+  if (!split_host_port(auth_part, 80, p.host, p.port))
+    return Error::make(ErrorCode::kInvalidArgument, "cannot read host and port from the proxy URL");
+  return p;
+}
+
+UpstreamProxies UpstreamProxies::from_env(const std::function<const char*(const char*)>& getenv,
+                                          std::vector<std::string>* warnings) {
+  auto get = [&](const char* lower_name, const char* upper_name) {
+    const char* v = getenv(lower_name);
+    if (!v || !*v) v = getenv(upper_name);
+    return std::string(v ? v : "");
+  };
+  UpstreamProxies out;
+  for (auto [slot, lo, up] : {std::tuple{&out.https, "https_proxy", "HTTPS_PROXY"},
+                              std::tuple{&out.http, "http_proxy", "HTTP_PROXY"}}) {
+    std::string v = get(lo, up);
+    if (v.empty()) continue;
+    auto p = upstream_from_url(v);
+    if (p.ok()) {
+      *slot = *p;
+    } else if (warnings) {
+      // The value may hold credentials: only the variable is named.
+      warnings->push_back(std::string(up) + " is not used: " + p.error().message());
+    }
+  }
+  std::string list = get("no_proxy", "NO_PROXY");
+  for (size_t start = 0; start <= list.size();) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    std::string item = lower(list.substr(start, comma - start));
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) out.no_proxy.push_back(item);
+    start = comma + 1;
+  }
+  return out;
+}
+
+const UpstreamProxy* UpstreamProxies::route(bool tunnel, const std::string& host) const {
+  const std::optional<UpstreamProxy>& p = tunnel ? https : http;
+  if (!p) return nullptr;
+  const std::string h = lower(host);
+  for (std::string entry : no_proxy) {
+    if (entry == "*") return nullptr;
+    // "host:port" entries: the host part decides (the port is the index's own).
+    if (auto colon = entry.rfind(':'); colon != std::string::npos && entry.find(':') == colon)
+      entry = entry.substr(0, colon);
+    if (!entry.empty() && entry[0] == '.') entry = entry.substr(1);
+    if (entry.size() >= 2 && entry.front() == '[' && entry.back() == ']')
+      entry = entry.substr(1, entry.size() - 2);
+    if (h == entry ||
+        (h.size() > entry.size() && h.compare(h.size() - entry.size(), entry.size(), entry) == 0 &&
+         h[h.size() - entry.size() - 1] == '.'))
+      return nullptr;
+  }
+  return &*p;
+}
+
+EgressProxy::EgressProxy(UniqueFd listener, std::vector<EgressRule> allow, EgressLimits limits,
+                         UpstreamProxies upstream)
     : listener_(std::move(listener)),
       wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       allow_(std::move(allow)),
-      limits_(limits) {
+      limits_(limits),
+      upstream_(std::move(upstream)) {
   acceptor_ = std::thread([this] { accept_loop(); });
 }
 
-EgressProxy::~EgressProxy() { stop(); }
+EgressProxy::~EgressProxy() {
+  stop();
+}
 
 void EgressProxy::stop() {
   if (stopping_.exchange(true)) {
@@ -164,6 +273,16 @@ bool EgressProxy::permits(const std::string& host, uint16_t port) const {
                      [&](const EgressRule& r) { return r.host == h && r.port == port; });
 }
 
+std::string EgressProxy::last_denied() const {
+  std::lock_guard lock(mu_);
+  return last_denied_;
+}
+
+std::string EgressProxy::last_failure() const {
+  std::lock_guard lock(mu_);
+  return last_failure_;
+}
+
 void EgressProxy::accept_loop() {
   while (!stopping_) {
     pollfd p[2] = {{listener_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
@@ -176,7 +295,9 @@ void EgressProxy::accept_loop() {
     UniqueFd client(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!client) continue;
     if (active_.load() >= limits_.max_connections) {
-      send_all(client.get(), "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+      send_all(
+          client.get(),
+          "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
       continue;
     }
     ++active_;
@@ -192,9 +313,12 @@ void EgressProxy::serve(UniqueFd client) {
   // Read the request head (bounded in size and time).
   std::string head;
   char buf[16384];
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limits_.handshake_timeout_ms);
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(limits_.handshake_timeout_ms);
   while (head.find("\r\n\r\n") == std::string::npos) {
-    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
+    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    deadline - std::chrono::steady_clock::now())
+                                    .count());
     if (left <= 0 || head.size() > 16384 || !wait_readable(client.get(), wake_.get(), left)) return;
     ssize_t n = ::recv(client.get(), buf, sizeof buf, 0);
     if (n <= 0) return;
@@ -212,13 +336,15 @@ void EgressProxy::serve(UniqueFd client) {
   std::string host;
   uint16_t port = 0;
   std::string forward;  // bytes to send upstream first (absolute-form requests)
+  std::string fields;   // the request's header fields (absolute-form requests)
   bool tunnel = method == "CONNECT";
   if (tunnel) {
     if (!split_host_port(target, 443, host, port)) return;
   } else {
     auto r = rule_from_url(target);
     if (!r.ok() || target.rfind("http://", 0) != 0) {
-      send_all(client.get(), "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+      send_all(client.get(),
+               "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
       return;
     }
     host = r->host;
@@ -227,34 +353,93 @@ void EgressProxy::serve(UniqueFd client) {
     std::string path = path_start == std::string::npos ? "/" : target.substr(path_start);
     const size_t fields_start = line.size() + 2;
     const size_t fields_end = std::max(fields_start, head_end - 2);  // up to the last field's CRLF
-    forward = forward_head(method + " " + path + " " + version,
-                           std::string_view(head).substr(fields_start, fields_end - fields_start)) +
-              head.substr(head_end);
+    fields = head.substr(fields_start, fields_end - fields_start);
+    forward = forward_head(method + " " + path + " " + version, fields) + head.substr(head_end);
   }
   if (!permits(host, port)) {
     ++denied_;
+    {
+      std::lock_guard lock(mu_);
+      last_denied_ = authority(host, port);
+    }
     spdlog::warn("egress proxy: denied {} {}:{}", method, host, port);
     std::string body = "sandcastle: network access to " + host + ":" + std::to_string(port) +
                        " is not allowed; only the configured package indexes are reachable\n";
-    send_all(client.get(), "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: " +
-                               std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
+    send_all(client.get(),
+             "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: " +
+                 std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
     return;
   }
-  UniqueFd upstream = connect_to(host, port, limits_.handshake_timeout_ms);
+  const UpstreamProxy* via = upstream_.route(tunnel, host);
+  UniqueFd upstream = via ? connect_to(via->host, via->port, limits_.handshake_timeout_ms)
+                          : connect_to(host, port, limits_.handshake_timeout_ms);
+  // A connection that cannot be made: 502 to the installer, and the reason
+  // kept for the install's error message (installers do not show the body).
+  auto fail = [&](const std::string& why) {
+    {
+      std::lock_guard lock(mu_);
+      last_failure_ = why;
+    }
+    send_all(client.get(), plain_reply("502 Bad Gateway", "sandcastle: " + why + "\n"));
+  };
   if (!upstream) {
-    send_all(client.get(), "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    fail("cannot connect to " +
+         (via ? "the host's proxy " + authority(via->host, via->port) : authority(host, port)));
     return;
+  }
+  std::string early;  // bytes the host's proxy sent after its CONNECT reply
+  if (via && tunnel) {
+    std::string req =
+        "CONNECT " + authority(host, port) + " HTTP/1.1\r\nHost: " + authority(host, port) +
+        "\r\n" +
+        (via->authorization.empty() ? "" : "Proxy-Authorization: " + via->authorization + "\r\n") +
+        "\r\n";
+    std::string reply;
+    if (!send_all(upstream.get(), req)) return;
+    deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(limits_.handshake_timeout_ms);
+    while (reply.find("\r\n\r\n") == std::string::npos) {
+      int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      deadline - std::chrono::steady_clock::now())
+                                      .count());
+      if (left <= 0 || reply.size() > 16384 || !wait_readable(upstream.get(), wake_.get(), left))
+        break;
+      ssize_t n = ::recv(upstream.get(), buf, sizeof buf, 0);
+      if (n <= 0) break;
+      reply.append(buf, static_cast<size_t>(n));
+    }
+    auto end = reply.find("\r\n\r\n");
+    std::string status = reply.substr(0, std::min(reply.find("\r\n"), size_t{200}));
+    auto sp = status.find(' ');
+    if (end == std::string::npos || sp == std::string::npos ||
+        status.compare(sp + 1, 1, "2") != 0) {
+      for (auto& c : status)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+      fail("the host's proxy " + authority(via->host, via->port) + " refused CONNECT " +
+           authority(host, port) + (status.empty() ? "" : " (" + status + ")"));
+      return;
+    }
+    early = reply.substr(end + 4);
+  } else if (via) {
+    // The host's proxy takes the absolute form, with its own credentials.
+    forward = forward_head(line, fields,
+                           via->authorization.empty()
+                               ? ""
+                               : "Proxy-Authorization: " + via->authorization + "\r\n") +
+              head.substr(head_end);
   }
   ++allowed_;
   if (tunnel) {
     if (!send_all(client.get(), "HTTP/1.1 200 Connection established\r\n\r\n")) return;
+    if (!early.empty() && !send_all(client.get(), early)) return;
     if (head.size() > head_end && !send_all(upstream.get(), head.substr(head_end))) return;
   } else if (!send_all(upstream.get(), forward)) {
     return;
   }
   // Relay both ways until either side closes, idles out, or the proxy stops.
   for (;;) {
-    pollfd p[3] = {{client.get(), POLLIN, 0}, {upstream.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+    pollfd p[3] = {
+        {client.get(), POLLIN, 0}, {upstream.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
     int n = ::poll(p, 3, limits_.idle_timeout_ms);
     if (n <= 0 || (p[2].revents & POLLIN)) return;
     for (int i = 0; i < 2; ++i) {

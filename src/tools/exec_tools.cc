@@ -128,6 +128,47 @@ std::string format_seconds(std::chrono::milliseconds ms) {
   return buf;
 }
 
+// The text block that mirrors a run's structured result. Output up to
+// kMirrorWhole bytes is mirrored whole (clients read either). Larger output
+// is sent once: whole in structuredContent, and only its head and tail in the
+// text, with the number of bytes left out there. Clients that show the model
+// only the text (most do) still see both ends, where errors are.
+constexpr size_t kMirrorWhole = size_t{16} * 1024;
+constexpr size_t kMirrorEnd = size_t{4} * 1024;
+
+std::string utf8_head(const std::string& s, size_t n) {
+  while (n > 0 && n < s.size() && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
+std::string utf8_tail(const std::string& s, size_t n) {
+  size_t from = s.size() - n;
+  while (from < s.size() && (static_cast<unsigned char>(s[from]) & 0xC0) == 0x80) ++from;
+  return s.substr(from);
+}
+
+std::string text_mirror(const json& out) {
+  auto size_of = [&](const char* k) { return out.contains(k) ? out[k].get_ref<const std::string&>().size() : 0; };
+  if (size_of("stdout") + size_of("stderr") <= kMirrorWhole) return mcp::dump_message(out);
+  json brief = out;
+  std::string note;
+  for (const char* k : {"stdout", "stderr"}) {
+    const std::string& s = out[k].get_ref<const std::string&>();
+    if (s.size() <= 2 * kMirrorEnd) continue;
+    std::string head = utf8_head(s, kMirrorEnd);
+    std::string tail = utf8_tail(s, kMirrorEnd);
+    const size_t left_out = s.size() - head.size() - tail.size();
+    brief[k] = head + "\n[… " + std::to_string(left_out) + " bytes of " + k + " not repeated here …]\n" + tail;
+    note += std::string(note.empty() ? "" : "; ") + k + ": " + std::to_string(left_out) + " of " +
+            std::to_string(s.size()) + " bytes";
+  }
+  brief["text_excerpt"] = "this text shows the head and tail of large output (" + note +
+                          " left out); the whole output is in the result's structuredContent. Without "
+                          "it, write the output to a file in /workspace and read it with read_file "
+                          "(offset, length).";
+  return mcp::dump_message(brief);
+}
+
 // Turns an exec outcome into the tool result: a run that ended on its own is
 // a success whatever its exit code; timeouts and OOM kills are errors the
 // model must act on.
@@ -144,7 +185,9 @@ ToolResult finish(json out, const sandbox::ExecResult& r, std::chrono::milliseco
     default:
       break;
   }
-  ToolResult res = ToolResult::from_structured(out);
+  ToolResult res;
+  res.content.push_back({{"type", "text"}, {"text", text_mirror(out)}});
+  res.structured = std::move(out);
   res.is_error = r.reason == sandbox::EndReason::kTimeout || r.reason == sandbox::EndReason::kOutOfMemory;
   return res;
 }
@@ -301,7 +344,7 @@ ToolResult execute_in_kernel(ToolEnv& env, EntryUse& use, KernelLanguage lang, c
                                     : "");
       break;
   }
-  res.content[0] = {{"type", "text"}, {"text", mcp::dump_message(out)}};
+  res.content[0] = {{"type", "text"}, {"text", text_mirror(out)}};
   res.structured = std::move(out);
   res.is_error = c.end == CellEnd::kTimeout || c.end == CellEnd::kKernelDied;
   add_resource_links(res, res.structured["files_created"], ctx);

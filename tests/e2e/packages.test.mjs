@@ -110,15 +110,50 @@ describe('package installs through the egress proxy', () => {
     assert.equal(run.stdout, 'hello node from the local registry\n');
   });
 
-  test('a missing package fails with the installer\'s own error', async () => {
-    const { sandbox_id } = await sc.create({ language: 'python' });
-    const r = await sc.err('install_packages', { sandbox_id, packages: ['no_such_package_xyz'] });
-    assert.match(r.text, /No matching distribution|Could not find a version/);
+  // Each failure: the cause first, in one line; the installer's whole log
+  // as a file in the sandbox (read_file, resources/read, a resource link).
+  const failure = async (language, spec) => {
+    const { sandbox_id } = await sc.create({ language });
+    const r = await sc.err('install_packages', { sandbox_id, packages: [spec] });
+    return { sandbox_id, r, first: r.text.split('\n')[0] };
+  };
+
+  test('a missing package: "package not found", the whole log as a file', async () => {
+    const { sandbox_id, r, first } = await failure('python', 'no_such_package_xyz');
+    assert.equal(first, `package not found: no_such_package_xyz is not on the index http://127.0.0.1:${gate.port}/simple/; check the name's spelling`);
+    assert.equal(r.sc.cause, 'package_not_found');
+    assert.match(r.sc.log.path, /^\/workspace\/\.sandcastle\/logs\/pip-install-\d+\.log$/);
+    assert.match(r.text.split('\n')[1], /^Full installer log: \/workspace\/\.sandcastle\/logs\/pip-install-\d+\.log \(read_file, or sandbox:\/\//);
+    const link = r.raw.content.find((c) => c.type === 'resource_link');
+    assert.equal(link?.uri, r.sc.log.uri);
+    const log = await sc.ok('read_file', { sandbox_id, path: r.sc.log.path });
+    assert.match(log.content, /No matching distribution found for no_such_package_xyz/);
+    assert.match(log.content, /^\$ \/usr\/bin\/python3 -I -m pip install /);
+    const res = await sc.client.readResource({ uri: r.sc.log.uri });
+    assert.match(res.contents[0].text, /No matching distribution found for no_such_package_xyz/);
     const st = await sc.ok('check_package_installation_status', { sandbox_id, package: 'no_such_package_xyz' });
     assert.equal(st.status, 'failed');
-    assert.match(st.error, /No matching distribution|Could not find a version/);
+    assert.match(st.error, /^package not found: .*; full installer log: \/workspace\/\.sandcastle\/logs\/pip-install-\d+\.log$/);
     const nf = await sc.ok('check_package_installation_status', { sandbox_id, package: 'never_requested' });
     assert.equal(nf.status, 'not_found');
+  });
+
+  test('a version the index does not have: "no matching version" (pip, npm)', async () => {
+    const pip = await failure('python', 'sandcastle_demo==9.9');
+    assert.equal(pip.first, 'no matching version: sandcastle_demo==9.9; the index has 1.2.3');
+    assert.equal(pip.r.sc.cause, 'no_matching_version');
+    const npm = await failure('javascript', 'sandcastle-demo@9.9.9');
+    assert.equal(npm.first, `no matching version: sandcastle-demo@9.9.9 is not published on http://127.0.0.1:${index.port}/npm/`);
+    assert.equal(npm.r.sc.cause, 'no_matching_version');
+    const missing = await failure('javascript', 'no-such-package-xyz');
+    assert.equal(missing.first, `package not found: no-such-package-xyz@* is not on the registry http://127.0.0.1:${index.port}/npm/; check the name's spelling`);
+    assert.equal(missing.r.sc.cause, 'package_not_found');
+  });
+
+  test('an index that sends the installer to another host: "blocked by the egress policy"', async () => {
+    const { r, first } = await failure('python', 'sandcastle-elsewhere');
+    assert.match(first, new RegExp(`^blocked by the egress policy: the installer tried to reach localhost:${index.port}, which is not a configured package index`));
+    assert.equal(r.sc.cause, 'blocked_by_policy');
   });
 
   test('package names cannot smuggle installer options', async () => {
@@ -201,8 +236,21 @@ describe('package installs through the egress proxy', () => {
     const { sandbox_id } = await sc.create({ language: 'javascript', env: { NODE_OPTIONS: '--require /workspace/plant/evil.js' } });
     await sc.ok('write_file', { sandbox_id, path: '/workspace/plant/evil.js',
       content: "if (process.argv.some((a) => a.includes('npm'))) require('fs').writeFileSync('/workspace/hijacked-node-options', '');\n" });
+    // npm reads .npmrc from $HOME (/tmp) and from the prefix, both the
+    // sandbox's to write: settings there that run programs must not apply.
+    await sc.ok('write_file', { sandbox_id, path: '/workspace/plant/shell.sh', executable: true,
+      content: '#!/bin/sh\n: > /workspace/hijacked-script-shell\nexec /bin/sh "$@"\n' });
+    // (npm ≥ 11 runs a registry package's install script only when allowed:
+    // the planted files allow them all, so that the script-shell matters.)
+    const npmrc = (tag) => 'dangerously-allow-all-scripts=true\n' +
+      'script-shell=/workspace/plant/shell.sh\nnode-options=--require /workspace/plant/evil.js\n' +
+      `node-gyp=/workspace/plant/shell.sh\ngit=/workspace/plant/shell.sh\n; ${tag}\n`;
+    await sc.ok('write_file', { sandbox_id, path: '/tmp/.npmrc', content: npmrc('home') });
+    await sc.ok('write_file', { sandbox_id, path: '/workspace/.sandcastle/node/.npmrc', content: npmrc('prefix') });
     const r = await sc.ok('install_packages', { sandbox_id, packages: ['sandcastle-demo'] });
     assert.equal(r.status, 'success', JSON.stringify(r));
+    // The package's own install script ran (under /bin/sh).
+    await sc.ok('read_file', { sandbox_id, path: '/workspace/.sandcastle/node/node_modules/sandcastle-demo/script-ran' });
     const check = await sc.ok('execute_code', { sandbox_id, code: 'console.log(require("fs").readdirSync("/workspace").filter((f) => f.startsWith("hijacked")))' });
     assert.equal(check.stdout, '[]\n');
   });
