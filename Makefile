@@ -48,13 +48,14 @@ bench: deps build
 
 # The README's table of languages: runs tests/e2e/languages.test.mjs (every
 # language, real programs over MCP), then prints the table from what it ran
-# (build/languages.json); exits non-zero when a check failed.
+# (build/languages.json) and puts it into README.md; exits non-zero when a
+# check failed.
 languages-table: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSANDCASTLE_BENCH=ON >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS) --target sandcastle >&2
 	@SANDCASTLE_BIN=$(CURDIR)/$(BUILD)/sandcastle LANGUAGES_JSON=$(BUILD)/languages.json \
 	  node --test --test-reporter=dot tests/e2e/languages.test.mjs >&2; rc=$$?; \
-	  scripts/languages-table $(BUILD)/languages.json && exit $$rc
+	  scripts/languages-table $(BUILD)/languages.json --readme README.md && exit $$rc
 
 # Real coverage-guided fuzzing with clang's libFuzzer, FUZZ_SECONDS per target
 # (every tests/fuzz/fuzz_<name>.cc); new inputs land in
