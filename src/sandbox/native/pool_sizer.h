@@ -1,0 +1,70 @@
+// How many warm sandboxes the native backend keeps ready, from the rate at
+// which creates arrive: about one second's worth of them, so a burst finds
+// the pool grown and an idle server shrinks it back to its floor.
+//
+//   PoolSizer sizer(policy);
+//   sizer.on_create(now);                       // every create, pooled or not
+//   std::size_t n = sizer.target(now, live);    // what the refill aims for
+//
+// Pure arithmetic on the time points it is given (no clock of its own), so
+// tests drive it with made-up times.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace sandcastle::sandbox::native {
+
+struct PoolPolicy {
+  // Kept ready even when idle (--pool-size). 0 turns the pool off: no
+  // sandbox and no init is made ahead of demand, however busy the server.
+  std::size_t min = 2;
+  // Never more than this many ready (--pool-max).
+  std::size_t max = 32;
+  // Nor more than this much memory held by ready sandboxes (--pool-memory-mb),
+  // each counted at kPooledSandboxBytes.
+  std::uint64_t memory_budget_bytes = 64ull << 20;
+  // The server's cap on live sandboxes: ready + live never exceed it
+  // (0 = no cap of its own).
+  std::size_t server_cap = 0;
+  // Rate estimate's time constant: a burst is forgotten after a few of them.
+  std::chrono::milliseconds tau{1000};
+};
+
+// What one ready sandbox holds (init process, page tables, an empty network
+// namespace, the tmpfs superblocks), measured as MemAvailable lost per
+// pooled sandbox on Debian 12 / kernel 6.18, rounded up.
+constexpr std::uint64_t kPooledSandboxBytes = 1ull << 20;
+
+// What the pool is doing, for tests, the bench and diagnostics.
+struct PoolStats {
+  std::size_t ready = 0;                        // made and waiting
+  std::size_t target = 0;                       // what the refill aims for now
+  double rate = 0;                              // creates per second, decayed to now
+  std::uint64_t made = 0, taken = 0, shed = 0;  // since start; shed: destroyed unused
+};
+
+class PoolSizer {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+  explicit PoolSizer(PoolPolicy policy) : policy_(policy) {}
+
+  // A create arrived at `now` (times must not go backwards).
+  void on_create(TimePoint now);
+  // Creates per second, decayed to `now`.
+  double rate(TimePoint now) const;
+  // Ready sandboxes to keep at `now` while `live` are handed out: the rate
+  // times one tau, at least min, at most the budget and the cap allow.
+  std::size_t target(TimePoint now, std::size_t live) const;
+  // The most the pool may ever hold (max and memory budget; before the cap).
+  std::size_t ceiling() const;
+  const PoolPolicy& policy() const { return policy_; }
+
+ private:
+  PoolPolicy policy_;
+  double rate_ = 0;  // per second, as of last_
+  TimePoint last_{};
+};
+
+}  // namespace sandcastle::sandbox::native
