@@ -163,9 +163,9 @@ std::optional<ReadySandbox> BackendShared::take_ready(const std::string& key) {
     }
     // The pool is empty but one is on its way: it is ready sooner than one
     // begun now would be, which would first wait for the clone in progress.
-    // Only one create waits for it; the others of a burst build their own
-    // meanwhile (on their own threads, in parallel).
-    if (stopping || refill_failing || !refilling || waiting >= 1) return std::nullopt;
+    // One create waits per sandbox in the making; the others of a burst
+    // build their own meanwhile (on their own threads, in parallel).
+    if (stopping || refill_failing || waiting >= refilling) return std::nullopt;
     ++waiting;
     pool_cv.notify_all();  // a refill held back for the last take starts now
     pool_cv.wait(lock);
@@ -177,12 +177,13 @@ void BackendShared::refill_loop() {
   std::unique_lock lock(pool_mu);
   for (;;) {
     if (stopping) return;
-    std::size_t target = sizer.target(clock(), live_count());
-    if (pool.size() > target) {
+    const std::size_t target = sizer.target(clock(), live_count());
+    const std::size_t coming = pool.size() + refilling;
+    if (coming > target && !pool.empty()) {
       // Idle: the ones beyond the target go (the newest first: the oldest
       // have waited longest and their pages are the coldest either way).
       std::vector<ReadySandbox> shed;
-      while (pool.size() > target) {
+      for (std::size_t excess = coming - target; excess > 0 && !pool.empty(); --excess) {
         shed.push_back(std::move(pool.back()));
         pool.pop_back();
         ++pool_shed;
@@ -193,11 +194,11 @@ void BackendShared::refill_loop() {
       lock.lock();
       continue;
     }
-    if (pool.size() == target) {
-      // Look again when the rate has decayed a little (the pool may shrink),
-      // or when a create, a destroy or a test says so.
+    if (coming >= target) {
+      // Look again when the burst has faded a little (the pool may shrink),
+      // or when a create, a destroy, a finished refill or a test says so.
       const bool above_floor = pool.size() > sizer.policy().min;
-      const auto period = std::max(sizer.policy().tau / 4, std::chrono::milliseconds(1));
+      const auto period = std::max(sizer.policy().hold / 8, std::chrono::milliseconds(1));
       if (above_floor)
         pool_cv.wait_for(lock, period);
       else
@@ -210,13 +211,13 @@ void BackendShared::refill_loop() {
     if (!pool.empty() && target <= sizer.policy().min)
       pool_cv.wait_until(lock, last_take + kRefillDelay, [&] { return stopping || waiting > 0; });
     if (stopping) return;
-    refilling = true;
+    ++refilling;
     lock.unlock();
     auto begun = begin_sandbox(pool_spec.limits());
     Result<ReadySandbox> r = begun ? finish_sandbox(std::move(*begun), pool_spec)
                                    : Result<ReadySandbox>(begun.take_error());
     lock.lock();
-    refilling = false;
+    --refilling;
     refill_failing = !r;
     if (r) {
       pool.push_back(std::move(*r));
@@ -269,7 +270,7 @@ void BackendShared::shutdown() {
       // A create in progress ends with its sandbox tracked (or failed).
       pool_cv.wait(lock, [&] { return creating == 0; });
     }
-    if (refill_thread.joinable()) refill_thread.join();
+    for (auto& t : refill_threads) t.join();
     std::deque<ReadySandbox> pooled;
     {
       std::lock_guard lock(pool_mu);
@@ -390,7 +391,8 @@ Result<std::unique_ptr<NativeBackend>> NativeBackend::create(NativeBackendOption
       options.clock ? std::move(options.clock) : [] { return std::chrono::steady_clock::now(); };
   // pool.min == 0: no refill thread, so nothing is made ahead of demand.
   if (options.pool.min > 0)
-    shared->refill_thread = std::thread([s = shared.get()] { s->refill_loop(); });
+    for (unsigned i = 0; i < BackendShared::kRefillThreads; ++i)
+      shared->refill_threads.emplace_back([s = shared.get()] { s->refill_loop(); });
   return std::unique_ptr<NativeBackend>(new NativeBackend(std::move(shared)));
 }
 

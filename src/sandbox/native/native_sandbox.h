@@ -16,6 +16,7 @@
 #include <shared_mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "sandbox/native/cgroup.h"
 #include "sandbox/native/file_client.h"
@@ -68,7 +69,7 @@ struct BackendShared {
   // The one warm pool (the manager keeps none): sandboxes made ahead of
   // demand for pool_spec, handed out only to a create whose whole spec is
   // pool_spec (pool_key). Sized by sizer from the arrival rate, kept there
-  // by refill_thread (which also destroys the ones an idle server no longer
+  // by refill_threads (which also destroys the ones an idle server no longer
   // needs). All under pool_mu.
   SandboxSpec pool_spec = SandboxSpec::defaults();
   std::string pool_key_bytes;  // pool_key(pool_spec)
@@ -79,13 +80,17 @@ struct BackendShared {
   std::function<std::chrono::steady_clock::time_point()> clock;
   std::uint64_t pool_made = 0, pool_taken = 0, pool_shed = 0;
   bool refill_failing = false;  // its last attempt failed (creates do not wait)
-  bool refilling = false;       // the refill thread is making one
+  std::size_t refilling = 0;    // sandboxes the refill threads are making
   std::size_t waiting = 0;      // creates waiting for the one being made
   std::chrono::steady_clock::time_point last_take{};
   static constexpr std::chrono::milliseconds kRefillDelay{10};
-  bool stopping = false;      // shutdown began: no refill, no new create
-  std::size_t creating = 0;   // creates in progress (under pool_mu)
-  std::thread refill_thread;  // started last, joined first
+  bool stopping = false;     // shutdown began: no refill, no new create
+  std::size_t creating = 0;  // creates in progress (under pool_mu)
+  // Two makers: one sandbox's setup is mostly waiting on its init's own
+  // work (mounts, exec), so a second overlaps it; the zygote's clones are
+  // one at a time anyway, so more would only queue there.
+  static constexpr unsigned kRefillThreads = 2;
+  std::vector<std::thread> refill_threads;  // started last, joined first
 
   // Sandboxes handed out and not yet destructed, so shutdown reaches the
   // ones an owner still holds.

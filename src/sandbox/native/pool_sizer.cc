@@ -11,16 +11,27 @@ double seconds(std::chrono::steady_clock::duration d) {
 }
 }  // namespace
 
+namespace {
+double decay(double v, double dt, std::chrono::milliseconds tau) {
+  return v == 0 ? 0 : v * std::exp(-dt / seconds(tau));
+}
+}  // namespace
+
 double PoolSizer::rate(TimePoint now) const {
-  if (rate_ == 0) return 0;
   const double dt = std::max(0.0, seconds(now - last_));
-  return rate_ * std::exp(-dt / seconds(policy_.tau));
+  return decay(burst_, dt, policy_.window) / seconds(policy_.window);
+}
+
+double PoolSizer::peak(TimePoint now) const {
+  const double dt = std::max(0.0, seconds(now - last_));
+  return std::max(decay(peak_, dt, policy_.hold), decay(burst_, dt, policy_.window));
 }
 
 void PoolSizer::on_create(TimePoint now) {
-  // An exponentially decayed count of arrivals, divided by tau: each create
-  // adds 1/tau per second, fading with time constant tau.
-  rate_ = rate(now) + 1.0 / seconds(policy_.tau);
+  // Decayed counts: each create adds 1, fading with the time constant.
+  const double dt = std::max(0.0, seconds(now - last_));
+  burst_ = decay(burst_, dt, policy_.window) + 1;
+  peak_ = std::max(decay(peak_, dt, policy_.hold), burst_);
   last_ = now;
 }
 
@@ -33,7 +44,7 @@ std::size_t PoolSizer::ceiling() const {
 
 std::size_t PoolSizer::target(TimePoint now, std::size_t live) const {
   if (policy_.min == 0) return 0;
-  const double want = std::ceil(rate(now) * seconds(policy_.tau) - 1e-9);
+  const double want = std::ceil(peak(now) - 1e-6);
   std::size_t n =
       std::max<std::size_t>(policy_.min, want > 1e6 ? 1000000 : static_cast<std::size_t>(want));
   n = std::min(n, ceiling());

@@ -1,6 +1,9 @@
-// How many warm sandboxes the native backend keeps ready, from the rate at
-// which creates arrive: about one second's worth of them, so a burst finds
-// the pool grown and an idle server shrinks it back to its floor.
+// How many warm sandboxes the native backend keeps ready, from how creates
+// arrive: as many as came close together lately (a decayed count over about
+// `window`), held for a while (`hold`) so the next burst finds the pool
+// grown, and back to the floor once the server has been quiet a few holds.
+// A steady stream needs few ready (each is made while the next is awaited);
+// a burst of N at once needs N.
 //
 //   PoolSizer sizer(policy);
 //   sizer.on_create(now);                       // every create, pooled or not
@@ -28,8 +31,10 @@ struct PoolPolicy {
   // The server's cap on live sandboxes: ready + live never exceed it
   // (0 = no cap of its own).
   std::size_t server_cap = 0;
-  // Rate estimate's time constant: a burst is forgotten after a few of them.
-  std::chrono::milliseconds tau{1000};
+  // Creates closer together than this count as one burst.
+  std::chrono::milliseconds window{100};
+  // How long a burst's size is remembered (the time constant of its decay).
+  std::chrono::milliseconds hold{5000};
 };
 
 // What one ready sandbox holds (init process, page tables, an empty network
@@ -52,10 +57,12 @@ class PoolSizer {
 
   // A create arrived at `now` (times must not go backwards).
   void on_create(TimePoint now);
-  // Creates per second, decayed to `now`.
+  // Creates per second lately (the burst count over its window), at `now`.
   double rate(TimePoint now) const;
-  // Ready sandboxes to keep at `now` while `live` are handed out: the rate
-  // times one tau, at least min, at most the budget and the cap allow.
+  // The remembered burst size at `now`.
+  double peak(TimePoint now) const;
+  // Ready sandboxes to keep at `now` while `live` are handed out: the
+  // remembered burst size, at least min, at most the budget and the cap allow.
   std::size_t target(TimePoint now, std::size_t live) const;
   // The most the pool may ever hold (max and memory budget; before the cap).
   std::size_t ceiling() const;
@@ -63,7 +70,8 @@ class PoolSizer {
 
  private:
   PoolPolicy policy_;
-  double rate_ = 0;  // per second, as of last_
+  double burst_ = 0;  // creates within about a window, as of last_
+  double peak_ = 0;   // the largest burst lately, as of last_
   TimePoint last_{};
 };
 
