@@ -1,7 +1,7 @@
 // Sandbox start-up and exec cost against the usual baselines, in one run:
 //   ./build/sandbox_bench [iterations] [pause-ms] [file-iterations]
 //   ./build/sandbox_bench files [file-iterations]   only the file section
-//   ./build/sandbox_bench concurrent [N] [rounds]    N one-shots at once vs N bare
+//   ./build/sandbox_bench concurrent [N] [rounds] [case]  N one-shots at once vs N bare
 // Prints medians (ms) and ratios to `unshare -m -p -n -i -u -f` and bwrap,
 // the targets of issue 3, in two ways:
 //   paced:        one iteration every pause-ms (default 20), as requests come
@@ -260,7 +260,7 @@ int file_bench(Backend& b, int n) {
 // N one-shots at once (create, run, destroy, each on its own thread, as the
 // server's request threads do) against N bare spawns of the same command at
 // once; wall time of the whole batch, median over rounds, interleaved.
-int concurrent_bench(native::NativeBackend& b, int n, int rounds) {
+int concurrent_bench(native::NativeBackend& b, int n, int rounds, const std::string& only) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cmds = {
       {"/bin/true", {"/bin/true"}},
       {"python3 -c print(1)", {"/usr/bin/python3", "-c", "print(1)"}},
@@ -269,6 +269,7 @@ int concurrent_bench(native::NativeBackend& b, int n, int rounds) {
   std::printf("%-22s %5s %12s %12s %8s   %s\n", "case", "N", "sandbox ms", "bare ms", "ratio",
               "pool (ready/made/taken)");
   for (const auto& [label, cmd] : cmds) {
+    if (!only.empty() && label.find(only) == std::string::npos) continue;
     std::vector<double> sb_wall, bare_wall;
     int failures = 0;
     for (int r = 0; r < rounds; ++r) {
@@ -284,7 +285,13 @@ int concurrent_bench(native::NativeBackend& b, int n, int rounds) {
         failures += failed.load();
         return std::chrono::duration<double, std::milli>(Clock::now() - s).count();
       };
+      // A burst meets a server that had time to prepare: the pool at its
+      // target (what the last rounds taught it) before either batch starts.
+      (void)b.wait_pool([](const native::PoolStats& st) { return st.ready >= st.target; },
+                        std::chrono::seconds(30));
       bare_wall.push_back(batch([&] { return spawn_wait(cmd); }));
+      (void)b.wait_pool([](const native::PoolStats& st) { return st.ready >= st.target; },
+                        std::chrono::seconds(30));
       sb_wall.push_back(batch([&] {
         auto sb = b.create(SandboxSpec::defaults());
         if (!sb) return false;
@@ -310,6 +317,23 @@ int concurrent_bench(native::NativeBackend& b, int n, int rounds) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // pool-hold N: fills a pool of N, says so, and holds it 3 s (for a memory
+  // reading from outside, e.g. the memory cgroup the bench runs in).
+  if (argc > 2 && std::strcmp(argv[1], "pool-hold") == 0) {
+    native::NativeBackendOptions o;
+    o.pool.min = o.pool.max = std::strtoul(argv[2], nullptr, 10);
+    o.pool.memory_budget_bytes = 1ull << 40;
+    auto hb = native::NativeBackend::create(o);
+    if (!hb) return 1;
+    const std::size_t want = o.pool.min;
+    if (!(*hb)->wait_pool([&](const native::PoolStats& st) { return st.ready == want; },
+                          std::chrono::seconds(120)))
+      return 1;
+    std::printf("pool of %zu ready\n", want);
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    return 0;
+  }
   const bool files_only = argc > 1 && std::strcmp(argv[1], "files") == 0;
   const bool concurrent = argc > 1 && std::strcmp(argv[1], "concurrent") == 0;
   int n = !files_only && !concurrent && argc > 1 ? std::atoi(argv[1]) : 50;
@@ -337,7 +361,7 @@ int main(int argc, char** argv) {
   if (files_only) return file_bench(b, file_n);
   if (argc > 1 && std::strcmp(argv[1], "concurrent") == 0)
     return concurrent_bench(**backend, argc > 2 ? std::atoi(argv[2]) : 50,
-                            argc > 3 ? std::atoi(argv[3]) : 5);
+                            argc > 3 ? std::atoi(argv[3]) : 5, argc > 4 ? argv[4] : "");
   SandboxSpec spec = SandboxSpec::defaults();
   const std::vector<std::string> kTrue = {"/bin/true"};
   const std::vector<std::string> kPy = {"/usr/bin/python3", "-c", "print(1)"};

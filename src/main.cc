@@ -238,7 +238,7 @@ static int run(int argc, char** argv) {
   setting_flag("--max-sandboxes", "sandbox.max_sandboxes", "server-wide cap on live sandboxes");
   setting_flag("--max-per-key", "sandbox.max_per_key", "live sandboxes per API key or session (0: no quota)");
   setting_flag("--pool-size", "sandbox.pool_size", "warm sandboxes kept ready when idle (0: none made ahead)");
-  setting_flag("--pool-max", "sandbox.pool_max", "most warm sandboxes a burst grows the pool to (default 32)");
+  setting_flag("--pool-max", "sandbox.pool_max", "most warm sandboxes a burst grows the pool to (default 64)");
   setting_flag("--pool-memory-mb", "sandbox.pool_memory_mb", "memory the warm pool may hold (default 64)");
   setting_flag("--sandbox-ttl", "sandbox.ttl_s", "seconds an idle sandbox lives (default 1800)");
   setting_flag("--default-language", "sandbox.default_language", "language of execute_code without one");
