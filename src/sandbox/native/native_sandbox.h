@@ -83,6 +83,8 @@ struct BackendShared {
   std::size_t refilling = 0;    // sandboxes the refill threads are making
   std::size_t waiting = 0;      // creates waiting for the one being made
   std::chrono::steady_clock::time_point last_take{};
+  std::chrono::steady_clock::time_point last_take_clock{};  // by `clock`
+  static constexpr std::chrono::seconds kShedAfterIdle{1};
   static constexpr std::chrono::milliseconds kRefillDelay{10};
   bool stopping = false;     // shutdown began: no refill, no new create
   std::size_t creating = 0;  // creates in progress (under pool_mu)
