@@ -1,6 +1,7 @@
 // Sandbox start-up and exec cost against the usual baselines, in one run:
 //   ./build/sandbox_bench [iterations] [pause-ms] [file-iterations]
 //   ./build/sandbox_bench files [file-iterations]   only the file section
+//   ./build/sandbox_bench concurrent [N] [rounds] [case]  N one-shots at once vs N bare
 // Prints medians (ms) and ratios to `unshare -m -p -n -i -u -f` and bwrap,
 // the targets of issue 3, in two ways:
 //   paced:        one iteration every pause-ms (default 20), as requests come
@@ -20,17 +21,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
-#include <tuple>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "sandbox/native/native_backend.h"
@@ -42,7 +45,7 @@ extern char** environ;
 
 namespace {
 
-int g_pause_ms = 0;  // between iterations (not timed)
+int g_pause_ms = 0;                      // between iterations (not timed)
 double g_last_p90 = 0, g_last_mean = 0;  // of the last median_ms series
 
 double median_ms(int n, const std::function<bool()>& fn) {
@@ -81,11 +84,16 @@ bool spawn_wait(const std::vector<std::string>& argv) {
 
 std::vector<std::string> bwrap(std::vector<std::string> cmd) {
   std::vector<std::string> v = {"/usr/bin/bwrap", "--unshare-all", "--die-with-parent",
-                                "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
-                                "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-                                "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc", "/etc",
-                                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-                                "--tmpfs", "/workspace", "--chdir", "/workspace"};
+                                "--ro-bind",      "/usr",          "/usr",
+                                "--symlink",      "usr/bin",       "/bin",
+                                "--symlink",      "usr/lib",       "/lib",
+                                "--symlink",      "usr/lib64",     "/lib64",
+                                "--symlink",      "usr/sbin",      "/sbin",
+                                "--ro-bind",      "/etc",          "/etc",
+                                "--proc",         "/proc",         "--dev",
+                                "/dev",           "--tmpfs",       "/tmp",
+                                "--tmpfs",        "/workspace",    "--chdir",
+                                "/workspace"};
   v.insert(v.end(), cmd.begin(), cmd.end());
   return v;
 }
@@ -249,27 +257,111 @@ int file_bench(Backend& b, int n) {
   return 0;
 }
 
+// N one-shots at once (create, run, destroy, each on its own thread, as the
+// server's request threads do) against N bare spawns of the same command at
+// once; wall time of the whole batch, median over rounds, interleaved.
+int concurrent_bench(native::NativeBackend& b, int n, int rounds, const std::string& only) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cmds = {
+      {"/bin/true", {"/bin/true"}},
+      {"python3 -c print(1)", {"/usr/bin/python3", "-c", "print(1)"}},
+      {"bash -c true", {"/bin/bash", "-c", "true"}}};
+  std::string load_before = loadavg();
+  std::printf("%-22s %5s %12s %12s %8s   %s\n", "case", "N", "sandbox ms", "bare ms", "ratio",
+              "pool (ready/made/taken)");
+  for (const auto& [label, cmd] : cmds) {
+    if (!only.empty() && label.find(only) == std::string::npos) continue;
+    std::vector<double> sb_wall, bare_wall;
+    int failures = 0;
+    for (int r = 0; r < rounds; ++r) {
+      auto batch = [&](const std::function<bool()>& one) {
+        std::atomic<int> failed{0};
+        auto s = Clock::now();
+        std::vector<std::thread> ts;
+        for (int i = 0; i < n; ++i)
+          ts.emplace_back([&] {
+            if (!one()) failed.fetch_add(1);
+          });
+        for (auto& t : ts) t.join();
+        failures += failed.load();
+        return std::chrono::duration<double, std::milli>(Clock::now() - s).count();
+      };
+      // A burst meets a server that had time to prepare: the pool at its
+      // target (what the last rounds taught it) before either batch starts.
+      (void)b.wait_pool([](const native::PoolStats& st) { return st.ready >= st.target; },
+                        std::chrono::seconds(30));
+      bare_wall.push_back(batch([&] { return spawn_wait(cmd); }));
+      (void)b.wait_pool([](const native::PoolStats& st) { return st.ready >= st.target; },
+                        std::chrono::seconds(30));
+      sb_wall.push_back(batch([&] {
+        auto sb = b.create(SandboxSpec::defaults());
+        if (!sb) return false;
+        ExecRequest req;
+        req.argv = cmd;
+        auto res = (*sb)->exec(req);
+        return (*sb)->destroy().ok() && res && res->exit_code == 0;
+      }));
+    }
+    std::sort(sb_wall.begin(), sb_wall.end());
+    std::sort(bare_wall.begin(), bare_wall.end());
+    const double a = sb_wall[sb_wall.size() / 2], z = bare_wall[bare_wall.size() / 2];
+    auto st = b.pool_stats();
+    std::printf("%-22s %5d %12.1f %12.1f %7.2fx   %zu/%llu/%llu%s\n", label.c_str(), n, a, z, a / z,
+                st.ready, static_cast<unsigned long long>(st.made),
+                static_cast<unsigned long long>(st.taken),
+                failures ? (" FAILURES: " + std::to_string(failures)).c_str() : "");
+  }
+  std::printf("load average before: %s, after: %s\n", load_before.c_str(), loadavg().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // pool-hold N: fills a pool of N, says so, and holds it 3 s (for a memory
+  // reading from outside, e.g. the memory cgroup the bench runs in).
+  if (argc > 2 && std::strcmp(argv[1], "pool-hold") == 0) {
+    native::NativeBackendOptions o;
+    o.pool.min = o.pool.max = std::strtoul(argv[2], nullptr, 10);
+    o.pool.memory_budget_bytes = 1ull << 40;
+    auto hb = native::NativeBackend::create(o);
+    if (!hb) return 1;
+    const std::size_t want = o.pool.min;
+    if (!(*hb)->wait_pool([&](const native::PoolStats& st) { return st.ready == want; },
+                          std::chrono::seconds(120)))
+      return 1;
+    std::printf("pool of %zu ready\n", want);
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    return 0;
+  }
   const bool files_only = argc > 1 && std::strcmp(argv[1], "files") == 0;
-  int n = !files_only && argc > 1 ? std::atoi(argv[1]) : 50;
+  const bool concurrent = argc > 1 && std::strcmp(argv[1], "concurrent") == 0;
+  int n = !files_only && !concurrent && argc > 1 ? std::atoi(argv[1]) : 50;
   int file_n =
       files_only ? (argc > 2 ? std::atoi(argv[2]) : 10) : (argc > 3 ? std::atoi(argv[3]) : 10);
-  if (n < 1 || file_n < 1) {
+  // file-iterations 0: no file section.
+  if (n < 1 || file_n < 0 || (files_only && file_n < 1)) {
     std::fprintf(stderr,
                  "usage: sandbox_bench [iterations] [pause-ms] [file-iterations] | files "
                  "[file-iterations]\n");
     return 2;
   }
   std::string load_before = loadavg();
-  auto backend = native::NativeBackend::create();
+  // SANDCASTLE_BENCH_POOL_MAX=2: a pool that never grows (as before issue
+  // 14), for a baseline in the same build.
+  native::NativeBackendOptions options;
+  if (const char* m = std::getenv("SANDCASTLE_BENCH_POOL_MAX"))
+    options.pool.max = std::strtoul(m, nullptr, 10);
+  auto backend = native::NativeBackend::create(options);
   if (!backend) {
     std::fprintf(stderr, "native backend: %s\n", backend.error().message().c_str());
     return 1;
   }
   Backend& b = **backend;
   if (files_only) return file_bench(b, file_n);
+  if (argc > 1 && std::strcmp(argv[1], "concurrent") == 0)
+    return concurrent_bench(**backend, argc > 2 ? std::atoi(argv[2]) : 50,
+                            argc > 3 ? std::atoi(argv[3]) : 5, argc > 4 ? argv[4] : "");
   SandboxSpec spec = SandboxSpec::defaults();
   const std::vector<std::string> kTrue = {"/bin/true"};
   const std::vector<std::string> kPy = {"/usr/bin/python3", "-c", "print(1)"};
@@ -314,7 +406,8 @@ int main(int argc, char** argv) {
       r.native_mean = g_last_mean;
       double in_existing = median_ms(n, [&] { return native_exec(cmd); });
       rows.push_back(r);
-      rows.push_back(Row{label + " (exec in existing sandbox)", in_existing, r.unshare_ms, r.bwrap_ms, r.direct});
+      rows.push_back(Row{label + " (exec in existing sandbox)", in_existing, r.unshare_ms,
+                         r.bwrap_ms, r.direct});
     }
     modes.emplace_back(pause > 0 ? "paced, one every " + std::to_string(pause) + " ms (latency)"
                                  : "back to back (throughput)",
@@ -325,7 +418,9 @@ int main(int argc, char** argv) {
 
   // Where create+exec+destroy /bin/true spends its time, phase by phase.
   std::vector<double> t_create, t_exec, t_destroy;
-  auto ms_since = [](Clock::time_point s) { return std::chrono::duration<double, std::milli>(Clock::now() - s).count(); };
+  auto ms_since = [](Clock::time_point s) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - s).count();
+  };
   for (int i = 0; i < n; ++i) {
     auto s = Clock::now();
     auto sb = b.create(spec);
@@ -345,33 +440,84 @@ int main(int argc, char** argv) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
+  auto p90 = [](std::vector<double> v) {
+    if (v.empty()) return -1.0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() * 9 / 10];
+  };
 
-  std::printf("sandbox_bench: %d iterations, medians in ms (%s); load average before: %s, after: %s\n", n,
-              geteuid() == 0 ? "root" : "unprivileged", load_before.c_str(), loadavg().c_str());
+  // Back-to-back creates, each sandbox kept (as create_sandbox calls do),
+  // after a pause like an idle server's: what the warm pool is for.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::vector<double> t_held;
+  {
+    std::vector<std::unique_ptr<Sandbox>> held;
+    for (int i = 0; i < n; ++i) {
+      auto s = Clock::now();
+      auto sb = b.create(spec);
+      if (!sb) break;
+      t_held.push_back(ms_since(s));
+      held.push_back(std::move(*sb));
+    }
+    for (auto& h : held) (void)h->destroy();
+  }
+  const double held_p50 = med(t_held), held_p90 = p90(t_held);
+  std::vector<double> t_pair;
+  for (int i = 0; i < n; ++i) {
+    auto s = Clock::now();
+    auto sb = b.create(spec);
+    if (!sb) break;
+    t_pair.push_back(ms_since(s));
+    (void)(*sb)->destroy();
+  }
+  const double pair_p50 = med(t_pair), pair_p90 = p90(t_pair);
+
+  std::printf(
+      "sandbox_bench: %d iterations, medians in ms (%s); load average before: %s, after: %s\n", n,
+      geteuid() == 0 ? "root" : "unprivileged", load_before.c_str(), loadavg().c_str());
   for (const auto& [mode, rows] : modes) {
     std::printf("\n%s\n", mode.c_str());
-    std::printf("%-46s %9s %9s %9s %9s %10s %10s  %s\n", "case", "sandcstl", "direct", "unshare", "bwrap",
-                "vs unshare", "vs bwrap", "target (issue 3)");
+    std::printf("%-46s %9s %9s %9s %9s %10s %10s  %s\n", "case", "sandcstl", "direct", "unshare",
+                "bwrap", "vs unshare", "vs bwrap", "target (issue 3)");
     for (const auto& r : rows) {
       bool in_existing = r.name.find("existing") != std::string::npos;
       bool is_true = r.name == "/bin/true" || r.name == "/bin/true (exec in existing sandbox)";
       std::string target = "-";
-      if (is_true && in_existing) target = std::string("<= 1 ms: ") + (r.native <= 1.0 ? "met" : "NOT met");
+      if (is_true && in_existing)
+        target = std::string("<= 1 ms: ") + (r.native <= 1.0 ? "met" : "NOT met");
       if (is_true && !in_existing)
         target = std::string("<= 1.0x unshare, <= 0.5x bwrap: ") +
                  (r.native <= r.unshare_ms && r.native <= 0.5 * r.bwrap_ms ? "met" : "NOT met");
       std::printf("%-46s %9.3f %9.3f %9.3f %9.3f %9.2fx %9.2fx  %s\n",
-                  (in_existing ? r.name : "create+exec+destroy " + r.name).c_str(), r.native, r.direct,
-                  r.unshare_ms, r.bwrap_ms, r.native / r.unshare_ms, r.native / r.bwrap_ms, target.c_str());
+                  (in_existing ? r.name : "create+exec+destroy " + r.name).c_str(), r.native,
+                  r.direct, r.unshare_ms, r.bwrap_ms, r.native / r.unshare_ms,
+                  r.native / r.bwrap_ms, target.c_str());
     }
     for (const auto& r : rows)
       if (r.native_p90 > 0)
-        std::printf("  sandcastle create+exec+destroy %s: p90 %.3f ms, mean %.3f ms\n", r.name.c_str(),
-                    r.native_p90, r.native_mean);
+        std::printf("  sandcastle create+exec+destroy %s: p90 %.3f ms, mean %.3f ms\n",
+                    r.name.c_str(), r.native_p90, r.native_mean);
   }
-  std::printf("\nphases of create+exec+destroy /bin/true, back to back (medians, ms): create %.3f, exec %.3f, destroy %.3f\n",
-              med(t_create), med(t_exec), med(t_destroy));
+  std::printf(
+      "\nphases of create+exec+destroy /bin/true, back to back (medians, ms): create %.3f, exec "
+      "%.3f, destroy %.3f\n",
+      med(t_create), med(t_exec), med(t_destroy));
+  std::printf(
+      "back-to-back create (held, %d in a row, after a 1 s pause): p50 %.3f ms, p90 %.3f ms  "
+      "target (issue 14) "
+      "p50 <= 0.5 ms: %s\n",
+      n, held_p50, held_p90, held_p50 <= 0.5 ? "met" : "NOT met");
+  std::printf("back-to-back create+destroy pairs: create p50 %.3f ms, p90 %.3f ms\n", pair_p50,
+              pair_p90);
+  {
+    auto st = (*backend)->pool_stats();
+    std::printf(
+        "warm pool at the end: %zu ready, target %zu, %.1f creates/s; made %llu, taken %llu, shed "
+        "%llu\n",
+        st.ready, st.target, st.rate, static_cast<unsigned long long>(st.made),
+        static_cast<unsigned long long>(st.taken), static_cast<unsigned long long>(st.shed));
+  }
   std::printf("\n");
   std::fflush(stdout);
-  return file_bench(b, file_n);
+  return file_n > 0 ? file_bench(b, file_n) : 0;
 }

@@ -52,7 +52,8 @@ std::string env_or(const char* name, const std::string& fallback) {
 }
 
 std::unique_ptr<sandbox::Backend> make_backend(const std::string& name, bool allow_weak,
-                                              const sandbox::SpecOptions& default_spec) {
+                                              const sandbox::SpecOptions& default_spec,
+                                              const sandbox::native::PoolPolicy& pool) {
   if (name != "native")
     return std::make_unique<sandbox::RefusingBackend>(
         "backend '" + name + "' is not available in this build; available backends: native "
@@ -69,8 +70,11 @@ std::unique_ptr<sandbox::Backend> make_backend(const std::string& name, bool all
   }
   for (const auto& w : report.weaknesses) spdlog::warn("isolation weakened: {}", w);
   sandbox::native::NativeBackendOptions options;
-  // Sandboxes made ahead of demand are made for the spec most creates ask for.
-  if (auto spec = sandbox::SandboxSpec::create(default_spec); spec.ok()) options.prespawn_spec = *spec;
+  // The one warm pool, below the manager: made for the spec most creates
+  // ask for.
+  options.pool = pool;
+  if (auto spec = sandbox::SandboxSpec::create(default_spec); spec.ok()) options.pool_spec = *spec;
+  else options.pool.min = 0;
   auto native = sandbox::native::NativeBackend::create(options);
   if (!native.ok()) {
     spdlog::error("native backend unavailable: {}", native.error().message());
@@ -280,7 +284,9 @@ static int run(int argc, char** argv) {
   app.add_option("--allow-host-path", host_paths, "host directory upload_file/download_file may use (repeatable)");
   setting_flag("--max-sandboxes", "sandbox.max_sandboxes", "server-wide cap on live sandboxes");
   setting_flag("--max-per-key", "sandbox.max_per_key", "live sandboxes per API key or session (0: no quota)");
-  setting_flag("--pool-size", "sandbox.pool_size", "warm sandboxes kept ready");
+  setting_flag("--pool-size", "sandbox.pool_size", "warm sandboxes kept ready when idle (0: none made ahead)");
+  setting_flag("--pool-max", "sandbox.pool_max", "most warm sandboxes a burst grows the pool to (default 64)");
+  setting_flag("--pool-memory-mb", "sandbox.pool_memory_mb", "memory the warm pool may hold (default 64)");
   setting_flag("--sandbox-ttl", "sandbox.ttl_s", "seconds an idle sandbox lives (default 1800)");
   setting_flag("--default-language", "sandbox.default_language", "language of execute_code without one");
   setting_flag("--pip-index-url", "packages.pip_index_url", "package index pip installs from");
@@ -416,7 +422,6 @@ static int run(int argc, char** argv) {
 
   tools::ManagerOptions manager_opts;
   manager_opts.max_sandboxes = static_cast<size_t>(cfg.max_sandboxes);
-  manager_opts.pool_size = static_cast<size_t>(cfg.pool_size);
   manager_opts.default_ttl = std::chrono::seconds(cfg.sandbox_ttl_s);
   // Quotas apply to HTTP owners (keys, sessions); the local stdio user has none.
   if (http_mode) manager_opts.max_per_owner = static_cast<size_t>(cfg.max_per_key);
@@ -454,9 +459,13 @@ static int run(int argc, char** argv) {
   pool_spec.image = tool_cfg.default_image;
   pool_spec.limits = tool_cfg.default_limits;
   pool_spec.env = tool_cfg.pass_through_env;
-  auto backend = make_backend(cfg.backend, allow_weak, pool_spec);
-  if (backend->name() == "none") manager_opts.pool_size = 0;
-  tools::SandboxManager manager(*backend, manager_opts, pool_spec);
+  sandbox::native::PoolPolicy pool;
+  pool.min = static_cast<size_t>(cfg.pool_size);
+  pool.max = static_cast<size_t>(cfg.pool_max);
+  pool.memory_budget_bytes = static_cast<uint64_t>(cfg.pool_memory_mb) * sandbox::kMiB;
+  pool.server_cap = static_cast<size_t>(cfg.max_sandboxes);
+  auto backend = make_backend(cfg.backend, allow_weak, pool_spec, pool);
+  tools::SandboxManager manager(*backend, manager_opts);
 
   // File links (HTTP only): signed URLs served from the sandboxes.
   std::unique_ptr<transport::http::FileLinks> links;

@@ -43,6 +43,8 @@ struct Config {
   std::string backend = "native";
   int64_t sandbox_ttl_s = 1800;
   int64_t pool_size = 2;
+  int64_t pool_max = 64;
+  int64_t pool_memory_mb = 64;
   int64_t max_sandboxes = 64;
   int64_t max_per_key = 16;  // live sandboxes per API key or session; 0 = no quota
   std::string default_language = "python";

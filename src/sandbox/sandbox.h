@@ -231,6 +231,9 @@ class Backend {
   virtual std::string name() const = 0;
   virtual const BackendCapabilities& capabilities() const = 0;
   virtual Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) = 0;
+  // Sandboxes made ahead of demand and ready to hand out (the backend's warm
+  // pool, the only one).
+  virtual std::size_t warm_ready() const { return 0; }
   // A clean exit: destroys every sandbox and removes everything the backend
   // made on the host; create fails afterwards.
   virtual void shutdown() {}

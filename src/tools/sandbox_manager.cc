@@ -1,12 +1,12 @@
 #include "tools/sandbox_manager.h"
 
-#include "common/metrics.h"
-
 #include <spdlog/spdlog.h>
 #include <sys/random.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+
+#include "common/metrics.h"
 
 namespace sandcastle::tools {
 
@@ -103,8 +103,12 @@ std::vector<PackageRecord> SandboxEntry::packages() const {
   return out;
 }
 
-EntryUse::EntryUse(std::shared_ptr<SandboxEntry> e) : e_(std::move(e)) { e_->begin_use(); }
-EntryUse::~EntryUse() { e_->end_use(); }
+EntryUse::EntryUse(std::shared_ptr<SandboxEntry> e) : e_(std::move(e)) {
+  e_->begin_use();
+}
+EntryUse::~EntryUse() {
+  e_->end_use();
+}
 
 namespace {
 void count_created() {
@@ -112,17 +116,15 @@ void count_created() {
 }
 // Every destruction goes through here, so the destroyed count is exact.
 void destroy_counted(sandbox::Sandbox& sb, const std::string& id) {
-  if (auto s = sb.destroy(); !s.ok()) spdlog::warn("destroying sandbox {}: {}", id, s.error().message());
+  if (auto s = sb.destroy(); !s.ok())
+    spdlog::warn("destroying sandbox {}: {}", id, s.error().message());
   metrics::registry().counter(metrics::name::kSandboxesDestroyed, "sandboxes destroyed").inc();
 }
 }  // namespace
 
 SandboxManager::SandboxManager(sandbox::Backend& backend, ManagerOptions options,
-                               sandbox::SpecOptions pool_spec, store::SandboxStore* store)
-    : backend_(backend),
-      options_(options),
-      pool_options_(std::move(pool_spec)),
-      store_(store ? store : &own_store_) {}
+                               store::SandboxStore* store)
+    : backend_(backend), options_(options), store_(store ? store : &own_store_) {}
 
 namespace {
 store::SandboxRecord record_of(const SandboxEntry& e) {
@@ -148,40 +150,32 @@ store::SandboxRecord record_of(const SandboxEntry& e) {
 }
 }  // namespace
 
-SandboxManager::~SandboxManager() { shutdown(); }
+SandboxManager::~SandboxManager() {
+  shutdown();
+}
 
 void SandboxManager::start() {
   std::lock_guard lock(mu_);
-  if (!pool_thread_.joinable() && options_.pool_size > 0)
-    pool_thread_ = std::thread([this] { pool_loop(); });
   if (!reaper_thread_.joinable()) reaper_thread_ = std::thread([this] { reaper_loop(); });
 }
 
 void SandboxManager::shutdown() {
   std::map<std::string, std::shared_ptr<SandboxEntry>> live;
-  std::deque<std::unique_ptr<sandbox::Sandbox>> pool;
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
     live.swap(by_id_);
     for (const auto& [id, _] : live) store_->remove(id);
-    pool.swap(pool_);
   }
   cv_.notify_all();
-  if (pool_thread_.joinable()) pool_thread_.join();
   if (reaper_thread_.joinable()) reaper_thread_.join();
   for (auto& [id, e] : live) destroy_counted(e->sandbox(), id);
-  for (auto& sb : pool) (void)sb->destroy();
   std::deque<std::shared_ptr<SandboxEntry>> retiring;
   {
     std::lock_guard lock(mu_);
     retiring.swap(retiring_);
   }
   for (auto& e : retiring) destroy_counted(e->sandbox(), e->id());
-  // The pool thread may have finished one more sandbox while stopping.
-  std::lock_guard lock(mu_);
-  for (auto& sb : pool_) (void)sb->destroy();
-  pool_.clear();
 }
 
 std::string SandboxManager::new_id() const {
@@ -199,32 +193,6 @@ std::string SandboxManager::new_id() const {
   return id;
 }
 
-bool SandboxManager::spec_matches_pool(const sandbox::SandboxSpec& spec) const {
-  const auto& a = spec.limits();
-  const auto& b = pool_options_.limits;
-  return spec.image() == pool_options_.image && spec.env() == pool_options_.env &&
-         spec.workdir() == pool_options_.workdir && spec.network() == pool_options_.network &&
-         a.memory_bytes == b.memory_bytes && a.pids == b.pids && a.cpu_millis == b.cpu_millis &&
-         a.disk_bytes == b.disk_bytes && a.tmp_bytes == b.tmp_bytes &&
-         a.open_files == b.open_files && a.file_size_bytes == b.file_size_bytes &&
-         a.exec_timeout == b.exec_timeout;
-}
-
-Result<std::unique_ptr<sandbox::Sandbox>> SandboxManager::take_or_create(
-    const sandbox::SandboxSpec& spec) {
-  if (spec_matches_pool(spec)) {
-    std::unique_lock lock(mu_);
-    if (!pool_.empty()) {
-      auto sb = std::move(pool_.front());
-      pool_.pop_front();
-      lock.unlock();
-      cv_.notify_all();  // the pool thread refills
-      return sb;
-    }
-  }
-  return backend_.create(spec);
-}
-
 Result<std::shared_ptr<SandboxEntry>> SandboxManager::create(const CreateRequest& req) {
   auto spec = sandbox::SandboxSpec::create(req.spec);
   if (!spec.ok()) return spec.take_error();
@@ -237,8 +205,10 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::create(const CreateRequest
                              std::to_string(options_.max_sandboxes) +
                              " sandboxes; close one you no longer need (close_sandbox) and retry");
     if (options_.max_per_owner > 0) {
-      size_t mine = static_cast<size_t>(std::count_if(
-          by_id_.begin(), by_id_.end(), [&](const auto& kv) { return kv.second->owner() == req.owner; }));
+      size_t mine =
+          static_cast<size_t>(std::count_if(by_id_.begin(), by_id_.end(), [&](const auto& kv) {
+            return kv.second->owner() == req.owner;
+          }));
       if (mine >= options_.max_per_owner)
         return Error::make(ErrorCode::kResourceExhausted,
                            "you already have " + std::to_string(mine) +
@@ -248,21 +218,22 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::create(const CreateRequest
     if (!req.name.empty()) {
       for (const auto& [_, e] : by_id_)
         if (e->owner() == req.owner && e->name() == req.name)
-          return Error::make(ErrorCode::kAlreadyExists,
-                             "a sandbox named '" + req.name + "' already exists (" + e->id() +
-                                 "); use it, or pick another name");
+          return Error::make(ErrorCode::kAlreadyExists, "a sandbox named '" + req.name +
+                                                            "' already exists (" + e->id() +
+                                                            "); use it, or pick another name");
     }
     ++creating_;
   }
-  auto sb = take_or_create(*spec);
+  // The backend hands out a warm sandbox only for the spec it was made for.
+  auto sb = backend_.create(*spec);
   std::lock_guard lock(mu_);
   --creating_;
   if (!sb.ok()) return sb.take_error();
   std::string id = new_id();
   while (by_id_.count(id)) id = new_id();
-  auto entry = std::make_shared<SandboxEntry>(id, req.name.empty() ? id : req.name, req.language,
-                                              req.owner, req.ttl.value_or(options_.default_ttl),
-                                              std::move(sb).value());
+  auto entry =
+      std::make_shared<SandboxEntry>(id, req.name.empty() ? id : req.name, req.language, req.owner,
+                                     req.ttl.value_or(options_.default_ttl), std::move(sb).value());
   by_id_[id] = entry;
   store_->put(record_of(*entry));
   count_created();
@@ -352,8 +323,7 @@ size_t SandboxManager::live_count() const {
 }
 
 size_t SandboxManager::pool_ready() const {
-  std::lock_guard lock(mu_);
-  return pool_.size();
+  return backend_.warm_ready();
 }
 
 size_t SandboxManager::reap_expired() {
@@ -401,36 +371,6 @@ void SandboxManager::reaper_loop() {
       lock.lock();
       next_reap = std::chrono::steady_clock::now() + options_.reap_interval;
     }
-  }
-}
-
-void SandboxManager::pool_loop() {
-  auto spec = sandbox::SandboxSpec::create(pool_options_);
-  if (!spec.ok()) {
-    spdlog::error("warm pool disabled: {}", spec.error().message());
-    return;
-  }
-  std::unique_lock lock(mu_);
-  while (!stopping_) {
-    // Pooled sandboxes count against the cap only when a create takes one.
-    if (pool_.size() >= options_.pool_size) {
-      cv_.wait(lock, [this] { return stopping_ || pool_.size() < options_.pool_size; });
-      continue;
-    }
-    lock.unlock();
-    auto sb = backend_.create(*spec);
-    lock.lock();
-    if (!sb.ok()) {
-      spdlog::warn("warm pool: creating a sandbox failed: {}; retrying in 5 s",
-                   sb.error().message());
-      cv_.wait_for(lock, std::chrono::seconds(5), [this] { return stopping_; });
-      continue;
-    }
-    if (stopping_) {
-      (void)(*sb)->destroy();
-      break;
-    }
-    pool_.push_back(std::move(sb).value());
   }
 }
 

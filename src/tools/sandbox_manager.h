@@ -1,6 +1,8 @@
 // Owns the live sandboxes behind the tools: ids and names, who owns each,
-// last use and TTL reaping, the server-wide cap, and a warm pool so creating
-// a sandbox on the request path costs a map insert, not a container start.
+// last use and TTL reaping, and the server-wide cap. The warm pool that makes
+// a create on the request path cost a map insert lives below, in the backend
+// (the only one: the backend can begin a sandbox before any spec is known and
+// hand one out only to a create whose whole spec it was made for).
 #pragma once
 
 #include <chrono>
@@ -103,10 +105,9 @@ class EntryUse {
 };
 
 struct ManagerOptions {
-  size_t max_sandboxes = 64;                 // server-wide cap on live sandboxes
+  size_t max_sandboxes = 64;                  // server-wide cap on live sandboxes
   std::chrono::seconds default_ttl{30 * 60};  // idle time before reaping
-  size_t pool_size = 2;                      // warm sandboxes kept ready
-  size_t max_per_owner = 0;                  // live sandboxes per owner; 0 = no quota
+  size_t max_per_owner = 0;                   // live sandboxes per owner; 0 = no quota
   std::chrono::seconds reap_interval{5};
 };
 
@@ -122,12 +123,12 @@ class SandboxManager {
  public:
   // `store` records every live sandbox (null: an in-memory store of its own).
   SandboxManager(sandbox::Backend& backend, ManagerOptions options,
-                 sandbox::SpecOptions pool_spec = {}, store::SandboxStore* store = nullptr);
+                 store::SandboxStore* store = nullptr);
   ~SandboxManager();
   SandboxManager(const SandboxManager&) = delete;
   SandboxManager& operator=(const SandboxManager&) = delete;
 
-  // Starts the reaper and fills the warm pool in the background.
+  // Starts the reaper thread.
   void start();
   // Destroys every sandbox (persistent ones included until persistence
   // across restarts lands) and stops the background threads.
@@ -136,7 +137,8 @@ class SandboxManager {
   Result<std::shared_ptr<SandboxEntry>> create(const CreateRequest& req);
   // Finds by id or name, only among `owner`'s sandboxes: another owner's
   // sandbox is reported as not found, never as forbidden.
-  Result<std::shared_ptr<SandboxEntry>> get(const std::string& id_or_name, const std::string& owner);
+  Result<std::shared_ptr<SandboxEntry>> get(const std::string& id_or_name,
+                                            const std::string& owner);
   Status close(const std::string& id_or_name, const std::string& owner);
   // Like close, but the destruction happens on the manager's thread, off the
   // request path (one-shot runs answer before their sandbox is torn down).
@@ -146,6 +148,7 @@ class SandboxManager {
   std::vector<std::shared_ptr<SandboxEntry>> list(const std::string& owner) const;
   size_t live_count() const;
   const store::SandboxStore& store() const { return *store_; }
+  // Warm sandboxes the backend holds ready.
   size_t pool_ready() const;
   const ManagerOptions& options() const { return options_; }
 
@@ -154,15 +157,11 @@ class SandboxManager {
   size_t reap_expired();
 
  private:
-  Result<std::unique_ptr<sandbox::Sandbox>> take_or_create(const sandbox::SandboxSpec& spec);
-  bool spec_matches_pool(const sandbox::SandboxSpec& spec) const;
-  void pool_loop();
   void reaper_loop();
   std::string new_id() const;
 
   sandbox::Backend& backend_;
   const ManagerOptions options_;
-  const sandbox::SpecOptions pool_options_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -171,9 +170,7 @@ class SandboxManager {
   std::deque<std::shared_ptr<SandboxEntry>> retiring_;  // destroyed by the reaper thread
   store::MemorySandboxStore own_store_;
   store::SandboxStore* store_;
-  std::deque<std::unique_ptr<sandbox::Sandbox>> pool_;
   size_t creating_ = 0;  // reservations against the cap while a create runs
-  std::thread pool_thread_;
   std::thread reaper_thread_;
   EndedSandboxes ended_;  // why recent ones ended, for get()'s not-found message
 };

@@ -6,10 +6,13 @@
 //   auto r = (*sb)->exec({.argv = {"/bin/echo", "hi"}});
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "common/result.h"
+#include "sandbox/native/pool_sizer.h"
 #include "sandbox/sandbox.h"
 
 namespace sandcastle::sandbox::native {
@@ -20,13 +23,15 @@ struct NativeBackendOptions {
   // Empty: $SANDCASTLE_INIT, then "sandcastle-init" next to /proc/self/exe,
   // then the build-tree path compiled in.
   std::string init_helper_path;
-  // Sandboxes made ahead of demand for prespawn_spec (namespaces, cgroup,
-  // running init, mounts): a create whose spec asks for the same mounts and
-  // hostname takes one and only adjusts its cgroup limits; any other spec is
-  // built from scratch. Each costs an idle helper process and an empty
-  // network namespace. 0 = every create starts from scratch.
-  std::size_t prespawn = 2;
-  SandboxSpec prespawn_spec = SandboxSpec::defaults();
+  // The warm pool: sandboxes made ahead of demand for pool_spec (namespaces,
+  // cgroup, running init, mounts), handed out only to a create whose whole
+  // spec equals pool_spec; any other spec is built from scratch. How many:
+  // PoolPolicy (pool.min = 0: none at all, not even an init).
+  PoolPolicy pool{};
+  SandboxSpec pool_spec = SandboxSpec::defaults();
+  // Time as the pool sizer sees it (tests move it by hand); empty: the
+  // steady clock.
+  std::function<std::chrono::steady_clock::time_point()> clock;
 };
 
 class NativeBackend : public Backend {
@@ -41,6 +46,15 @@ class NativeBackend : public Backend {
   Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) override;
   // Also run by the destructor, even while sandboxes are still held.
   void shutdown() override;
+  std::size_t warm_ready() const override;
+
+  PoolStats pool_stats() const;
+  // Waits until `done(stats)` holds (checked whenever the pool changes) or
+  // `timeout` passes; returns whether it held.
+  bool wait_pool(const std::function<bool(const PoolStats&)>& done,
+                 std::chrono::milliseconds timeout) const;
+  // Makes the refill look at the pool again now (after a test moved the clock).
+  void pool_wake();
 
  private:
   explicit NativeBackend(std::shared_ptr<BackendShared> shared);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -15,10 +16,12 @@
 #include <shared_mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "sandbox/native/cgroup.h"
 #include "sandbox/native/file_client.h"
 #include "sandbox/native/host_image.h"
+#include "sandbox/native/pool_sizer.h"
 #include "sandbox/native/reaper.h"
 #include "sandbox/native/spawn.h"
 #include "sandbox/native/userns.h"
@@ -48,6 +51,10 @@ struct ReadySandbox {
 
 class NativeSandbox;
 
+// Every field of a spec, encoded: a pooled sandbox goes only to a create
+// whose key equals the pool's.
+std::string pool_key(const SandboxSpec& spec);
+
 struct BackendShared {
   RuntimeDirs dirs;
   CgroupSupport cgroups;
@@ -59,21 +66,33 @@ struct BackendShared {
   Zygote zygote{spawner};
   Reaper reaper;
 
-  // Sandboxes made ahead of demand for prespawn_spec, refilled by
-  // refill_thread.
-  std::size_t prespawn_target = 0;
-  SandboxSpec prespawn_spec = SandboxSpec::defaults();
-  std::string prespawn_finish;  // its FinishConfig, encoded
+  // The one warm pool (the manager keeps none): sandboxes made ahead of
+  // demand for pool_spec, handed out only to a create whose whole spec is
+  // pool_spec (pool_key). Sized by sizer from the arrival rate, kept there
+  // by refill_threads (which also destroys the ones an idle server no longer
+  // needs). All under pool_mu.
+  SandboxSpec pool_spec = SandboxSpec::defaults();
+  std::string pool_key_bytes;  // pool_key(pool_spec)
   std::mutex pool_mu;
-  std::condition_variable pool_cv;  // pool taken from, refilled, or stopping
+  std::condition_variable pool_cv;  // pool taken from, refilled, woken, or stopping
   std::deque<ReadySandbox> pool;
+  PoolSizer sizer{PoolPolicy{}};
+  std::function<std::chrono::steady_clock::time_point()> clock;
+  std::uint64_t pool_made = 0, pool_taken = 0, pool_shed = 0;
   bool refill_failing = false;  // its last attempt failed (creates do not wait)
+  std::size_t refilling = 0;    // sandboxes the refill threads are making
   std::size_t waiting = 0;      // creates waiting for the one being made
   std::chrono::steady_clock::time_point last_take{};
+  std::chrono::steady_clock::time_point last_take_clock{};  // by `clock`
+  static constexpr std::chrono::seconds kShedAfterIdle{1};
   static constexpr std::chrono::milliseconds kRefillDelay{10};
-  bool stopping = false;      // shutdown began: no refill, no new create
-  std::size_t creating = 0;   // creates in progress (under pool_mu)
-  std::thread refill_thread;  // started last, joined first
+  bool stopping = false;     // shutdown began: no refill, no new create
+  std::size_t creating = 0;  // creates in progress (under pool_mu)
+  // Two makers: one sandbox's setup is mostly waiting on its init's own
+  // work (mounts, exec), so a second overlaps it; the zygote's clones are
+  // one at a time anyway, so more would only queue there.
+  static constexpr unsigned kRefillThreads = 2;
+  std::vector<std::thread> refill_threads;  // started last, joined first
 
   // Sandboxes handed out and not yet destructed, so shutdown reaches the
   // ones an owner still holds.
@@ -85,11 +104,14 @@ struct BackendShared {
   Result<Prespawned> begin_sandbox(const Limits& limits);
   // The spec's part: mounts and hostname, then the root opened.
   Result<ReadySandbox> finish_sandbox(Prespawned p, const SandboxSpec& spec);
-  // One from the pool finished with these FinishConfig bytes whose init is
-  // still alive, if any (waiting for the one being made, if it matches).
-  std::optional<ReadySandbox> take_ready(const std::string& finish);
-  // Keeps the pool at prespawn_target until stopping.
+  // One from the pool whose init is still alive when `key` is the pool's
+  // (waiting for the one being made if the pool is empty), else nothing.
+  // Counts the create for the sizer either way.
+  std::optional<ReadySandbox> take_ready(const std::string& key);
+  // Keeps the pool at the sizer's target until stopping.
   void refill_loop();
+  std::size_t live_count();
+  PoolStats pool_stats_locked();
   // A create counted until leave_create; false once shutdown began.
   bool enter_create();
   void leave_create();

@@ -11,7 +11,12 @@ native::NativeBackend* shared_backend(std::string* why) {
   static std::unique_ptr<native::NativeBackend> backend;
   static std::string reason;
   std::call_once(once, [] {
-    auto b = native::NativeBackend::create();
+    // A fixed pool of two (the default floor, never grown): the suites'
+    // counts of processes and cgroups stay what they were written for.
+    native::NativeBackendOptions options;
+    options.pool.min = 2;
+    options.pool.max = 2;
+    auto b = native::NativeBackend::create(options);
     if (b) {
       backend = std::move(*b);
     } else {

@@ -35,10 +35,11 @@ class SandboxManagerTest : public ::testing::Test {
     r.name = name;
     return r;
   }
-  static ManagerOptions opts(size_t max, size_t pool) {
+  // `pool` is ignored: the warm pool is the backend's (the shared backend
+  // keeps two ready).
+  static ManagerOptions opts(size_t max, size_t /*pool*/ = 0) {
     ManagerOptions o;
     o.max_sandboxes = max;
-    o.pool_size = pool;
     return o;
   }
   sandbox::Backend* backend_ = nullptr;
@@ -148,28 +149,38 @@ TEST_F(SandboxManagerTest, RetiredSandboxesAreDestroyedOffThePath) {
   m.shutdown();
 }
 
-TEST_F(SandboxManagerTest, WarmPoolServesDefaultSpecs) {
-  SandboxManager m(*backend_, opts(8, 2));
+// The manager keeps no pool of its own: the backend's serves the default
+// spec, and only it (a persistent create is refused, never answered with a
+// pooled ephemeral sandbox as the manager's own pool once did).
+TEST_F(SandboxManagerTest, WarmPoolServesOnlyTheWholeDefaultSpec) {
+  auto* native = dynamic_cast<sandbox::native::NativeBackend*>(backend_);
+  ASSERT_NE(native, nullptr);
+  SandboxManager m(*backend_, opts(8));
   m.start();
-  for (int i = 0; i < 200 && m.pool_ready() < 2; ++i) std::this_thread::sleep_for(10ms);
-  ASSERT_EQ(m.pool_ready(), 2u);
-  auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(native->wait_pool([](const sandbox::native::PoolStats& s) { return s.ready == 2; }, 60s));
+  EXPECT_EQ(m.pool_ready(), 2u);
+  auto taken = native->pool_stats().taken;
   auto e = m.create(req());
-  auto took = std::chrono::steady_clock::now() - start;
   ASSERT_TRUE(e.ok());
-  EXPECT_LT(took, 50ms) << "a pooled create should not start a sandbox";
+  EXPECT_EQ(native->pool_stats().taken, taken + 1);
   // A non-default spec bypasses the pool and still works.
   auto custom = req();
   custom.spec.limits.memory_bytes = 128 * sandbox::kMiB;
+  taken = native->pool_stats().taken;
   auto c = m.create(custom);
   ASSERT_TRUE(c.ok()) << c.error().message();
   EXPECT_EQ((*c)->spec().limits().memory_bytes, 128 * sandbox::kMiB);
-  // The pool refills in the background.
-  for (int i = 0; i < 200 && m.pool_ready() < 2; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(native->pool_stats().taken, taken);
+  auto persistent = req();
+  persistent.spec.persistence = sandbox::Persistence::kPersistent;
+  ASSERT_TRUE(native->wait_pool([](const sandbox::native::PoolStats& s) { return s.ready == 2; }, 60s));
+  auto p = m.create(persistent);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(native->pool_stats().taken, taken);
   EXPECT_EQ(m.pool_ready(), 2u);
   m.shutdown();
   EXPECT_EQ(m.live_count(), 0u);
-  EXPECT_EQ(m.pool_ready(), 0u);
 }
 
 }  // namespace

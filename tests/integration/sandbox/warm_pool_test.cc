@@ -1,0 +1,327 @@
+// The native backend's warm pool, the only one the server has: nothing made
+// ahead of demand at pool size 0 (no init, no zygote), a pooled sandbox only
+// for a create whose whole spec is the pool's, and a size that follows the
+// arrival rate (grown by a burst, shed when idle, under the server's cap).
+// Time is a clock the test moves; waits are on the pool's own events.
+//
+// Each test makes backends of its own, one at a time; a backend's runtime
+// directory is named after the process, so they run in a child process
+// without the fixture's shared backend (WarmPool.TestsRunInAProcessOfTheirOwn).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "sandbox/native/fs_util.h"
+#include "sandbox/native/native_backend.h"
+
+extern char** environ;
+
+namespace sandcastle::sandbox::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using native::NativeBackend;
+using native::NativeBackendOptions;
+using native::PoolStats;
+
+constexpr const char* kChildEnv = "SANDCASTLE_WARM_POOL_CHILD";
+
+// Our live children named sc-zygote, and how many live children each has
+// (every sandbox init, pooled or handed out, is a child of its zygote).
+std::map<pid_t, std::size_t> zygotes_and_inits() {
+  std::map<pid_t, std::size_t> out;
+  auto stat_of = [](const std::string& pid, std::string* comm, std::string* state, pid_t* ppid) {
+    std::ifstream in("/proc/" + pid + "/stat");
+    std::string line;
+    std::getline(in, line);
+    auto open = line.find('('), close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) return false;
+    *comm = line.substr(open + 1, close - open - 1);
+    std::istringstream rest(line.substr(close + 2));
+    rest >> *state >> *ppid;
+    return true;
+  };
+  std::vector<std::pair<pid_t, pid_t>> procs;  // pid, ppid of live processes
+  std::set<pid_t> zygotes;
+  for (const auto& name : native::list_dir("/proc")) {
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string comm, state;
+    pid_t ppid = 0;
+    if (!stat_of(name, &comm, &state, &ppid) || state == "Z" || state == "X") continue;
+    const pid_t pid = static_cast<pid_t>(std::stoi(name));
+    procs.emplace_back(pid, ppid);
+    if (comm == "sc-zygote" && ppid == ::getpid()) zygotes.insert(pid);
+  }
+  for (pid_t z : zygotes) out[z] = 0;
+  for (auto [pid, ppid] : procs)
+    if (zygotes.count(ppid)) ++out[ppid];
+  return out;
+}
+
+// Zygotes (and their inits) that `before` did not list: this test's backend's.
+std::map<pid_t, std::size_t> new_zygotes(const std::map<pid_t, std::size_t>& before) {
+  auto now = zygotes_and_inits();
+  for (const auto& [z, _] : before) now.erase(z);
+  return now;
+}
+
+// A clock the test moves by hand (shared: the refill thread reads it until
+// the backend is gone).
+struct ManualClock {
+  std::shared_ptr<std::atomic<std::int64_t>> ns = std::make_shared<std::atomic<std::int64_t>>(0);
+  std::function<std::chrono::steady_clock::time_point()> fn() const {
+    return [ns = ns] {
+      return std::chrono::steady_clock::time_point{} + 1000s + std::chrono::nanoseconds(ns->load());
+    };
+  }
+  void advance(std::chrono::nanoseconds d) const { ns->fetch_add(d.count()); }
+};
+
+class WarmPoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::getenv(kChildEnv))
+      GTEST_SKIP() << "runs in a process of its own, started by WarmPool.*";
+  }
+  static std::unique_ptr<NativeBackend> backend(NativeBackendOptions o) {
+    auto b = NativeBackend::create(std::move(o));
+    EXPECT_TRUE(b.ok()) << b.error().message();
+    return b ? std::move(*b) : nullptr;
+  }
+  static SandboxSpec spec(SpecOptions o = {}) {
+    auto s = SandboxSpec::create(std::move(o));
+    EXPECT_TRUE(s.ok()) << s.error().message();
+    return s ? *s : SandboxSpec::defaults();
+  }
+  static std::string run(Sandbox& sb, std::vector<std::string> argv) {
+    ExecRequest req;
+    req.argv = std::move(argv);
+    auto r = sb.exec(req);
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    return r ? r->stdout_data : std::string();
+  }
+};
+
+TEST_F(WarmPoolTest, PoolSizeZeroMakesNoInitAndNoZygoteAheadOfDemand) {
+  const auto before = zygotes_and_inits();
+  NativeBackendOptions o;
+  o.pool.min = 0;
+  auto b = backend(o);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->warm_ready(), 0u);
+  EXPECT_TRUE(new_zygotes(before).empty()) << "a zygote was started before any create";
+  // A burst still makes nothing ahead of demand: each create is its own.
+  {
+    std::vector<std::unique_ptr<Sandbox>> held;
+    for (int i = 0; i < 5; ++i) {
+      auto sb = b->create(spec());
+      ASSERT_TRUE(sb.ok()) << sb.error().message();
+      held.push_back(std::move(*sb));
+    }
+    auto z = new_zygotes(before);
+    ASSERT_EQ(z.size(), 1u);
+    EXPECT_EQ(z.begin()->second, 5u) << "inits beyond the five sandboxes asked for";
+    EXPECT_EQ(b->pool_stats().made, 0u);
+    for (auto& sb : held) EXPECT_TRUE(sb->destroy().ok());
+  }
+  // Once they are reaped, not one init is left.
+  std::size_t inits = 1;
+  for (int i = 0; i < 500 && inits > 0; ++i) {
+    auto z = new_zygotes(before);
+    inits = z.empty() ? 0 : z.begin()->second;
+    if (inits > 0) std::this_thread::sleep_for(10ms);  // the kernel's reap, no event to wait on
+  }
+  EXPECT_EQ(inits, 0u);
+  EXPECT_EQ(b->warm_ready(), 0u);
+}
+
+TEST_F(WarmPoolTest, PoolOfTwoHoldsExactlyTwoInits) {
+  const auto before = zygotes_and_inits();
+  NativeBackendOptions o;
+  o.pool.min = 2;
+  o.pool.max = 2;
+  auto b = backend(o);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(b->wait_pool([](const PoolStats& s) { return s.ready == 2; }, 60s));
+  auto z = new_zygotes(before);
+  ASSERT_EQ(z.size(), 1u);
+  EXPECT_EQ(z.begin()->second, 2u);
+}
+
+// Every spec field that differs from the pool's makes the create build its
+// own sandbox; only the very spec the pool was made for takes one.
+TEST_F(WarmPoolTest, PooledSandboxOnlyForTheWholeSpec) {
+  NativeBackendOptions o;
+  o.pool.min = 2;
+  o.pool.max = 2;
+  auto b = backend(o);
+  ASSERT_NE(b, nullptr);
+  auto full = [&] { return b->wait_pool([](const PoolStats& s) { return s.ready == 2; }, 60s); };
+  ASSERT_TRUE(full());
+
+  std::vector<std::pair<std::string, SpecOptions>> others;
+  auto with = [&](const std::string& what, auto change) {
+    SpecOptions so;
+    change(so);
+    others.emplace_back(what, so);
+  };
+  with("memory", [](SpecOptions& s) { s.limits.memory_bytes = 256 * kMiB; });
+  with("pids", [](SpecOptions& s) { s.limits.pids = 100; });
+  with("cpu", [](SpecOptions& s) { s.limits.cpu_millis = 500; });
+  with("disk", [](SpecOptions& s) { s.limits.disk_bytes = 128 * kMiB; });
+  with("tmp", [](SpecOptions& s) { s.limits.tmp_bytes = 32 * kMiB; });
+  with("open_files", [](SpecOptions& s) { s.limits.open_files = 512; });
+  with("file_size", [](SpecOptions& s) { s.limits.file_size_bytes = 64 * kMiB; });
+  with("exec_timeout", [](SpecOptions& s) { s.limits.exec_timeout = 5s; });
+  with("env", [](SpecOptions& s) { s.env["POOL_TEST"] = "1"; });
+  with("workdir", [](SpecOptions& s) { s.workdir = "/tmp"; });
+  with("hostname", [](SpecOptions& s) { s.hostname = "not-pooled"; });
+  for (const auto& [what, so] : others) {
+    const auto taken = b->pool_stats().taken;
+    auto sb = b->create(spec(so));
+    ASSERT_TRUE(sb.ok()) << what << ": " << sb.error().message();
+    EXPECT_EQ(b->pool_stats().taken, taken) << what << ": a pooled sandbox went to another spec";
+    EXPECT_EQ(b->warm_ready(), 2u) << what;
+    EXPECT_TRUE((*sb)->destroy().ok());
+  }
+  // What the differing spec asked for is what the sandbox has.
+  {
+    auto sb = b->create(spec(SpecOptions{.hostname = "not-pooled"}));
+    ASSERT_TRUE(sb.ok());
+    EXPECT_EQ(run(**sb, {"/bin/hostname"}), "not-pooled\n");
+    SpecOptions ws;
+    ws.limits.tmp_bytes = 32 * kMiB;
+    auto small = b->create(spec(ws));
+    ASSERT_TRUE(small.ok());
+    EXPECT_EQ(run(**small, {"/bin/sh", "-c", "df -k /tmp | tail -1 | awk '{print $2}'"}),
+              "32768\n");
+  }
+  // Persistent: refused (this backend makes only ephemeral sandboxes), and
+  // never answered with a pooled ephemeral one.
+  {
+    const auto taken = b->pool_stats().taken;
+    auto p = b->create(spec(SpecOptions{.persistence = Persistence::kPersistent}));
+    ASSERT_FALSE(p.ok());
+    EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(b->pool_stats().taken, taken);
+  }
+  // The pool's own spec takes one.
+  const auto taken = b->pool_stats().taken;
+  auto pooled = b->create(spec());
+  ASSERT_TRUE(pooled.ok());
+  EXPECT_EQ(b->pool_stats().taken, taken + 1);
+  EXPECT_EQ(run(**pooled, {"/bin/hostname"}), "sandbox\n");
+}
+
+// The other way round: a pool whose spec is persistent is one no create may
+// take (and this backend cannot make), so none is kept and an ephemeral
+// create is built for itself.
+TEST_F(WarmPoolTest, PersistentPoolSpecServesNoEphemeralCreate) {
+  const auto before = zygotes_and_inits();
+  NativeBackendOptions o;
+  o.pool.min = 2;
+  o.pool_spec = spec(SpecOptions{.persistence = Persistence::kPersistent});
+  auto b = backend(o);
+  ASSERT_NE(b, nullptr);
+  EXPECT_TRUE(new_zygotes(before).empty());
+  auto sb = b->create(spec());
+  ASSERT_TRUE(sb.ok()) << sb.error().message();
+  EXPECT_EQ(b->pool_stats().taken, 0u);
+  EXPECT_EQ(b->pool_stats().made, 0u);
+  EXPECT_EQ((*sb)->spec().persistence(), Persistence::kEphemeral);
+}
+
+TEST_F(WarmPoolTest, BurstGrowsThePoolAndIdlenessShrinksItBack) {
+  ManualClock clock;
+  NativeBackendOptions o;
+  o.pool.min = 1;
+  o.pool.max = 6;
+  o.clock = clock.fn();
+  auto b = backend(o);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(b->wait_pool([](const PoolStats& s) { return s.ready == 1; }, 60s));
+  EXPECT_EQ(b->pool_stats().target, 1u);
+  // Eight creates at one instant: a burst of eight, more than the max.
+  for (int i = 0; i < 8; ++i) {
+    auto sb = b->create(spec());
+    ASSERT_TRUE(sb.ok()) << sb.error().message();
+    EXPECT_TRUE((*sb)->destroy().ok());
+  }
+  EXPECT_EQ(b->pool_stats().target, 6u);
+  ASSERT_TRUE(b->wait_pool([](const PoolStats& s) { return s.ready == 6; }, 120s))
+      << "ready " << b->pool_stats().ready;
+  EXPECT_EQ(b->pool_stats().shed, 0u);
+  // Not shed while creates come: still six after the burst has faded but
+  // only 0.5 s since the last take.
+  clock.advance(500ms);
+  b->pool_wake();
+  EXPECT_EQ(b->pool_stats().shed, 0u);
+  // Idle for a minute (twelve holds): back to the floor, the rest destroyed.
+  clock.advance(60s);
+  b->pool_wake();
+  ASSERT_TRUE(b->wait_pool([](const PoolStats& s) { return s.ready == 1; }, 60s))
+      << "ready " << b->pool_stats().ready;
+  EXPECT_EQ(b->pool_stats().shed, 5u);
+  EXPECT_EQ(b->pool_stats().target, 1u);
+}
+
+TEST_F(WarmPoolTest, ReadyAndLiveStayUnderTheServerCap) {
+  ManualClock clock;
+  NativeBackendOptions o;
+  o.pool.min = 2;
+  o.pool.max = 16;
+  o.pool.server_cap = 5;
+  o.clock = clock.fn();
+  auto b = backend(o);
+  ASSERT_NE(b, nullptr);
+  std::vector<std::unique_ptr<Sandbox>> held;
+  for (int i = 0; i < 4; ++i) {
+    auto sb = b->create(spec());
+    ASSERT_TRUE(sb.ok()) << sb.error().message();
+    held.push_back(std::move(*sb));
+  }
+  // Four live, cap five: one ready at most, however busy (and at once, not
+  // only once the pool has been idle a while).
+  ASSERT_TRUE(b->wait_pool([](const PoolStats& s) { return s.target == 1 && s.ready == 1; }, 60s))
+      << "ready " << b->pool_stats().ready << ", target " << b->pool_stats().target;
+  held.pop_back();  // room again: the pool may grow (up to cap - live = 2)
+  ASSERT_TRUE(b->wait_pool([](const PoolStats& s) { return s.ready == 2; }, 60s));
+  EXPECT_EQ(b->pool_stats().target, 2u);
+}
+
+TEST(WarmPool, TestsRunInAProcessOfTheirOwn) {
+  std::string log = ::testing::TempDir() + "warm_pool_child.log";
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  std::string filter = "--gtest_filter=WarmPoolTest.*";
+  char* argv[] = {const_cast<char*>("/proc/self/exe"), filter.data(), nullptr};
+  std::vector<std::string> env_strings{std::string(kChildEnv) + "=1"};
+  for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  pid_t child = -1;
+  ASSERT_EQ(posix_spawn(&child, "/proc/self/exe", &fa, nullptr, argv, envp.data()), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  std::string out = native::read_small_file(log);
+  ::unlink(log.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  EXPECT_NE(out.find("[  PASSED  ] 6 tests."), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace sandcastle::sandbox::testing
