@@ -234,6 +234,8 @@ static int run(int argc, char** argv) {
   setting_flag("--max-sandboxes", "sandbox.max_sandboxes", "server-wide cap on live sandboxes");
   setting_flag("--max-per-key", "sandbox.max_per_key", "live sandboxes per API key or session (0: no quota)");
   setting_flag("--pool-size", "sandbox.pool_size", "warm sandboxes kept ready");
+  setting_flag("--max-queued-runs", "sandbox.max_queued_runs",
+               "one-shot execute_code calls that may wait for a sandbox at the cap (0: refuse at once)");
   setting_flag("--sandbox-ttl", "sandbox.ttl_s", "seconds an idle sandbox lives (default 1800)");
   setting_flag("--default-language", "sandbox.default_language", "language of execute_code without one");
   setting_flag("--pip-index-url", "packages.pip_index_url", "package index pip installs from");
@@ -341,6 +343,7 @@ static int run(int argc, char** argv) {
   tools::ManagerOptions manager_opts;
   manager_opts.max_sandboxes = static_cast<size_t>(cfg.max_sandboxes);
   manager_opts.pool_size = static_cast<size_t>(cfg.pool_size);
+  manager_opts.max_queued_runs = static_cast<size_t>(cfg.max_queued_runs);
   manager_opts.default_ttl = std::chrono::seconds(cfg.sandbox_ttl_s);
   // Quotas apply to HTTP owners (keys, sessions); the local stdio user has none.
   if (http_mode) manager_opts.max_per_owner = static_cast<size_t>(cfg.max_per_key);
