@@ -15,7 +15,10 @@
 // medians over rounds and the total failures (an error, or output other than
 // "1\n").
 //
-// Usage: node bench/burst_bench.mjs [--sandcastle build/sandcastle]
+// With --baseline-bin PATH (another build of sandcastle) the same bursts also
+// run against it, interleaved in each round, in columns of their own.
+//
+// Usage: node bench/burst_bench.mjs [--sandcastle build/sandcastle] [--baseline-bin PATH]
 //          [--sizes 1,10,50,200] [--languages python,javascript,bash,...] [--rounds 3] [--json]
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -156,7 +159,7 @@ async function main() {
     script: 'burst_bench.mjs',
     defaults: { sandcastle: join(root, 'build', 'sandcastle'), sizes: [1, 10, 50, 200], languages: DEFAULT_LANGS.join(','),
       rounds: 3, json: false },
-    types: { sandcastle: 'path', sizes: 'list', languages: 'words', rounds: 'int', json: 'flag' },
+    types: { sandcastle: 'path', 'baseline-bin': 'path', sizes: 'list', languages: 'words', rounds: 'int', json: 'flag' },
   });
   if (!existsSync(opts.sandcastle)) throw new Error(`sandcastle not found at ${opts.sandcastle}; build it first`);
   const langs = opts.languages.split(',').filter(Boolean);
@@ -166,24 +169,26 @@ async function main() {
   const POOL = 2;
   const server = new Server(opts.sandcastle, ['--log-level', 'warn', '--pool-size', String(POOL)]);
   await server.initialize('burst-bench');
+  const baseBin = opts['baseline-bin'];
+  const base = baseBin ? new Server(baseBin, ['--log-level', 'warn', '--pool-size', String(POOL)]) : null;
+  if (base) await base.initialize('burst-bench');
   const rows = [];
   try {
     for (const lang of available) {
       // Warm-up: page cache, the language's first start.
       await bareBurst(lang, 2, home);
       await sandcastleBurst(server, lang, 2);
+      if (base) await sandcastleBurst(base, lang, 2);
       for (const n of opts.sizes) {
-        const sc = [], bare = [];
+        const sc = [], bare = [], bs = [];
         for (let r = 0; r < opts.rounds; r++) {
-          await server.settle(POOL);
-          if (r % 2 === 0) {
-            bare.push(await bareBurst(lang, n, home));
-            await server.settle(POOL);
-            sc.push(await sandcastleBurst(server, lang, n));
-          } else {
-            sc.push(await sandcastleBurst(server, lang, n));
-            bare.push(await bareBurst(lang, n, home));
-          }
+          // Each server idle (the other's sandboxes gone too) before each burst.
+          const settle = async () => { await server.settle(POOL); if (base) await base.settle(POOL); };
+          const steps = [async () => bare.push(await bareBurst(lang, n, home)),
+            async () => sc.push(await sandcastleBurst(server, lang, n))];
+          if (base) steps.push(async () => bs.push(await sandcastleBurst(base, lang, n)));
+          if (r % 2) steps.reverse();
+          for (const step of steps) { await settle(); await step(); }
         }
         const row = {
           n, lang,
@@ -191,6 +196,8 @@ async function main() {
           failures: sc.reduce((a, x) => a + x.failures, 0), bareFailures: bare.reduce((a, x) => a + x.failures, 0),
           calls: n * opts.rounds, exec50: median(sc.map((x) => x.exec50)), queuedMax: Math.max(...sc.map((x) => x.queuedMax)),
           sample: sc.find((x) => x.sample)?.sample ?? null,
+          baseline: base ? median(bs.map((x) => x.wall)) : NaN, baseFailures: bs.reduce((a, x) => a + x.failures, 0),
+          baseSample: bs.find((x) => x.sample)?.sample ?? null,
         };
         rows.push(row);
         if (!opts.json) process.stderr.write(`burst_bench: ${lang} N=${n}: ${ms(row.sandcastle)} ms vs ${ms(row.bare)} ms, ${row.failures} failures\n`);
@@ -198,6 +205,7 @@ async function main() {
     }
   } finally {
     await server.close();
+    if (base) await base.close();
     rmSync(home, { recursive: true, force: true });
   }
   if (opts.json) {
@@ -208,13 +216,17 @@ async function main() {
       `vs N bare processes started at once; median wall time over ${opts.rounds} rounds, bare and sandcastle interleaved; ` +
       `load average at the end ${load}.`);
     console.log('');
-    console.log('| N | language | sandcastle ms | bare ms | ratio | failures | exec in sandbox p50 ms | longest wait in line ms |');
-    console.log('|---:|---|---:|---:|---:|---:|---:|---:|');
+    const bh = base ? ' baseline ms | baseline ratio | baseline failures |' : '';
+    console.log(`| N | language | sandcastle ms | bare ms | ratio | failures | exec in sandbox p50 ms | longest wait in line ms |${bh}`);
+    console.log(`|---:|---|---:|---:|---:|---:|---:|---:|${base ? '---:|---:|---:|' : ''}`);
     for (const r of rows) {
+      const bc = base ? ` ${ms(r.baseline)} | ${(r.baseline / r.bare).toFixed(2)}× | ${r.baseFailures}/${r.calls} |` : '';
       console.log(`| ${r.n} | ${r.lang} | ${ms(r.sandcastle)} | ${ms(r.bare)} | ${(r.sandcastle / r.bare).toFixed(2)}× | ` +
-        `${r.failures}/${r.calls}${r.bareFailures ? ` (bare: ${r.bareFailures})` : ''} | ${ms(r.exec50)} | ${ms(r.queuedMax)} |`);
+        `${r.failures}/${r.calls}${r.bareFailures ? ` (bare: ${r.bareFailures})` : ''} | ${ms(r.exec50)} | ${ms(r.queuedMax)} |${bc}`);
     }
+    if (base) console.log(`\nbaseline: ${baseBin}`);
     for (const r of rows) if (r.sample) console.log(`\n${r.lang} N=${r.n} failure sample: ${r.sample}`);
+    for (const r of rows) if (r.baseSample) console.log(`\nbaseline ${r.lang} N=${r.n} failure sample: ${r.baseSample}`);
   }
   if (rows.some((r) => r.failures)) process.exitCode = 1;
 }
