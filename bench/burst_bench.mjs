@@ -119,13 +119,28 @@ class Server extends LineClient {
     }
   }
 
-  // Until only the warm pool is left (the last burst's sandboxes are gone).
-  async settle(pool, timeoutMs = 60000) {
+  // The idle count (the warm pools: the manager's and the backend's own):
+  // the count once it has not changed for a second.
+  async learnIdle(timeoutMs = 30000) {
+    const t0 = performance.now();
+    let last = -2, since = performance.now();
+    while (performance.now() - t0 < timeoutMs) {
+      const c = this.children();
+      if (c !== last) { last = c; since = performance.now(); }
+      else if (performance.now() - since >= 1000) break;
+      await sleep(50);
+    }
+    this.idle = last;
+  }
+
+  // Until no more than the idle count is left (the last burst's sandboxes
+  // are gone, the pools refilled as far as they were).
+  async settle(timeoutMs = 60000) {
     const t0 = performance.now();
     while (performance.now() - t0 < timeoutMs) {
       const c = this.children();
       if (c < 0) { await sleep(2000); return; }
-      if (c === pool) { await sleep(200); return; }
+      if (c <= this.idle) { await sleep(200); return; }
       await sleep(50);
     }
   }
@@ -169,9 +184,10 @@ async function main() {
   const POOL = 2;
   const server = new Server(opts.sandcastle, ['--log-level', 'warn', '--pool-size', String(POOL)]);
   await server.initialize('burst-bench');
+  await server.learnIdle();
   const baseBin = opts['baseline-bin'];
   const base = baseBin ? new Server(baseBin, ['--log-level', 'warn', '--pool-size', String(POOL)]) : null;
-  if (base) await base.initialize('burst-bench');
+  if (base) { await base.initialize('burst-bench'); await base.learnIdle(); }
   const rows = [];
   try {
     for (const lang of available) {
@@ -183,7 +199,7 @@ async function main() {
         const sc = [], bare = [], bs = [];
         for (let r = 0; r < opts.rounds; r++) {
           // Each server idle (the other's sandboxes gone too) before each burst.
-          const settle = async () => { await server.settle(POOL); if (base) await base.settle(POOL); };
+          const settle = async () => { await server.settle(); if (base) await base.settle(); };
           const steps = [async () => bare.push(await bareBurst(lang, n, home)),
             async () => sc.push(await sandcastleBurst(server, lang, n))];
           if (base) steps.push(async () => bs.push(await sandcastleBurst(base, lang, n)));

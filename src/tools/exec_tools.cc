@@ -391,7 +391,8 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
   req.argv = expand_argv((*lang)->run, dir, src, bin);
   if (args.contains("stdin")) req.stdin_data = args["stdin"].get<std::string>();
   auto r = run(*use, req, ctx, "run", progress_sent);
-  (void)use->sandbox().remove(dir, true);
+  // A one-shot sandbox is destroyed right after: no round trip to tidy it.
+  if (!one_shot) (void)use->sandbox().remove(dir, true);
   if (!r.ok()) return error_result(r.error());
   out = result_json(*r, "run");
   out["language"] = (*lang)->name;
