@@ -209,12 +209,14 @@ Status AdmissionQueue::admit(const Request& req) {
       const Take why = mine->at_quota ? Take::kCallerFull : Take::kServerFull;
       remove(&w);
       wake_head();
-      return Error::make(ErrorCode::kResourceExhausted,
-                         req.describe_full(why) + "; this one-shot run waited " +
-                             seconds_text(now - start) + " s in line for a sandbox (place " +
-                             std::to_string(pos) + " of " + std::to_string(n) +
-                             ") until its timeout passed; retry later, pass a larger timeout_s, or "
-                             "start the server with a larger --max-sandboxes");
+      return Error::make(
+          ErrorCode::kResourceExhausted,
+          req.describe_full(why) + "; this one-shot run waited " + seconds_text(now - start) +
+              " s in line for a sandbox (place " + std::to_string(pos) + " of " +
+              std::to_string(n) +
+              ") until its timeout passed; close a sandbox you no longer need (close_sandbox), "
+              "retry later, pass a larger timeout_s, or start the server with a larger "
+              "--max-sandboxes");
     }
     if (now >= next_report) {
       // The oldest waiter asks again now and then, whatever notify() said.

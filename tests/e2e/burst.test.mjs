@@ -95,7 +95,7 @@ describe('one-shot bursts wait their turn (SDK v1, stdio)', () => {
       const r = await tiny.err('execute_code', { code: 'print(1)', timeout_s: 1 });
       const waited = performance.now() - t0;
       assert.ok(waited >= 1000, `it waited its timeout (${waited} ms)`);
-      assert.match(r.text, /^the server already runs its maximum of 1 sandboxes; this one-shot run waited 1\.\d s in line for a sandbox \(place 1 of 1\) until its timeout passed; retry later, pass a larger timeout_s, or start the server with a larger --max-sandboxes \[resource_exhausted\]$/);
+      assert.match(r.text, /^the server already runs its maximum of 1 sandboxes; this one-shot run waited 1\.\d s in line for a sandbox \(place 1 of 1\) until its timeout passed; close a sandbox you no longer need \(close_sandbox\), retry later, pass a larger timeout_s, or start the server with a larger --max-sandboxes \[resource_exhausted\]$/);
     } finally {
       await tiny.ok('close_sandbox', { sandbox_id: held.sandbox_id });
     }
