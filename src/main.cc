@@ -287,6 +287,8 @@ static int run(int argc, char** argv) {
   setting_flag("--pool-size", "sandbox.pool_size", "warm sandboxes kept ready when idle (0: none made ahead)");
   setting_flag("--pool-max", "sandbox.pool_max", "most warm sandboxes a burst grows the pool to (default 64)");
   setting_flag("--pool-memory-mb", "sandbox.pool_memory_mb", "memory the warm pool may hold (default 64)");
+  setting_flag("--max-queued-runs", "sandbox.max_queued_runs",
+               "one-shot execute_code calls that may wait for a sandbox at the cap (0: refuse at once)");
   setting_flag("--sandbox-ttl", "sandbox.ttl_s", "seconds an idle sandbox lives (default 1800)");
   setting_flag("--default-language", "sandbox.default_language", "language of execute_code without one");
   setting_flag("--pip-index-url", "packages.pip_index_url", "package index pip installs from");
@@ -422,6 +424,7 @@ static int run(int argc, char** argv) {
 
   tools::ManagerOptions manager_opts;
   manager_opts.max_sandboxes = static_cast<size_t>(cfg.max_sandboxes);
+  manager_opts.max_queued_runs = static_cast<size_t>(cfg.max_queued_runs);
   manager_opts.default_ttl = std::chrono::seconds(cfg.sandbox_ttl_s);
   // Quotas apply to HTTP owners (keys, sessions); the local stdio user has none.
   if (http_mode) manager_opts.max_per_owner = static_cast<size_t>(cfg.max_per_key);

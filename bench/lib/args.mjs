@@ -7,11 +7,11 @@ import { resolve } from 'node:path';
 const ALL = {
   sandcastle: true, loader: true, requests: true, streams: true, concurrency: true, iterations: true,
   warmup: true, rounds: true, count: true, oneshot: true, creates: true, concurrent: true, json: false,
-  'baseline-bin': true, big: true, 'big-mib': true, files: true,
+  'baseline-bin': true, big: true, 'big-mib': true, files: true, sizes: true, languages: true,
 };
 
 // `types` maps each option of this script to 'int' (>= 1), 'int0' (>= 0),
-// 'path', 'list' (comma-separated numbers) or 'flag'.
+// 'path', 'list' (comma-separated numbers), 'words' (a string) or 'flag'.
 export function parseArgs(argv, { script, defaults, types }) {
   const opts = { ...defaults };
   const usage = `usage: ${script} ${Object.entries(types).map(([k, t]) => (t === 'flag' ? `[--${k}]`
@@ -33,6 +33,7 @@ export function parseArgs(argv, { script, defaults, types }) {
     const type = types[key];
     if (!type) continue;  // another bench script's option
     if (type === 'path') opts[key] = resolve(v);
+    else if (type === 'words') opts[key] = v;
     else if (type === 'list') opts[key] = v.split(',').map(Number);
     else {
       const n = Number(v);

@@ -52,13 +52,17 @@ json exec_output_schema() {
 // Live output: each chunk as notifications/progress (with a progressToken) and
 // as a notifications/message log line (when logging is on), in order. Empty
 // when the client asked for neither.
-std::function<void(const char*, std::string_view)> output_streamer(RequestContext& ctx, const std::string& stage) {
+// `sent` progress notifications went before (a one-shot's place in line):
+// the count goes on from there, as progress must rise.
+std::function<void(const char*, std::string_view)> output_streamer(RequestContext& ctx, const std::string& stage,
+                                                                   uint64_t sent = 0) {
   if (!ctx.wants_progress() && !ctx.log_enabled("info")) return nullptr;
   struct State {
     std::mutex mu;
     uint64_t chunks = 0;
   };
   auto st = std::make_shared<State>();
+  st->chunks = sent;
   return [st, &ctx, stage](const char* name, std::string_view data) {
     std::string text(data);
     std::lock_guard l(st->mu);  // increment and send together: progress must rise
@@ -69,12 +73,12 @@ std::function<void(const char*, std::string_view)> output_streamer(RequestContex
 
 // Runs one exec with the request's cancellation and progress wired in.
 Result<sandbox::ExecResult> run(SandboxEntry& entry, sandbox::ExecRequest req, RequestContext& ctx,
-                                const std::string& stage) {
+                                const std::string& stage, uint64_t progress_sent = 0) {
   sandbox::CancelToken cancel;
   size_t sub = 0;
   if (ctx.cancel_token()) sub = ctx.cancel_token()->on_cancel([&cancel] { cancel.cancel(); });
   sandbox::ExecCallbacks cb;
-  auto emit = output_streamer(ctx, stage);
+  auto emit = output_streamer(ctx, stage, progress_sent);
   if (emit) {
     cb.on_stdout = [&emit](std::string_view d) { emit("stdout", d); };
     cb.on_stderr = [&emit](std::string_view d) { emit("stderr", d); };
@@ -354,6 +358,8 @@ ToolResult execute_in_kernel(ToolEnv& env, EntryUse& use, KernelLanguage lang, c
 ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
   std::shared_ptr<SandboxEntry> entry;
   bool one_shot = false;
+  uint64_t progress_sent = 0;  // queue-place notifications sent
+  double queued_ms = 0;
   if (args.contains("sandbox_id")) {
     auto e = env.manager.get(args["sandbox_id"], owner_of(ctx));
     if (!e.ok()) return error_result(e.error());
@@ -371,8 +377,29 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
     req.spec.image = env.config.default_image;
     req.spec.limits = env.config.default_limits;
     req.spec.env = env.config.pass_through_env;
-    auto e = env.manager.create(req);
+    // At the server's cap a one-shot waits its turn (tools/admission.h) for
+    // as long as its own timeout, saying where it stands in line.
+    const auto wait_limit = args.contains("timeout_s")
+                                ? std::chrono::milliseconds(
+                                      static_cast<int64_t>(args["timeout_s"].get<double>() * 1000))
+                                : env.config.default_limits.exec_timeout;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto e = env.manager.create_when_free(
+        req, t0 + wait_limit, ctx.cancel_token(), [&](size_t pos, size_t waiting) {
+          ++progress_sent;
+          const std::string text = "queued: place " + std::to_string(pos) + " of " +
+                                   std::to_string(waiting) +
+                                   " waiting for a sandbox (the server runs its maximum of " +
+                                   std::to_string(env.manager.options().max_sandboxes) + ")";
+          ctx.progress(static_cast<double>(progress_sent), std::nullopt, text);
+          ctx.log(
+              "info",
+              json{{"stage", "queued"}, {"position", pos}, {"waiting", waiting}, {"text", text}},
+              "sandbox");
+        });
     if (!e.ok()) return error_result(e.error());
+    queued_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     entry = *e;
     one_shot = true;
   }
@@ -407,7 +434,7 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
   req.output.max_bytes = env.config.max_output_bytes;
   if (!(*lang)->compile.empty()) {
     req.argv = expand_argv((*lang)->compile, dir, src, bin, use->spec().limits().memory_bytes);
-    auto c = run(*use, req, ctx, "compile");
+    auto c = run(*use, req, ctx, "compile", progress_sent);
     if (!c.ok()) return error_result(c.error());
     if (c->reason != sandbox::EndReason::kExited || c->status() != 0) {
       out = result_json(*c, "compile");
@@ -420,8 +447,9 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
   }
   req.argv = expand_argv((*lang)->run, dir, src, bin, use->spec().limits().memory_bytes);
   if (args.contains("stdin")) req.stdin_data = args["stdin"].get<std::string>();
-  auto r = run(*use, req, ctx, "run");
-  (void)use->sandbox().remove(dir, true);
+  auto r = run(*use, req, ctx, "run", progress_sent);
+  // A one-shot sandbox is destroyed right after: no round trip to tidy it.
+  if (!one_shot) (void)use->sandbox().remove(dir, true);
   if (!r.ok()) return error_result(r.error());
   out = result_json(*r, "run");
   out["language"] = (*lang)->name;
@@ -429,6 +457,7 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
   out["files_created"] = json::array();
   if (!one_shot) report_files(out, before, use->sandbox(), env.config.max_listed_files);
   out["mode"] = "process";
+  if (progress_sent > 0) out["queued_ms"] = queued_ms;  // waited in line for a sandbox
   if (!one_shot) add_links(env, use->id(), out["files_created"]);
   ToolResult res = finish(out, *r, timeout);
   add_resource_links(res, out["files_created"], ctx);

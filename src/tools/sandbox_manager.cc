@@ -124,7 +124,10 @@ void destroy_counted(sandbox::Sandbox& sb, const std::string& id) {
 
 SandboxManager::SandboxManager(sandbox::Backend& backend, ManagerOptions options,
                                store::SandboxStore* store)
-    : backend_(backend), options_(options), store_(store ? store : &own_store_) {}
+    : backend_(backend),
+      options_(options),
+      store_(store ? store : &own_store_),
+      admission_(options.max_queued_runs) {}
 
 namespace {
 store::SandboxRecord record_of(const SandboxEntry& e) {
@@ -168,6 +171,7 @@ void SandboxManager::shutdown() {
     for (const auto& [id, _] : live) store_->remove(id);
   }
   cv_.notify_all();
+  admission_.notify();  // waiting one-shots learn the server is stopping
   if (reaper_thread_.joinable()) reaper_thread_.join();
   for (auto& [id, e] : live) destroy_counted(e->sandbox(), id);
   std::deque<std::shared_ptr<SandboxEntry>> retiring;
@@ -193,22 +197,85 @@ std::string SandboxManager::new_id() const {
   return id;
 }
 
+std::string SandboxManager::cap_text() const {
+  return "the server already runs its maximum of " + std::to_string(options_.max_sandboxes) +
+         " sandboxes";
+}
+
 Result<std::shared_ptr<SandboxEntry>> SandboxManager::create(const CreateRequest& req) {
-  auto spec = sandbox::SandboxSpec::create(req.spec);
-  if (!spec.ok()) return spec.take_error();
-  {
+  return create_impl(req, /*reserved=*/false);
+}
+
+Result<std::shared_ptr<SandboxEntry>> SandboxManager::create_when_free(
+    const CreateRequest& req, std::chrono::steady_clock::time_point deadline,
+    mcp::CancelToken* cancel, const AdmissionQueue::OnQueued& on_queued) {
+  if (auto spec = sandbox::SandboxSpec::create(req.spec); !spec.ok()) return spec.take_error();
+  using Take = AdmissionQueue::Take;
+  AdmissionQueue::Request ar;
+  ar.caller = req.owner;
+  ar.deadline = deadline;
+  ar.cancel = cancel;
+  ar.on_queued = on_queued;
+  // Reserves a slot under the cap and the owner's quota; when stopping, lets
+  // the waiter through to create_impl's "shutting down" error.
+  ar.try_take = [this, &req] {
     std::lock_guard lock(mu_);
-    if (stopping_) return Error::make(ErrorCode::kUnavailable, "the server is shutting down");
-    if (by_id_.size() + creating_ >= options_.max_sandboxes)
+    if (!stopping_) {
+      if (by_id_.size() + creating_ >= options_.max_sandboxes) return Take::kServerFull;
+      if (options_.max_per_owner > 0 && owned_locked(req.owner) >= options_.max_per_owner)
+        return Take::kCallerFull;
+    }
+    ++creating_;
+    ++reserved_by_owner_[req.owner];
+    return Take::kTaken;
+  };
+  ar.describe_full = [this](Take why) {
+    return why == Take::kCallerFull ? "you already have " + std::to_string(options_.max_per_owner) +
+                                          " live sandboxes, the quota per user"
+                                    : cap_text();
+  };
+  if (auto s = admission_.admit(ar); !s.ok()) return s.take_error();
+  return create_impl(req, /*reserved=*/true);
+}
+
+size_t SandboxManager::owned_locked(const std::string& owner) const {
+  size_t mine = static_cast<size_t>(std::count_if(
+      by_id_.begin(), by_id_.end(), [&](const auto& kv) { return kv.second->owner() == owner; }));
+  if (auto it = reserved_by_owner_.find(owner); it != reserved_by_owner_.end()) mine += it->second;
+  return mine;
+}
+
+void SandboxManager::release_reservation_locked(const std::string& owner) {
+  --creating_;
+  if (auto it = reserved_by_owner_.find(owner); it != reserved_by_owner_.end() && --it->second == 0)
+    reserved_by_owner_.erase(it);
+}
+
+Result<std::shared_ptr<SandboxEntry>> SandboxManager::create_impl(const CreateRequest& req,
+                                                                  bool reserved) {
+  auto spec = sandbox::SandboxSpec::create(req.spec);
+  auto refuse = [&](Error e) -> Result<std::shared_ptr<SandboxEntry>> {
+    if (reserved) {
+      {
+        std::lock_guard lock(mu_);
+        release_reservation_locked(req.owner);
+      }
+      admission_.notify();
+    }
+    return e;
+  };
+  if (!spec.ok()) return refuse(spec.take_error());
+  {
+    std::unique_lock lock(mu_);
+    if (stopping_) {
+      lock.unlock();
+      return refuse(Error::make(ErrorCode::kUnavailable, "the server is shutting down"));
+    }
+    if (!reserved && by_id_.size() + creating_ >= options_.max_sandboxes)
       return Error::make(ErrorCode::kResourceExhausted,
-                         "the server already runs its maximum of " +
-                             std::to_string(options_.max_sandboxes) +
-                             " sandboxes; close one you no longer need (close_sandbox) and retry");
-    if (options_.max_per_owner > 0) {
-      size_t mine =
-          static_cast<size_t>(std::count_if(by_id_.begin(), by_id_.end(), [&](const auto& kv) {
-            return kv.second->owner() == req.owner;
-          }));
+                         cap_text() + "; close one you no longer need (close_sandbox) and retry");
+    if (!reserved && options_.max_per_owner > 0) {
+      size_t mine = owned_locked(req.owner);
       if (mine >= options_.max_per_owner)
         return Error::make(ErrorCode::kResourceExhausted,
                            "you already have " + std::to_string(mine) +
@@ -217,18 +284,28 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::create(const CreateRequest
     }
     if (!req.name.empty()) {
       for (const auto& [_, e] : by_id_)
-        if (e->owner() == req.owner && e->name() == req.name)
-          return Error::make(ErrorCode::kAlreadyExists, "a sandbox named '" + req.name +
-                                                            "' already exists (" + e->id() +
-                                                            "); use it, or pick another name");
+        if (e->owner() == req.owner && e->name() == req.name) {
+          std::string id = e->id();
+          lock.unlock();
+          return refuse(Error::make(ErrorCode::kAlreadyExists,
+                                    "a sandbox named '" + req.name + "' already exists (" + id +
+                                        "); use it, or pick another name"));
+        }
     }
-    ++creating_;
+    if (!reserved) {
+      ++creating_;
+      ++reserved_by_owner_[req.owner];
+    }
   }
   // The backend hands out a warm sandbox only for the spec it was made for.
   auto sb = backend_.create(*spec);
-  std::lock_guard lock(mu_);
-  --creating_;
-  if (!sb.ok()) return sb.take_error();
+  std::unique_lock lock(mu_);
+  release_reservation_locked(req.owner);
+  if (!sb.ok()) {
+    lock.unlock();
+    admission_.notify();
+    return sb.take_error();
+  }
   std::string id = new_id();
   while (by_id_.count(id)) id = new_id();
   auto entry =
@@ -263,6 +340,7 @@ Status SandboxManager::close(const std::string& id_or_name, const std::string& o
     by_id_.erase((*entry)->id());
     store_->remove((*entry)->id());
   }
+  admission_.notify();
   Status st = (*entry)->sandbox().destroy();
   metrics::registry().counter(metrics::name::kSandboxesDestroyed, "sandboxes destroyed").inc();
   return st;
@@ -280,9 +358,11 @@ void SandboxManager::retire(const std::string& id, const std::string& owner) {
     if (reaper_thread_.joinable() && !stopping_) {
       retiring_.push_back(std::move(entry));
       cv_.notify_all();
-      return;
+      entry = nullptr;
     }
   }
+  admission_.notify();
+  if (!entry) return;
   destroy_counted(entry->sandbox(), id);  // no background thread: destroy here
 }
 
@@ -303,6 +383,7 @@ size_t SandboxManager::close_owned_by(const std::string& owner) {
   // Only keyless sessions' sandboxes go with their owner (main.cc, on_owner_gone).
   if (owner.rfind("session:", 0) == 0)
     for (auto& e : mine) ended_.remember(e->id(), kEndedWithSession);
+  if (!mine.empty()) admission_.notify();
   for (auto& e : mine) destroy_counted(e->sandbox(), e->id());
   return mine.size();
 }
@@ -342,6 +423,7 @@ size_t SandboxManager::reap_expired() {
       }
     }
   }
+  if (!expired.empty()) admission_.notify();
   for (auto& e : expired) {
     spdlog::info("sandbox {} idle for {} s: reaping it", e->id(), e->ttl().count());
     ended_.remember(e->id(), "it was idle for its TTL of " + std::to_string(e->ttl().count()) +

@@ -22,6 +22,7 @@
 #include "sandbox/sandbox.h"
 #include "tools/ended_sandboxes.h"
 #include "store/sandbox_store.h"
+#include "tools/admission.h"
 
 namespace sandcastle::tools {
 
@@ -108,6 +109,7 @@ struct ManagerOptions {
   size_t max_sandboxes = 64;                  // server-wide cap on live sandboxes
   std::chrono::seconds default_ttl{30 * 60};  // idle time before reaping
   size_t max_per_owner = 0;                   // live sandboxes per owner; 0 = no quota
+  size_t max_queued_runs = 1024;              // one-shot runs that may wait at the cap; 0 = none
   std::chrono::seconds reap_interval{5};
 };
 
@@ -135,6 +137,13 @@ class SandboxManager {
   void shutdown();
 
   Result<std::shared_ptr<SandboxEntry>> create(const CreateRequest& req);
+  // For a one-shot run: like create, but at the cap it waits in the
+  // admission line (tools/admission.h) until a slot frees, `deadline`
+  // passes or `cancel` fires, instead of failing at once.
+  Result<std::shared_ptr<SandboxEntry>> create_when_free(
+      const CreateRequest& req, std::chrono::steady_clock::time_point deadline,
+      mcp::CancelToken* cancel, const AdmissionQueue::OnQueued& on_queued);
+  size_t runs_waiting() const { return admission_.waiting(); }
   // Finds by id or name, only among `owner`'s sandboxes: another owner's
   // sandbox is reported as not found, never as forbidden.
   Result<std::shared_ptr<SandboxEntry>> get(const std::string& id_or_name,
@@ -157,6 +166,12 @@ class SandboxManager {
   size_t reap_expired();
 
  private:
+  // `reserved`: the caller already holds a slot under the cap (creating_).
+  Result<std::shared_ptr<SandboxEntry>> create_impl(const CreateRequest& req, bool reserved);
+  std::string cap_text() const;
+  // Live sandboxes of `owner` plus its creations under way (mu_ held).
+  size_t owned_locked(const std::string& owner) const;
+  void release_reservation_locked(const std::string& owner);
   void reaper_loop();
   std::string new_id() const;
 
@@ -171,8 +186,10 @@ class SandboxManager {
   store::MemorySandboxStore own_store_;
   store::SandboxStore* store_;
   size_t creating_ = 0;  // reservations against the cap while a create runs
+  std::map<std::string, size_t> reserved_by_owner_;  // creating_, per owner (quotas)
   std::thread reaper_thread_;
   EndedSandboxes ended_;  // why recent ones ended, for get()'s not-found message
+  AdmissionQueue admission_;  // told (outside mu_) whenever a slot frees
 };
 
 }  // namespace sandcastle::tools

@@ -254,8 +254,10 @@ describe('sandbox tools: bad inputs (SDK v1)', () => {
       const r = await cap.err('create_sandbox', {});
       assert.match(r.text, /2/);
       assert.match(r.text, /close_sandbox/);
-      const oneShot = await cap.err('execute_code', { code: 'print(1)' });
-      assert.match(oneShot.text, /close_sandbox/, 'a one-shot run needs a slot too');
+      // A one-shot run needs a slot too: it waits for one up to its own timeout.
+      const oneShot = await cap.err('execute_code', { code: 'print(1)', timeout_s: 0.5 });
+      assert.match(oneShot.text, /waited 0\.\d s in line for a sandbox/);
+      assert.match(oneShot.text, /close_sandbox/);
       await cap.ok('close_sandbox', { sandbox_id: a.sandbox_id });
       await cap.create();
     } finally {

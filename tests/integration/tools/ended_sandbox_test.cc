@@ -13,7 +13,6 @@ TEST(EndedSandboxTest, SessionEndIsTheReasonGiven) {
   auto* backend = sandbox::testing::shared_backend(&why);
   if (!backend) GTEST_SKIP() << "no sandbox backend on this host: " << why;
   ManagerOptions o;
-  o.pool_size = 0;
   SandboxManager m(*backend, o);
   CreateRequest req;
   req.language = "python";
@@ -49,7 +48,6 @@ TEST(EndedSandboxTest, ReapingAfterTheTtlIsTheReasonGiven) {
   auto* backend = sandbox::testing::shared_backend(&why);
   if (!backend) GTEST_SKIP() << "no sandbox backend on this host: " << why;
   ManagerOptions o;
-  o.pool_size = 0;
   SandboxManager m(*backend, o);
   CreateRequest req;
   req.language = "python";

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
 #include <thread>
 
 #include "../sandbox/fixture.h"
@@ -181,6 +182,56 @@ TEST_F(SandboxManagerTest, WarmPoolServesOnlyTheWholeDefaultSpec) {
   EXPECT_EQ(m.pool_ready(), 2u);
   m.shutdown();
   EXPECT_EQ(m.live_count(), 0u);
+}
+
+// A one-shot at the cap waits its turn (tools/admission.h) where an explicit
+// create refuses: it gets the slot a close frees, gives up at its deadline,
+// and a shutdown lets it go with "shutting down".
+TEST_F(SandboxManagerTest, OneShotsWaitForASlotAtTheCap) {
+  SandboxManager m(*backend_, opts(1, 0));
+  auto held = m.create(req());
+  ASSERT_TRUE(held.ok()) << held.error().message();
+  EXPECT_EQ(m.create(req()).error().code, ErrorCode::kResourceExhausted);
+
+  std::promise<size_t> place;
+  Result<std::shared_ptr<SandboxEntry>> waited = Error::make(ErrorCode::kInternal, "not run");
+  std::thread t([&] {
+    bool told = false;
+    waited = m.create_when_free(req(), std::chrono::steady_clock::now() + 30s, nullptr, [&](size_t pos, size_t) {
+      if (!told) place.set_value(pos);
+      told = true;
+    });
+  });
+  EXPECT_EQ(place.get_future().get(), 1u);
+  EXPECT_EQ(m.runs_waiting(), 1u);
+  ASSERT_TRUE(m.close((*held)->id(), "").ok());
+  t.join();
+  ASSERT_TRUE(waited.ok()) << waited.error().message();
+  EXPECT_EQ(m.live_count(), 1u);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto late = m.create_when_free(req(), t0 + 200ms, nullptr, nullptr);
+  ASSERT_FALSE(late.ok());
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 200ms);
+  EXPECT_EQ(late.error().code, ErrorCode::kResourceExhausted);
+  EXPECT_NE(late.error().context.find("maximum of 1 sandboxes; this one-shot run waited"), std::string::npos)
+      << late.error().context;
+
+  std::promise<void> queued;
+  Result<std::shared_ptr<SandboxEntry>> stopped = Error::make(ErrorCode::kInternal, "not run");
+  std::thread s([&] {
+    bool told = false;
+    stopped = m.create_when_free(req(), std::chrono::steady_clock::now() + 30s, nullptr, [&](size_t, size_t) {
+      if (!told) queued.set_value();
+      told = true;
+    });
+  });
+  queued.get_future().get();
+  m.shutdown();
+  s.join();
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(m.runs_waiting(), 0u);
 }
 
 }  // namespace

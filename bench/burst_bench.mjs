@@ -1,0 +1,253 @@
+#!/usr/bin/env node
+// Burst benchmark over stdio (issue 14): N one-shot `execute_code` calls sent
+// at once (no sandbox_id: each call gets a sandbox of its own, destroyed
+// afterwards), N = 1, 10, 50, 200, per language, against N bare processes
+// doing the same started at once from this Node process (`python3 -c
+// 'print(1)'`, `node -e`, `bash -c 'echo 1'`, ...; compiled languages compile
+// and run in a temporary directory). The server runs with its defaults (cap
+// of 64 live sandboxes, warm pool of 2), so N = 200 exercises the admission
+// line: calls past the cap wait their turn instead of failing.
+//
+// Wall time is from the first request written to the last response read (and
+// from the first spawn to the last exit for bare). Each round runs bare and
+// sandcastle back to back (order alternating), the server idle in between
+// (every one-shot sandbox torn down, the pool refilled); the table shows
+// medians over rounds and the total failures (an error, or output other than
+// "1\n").
+//
+// With --baseline-bin PATH (another build of sandcastle) the same bursts also
+// run against it, interleaved in each round, in columns of their own.
+//
+// Usage: node bench/burst_bench.mjs [--sandcastle build/sandcastle] [--baseline-bin PATH]
+//          [--sizes 1,10,50,200] [--languages python,javascript,bash,...] [--rounds 3] [--json]
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from './lib/args.mjs';
+import { LineClient } from './lib/line_client.mjs';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '..');
+
+// What each language runs, and the bare equivalent (argv; {dir} is a fresh
+// temporary directory holding `file` with the code, for compiled languages).
+const LANGS = {
+  python: { code: 'print(1)', bare: ['/usr/bin/python3', '-c', 'print(1)'] },
+  javascript: { code: 'console.log(1)', bare: ['/usr/bin/node', '-e', 'console.log(1)'] },
+  bash: { code: 'echo 1', bare: ['/bin/bash', '-c', 'echo 1'] },
+  sh: { code: 'echo 1', bare: ['/bin/sh', '-c', 'echo 1'] },
+  perl: { code: 'print "1\\n";', bare: ['/usr/bin/perl', '-e', 'print "1\\n";'] },
+  ruby: { code: 'puts 1', bare: ['/usr/bin/ruby', '-e', 'puts 1'] },
+  c: { needs: ['/usr/bin/gcc'], code: '#include <stdio.h>\nint main(void) { puts("1"); return 0; }\n', file: 'main.c',
+    bare: ['/bin/sh', '-c', 'cd {dir} && /usr/bin/gcc -O2 -pipe -o main main.c -lm && ./main'] },
+  cpp: { needs: ['/usr/bin/g++'], code: '#include <cstdio>\nint main() { std::puts("1"); }\n', file: 'main.cpp',
+    bare: ['/bin/sh', '-c', 'cd {dir} && /usr/bin/g++ -O2 -pipe -std=c++20 -o main main.cpp && ./main'] },
+  go: { needs: ['/usr/bin/go'], code: 'package main\nimport "fmt"\nfunc main() { fmt.Println(1) }\n', file: 'main.go',
+    bare: ['/bin/sh', '-c', 'cd {dir} && /usr/bin/go build -o main main.go && ./main'] },
+  rust: { needs: ['/usr/bin/rustc'], code: 'fn main() { println!("1"); }\n', file: 'main.rs',
+    bare: ['/bin/sh', '-c', 'cd {dir} && /usr/bin/rustc -O -o main main.rs && ./main'] },
+  typescript: { needs: ['/usr/bin/tsc', '/usr/bin/node'], code: 'console.log(1);\n', file: 'main.ts',
+    bare: ['/bin/sh', '-c', 'cd {dir} && /usr/bin/tsc --outDir . main.ts && /usr/bin/node main.js'] },
+  java: { code: 'class Main { public static void main(String[] a) { System.out.println(1); } }\n', file: 'Main.java',
+    bare: ['/usr/bin/java', '{dir}/Main.java'] },
+};
+// Interpreted languages are cheap enough for the default run; compiled ones
+// (200 compilers at once) take minutes on a small machine: ask for them.
+const DEFAULT_LANGS = ['python', 'javascript', 'bash', 'sh', 'perl', 'ruby'];
+
+const sorted = (xs) => [...xs].sort((a, b) => a - b);
+const median = (xs) => { const s = sorted(xs); return s.length ? s[Math.floor((s.length - 1) / 2)] : NaN; };
+const ms = (x) => (Number.isFinite(x) ? (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2)) : 'n/a');
+const sleep = (t) => new Promise((r) => setTimeout(r, t));
+
+// A clean environment, as sandboxes get (an inherited NODE_EXTRA_CA_CERTS
+// alone triples node's start-up).
+function bareEnv(home) {
+  return { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: home, LANG: 'C.UTF-8', GOCACHE: join(home, '.gocache') };
+}
+
+function bareOne(lang, home) {
+  const spec = LANGS[lang];
+  let dir = null;
+  if (spec.file) {
+    dir = mkdtempSync(join(home, 'run-'));
+    writeFileSync(join(dir, spec.file), spec.code);
+  }
+  const argv = spec.bare.map((a) => (dir ? a.replaceAll('{dir}', dir) : a));
+  return new Promise((resolve) => {
+    const p = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'ignore'], env: bareEnv(home) });
+    let out = '';
+    p.stdout.on('data', (d) => { out += d; });
+    p.on('error', () => resolve(false));
+    p.on('close', (code) => {
+      if (dir) rmSync(dir, { recursive: true, force: true });
+      resolve(code === 0 && out === '1\n');
+    });
+  });
+}
+
+async function bareBurst(lang, n, home) {
+  const t0 = performance.now();
+  const ok = await Promise.all(Array.from({ length: n }, () => bareOne(lang, home)));
+  return { wall: performance.now() - t0, failures: ok.filter((x) => !x).length };
+}
+
+class Server extends LineClient {
+  // Live sandbox inits (warm pool + live sandboxes): the children of the
+  // server's zygote, which clones every init.
+  children() {
+    const kids = (pid) => {
+      const out = [];
+      for (const tid of readdirSync(`/proc/${pid}/task`)) {
+        const c = readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim();
+        if (c) out.push(...c.split(/\s+/));
+      }
+      return out;
+    };
+    try {
+      let n = 0;
+      for (const k of kids(this.proc.pid)) {
+        const cmd = readFileSync(`/proc/${k}/cmdline`, 'utf8');
+        if (cmd.startsWith('sandcastle-zygote')) n += kids(k).length;
+        else if (cmd.startsWith('sandcastle-init')) n += 1;
+      }
+      return n;
+    } catch {
+      return -1;
+    }
+  }
+
+  // The idle count (the warm pools: the manager's and the backend's own):
+  // the count once it has not changed for a second.
+  async learnIdle(timeoutMs = 30000) {
+    const t0 = performance.now();
+    let last = -2, since = performance.now();
+    while (performance.now() - t0 < timeoutMs) {
+      const c = this.children();
+      if (c !== last) { last = c; since = performance.now(); }
+      else if (performance.now() - since >= 1000) break;
+      await sleep(50);
+    }
+    this.idle = last;
+  }
+
+  // Until no more than the idle count is left (the last burst's sandboxes
+  // are gone, the pools refilled as far as they were).
+  async settle(timeoutMs = 60000) {
+    const t0 = performance.now();
+    while (performance.now() - t0 < timeoutMs) {
+      const c = this.children();
+      if (c < 0) { await sleep(2000); return; }
+      if (c <= this.idle) { await sleep(200); return; }
+      await sleep(50);
+    }
+  }
+}
+
+async function sandcastleBurst(server, lang, n) {
+  const spec = LANGS[lang];
+  const args = { code: spec.code, language: lang, timeout_s: spec.file ? 600 : 120 };
+  const t0 = performance.now();
+  const results = await Promise.all(Array.from({ length: n }, () => server.request('tools/call', { name: 'execute_code', arguments: args })
+    .then(({ msg }) => msg, (e) => ({ error: { message: String(e.message) } }))));
+  const wall = performance.now() - t0;
+  let failures = 0;
+  let sample = null;
+  const dur = [], queued = [];
+  for (const msg of results) {
+    const sc = msg.result?.structuredContent;
+    if (msg.error || msg.result?.isError || sc?.stdout !== '1\n') {
+      failures++;
+      sample ??= JSON.stringify(msg.error ?? msg.result?.content?.[0]?.text ?? msg).slice(0, 240);
+    } else {
+      dur.push(sc.duration_ms);
+      queued.push(sc.queued_ms ?? 0);
+    }
+  }
+  return { wall, failures, sample, exec50: median(dur), queuedMax: queued.length ? Math.max(...queued) : NaN };
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2), {
+    script: 'burst_bench.mjs',
+    defaults: { sandcastle: join(root, 'build', 'sandcastle'), sizes: [1, 10, 50, 200], languages: DEFAULT_LANGS.join(','),
+      rounds: 3, json: false },
+    types: { sandcastle: 'path', 'baseline-bin': 'path', sizes: 'list', languages: 'words', rounds: 'int', json: 'flag' },
+  });
+  if (!existsSync(opts.sandcastle)) throw new Error(`sandcastle not found at ${opts.sandcastle}; build it first`);
+  const langs = opts.languages.split(',').filter(Boolean);
+  for (const l of langs) if (!LANGS[l]) throw new Error(`unknown language ${l}; known: ${Object.keys(LANGS).join(', ')}`);
+  const available = langs.filter((l) => (LANGS[l].needs ?? [LANGS[l].bare[0]]).every((b) => existsSync(b)));
+  const home = mkdtempSync(join(tmpdir(), 'burst-bench-'));
+  const POOL = 2;
+  const server = new Server(opts.sandcastle, ['--log-level', 'warn', '--pool-size', String(POOL)]);
+  await server.initialize('burst-bench');
+  await server.learnIdle();
+  const baseBin = opts['baseline-bin'];
+  const base = baseBin ? new Server(baseBin, ['--log-level', 'warn', '--pool-size', String(POOL)]) : null;
+  if (base) { await base.initialize('burst-bench'); await base.learnIdle(); }
+  const rows = [];
+  try {
+    for (const lang of available) {
+      // Warm-up: page cache, the language's first start.
+      await bareBurst(lang, 2, home);
+      await sandcastleBurst(server, lang, 2);
+      if (base) await sandcastleBurst(base, lang, 2);
+      for (const n of opts.sizes) {
+        const sc = [], bare = [], bs = [];
+        for (let r = 0; r < opts.rounds; r++) {
+          // Each server idle (the other's sandboxes gone too) before each burst.
+          const settle = async () => { await server.settle(); if (base) await base.settle(); };
+          const steps = [async () => bare.push(await bareBurst(lang, n, home)),
+            async () => sc.push(await sandcastleBurst(server, lang, n))];
+          if (base) steps.push(async () => bs.push(await sandcastleBurst(base, lang, n)));
+          if (r % 2) steps.reverse();
+          for (const step of steps) { await settle(); await step(); }
+        }
+        const row = {
+          n, lang,
+          sandcastle: median(sc.map((x) => x.wall)), bare: median(bare.map((x) => x.wall)),
+          failures: sc.reduce((a, x) => a + x.failures, 0), bareFailures: bare.reduce((a, x) => a + x.failures, 0),
+          calls: n * opts.rounds, exec50: median(sc.map((x) => x.exec50)), queuedMax: Math.max(...sc.map((x) => x.queuedMax)),
+          sample: sc.find((x) => x.sample)?.sample ?? null,
+          baseline: base ? median(bs.map((x) => x.wall)) : NaN, baseFailures: bs.reduce((a, x) => a + x.failures, 0),
+          baseSample: bs.find((x) => x.sample)?.sample ?? null,
+        };
+        rows.push(row);
+        if (!opts.json) process.stderr.write(`burst_bench: ${lang} N=${n}: ${ms(row.sandcastle)} ms vs ${ms(row.bare)} ms, ${row.failures} failures\n`);
+      }
+    }
+  } finally {
+    await server.close();
+    if (base) await base.close();
+    rmSync(home, { recursive: true, force: true });
+  }
+  if (opts.json) {
+    console.log(JSON.stringify(rows, null, 2));
+  } else {
+    const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+    console.log(`N one-shot \`execute_code\` calls sent at once over one stdio client (server defaults: cap 64, pool ${POOL}), ` +
+      `vs N bare processes started at once; median wall time over ${opts.rounds} rounds, bare and sandcastle interleaved; ` +
+      `load average at the end ${load}.`);
+    console.log('');
+    const bh = base ? ' baseline ms | baseline ratio | baseline failures |' : '';
+    console.log(`| N | language | sandcastle ms | bare ms | ratio | failures | exec in sandbox p50 ms | longest wait in line ms |${bh}`);
+    console.log(`|---:|---|---:|---:|---:|---:|---:|---:|${base ? '---:|---:|---:|' : ''}`);
+    for (const r of rows) {
+      const bc = base ? ` ${ms(r.baseline)} | ${(r.baseline / r.bare).toFixed(2)}× | ${r.baseFailures}/${r.calls} |` : '';
+      console.log(`| ${r.n} | ${r.lang} | ${ms(r.sandcastle)} | ${ms(r.bare)} | ${(r.sandcastle / r.bare).toFixed(2)}× | ` +
+        `${r.failures}/${r.calls}${r.bareFailures ? ` (bare: ${r.bareFailures})` : ''} | ${ms(r.exec50)} | ${ms(r.queuedMax)} |${bc}`);
+    }
+    if (base) console.log(`\nbaseline: ${baseBin}`);
+    for (const r of rows) if (r.sample) console.log(`\n${r.lang} N=${r.n} failure sample: ${r.sample}`);
+    for (const r of rows) if (r.baseSample) console.log(`\nbaseline ${r.lang} N=${r.n} failure sample: ${r.baseSample}`);
+  }
+  if (rows.some((r) => r.failures)) process.exitCode = 1;
+}
+
+main().catch((e) => {
+  console.error(`burst_bench: ${e.stack ?? e}`);
+  process.exit(1);
+});
