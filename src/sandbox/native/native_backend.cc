@@ -67,7 +67,8 @@ Status check_supported(const SandboxSpec& spec) {
   if (spec.network() != NetworkMode::kNone)
     return Error::make(ErrorCode::kInvalidArgument, "native backend: only network mode \"none\"");
   if (spec.persistence() != Persistence::kEphemeral)
-    return Error::make(ErrorCode::kInvalidArgument, "native backend: only ephemeral sandboxes");
+    return Error::make(ErrorCode::kInvalidArgument, "persistent sandboxes (kept across server restarts) are not available "
+                       "yet: this server's sandboxes end with it; omit persistent, or set it to false");
   return {};
 }
 
