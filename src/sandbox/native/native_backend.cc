@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 
@@ -131,6 +132,7 @@ PoolStats BackendShared::pool_stats_locked() {
   st.made = pool_made;
   st.taken = pool_taken;
   st.shed = pool_shed;
+  st.peak_ready = pool_peak;
   return st;
 }
 
@@ -221,9 +223,13 @@ void BackendShared::refill_loop() {
     // CPU) waits a moment so as not to compete with it. (Also in a burst:
     // paced one-shots count as a small one, and without the pause their
     // round trip grew by 1.9 ms in tools_bench.)
-    if (!pool.empty())
+    // The lock is let go while pausing, so look again afterwards: the other
+    // refill thread may have begun one meanwhile (the pool overshot its
+    // maximum by one without this).
+    if (!pool.empty() && waiting == 0 && std::chrono::steady_clock::now() < last_take + kRefillDelay) {
       pool_cv.wait_until(lock, last_take + kRefillDelay, [&] { return stopping || waiting > 0; });
-    if (stopping) return;
+      continue;
+    }
     ++refilling;
     lock.unlock();
     auto begun = begin_sandbox(pool_spec.limits());
@@ -235,6 +241,7 @@ void BackendShared::refill_loop() {
     if (r) {
       pool.push_back(std::move(*r));
       ++pool_made;
+      pool_peak = std::max(pool_peak, pool.size());
     }
     pool_cv.notify_all();
     if (!r && !stopping) {

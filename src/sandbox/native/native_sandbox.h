@@ -79,6 +79,7 @@ struct BackendShared {
   PoolSizer sizer{PoolPolicy{}};
   std::function<std::chrono::steady_clock::time_point()> clock;
   std::uint64_t pool_made = 0, pool_taken = 0, pool_shed = 0;
+  std::size_t pool_peak = 0;  // the most ever ready at once (tests: never above the maximum)
   bool refill_failing = false;  // its last attempt failed (creates do not wait)
   std::size_t refilling = 0;    // sandboxes the refill threads are making
   std::size_t waiting = 0;      // creates waiting for the one being made

@@ -49,6 +49,7 @@ struct PoolStats {
   std::size_t target = 0;                       // what the refill aims for now
   double rate = 0;                              // creates per second, decayed to now
   std::uint64_t made = 0, taken = 0, shed = 0;  // since start; shed: destroyed unused
+  std::size_t peak_ready = 0;                   // the most ever ready at once
 };
 
 class PoolSizer {

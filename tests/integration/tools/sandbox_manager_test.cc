@@ -150,6 +150,25 @@ TEST_F(SandboxManagerTest, RetiredSandboxesAreDestroyedOffThePath) {
   m.shutdown();
 }
 
+// Two refill threads must not both make "the last one": however fast the
+// takes come, a pool of at most two never holds three.
+TEST_F(SandboxManagerTest, BackToBackTakesNeverOverfillThePool) {
+  auto* native = dynamic_cast<sandbox::native::NativeBackend*>(backend_);
+  ASSERT_NE(native, nullptr);
+  SandboxManager m(*backend_, opts(8));
+  m.start();
+  auto full = [](const sandbox::native::PoolStats& s) { return s.ready >= 2; };
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(native->wait_pool(full, 60s));
+    auto e = m.create(req());  // one taken: both refill threads wake to make it again
+    ASSERT_TRUE(e.ok()) << e.error().message();
+    ASSERT_TRUE(native->wait_pool(full, 60s));
+    ASSERT_TRUE(m.close((*e)->id(), "").ok());
+  }
+  EXPECT_LE(native->pool_stats().peak_ready, 2u);
+  m.shutdown();
+}
+
 // The manager keeps no pool of its own: the backend's serves the default
 // spec, and only it (a persistent create is refused, never answered with a
 // pooled ephemeral sandbox as the manager's own pool once did).
