@@ -21,12 +21,13 @@
 // Usage: node bench/burst_bench.mjs [--sandcastle build/sandcastle] [--baseline-bin PATH]
 //          [--sizes 1,10,50,200] [--languages python,javascript,bash,...] [--rounds 3] [--json]
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from './lib/args.mjs';
 import { LineClient } from './lib/line_client.mjs';
+import { sandboxInits } from './lib/proc.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
@@ -95,28 +96,9 @@ async function bareBurst(lang, n, home) {
 }
 
 class Server extends LineClient {
-  // Live sandbox inits (warm pool + live sandboxes): the children of the
-  // server's zygote, which clones every init.
+  // Live sandbox inits (warm pool + live sandboxes).
   children() {
-    const kids = (pid) => {
-      const out = [];
-      for (const tid of readdirSync(`/proc/${pid}/task`)) {
-        const c = readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim();
-        if (c) out.push(...c.split(/\s+/));
-      }
-      return out;
-    };
-    try {
-      let n = 0;
-      for (const k of kids(this.proc.pid)) {
-        const cmd = readFileSync(`/proc/${k}/cmdline`, 'utf8');
-        if (cmd.startsWith('sandcastle-zygote')) n += kids(k).length;
-        else if (cmd.startsWith('sandcastle-init')) n += 1;
-      }
-      return n;
-    } catch {
-      return -1;
-    }
+    return sandboxInits(this.proc.pid);
   }
 
   // The idle count (the warm pools: the manager's and the backend's own):

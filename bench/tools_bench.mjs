@@ -24,11 +24,12 @@
 // Usage: node bench/tools_bench.mjs [--sandcastle build/sandcastle]
 //          [--oneshot 60] [--creates 200] [--concurrent 100] [--rounds 3] [--json]
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from './lib/args.mjs';
 import { LineClient } from './lib/line_client.mjs';
+import { sandboxInits } from './lib/proc.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
@@ -49,28 +50,9 @@ const sleep = (t) => new Promise((r) => setTimeout(r, t));
 
 // ---- the shared stdio client, plus a view of the server's sandbox children
 class SandcastleClient extends LineClient {
-  // Live sandbox inits = warm pool + live sandboxes: the children of the
-  // server's zygote (which clones every init).
+  // Live sandbox inits (warm pool + live sandboxes).
   children() {
-    const kids = (pid) => {
-      const out = [];
-      for (const tid of readdirSync(`/proc/${pid}/task`)) {
-        const c = readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim();
-        if (c) out.push(...c.split(/\s+/));
-      }
-      return out;
-    };
-    try {
-      let n = 0;
-      for (const k of kids(this.proc.pid)) {
-        const cmd = readFileSync(`/proc/${k}/cmdline`, 'utf8');
-        if (cmd.startsWith('sandcastle-zygote')) n += kids(k).length;
-        else if (cmd.startsWith('sandcastle-init')) n += 1;
-      }
-      return n;
-    } catch {
-      return -1;
-    }
+    return sandboxInits(this.proc.pid);
   }
 
   async waitChildren(n, timeoutMs = 120000) {

@@ -12,7 +12,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { BIN, REPO_ROOT } from './lib/harness.mjs';
+import { BIN, REPO_ROOT, procTable } from './lib/harness.mjs';
 import { openSession, post } from './lib/http.mjs';
 
 const IS_ROOT = process.getuid() === 0;
@@ -25,20 +25,6 @@ function testUser() {
   execFileSync(resolve(REPO_ROOT, 'scripts/as-test-user'), ['true']);
   const id = (flag) => Number(execFileSync('id', [flag, TEST_USER], { encoding: 'utf8' }).trim());
   return { uid: id('-u'), gid: id('-g'), home: `/home/${TEST_USER}` };
-}
-
-// pid -> {ppid, start, state, comm} from /proc/<pid>/stat.
-function procTable() {
-  const out = new Map();
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    let stat;
-    try { stat = readFileSync(`/proc/${name}/stat`, 'utf8'); } catch { continue; }
-    const close = stat.lastIndexOf(')');
-    const f = stat.slice(close + 2).split(' ');
-    out.set(Number(name), { ppid: Number(f[1]), start: f[19], state: f[0], comm: stat.slice(stat.indexOf('(') + 1, close) });
-  }
-  return out;
 }
 
 function descendants(root) {

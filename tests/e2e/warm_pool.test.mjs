@@ -5,22 +5,12 @@
 // top of the backend's.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
 import { connectSandcastle } from './lib/sandbox_client.mjs';
-import { sleep } from './lib/harness.mjs';
+import { procTable, sleep } from './lib/harness.mjs';
 
-// Live descendants of `root` by comm, from /proc/<pid>/stat.
+// The server's zygotes and the inits they cloned (live ones only).
 function tree(root) {
-  const table = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    let stat;
-    try { stat = readFileSync(`/proc/${name}/stat`, 'utf8'); } catch { continue; }
-    const close = stat.lastIndexOf(')');
-    const f = stat.slice(close + 2).split(' ');
-    if (f[0] === 'Z' || f[0] === 'X') continue;
-    table.push({ pid: Number(name), ppid: Number(f[1]), comm: stat.slice(stat.indexOf('(') + 1, close) });
-  }
+  const table = [...procTable()].map(([pid, p]) => ({ pid, ...p })).filter((p) => p.state !== 'Z' && p.state !== 'X');
   const zygotes = table.filter((p) => p.ppid === root && p.comm === 'sc-zygote').map((p) => p.pid);
   const inits = table.filter((p) => zygotes.includes(p.ppid)).length;
   return { zygotes: zygotes.length, inits };

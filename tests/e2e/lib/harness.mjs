@@ -2,7 +2,7 @@
 // line-based stdio driver (for what the SDKs hide), and the fixture tools'
 // expected output.
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -226,4 +226,19 @@ export function checkFixtureResult(assert, name, result) {
   if (want.content) assert.deepEqual(result.content, want.content, `${name}: content`);
   if (want.structuredContent) assert.deepEqual(result.structuredContent, want.structuredContent, `${name}: structuredContent`);
   if (want.check) want.check(result, assert);
+}
+
+// pid -> {ppid, start, state, comm} for every process, from /proc/<pid>/stat
+// (a process that ends while the table is read is left out).
+export function procTable() {
+  const out = new Map();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    let stat;
+    try { stat = readFileSync(`/proc/${name}/stat`, 'utf8'); } catch { continue; }
+    const close = stat.lastIndexOf(')');
+    const f = stat.slice(close + 2).split(' ');
+    out.set(Number(name), { ppid: Number(f[1]), start: f[19], state: f[0], comm: stat.slice(stat.indexOf('(') + 1, close) });
+  }
+  return out;
 }

@@ -3,9 +3,7 @@
 // after it (spares kept for reuse included), no process descending from it
 // (zygote, inits, what runs in the sandboxes) and no mount of its runtime
 // directory, even while an owner still holds a sandbox.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,12 +16,11 @@
 #include <sstream>
 #include <vector>
 
+#include "fixture.h"
 #include "sandbox/native/cgroup.h"
 #include "sandbox/native/fs_util.h"
 #include "sandbox/native/host_image.h"
 #include "sandbox/native/native_backend.h"
-
-extern char** environ;
 
 namespace sandcastle::sandbox::native {
 namespace {
@@ -143,26 +140,10 @@ TEST(BackendShutdownChild, DestroyingTheBackendLeavesNothing) {
 // This process already has the fixture's backend, whose runtime directory is
 // named after this pid: a second backend runs in a child process.
 TEST(BackendShutdown, DestroyingTheBackendLeavesNothing) {
-  std::string log = ::testing::TempDir() + "backend_shutdown_child.log";
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  std::string filter = "--gtest_filter=BackendShutdownChild.*";
-  char* argv[] = {const_cast<char*>("/proc/self/exe"), filter.data(), nullptr};
-  std::vector<std::string> env_strings{std::string(kChildEnv) + "=1"};
-  for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  pid_t child = -1;
-  ASSERT_EQ(posix_spawn(&child, "/proc/self/exe", &fa, nullptr, argv, envp.data()), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  std::string out = read_small_file(log);
-  ::unlink(log.c_str());
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  auto run = testing::run_tests_in_child("BackendShutdownChild.*", kChildEnv);
+  const pid_t child = run.pid;
+  const std::string& out = run.out;
+  EXPECT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << out;
   EXPECT_NE(out.find("[  PASSED  ] 1 test."), std::string::npos) << out;
   // Nothing was left for the next start's sweep either.
   EXPECT_FALSE(exists(run_dir_of(child)));

@@ -1,8 +1,15 @@
 #include "fixture.h"
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <mutex>
+
+#include "sandbox/native/fs_util.h"
+
+extern char** environ;
 
 namespace sandcastle::sandbox::testing {
 
@@ -72,5 +79,31 @@ ExecResult SandboxTest::py(const std::string& code, std::chrono::milliseconds ti
 
 bool SandboxTest::cgroups() const { return backend_->capabilities().cgroup_limits; }
 bool SandboxTest::root() const { return ::geteuid() == 0; }
+
+ChildRun run_tests_in_child(const std::string& filter, const char* env_name) {
+  ChildRun run;
+  std::string log = ::testing::TempDir() + std::string(env_name) + ".log";
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  std::string filter_arg = "--gtest_filter=" + filter;
+  char* argv[] = {const_cast<char*>("/proc/self/exe"), filter_arg.data(), nullptr};
+  std::vector<std::string> env_strings{std::string(env_name) + "=1"};
+  for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  const int rc = posix_spawn(&run.pid, "/proc/self/exe", &fa, nullptr, argv, envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    ADD_FAILURE() << "posix_spawn: " << rc;
+    return run;
+  }
+  if (::waitpid(run.pid, &run.status, 0) != run.pid) ADD_FAILURE() << "waitpid: " << errno;
+  run.out = native::read_small_file(log);
+  ::unlink(log.c_str());
+  return run;
+}
 
 }  // namespace sandcastle::sandbox::testing

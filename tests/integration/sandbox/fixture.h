@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/types.h>
 
 #include <memory>
 #include <string>
@@ -16,6 +17,17 @@ namespace sandcastle::sandbox::testing {
 // The process-wide backend; null (with the reason) when the host cannot
 // create sandboxes at all.
 native::NativeBackend* shared_backend(std::string* why = nullptr);
+
+// This binary run again, in a child process, with `--gtest_filter=<filter>`
+// and `<env_name>=1` set: for tests that need a backend of their own (the
+// runtime directory is named after the process, so a second backend in this
+// one would share, and remove, the fixture's). Waits for it.
+struct ChildRun {
+  pid_t pid = -1;
+  int status = 0;   // as from waitpid
+  std::string out;  // its stdout and stderr
+};
+ChildRun run_tests_in_child(const std::string& filter, const char* env_name);
 
 class SandboxTest : public ::testing::Test {
  protected:

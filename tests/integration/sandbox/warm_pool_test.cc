@@ -7,9 +7,7 @@
 // Each test makes backends of its own, one at a time; a backend's runtime
 // directory is named after the process, so they run in a child process
 // without the fixture's shared backend (WarmPool.TestsRunInAProcessOfTheirOwn).
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,10 +19,9 @@
 #include <sstream>
 #include <thread>
 
+#include "fixture.h"
 #include "sandbox/native/fs_util.h"
 #include "sandbox/native/native_backend.h"
-
-extern char** environ;
 
 namespace sandcastle::sandbox::testing {
 namespace {
@@ -300,27 +297,9 @@ TEST_F(WarmPoolTest, ReadyAndLiveStayUnderTheServerCap) {
 }
 
 TEST(WarmPool, TestsRunInAProcessOfTheirOwn) {
-  std::string log = ::testing::TempDir() + "warm_pool_child.log";
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  std::string filter = "--gtest_filter=WarmPoolTest.*";
-  char* argv[] = {const_cast<char*>("/proc/self/exe"), filter.data(), nullptr};
-  std::vector<std::string> env_strings{std::string(kChildEnv) + "=1"};
-  for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  pid_t child = -1;
-  ASSERT_EQ(posix_spawn(&child, "/proc/self/exe", &fa, nullptr, argv, envp.data()), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  std::string out = native::read_small_file(log);
-  ::unlink(log.c_str());
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
-  EXPECT_NE(out.find("[  PASSED  ] 6 tests."), std::string::npos) << out;
+  auto child = run_tests_in_child("WarmPoolTest.*", kChildEnv);
+  EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.out;
+  EXPECT_NE(child.out.find("[  PASSED  ] 6 tests."), std::string::npos) << child.out;
 }
 
 }  // namespace

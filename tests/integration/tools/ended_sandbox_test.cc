@@ -8,12 +8,18 @@
 namespace sandcastle::tools {
 namespace {
 
-TEST(EndedSandboxTest, SessionEndIsTheReasonGiven) {
-  std::string why;
-  auto* backend = sandbox::testing::shared_backend(&why);
-  if (!backend) GTEST_SKIP() << "no sandbox backend on this host: " << why;
-  ManagerOptions o;
-  SandboxManager m(*backend, o);
+class EndedSandboxTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    backend_ = sandbox::testing::shared_backend(&why);
+    if (!backend_) GTEST_SKIP() << "no sandbox backend on this host: " << why;
+  }
+  sandbox::Backend* backend_ = nullptr;
+};
+
+TEST_F(EndedSandboxTest, SessionEndIsTheReasonGiven) {
+  SandboxManager m(*backend_, ManagerOptions{});
   CreateRequest req;
   req.language = "python";
   req.owner = "session:abc";
@@ -43,12 +49,8 @@ TEST(EndedSandboxTest, SessionEndIsTheReasonGiven) {
   m.shutdown();
 }
 
-TEST(EndedSandboxTest, ReapingAfterTheTtlIsTheReasonGiven) {
-  std::string why;
-  auto* backend = sandbox::testing::shared_backend(&why);
-  if (!backend) GTEST_SKIP() << "no sandbox backend on this host: " << why;
-  ManagerOptions o;
-  SandboxManager m(*backend, o);
+TEST_F(EndedSandboxTest, ReapingAfterTheTtlIsTheReasonGiven) {
+  SandboxManager m(*backend_, ManagerOptions{});
   CreateRequest req;
   req.language = "python";
   req.ttl = std::chrono::seconds(0);  // idle past its TTL at once
