@@ -74,6 +74,16 @@ async function server(sandcastle, args, env) {
   return c;
 }
 
+// A bare spawn of /bin/true: execute_command's floor.
+function bareTrue() {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const p = spawn('/bin/true', [], { stdio: 'ignore' });
+    p.on('error', reject);
+    p.on('close', (code) => (code === 0 ? resolve(performance.now() - t0) : reject(new Error(`/bin/true: ${code}`))));
+  });
+}
+
 function bare() {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
@@ -112,23 +122,24 @@ async function benchOneShot(opts) {
     }
     // Same program in a kept sandbox: no sandbox acquisition or teardown.
     const sb = await c.call('create_sandbox', {});
-    const kept = [], keptDur = [], cmd = [], cmdDur = [];
+    const kept = [], keptDur = [], cmd = [], cmdDur = [], trueBase = [];
     for (let i = 0; i < opts.oneshot; i++) {
       const res = await c.call('execute_code', { code: 'print(1)', sandbox_id: sb.sc.sandbox_id });
       checkPrint1(res, 'kept sandbox');
       kept.push(res.t);
       keptDur.push(res.sc.duration_ms);
       // The sandbox's exec floor: a shell builtin-free no-op.
+      trueBase.push(await bareTrue());
       const t = await c.call('execute_command', { command: '/bin/true', sandbox_id: sb.sc.sandbox_id });
       cmd.push(t.t);
       cmdDur.push(t.sc.duration_ms);
     }
     await c.close();
     rounds.push({ rt: median(rt), rt99: pct(rt, 99), dur: median(dur), base: median(base), base99: pct(base, 99), kept: median(kept),
-      keptDur: median(keptDur), cmd: median(cmd), cmdDur: median(cmdDur) });
+      keptDur: median(keptDur), cmd: median(cmd), cmdDur: median(cmdDur), trueBase: median(trueBase) });
   }
   const m = (k) => median(rounds.map((x) => x[k]));
-  return { rt: m('rt'), rt99: m('rt99'), dur: m('dur'), base: m('base'), base99: m('base99'), kept: m('kept'), keptDur: m('keptDur'), cmd: m('cmd'), cmdDur: m('cmdDur') };
+  return { rt: m('rt'), rt99: m('rt99'), dur: m('dur'), base: m('base'), base99: m('base99'), kept: m('kept'), keptDur: m('keptDur'), cmd: m('cmd'), cmdDur: m('cmdDur'), trueBase: m('trueBase') };
 }
 
 // ---- (b) create_sandbox latency with the warm pool
@@ -250,7 +261,7 @@ async function main() {
       `| (a) … of which exec in the sandbox (server duration_ms), p50 | ${ms(a.dur)} ms | ${ms(a.base)} ms | ${ratio(a.dur, a.base)} | |`,
       `| (a) … server overhead outside the exec (round trip − duration_ms), p50 | ${ms(a.rt - a.dur)} ms | | | |`,
       `| (a) \`execute_code\` print(1) in a kept sandbox, p50 (exec duration_ms ${ms(a.keptDur)} ms) | ${ms(a.kept)} ms | ${ms(a.base)} ms | ${ratio(a.kept, a.base)} | |`,
-      `| (a) \`execute_command\` /bin/true in a kept sandbox, p50 (exec duration_ms ${ms(a.cmdDur)} ms) | ${ms(a.cmd)} ms | | | |`,
+      `| (a) \`execute_command\` /bin/true in a kept sandbox, p50 (exec duration_ms ${ms(a.cmdDur)} ms) | ${ms(a.cmd)} ms | ${ms(a.trueBase)} ms (bare /bin/true) | ${ratio(a.cmd, a.trueBase)} | ≤ 1.5× ${pass(a.cmd / a.trueBase <= 1.5)} |`,
       `| (b) \`create_sandbox\` from a warm pool (${opts.creates} pre-filled), p50 | ${ms(b.p50)} ms | | | ≤ 0.5 ms ${pass(b.p50 <= 0.5)} |`,
       `| (b) \`create_sandbox\` from a warm pool, p99 | ${ms(b.p99)} ms | | | |`,
       `| (b) \`close_sandbox\`, p50 / p99 | ${ms(b.close50)} / ${ms(b.close99)} ms | | | |`,

@@ -93,6 +93,10 @@ struct ExecRequest {
   // for a command the sandbox's own configuration must not steer — the
   // installer, which LD_PRELOAD or NODE_OPTIONS would otherwise hand over.
   bool spec_env = true;
+  // True: the command stands for a simple command bash would have run (see
+  // tools/simple_command.h): it also gets the variables bash gives such a
+  // program, PWD (the working directory), SHLVL=0 and _ (the program's path).
+  bool shell_env = false;
 };
 
 enum class EndReason { kExited, kTimeout, kOutOfMemory, kKilled, kCancelled };

@@ -14,6 +14,7 @@
 #include "mcp/pagination.h"
 #include "tools/kernel.h"
 #include "tools/languages.h"
+#include "tools/simple_command.h"
 #include "tools/resource_methods.h"
 #include "tools/tool_env.h"
 #include "tools/workspace_diff.h"
@@ -470,16 +471,31 @@ ToolResult execute_command(ToolEnv& env, const json& args, RequestContext& ctx) 
   EntryUse use(*e);
   sandbox::ExecRequest req;
   req.env = package_env();
-  req.argv = {"/bin/bash", "-c", args["command"].get<std::string>()};
+  const std::string command = args["command"].get<std::string>();
+  req.argv = {"/bin/bash", "-c", command};
   if (args.contains("workdir")) req.cwd = args["workdir"].get<std::string>();
   if (args.contains("env"))
     for (const auto& [k, v] : args["env"].items()) req.env[k] = v.get<std::string>();
+  sandbox::ExecRequest direct = req;
+  bool try_direct = false;
+  if (auto words = simple_command_words(command)) {
+    auto merged = use->spec().env();
+    for (const auto& [k, v] : req.env) merged[k] = v;
+    if (environment_allows_direct_exec(merged)) {
+      direct.argv = std::move(*words);
+      direct.shell_env = true;
+      try_direct = true;
+    }
+  }
   if (args.contains("stdin")) req.stdin_data = args["stdin"].get<std::string>();
   const auto timeout = timeout_of(args, *use);
   req.timeout = timeout;
   req.output.max_bytes = env.config.max_output_bytes;
   auto before = snapshot_workspace(use->sandbox(), env.config.max_listed_files);
-  auto r = run(*use, req, ctx, "run");
+  auto r = try_direct ? run(*use, direct, ctx, "run") : run(*use, req, ctx, "run");
+  // The program could not be executed (not found, not executable, a script
+  // without #!): bash reports it in its own words, or runs the script.
+  if (try_direct && !r.ok() && r.error().context.rfind("execve ", 0) == 0) r = run(*use, req, ctx, "run");
   if (!r.ok()) return error_result(r.error());
   json out = result_json(*r, "run");
   out["sandbox_id"] = use->id();

@@ -138,8 +138,13 @@ Result<const Language*> find_language(std::string_view name) {
 
 Result<const Language*> find_language(std::string_view name, const std::vector<Language>& table) {
   const std::string want = lower(name);
-  std::string avail;
-  for (const auto& n : available_language_names(table)) avail += (avail.empty() ? "" : ", ") + n;
+  // Probed only for an error message: every call would otherwise stat each
+  // language's binaries.
+  auto avail = [&table] {
+    std::string s;
+    for (const auto& n : available_language_names(table)) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  };
   for (const auto& l : table) {
     bool match =
         l.name == want || std::find(l.aliases.begin(), l.aliases.end(), want) != l.aliases.end();
@@ -147,11 +152,11 @@ Result<const Language*> find_language(std::string_view name, const std::vector<L
     if (!language_available(l))
       return Error::make(ErrorCode::kUnavailable,
                          "language '" + l.name + "' is not installed on this host (missing " +
-                             l.requires_binaries.front() + "); available languages: " + avail);
+                             l.requires_binaries.front() + "); available languages: " + avail());
     return &l;
   }
   return Error::make(ErrorCode::kInvalidArgument,
-                     "unknown language '" + std::string(name) + "'; available languages: " + avail);
+                     "unknown language '" + std::string(name) + "'; available languages: " + avail());
 }
 
 std::vector<std::string> expand_argv(const std::vector<std::string>& tmpl, const std::string& dir,

@@ -65,6 +65,7 @@ Result<ExecWire> build_wire(const ExecRequest& req, const SandboxSpec& spec, boo
   // process's data segment is.
   w.rlimit_data = have_cgroup ? 0 : l.memory_bytes;
   w.listen_port = req.private_listener_port;
+  w.shell_env = req.shell_env;
   return w;
 }
 

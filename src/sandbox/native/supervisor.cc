@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstring>
 #include <string>
 #include <memory>
@@ -59,13 +60,30 @@ struct PreparedExec {
   std::vector<char*> envp;
   std::vector<std::string> candidates;  // paths to try, in order
   std::string step;                      // "execve <argv[0]>"
+  std::string pwd, shlvl, underscore;    // shell_env's variables (envp points at them)
+  std::size_t underscore_slot = 0;       // envp index of "_=", 0 = none
 };
+
+// What bash adds to the environment of a program it runs: PWD (the working
+// directory, as getcwd has it), SHLVL=0 and _ (set per candidate path).
+void add_shell_env(PreparedExec& p) {
+  char cwd[PATH_MAX];
+  if (::getcwd(cwd, sizeof cwd) != nullptr) {
+    p.pwd = std::string("PWD=") + cwd;
+    p.envp.push_back(p.pwd.data());
+  }
+  p.shlvl = "SHLVL=0";  // bash -c lowers it again when it execs the program in its place
+  p.envp.push_back(p.shlvl.data());
+  p.underscore_slot = p.envp.size();
+  p.envp.push_back(nullptr);  // filled per candidate
+}
 
 PreparedExec prepare_exec(const ExecWire& req) {
   PreparedExec p;
   for (const auto& a : req.argv) p.argv.push_back(const_cast<char*>(a.c_str()));
   p.argv.push_back(nullptr);
   for (const auto& e : req.env) p.envp.push_back(const_cast<char*>(e.c_str()));
+  if (req.shell_env) add_shell_env(p);
   p.envp.push_back(nullptr);
   const std::string& file = req.argv[0];
   p.step = "execve " + file;
@@ -86,9 +104,13 @@ PreparedExec prepare_exec(const ExecWire& req) {
   return p;
 }
 
-StepError exec_command(const PreparedExec& p) {
+StepError exec_command(PreparedExec& p) {
   int err = ENOENT;
   for (const auto& candidate : p.candidates) {
+    if (p.underscore_slot) {
+      p.underscore = "_=" + candidate;
+      p.envp[p.underscore_slot] = p.underscore.data();
+    }
     ::execve(candidate.c_str(), p.argv.data(), p.envp.data());
     if (p.candidates.size() == 1) return StepError{errno, p.step};
     if (errno == EACCES) err = EACCES;  // like execvp: remember, keep looking

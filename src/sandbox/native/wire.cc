@@ -143,6 +143,7 @@ std::string encode(const ExecWire& e) {
   w.u64(e.rlimit_nproc);
   w.u64(e.rlimit_data);
   w.u32(e.listen_port);
+  w.u32(e.shell_env ? 1 : 0);
   return w.bytes();
 }
 
@@ -158,7 +159,9 @@ std::optional<ExecWire> decode_exec(std::string_view bytes) {
   e.rlimit_nproc = r.u64();
   e.rlimit_data = r.u64();
   std::uint32_t port = r.u32();
-  if (!r.ok() || !r.at_end() || e.argv.empty() || port > 65535) return std::nullopt;
+  std::uint32_t shell_env = r.u32();
+  if (!r.ok() || !r.at_end() || e.argv.empty() || port > 65535 || shell_env > 1) return std::nullopt;
+  e.shell_env = shell_env == 1;
   e.listen_port = static_cast<std::uint16_t>(port);
   return e;
 }

@@ -117,6 +117,8 @@ struct ExecWire {
   // its own, which opens a listener on 127.0.0.1:listen_port there and
   // sends it to the server (ReportKind::kListener) before the command starts.
   std::uint16_t listen_port = 0;
+  // ExecRequest::shell_env: PWD, SHLVL and _ as bash would set them.
+  bool shell_env = false;
 };
 
 std::string encode(const ExecWire& e);

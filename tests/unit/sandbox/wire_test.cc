@@ -28,8 +28,24 @@ TEST(Wire, ExecListenPortMustBeAPort) {
   e.argv = {"x"};
   std::string bytes = encode(e);
   const std::uint32_t not_a_port = 70000;
-  bytes.replace(bytes.size() - sizeof not_a_port, sizeof not_a_port,
+  // The port is the last field but one (shell_env follows it).
+  bytes.replace(bytes.size() - 2 * sizeof not_a_port, sizeof not_a_port,
                 reinterpret_cast<const char*>(&not_a_port), sizeof not_a_port);
+  EXPECT_FALSE(decode_exec(bytes));
+}
+
+TEST(Wire, ExecShellEnvIsAFlag) {
+  ExecWire e;
+  e.argv = {"env"};
+  e.shell_env = true;
+  auto d = decode_exec(encode(e));
+  ASSERT_TRUE(d.has_value());
+  EXPECT_TRUE(d->shell_env);
+  e.shell_env = false;
+  std::string bytes = encode(e);
+  EXPECT_FALSE(decode_exec(bytes)->shell_env);
+  const std::uint32_t two = 2;
+  bytes.replace(bytes.size() - sizeof two, sizeof two, reinterpret_cast<const char*>(&two), sizeof two);
   EXPECT_FALSE(decode_exec(bytes));
 }
 
