@@ -17,9 +17,11 @@
 //
 // With --baseline-bin PATH (another build of sandcastle) the same bursts also
 // run against it, interleaved in each round, in columns of their own.
+// With --unshare the bare bursts also run with each process in namespaces
+// of its own (util-linux unshare): the floor any per-call isolation pays.
 //
 // Usage: node bench/burst_bench.mjs [--sandcastle build/sandcastle] [--baseline-bin PATH]
-//          [--sizes 1,10,50,200] [--languages python,javascript,bash,...] [--rounds 3] [--json]
+//          [--sizes 1,10,50,200] [--languages python,javascript,bash,...] [--rounds 3] [--unshare] [--json]
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -69,14 +71,20 @@ function bareEnv(home) {
   return { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: home, LANG: 'C.UTF-8', GOCACHE: join(home, '.gocache') };
 }
 
-function bareOne(lang, home) {
+// The isolation floor: each bare process in fresh namespaces of the kinds a
+// sandbox gets (mount, pid, net, ipc, uts; a user namespace too when not
+// root), made by util-linux unshare: what any per-call namespace sandbox
+// pays before doing anything of its own.
+const UNSHARE = ['/usr/bin/unshare', ...(process.getuid() === 0 ? [] : ['-r']), '-m', '-p', '-n', '-i', '-u', '-f', '--'];
+
+function bareOne(lang, home, isolated = false) {
   const spec = LANGS[lang];
   let dir = null;
   if (spec.file) {
     dir = mkdtempSync(join(home, 'run-'));
     writeFileSync(join(dir, spec.file), spec.code);
   }
-  const argv = spec.bare.map((a) => (dir ? a.replaceAll('{dir}', dir) : a));
+  const argv = [...(isolated ? UNSHARE : []), ...spec.bare.map((a) => (dir ? a.replaceAll('{dir}', dir) : a))];
   return new Promise((resolve) => {
     const p = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'ignore'], env: bareEnv(home) });
     let out = '';
@@ -89,9 +97,9 @@ function bareOne(lang, home) {
   });
 }
 
-async function bareBurst(lang, n, home) {
+async function bareBurst(lang, n, home, isolated = false) {
   const t0 = performance.now();
-  const ok = await Promise.all(Array.from({ length: n }, () => bareOne(lang, home)));
+  const ok = await Promise.all(Array.from({ length: n }, () => bareOne(lang, home, isolated)));
   return { wall: performance.now() - t0, failures: ok.filter((x) => !x).length };
 }
 
@@ -155,8 +163,8 @@ async function main() {
   const opts = parseArgs(process.argv.slice(2), {
     script: 'burst_bench.mjs',
     defaults: { sandcastle: join(root, 'build', 'sandcastle'), sizes: [1, 10, 50, 200], languages: DEFAULT_LANGS.join(','),
-      rounds: 3, json: false },
-    types: { sandcastle: 'path', 'baseline-bin': 'path', sizes: 'list', languages: 'words', rounds: 'int', json: 'flag' },
+      rounds: 3, json: false, unshare: false },
+    types: { sandcastle: 'path', 'baseline-bin': 'path', sizes: 'list', languages: 'words', rounds: 'int', json: 'flag', unshare: 'flag' },
   });
   if (!existsSync(opts.sandcastle)) throw new Error(`sandcastle not found at ${opts.sandcastle}; build it first`);
   const langs = opts.languages.split(',').filter(Boolean);
@@ -178,12 +186,13 @@ async function main() {
       await sandcastleBurst(server, lang, 2);
       if (base) await sandcastleBurst(base, lang, 2);
       for (const n of opts.sizes) {
-        const sc = [], bare = [], bs = [];
+        const sc = [], bare = [], bs = [], iso = [];
         for (let r = 0; r < opts.rounds; r++) {
           // Each server idle (the other's sandboxes gone too) before each burst.
           const settle = async () => { await server.settle(); if (base) await base.settle(); };
           const steps = [async () => bare.push(await bareBurst(lang, n, home)),
             async () => sc.push(await sandcastleBurst(server, lang, n))];
+          if (opts.unshare) steps.splice(1, 0, async () => iso.push(await bareBurst(lang, n, home, true)));
           if (base) steps.push(async () => bs.push(await sandcastleBurst(base, lang, n)));
           if (r % 2) steps.reverse();
           for (const step of steps) { await settle(); await step(); }
@@ -196,6 +205,7 @@ async function main() {
           sample: sc.find((x) => x.sample)?.sample ?? null,
           baseline: base ? median(bs.map((x) => x.wall)) : NaN, baseFailures: bs.reduce((a, x) => a + x.failures, 0),
           baseSample: bs.find((x) => x.sample)?.sample ?? null,
+          unshare: opts.unshare ? median(iso.map((x) => x.wall)) : NaN,
         };
         rows.push(row);
         if (!opts.json) process.stderr.write(`burst_bench: ${lang} N=${n}: ${ms(row.sandcastle)} ms vs ${ms(row.bare)} ms, ${row.failures} failures\n`);
@@ -214,11 +224,13 @@ async function main() {
       `vs N bare processes started at once; median wall time over ${opts.rounds} rounds, bare and sandcastle interleaved; ` +
       `load average at the end ${load}.`);
     console.log('');
-    const bh = base ? ' baseline ms | baseline ratio | baseline failures |' : '';
+    const bh = (opts.unshare ? ' bare under unshare ms | its ratio to bare | sandcastle / unshare |' : '') +
+      (base ? ' baseline ms | baseline ratio | baseline failures |' : '');
     console.log(`| N | language | sandcastle ms | bare ms | ratio | failures | exec in sandbox p50 ms | longest wait in line ms |${bh}`);
-    console.log(`|---:|---|---:|---:|---:|---:|---:|---:|${base ? '---:|---:|---:|' : ''}`);
+    console.log(`|---:|---|---:|---:|---:|---:|---:|---:|${opts.unshare ? '---:|---:|---:|' : ''}${base ? '---:|---:|---:|' : ''}`);
     for (const r of rows) {
-      const bc = base ? ` ${ms(r.baseline)} | ${(r.baseline / r.bare).toFixed(2)}× | ${r.baseFailures}/${r.calls} |` : '';
+      const bc = (opts.unshare ? ` ${ms(r.unshare)} | ${(r.unshare / r.bare).toFixed(2)}× | ${(r.sandcastle / r.unshare).toFixed(2)}× |` : '') +
+        (base ? ` ${ms(r.baseline)} | ${(r.baseline / r.bare).toFixed(2)}× | ${r.baseFailures}/${r.calls} |` : '');
       console.log(`| ${r.n} | ${r.lang} | ${ms(r.sandcastle)} | ${ms(r.bare)} | ${(r.sandcastle / r.bare).toFixed(2)}× | ` +
         `${r.failures}/${r.calls}${r.bareFailures ? ` (bare: ${r.bareFailures})` : ''} | ${ms(r.exec50)} | ${ms(r.queuedMax)} |${bc}`);
     }
