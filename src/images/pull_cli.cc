@@ -33,8 +33,6 @@ CLI::App* add_image_pull_command(CLI::App& image, PullArgs& args) {
   pull->add_flag(
       "--password-stdin", args.password_stdin,
       "read the password from the first line of stdin (else SANDCASTLE_REGISTRY_PASSWORD)");
-  pull->add_option("--max-image-bytes", args.max_image_bytes, "refuse images larger than this")
-      ->capture_default_str();
   pull->add_flag("--json", args.json, "print the image record as JSON");
   return pull;
 }

@@ -23,9 +23,10 @@ struct PullArgs {
   std::string ca_file;                           // --ca-file PEM
   std::string username;                          // --username, or SANDCASTLE_REGISTRY_USERNAME
   bool password_stdin = false;  // --password-stdin; else SANDCASTLE_REGISTRY_PASSWORD
-  std::string state_dir;        // where the store is (set by the caller from the configuration)
-  std::uint64_t max_image_bytes = StoreLimits{}.max_image_bytes;
-  bool json = false;
+  bool json = false;            // --json
+  // From the configuration (set by the caller after parsing, not options of `pull`):
+  std::string state_dir;
+  std::uint64_t max_image_bytes = StoreLimits{}.max_image_bytes;  // also bounds the download
 };
 
 // Adds `pull` under `image` with its options bound to `args`; returns it (test ->parsed()).
