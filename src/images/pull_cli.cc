@@ -49,6 +49,18 @@ struct TempDir {
   }
 };
 
+// ImportOptions::source and ImageRecord::warnings arrive with the store's
+// implementation; set and print them where they exist.
+template <typename Options>
+void set_source(Options& o, const std::string& source) {
+  if constexpr (requires { o.source = source; }) o.source = source;
+}
+template <typename Record>
+void print_warnings(const Record& r, std::ostream& err) {
+  if constexpr (requires { r.warnings.begin(); })
+    for (const auto& w : r.warnings) err << "warning: " << w << "\n";
+}
+
 nlohmann::json record_json(const ImageRecord& r) {
   return {{"id", r.id},
           {"name", r.name},
@@ -118,11 +130,14 @@ int run_image_pull(const PullArgs& args, ImageStore& store, std::istream& in, st
     return 1;
   }
   const std::string name = args.name.empty() ? ref->str() : args.name;
-  auto rec = store.import(tmp.path + "/layout", ImportOptions{.name = name});
+  ImportOptions import_opts{.name = name};
+  set_source(import_opts, "pull:" + ref->str());
+  auto rec = store.import(tmp.path + "/layout", import_opts);
   if (!rec.ok()) {
     err << "sandcastle: image pull " << ref->str() << ": import: " << rec.error().message() << "\n";
     return 1;
   }
+  print_warnings(*rec, err);
   if (args.json) {
     auto j = record_json(*rec);
     j["manifest_digest"] = pulled->manifest_digest;

@@ -62,6 +62,7 @@ TEST_F(PullImportTest, PullsWithPasswordFromStdinAndImports) {
   auto rec = store_->find(a.reference);
   ASSERT_TRUE(rec.ok()) << rec.error().message();
   EXPECT_EQ(rec->name, a.reference);
+  EXPECT_EQ(rec->source, "pull:" + a.reference);
   EXPECT_EQ(rec->layers.size(), 1u);
   EXPECT_EQ(rec->config.cmd, std::vector<std::string>{"/bin/busybox"});
   EXPECT_NE(out_.str().find("pulled " + a.reference + " (" + env_->amd_manifest +
