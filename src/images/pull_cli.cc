@@ -130,7 +130,8 @@ int run_image_pull(const PullArgs& args, ImageStore& store, std::istream& in, st
     return 1;
   }
   const std::string name = args.name.empty() ? ref->str() : args.name;
-  ImportOptions import_opts{.name = name};
+  ImportOptions import_opts;
+  import_opts.name = name;
   set_source(import_opts, "pull:" + ref->str());
   auto rec = store.import(tmp.path + "/layout", import_opts);
   if (!rec.ok()) {

@@ -235,9 +235,9 @@ void build(EnvHolder& h) {
     return;
   }
   e.layout = h.dir.path + "/layout";
-  if (auto r = run_command({"/bin/sh", fixtures_dir() + "/make_layouts.sh", e.layout});
+  if (auto r = run_command({"python3", fixtures_dir() + "/make_layouts.py", e.layout});
       r.status != 0) {
-    e.error = "make_layouts.sh: " + r.out;
+    e.error = "make_layouts.py: " + r.out;
     return;
   }
   e.amd_manifest = ref_digest(e.layout, "amd");

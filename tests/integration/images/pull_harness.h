@@ -1,6 +1,6 @@
 // What the image pull tests run against: Debian's docker-registry on
 // loopback (anonymous, token auth, TLS), images pushed by skopeo from an OCI
-// layout written by pull_fixtures/make_layouts.sh, and misbehaving servers
+// layout written by pull_fixtures/make_layouts.py, and misbehaving servers
 // (pull_fixtures/*.mjs). Servers are waited for by the line they print when
 // ready, never by sleeping.
 #pragma once

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "images/pull_cli.h"
@@ -17,7 +18,9 @@ namespace sandcastle::images {
 namespace {
 
 #ifndef SANDCASTLE_HAVE_IMAGE_STORE
-TEST(PullImportTest, NeedsTheImageStore) { GTEST_SKIP() << "the image store is not in this tree"; }
+TEST(PullImportTest, NeedsTheImageStore) {
+  GTEST_SKIP() << "the image store is not in this tree";
+}
 #else
 
 using testing::TempDir;
@@ -75,17 +78,22 @@ TEST_F(PullImportTest, PullsWithPasswordFromStdinAndImports) {
   EXPECT_TRUE(no_temporaries());
 }
 
-TEST_F(PullImportTest, NameAndPlatformFromTheCommandLine) {
+TEST_F(PullImportTest, ThroughAnIndexUnderTheNameGiven) {
   PullArgs a;
   a.reference = "127.0.0.1:" + std::to_string(env_->port) + "/test/multi:v1";
-  a.platform = "linux/arm64";
-  a.name = "arm-image";
+  a.name = "multi-amd";
+  a.json = true;
   ASSERT_EQ(pull(a), 0) << err_.str();
-  auto rec = store_->find("arm-image");
+  auto rec = store_->find("multi-amd");
   ASSERT_TRUE(rec.ok()) << rec.error().message();
   auto dirs = store_->layer_dirs(*rec);
   ASSERT_TRUE(dirs.ok());
-  EXPECT_EQ(testing::read_file(dirs->back() + "/hello.txt"), "hello arm64\n");
+  EXPECT_EQ(testing::read_file(dirs->back() + "/hello.txt"), "hello amd64\n");
+  auto j = nlohmann::json::parse(out_.str());
+  EXPECT_EQ(j["name"], "multi-amd");
+  EXPECT_EQ(j["id"], rec->id);
+  EXPECT_EQ(j["manifest_digest"], env_->amd_manifest);
+  EXPECT_EQ(j["index_digest"], env_->multi_index);
 }
 
 TEST_F(PullImportTest, FailedPullLeavesTheStoreUnchanged) {
