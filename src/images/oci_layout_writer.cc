@@ -103,7 +103,6 @@ Status BlobSink::commit() {
   if (got != digest_)
     return Error::make(ErrorCode::kInvalidArgument,
                        "digest mismatch: blob " + digest_ + " has content with digest " + got);
-  if (::fsync(fd_.get()) != 0) return Error::from_errno("fsync " + tmp_path_);
   fd_.reset();
   if (::rename(tmp_path_.c_str(), final_path_.c_str()) != 0)
     return Error::from_errno("rename " + tmp_path_);

@@ -2,7 +2,9 @@
 // oci-layout, index.json, blobs/sha256/<hex>) from blobs that arrive as
 // streams: each blob is written to a temporary file while its SHA-256 is
 // computed, and only enters blobs/ once its digest and size match what the
-// manifest promised. The image store then imports the directory as a whole.
+// manifest promised. The image store then imports the directory as a whole
+// (a temporary, so nothing here is fsynced: a crash leaves a directory that
+// is removed, never a blob that is trusted).
 #pragma once
 
 #include <openssl/evp.h>

@@ -1,8 +1,11 @@
 #include "images/pull_cli.h"
 
+#include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -48,6 +51,18 @@ struct TempDir {
     fs::remove_all(path, ec);
   }
 };
+
+// Layouts of pulls whose process is gone (killed mid-pull): pull-<pid>-*.
+void remove_stale_pulls(const std::string& tmp_root) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(tmp_root, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("pull-", 0) != 0) continue;
+    const long pid = std::strtol(n.c_str() + 5, nullptr, 10);
+    if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH))
+      fs::remove_all(e.path(), ec);
+  }
+}
 
 // ImportOptions::source and ImageRecord::warnings arrive with the store's
 // implementation; set and print them where they exist.
@@ -117,7 +132,8 @@ int run_image_pull(const PullArgs& args, ImageStore& store, std::istream& in, st
   const std::string tmp_root = args.state_dir + "/tmp";
   std::error_code ec;
   fs::create_directories(tmp_root, ec);
-  std::string tmpl = tmp_root + "/pull-XXXXXX";
+  remove_stale_pulls(tmp_root);
+  std::string tmpl = tmp_root + "/pull-" + std::to_string(::getpid()) + "-XXXXXX";
   if (ec || !::mkdtemp(tmpl.data())) {
     err << "sandcastle: image pull: cannot create a directory under " << tmp_root << "\n";
     return 1;

@@ -2,6 +2,8 @@
 // unchanged when the pull fails. Compiled where the image store is in the
 // tree (it arrives with image_cli.h); skipped otherwise.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -108,6 +110,24 @@ TEST_F(PullImportTest, FailedPullLeavesTheStoreUnchanged) {
   EXPECT_NE(err_.str().find("digest mismatch: blob sha256:"), std::string::npos) << err_.str();
   EXPECT_TRUE(store_->list().empty());
   EXPECT_TRUE(no_temporaries());
+}
+
+TEST_F(PullImportTest, LayoutsOfKilledPullsAreRemoved) {
+  // A pull killed midway leaves pull-<pid>-*; the next pull removes it once
+  // that process is gone, and leaves a live process's alone.
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string stale = state_.path + "/tmp/pull-" + std::to_string(dead) + "-abcdef";
+  const std::string live = state_.path + "/tmp/pull-" + std::to_string(::getpid()) + "-ghijkl";
+  std::filesystem::create_directories(stale + "/layout/blobs");
+  std::filesystem::create_directories(live);
+  PullArgs a;
+  a.reference = "127.0.0.1:" + std::to_string(env_->port) + "/test/img:v1";
+  ASSERT_EQ(pull(a), 0) << err_.str();
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(live));
 }
 
 TEST_F(PullImportTest, UsageErrorsExitTwo) {
