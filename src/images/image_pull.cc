@@ -247,6 +247,16 @@ Result<PullResult> pull_to_layout(const ImageReference& ref, const PullOptions& 
   out.platform.os = str_field(*cj, "os");
   out.platform.architecture = str_field(*cj, "architecture");
   out.platform.variant = str_field(*cj, "variant");
+  // A single-platform manifest says its platform only in the config: an
+  // image for another machine is refused here rather than failing at exec.
+  if ((!out.platform.os.empty() && out.platform.os != opts.platform.os) ||
+      (!out.platform.architecture.empty() &&
+       out.platform.architecture != opts.platform.architecture) ||
+      (!opts.platform.variant.empty() && !out.platform.variant.empty() &&
+       out.platform.variant != opts.platform.variant))
+    return Error::make(ErrorCode::kFailedPrecondition, "the image is for " + out.platform.str() +
+                                                           ", not " + opts.platform.str() +
+                                                           " (see --platform)");
   out.config_digest = config->digest;
   out.bytes += config->size;
 

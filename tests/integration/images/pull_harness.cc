@@ -248,6 +248,7 @@ void build(EnvHolder& h) {
   if (!(e.port = start_registry(h, "anon", "", &e.error))) return;
   const std::string anon = "docker://127.0.0.1:" + std::to_string(e.port);
   if (!push("oci:" + e.layout + ":amd", anon + "/test/img:v1", {}, &e.error) ||
+      !push("oci:" + e.layout + ":arm", anon + "/test/arm:v1", {}, &e.error) ||
       !push("oci:" + e.layout + ":multi", anon + "/test/multi:v1", {"--all"}, &e.error) ||
       !push("oci:" + e.layout + ":amd", anon + "/test/docker:v1", {"--format", "v2s2"}, &e.error))
     return;

@@ -73,7 +73,8 @@ struct PullEnv {
   std::string amd_manifest;  // digests of the images in it
   std::string arm_manifest;
   std::string multi_index;
-  int port = 0;        // anonymous registry: test/img:v1, test/multi:v1, test/docker:v1 (schema 2)
+  int port =
+      0;  // anonymous registry: test/img:v1, test/arm:v1, test/multi:v1, test/docker:v1 (schema 2)
   int auth_port = 0;   // token-auth registry: private/img:v1, public/img:v1
   int tls_port = 0;    // TLS registry (cert for IP 127.0.0.1): test/img:v1
   std::string tls_ca;  // its certificate (self-signed)

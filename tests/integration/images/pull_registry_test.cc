@@ -113,6 +113,20 @@ TEST_F(PullRegistryTest, IndexWithoutThePlatformSaysWhatItHas) {
             "no linux/s390x image in the index (it has: linux/arm64, linux/amd64); see --platform");
 }
 
+TEST_F(PullRegistryTest, SinglePlatformImageForAnotherMachineIsRefused) {
+  auto r = pull(reg(env_->port) + "/test/arm:v1");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(r.error().context, "the image is for linux/arm64, not linux/amd64 (see --platform)");
+  EXPECT_FALSE(std::filesystem::exists(layout() + "/index.json"));
+  PullOptions o;
+  o.platform = *parse_platform("linux/arm64");
+  auto ok =
+      pull_to_layout(*parse_reference(reg(env_->port) + "/test/arm:v1"), o, dir_.path + "/second");
+  ASSERT_TRUE(ok.ok()) << ok.error().message();
+  EXPECT_EQ(ok->manifest_digest, env_->arm_manifest);
+}
+
 TEST_F(PullRegistryTest, DockerSchema2Manifest) {
   auto r = pull(reg(env_->port) + "/test/docker:v1");
   ASSERT_TRUE(r.ok()) << r.error().message();
