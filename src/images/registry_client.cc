@@ -57,10 +57,15 @@ bool valid_tag(std::string_view t) {
   return std::all_of(t.begin(), t.end(), [&](char c) { return word(c) || c == '.' || c == '-'; });
 }
 
+// host[:port] or [v6]:port, nothing else (a '?' or '@' would change what the URL means).
 bool valid_registry(std::string_view r) {
   if (r.empty() || r.size() > 255) return false;
+  for (char c : r)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == ':' ||
+          c == '[' || c == ']'))
+      return false;
   auto parsed = http::parse_url("https://" + std::string(r) + "/");
-  return parsed.ok();
+  return parsed.ok() && parsed->target == "/";
 }
 
 std::string url_encode(std::string_view s) {

@@ -71,6 +71,8 @@ TEST(PullReference, RefusedWithTheRuleBroken) {
   EXPECT_NE(err("img@sha256:ABC").find("bad digest"), std::string::npos);
   EXPECT_NE(err("img@sha256:" + std::string(64, 'A')).find("bad digest"), std::string::npos);
   EXPECT_NE(err("reg.example:99999/a").find("bad registry"), std::string::npos);
+  // Found by fuzz_image_reference: a '?' made the rest of the host a query.
+  EXPECT_NE(err("127.?.07.0.0:5000/test:v1").find("bad registry"), std::string::npos);
   EXPECT_NE(err("user@reg.example/a").find("digest"), std::string::npos);
   EXPECT_NE(err("a b").find("space"), std::string::npos);
   EXPECT_NE(err(std::string(600, 'a')).find("longer than 512"), std::string::npos);
