@@ -178,6 +178,9 @@ Result<Response> exchange(net::io_context& ioc, Stream& stream, const Url& url,
     return net_error(url, "sending a request to", ec);
 
   beast::flat_buffer buf;
+  // Beast reads at most the buffer's free capacity (512 bytes when empty):
+  // 64 KiB makes a blob ~200 recv calls per 12 MiB instead of ~25000.
+  buf.reserve(64 * 1024);
   bhttp::response_parser<bhttp::buffer_body> parser;
   parser.header_limit(kHeaderLimit);
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
