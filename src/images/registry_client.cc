@@ -61,8 +61,8 @@ bool valid_tag(std::string_view t) {
 bool valid_registry(std::string_view r) {
   if (r.empty() || r.size() > 255) return false;
   for (char c : r)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == ':' ||
-          c == '[' || c == ']'))
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ||
+          c == ':' || c == '[' || c == ']'))
       return false;
   auto parsed = http::parse_url("https://" + std::string(r) + "/");
   return parsed.ok() && parsed->target == "/";
