@@ -48,9 +48,9 @@ std::string str_field(const json& j, const char* key) {
 std::string human_bytes(std::uint64_t n) {
   char buf[32];
   if (n >= (1u << 20)) {
-    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(n) / (1u << 20));
+    (void)std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(n) / (1u << 20));
   } else {
-    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(n) / 1024);
+    (void)std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(n) / 1024);
   }
   return buf;
 }

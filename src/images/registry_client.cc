@@ -14,7 +14,7 @@ namespace {
 
 constexpr int kMaxRedirects = 5;
 constexpr std::size_t kTokenResponseLimit = 1u << 20;
-constexpr std::size_t kMaxTokenBytes = 64 * 1024;
+constexpr std::size_t kMaxTokenBytes = std::size_t{64} * 1024;
 constexpr const char* kDockerHub = "docker.io";
 
 constexpr const char* kManifestAccept =
@@ -121,7 +121,7 @@ Challenge parse_challenge(std::string_view h) {
 
 // The registry's own explanation from an error body ({"errors":[{"code","message"}]}).
 std::string registry_message(const std::string& body) {
-  auto j = parse_json(body, JsonLimits{.max_bytes = 64 * 1024});
+  auto j = parse_json(body, JsonLimits{.max_bytes = std::size_t{64} * 1024});
   if (!j.ok() || !j->is_object()) return {};
   const auto it = j->find("errors");
   if (it == j->end() || !it->is_array() || it->empty() || !(*it)[0].is_object()) return {};
@@ -269,13 +269,13 @@ Status RegistryClient::ping() {
   // A registry named without a port is reached on 443, or 80 over plain HTTP.
   if (listed && ref_.endpoint().find(':') == std::string::npos) base->port = "80";
   base->tls = tls_;
-  auto r = http_.get(*base, {}, 64 * 1024);
+  auto r = http_.get(*base, {}, std::size_t{64} * 1024);
   if (!r.ok() && tls_ && http::is_loopback_host(base->host) &&
       r.error().code != ErrorCode::kPermissionDenied && r.error().code != ErrorCode::kTimeout) {
     // A loopback registry that does not speak TLS: plain HTTP (a bad certificate is not a reason).
     tls_ = false;
     base->tls = false;
-    r = http_.get(*base, {}, 64 * 1024);
+    r = http_.get(*base, {}, std::size_t{64} * 1024);
   }
   if (!r.ok())
     return Error::make(r.error().code, "registry " + ref_.registry + ": " + r.error().context);

@@ -29,8 +29,8 @@ using boost::system::error_code;
 
 namespace {
 
-constexpr std::size_t kErrorBodyLimit = 64 * 1024;
-constexpr std::uint32_t kHeaderLimit = 64 * 1024;
+constexpr std::size_t kErrorBodyLimit = std::size_t{64} * 1024;
+constexpr std::uint32_t kHeaderLimit = 64u * 1024u;
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -180,7 +180,7 @@ Result<Response> exchange(net::io_context& ioc, Stream& stream, const Url& url,
   beast::flat_buffer buf;
   // Beast reads at most the buffer's free capacity (512 bytes when empty):
   // 64 KiB makes a blob ~200 recv calls per 12 MiB instead of ~25000.
-  buf.reserve(64 * 1024);
+  buf.reserve(std::size_t{64} * 1024);
   bhttp::response_parser<bhttp::buffer_body> parser;
   parser.header_limit(kHeaderLimit);
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
