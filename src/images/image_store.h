@@ -25,26 +25,23 @@ namespace sandcastle::images {
 // What the image says about how to run in it (the OCI image config's
 // "config" object, validated and bounded).
 struct ImageConfig {
-  std::vector<std::string> env;  // "NAME=value"
-  std::string working_dir;       // absolute, or empty
-  std::string user;              // "uid[:gid]" or a name from the image's /etc/passwd; empty = none
+  std::vector<std::string> env;         // "NAME=value"
+  std::string working_dir;              // absolute, or empty
+  std::string user;                     // "uid[:gid]" or a name from the image's /etc/passwd; empty = none
   std::vector<std::string> entrypoint;
   std::vector<std::string> cmd;
 };
 
 struct ImageRecord {
-  std::string id;    // "sha256:<hex>" of the image config (or of the layer list for a rootfs)
-  std::string name;  // "debian-py", "127.0.0.1:5000/team/py:3.11"
-  std::vector<std::string> tags;  // other names for the same id
-  std::vector<std::string>
-      layers;  // layer digests ("sha256:<hex>" of the uncompressed tar), bottom first
-  std::uint64_t size_bytes = 0;  // unpacked, all layers
+  std::string id;                       // "sha256:<hex>" of the image config (or of the layer list for a rootfs)
+  std::string name;                     // "debian-py", "127.0.0.1:5000/team/py:3.11"
+  std::vector<std::string> tags;        // other names for the same id
+  std::vector<std::string> layers;      // layer digests ("sha256:<hex>" of the uncompressed tar), bottom first
+  std::uint64_t size_bytes = 0;         // unpacked, all layers
   std::chrono::system_clock::time_point created;
-  std::string source;  // "import:docker-archive", "import:oci", "import:rootfs", "pull:<ref>",
-                       // "build:<suite>", "save:<sandbox>"
+  std::string source;                   // "import:docker-archive", "import:oci", "import:rootfs", "pull:<ref>", "build:<suite>", "save:<sandbox>"
   ImageConfig config;
-  std::vector<std::string> languages;  // languages whose interpreter/compiler the image has
-                                       // ("python", "javascript", ...)
+  std::vector<std::string> languages;   // languages whose interpreter/compiler the image has ("python", "javascript", ...)
   // Only in the result of import/add_layer: what was changed or dropped while
   // unpacking ("stripped setuid/setgid bits from 2 files", "skipped 3 device nodes").
   std::vector<std::string> warnings;
@@ -57,8 +54,7 @@ struct StoreLimits {
 };
 
 struct ImportOptions {
-  std::string
-      name;  // empty: derived from the archive (its RepoTags / ref annotation) or the file name
+  std::string name;  // empty: derived from the archive (its RepoTags / ref annotation) or the file name
   std::string source;  // empty: "import:<format>"; `image build` passes "build:<suite>"
 };
 
@@ -68,8 +64,7 @@ class ImageStore {
 
   // Opens (creating if missing) <state_dir>/images and the image tables in
   // <state_dir>/sandcastle.db. Unfinished imports left by a crash are removed.
-  static Result<std::unique_ptr<ImageStore>> open(const std::string& state_dir,
-                                                  StoreLimits limits = {});
+  static Result<std::unique_ptr<ImageStore>> open(const std::string& state_dir, StoreLimits limits = {});
 
   // A docker/podman save archive, an OCI image layout (directory or tar), or
   // a plain rootfs tar; detected from the content. All or nothing: on any
@@ -86,9 +81,7 @@ class ImageStore {
 
   // Refused (kFailedPrecondition, naming the users) while in_use(id) says a
   // sandbox runs on it. Layers no other image uses are deleted.
-  virtual Status remove(
-      const std::string& ref,
-      const std::function<std::vector<std::string>(const std::string& image_id)>& in_use) = 0;
+  virtual Status remove(const std::string& ref, const std::function<std::vector<std::string>(const std::string& image_id)>& in_use) = 0;
 
   // A new image: base's layers plus one layer from an uncompressed tar stream
   // (already in OCI layer format, whiteouts as .wh. entries), with config.
