@@ -101,6 +101,26 @@ int open_beneath(int dirfd, const std::string& path, int flags) {
   }
 }
 
+// Why the parent of an entry could not be opened beneath the root: the first
+// component that is a symlink or not a directory. Only stats, for the message.
+Error parent_error(int root, const std::string& entry_path, const std::string& parent, int err) {
+  size_t i = 0;
+  while (i <= parent.size()) {
+    size_t j = parent.find('/', i);
+    if (j == std::string::npos) j = parent.size();
+    std::string prefix = parent.substr(0, j);
+    i = j + 1;
+    struct stat st {};
+    if (::fstatat(root, prefix.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) break;
+    if (S_ISLNK(st.st_mode))
+      return bad_entry(entry_path, "its parent '" + prefix +
+                                       "' is a symlink (refused: nothing is written through one)");
+    if (!S_ISDIR(st.st_mode))
+      return bad_entry(entry_path, "its parent '" + prefix + "' is not a directory");
+  }
+  return Error::from_errno("entry '" + entry_path + "': open " + parent, err);
+}
+
 struct DirFix {
   std::string path;
   mode_t mode;
@@ -164,27 +184,12 @@ Result<int> Unpacker::parent_fd(const std::string& entry_path, const std::string
           return Error::from_errno("entry '" + entry_path + "': mkdir " + comp);
         next = open_beneath(cur.get(), comp, O_RDONLY | O_DIRECTORY);
       }
-      if (next < 0) {
-        if (errno == ELOOP || errno == EXDEV)
-          return bad_entry(
-              entry_path,
-              "its parent '" + parent + "' is a symlink (refused: nothing is written through one)");
-        if (errno == ENOTDIR)
-          return bad_entry(entry_path, "its parent '" + parent + "' is not a directory");
-        return Error::from_errno("entry '" + entry_path + "': open " + comp);
-      }
+      if (next < 0) return parent_error(root_, entry_path, parent, errno);
       cur.reset(next);
     }
     fd = cur.release();
   }
-  if (fd < 0) {
-    if (errno == ELOOP || errno == EXDEV)
-      return bad_entry(entry_path, "its parent '" + parent +
-                                       "' is a symlink (refused: nothing is written through one)");
-    if (errno == ENOTDIR)
-      return bad_entry(entry_path, "its parent '" + parent + "' is not a directory");
-    return Error::from_errno("entry '" + entry_path + "': open " + parent);
-  }
+  if (fd < 0) return parent_error(root_, entry_path, parent, errno);
   cached_fd_.reset(fd);
   cached_parent_ = parent;
   return fd;
@@ -454,15 +459,15 @@ Result<LayerResult> unpack_layer(ByteSource& src, const std::string& dest_dir,
   if (archive_read_open(raw.get(), &raw_ctx, nullptr, raw_read, nullptr) != ARCHIVE_OK) {
     const char* msg = archive_error_string(raw.get());
     return Error::make(ErrorCode::kInvalidArgument,
-                       "not a layer: " + (!raw_ctx.error.empty() ? raw_ctx.error
-                                          : msg                  ? msg
-                                                                 : "unreadable"));
+                       "corrupt layer: " + (!raw_ctx.error.empty() ? raw_ctx.error
+                                            : msg                  ? msg
+                                                                   : "unreadable"));
   }
   struct archive_entry* re = nullptr;
   if (archive_read_next_header(raw.get(), &re) != ARCHIVE_OK) {
     const char* msg = archive_error_string(raw.get());
     return Error::make(ErrorCode::kInvalidArgument,
-                       std::string("not a layer: ") + (msg ? msg : "empty"));
+                       std::string("corrupt layer: ") + (msg ? msg : "empty"));
   }
   TarCtx tar_ctx{raw.get(), &raw_ctx, {}, std::vector<char>(1 << 20), {}};
   ArchivePtr tar(archive_read_new());
