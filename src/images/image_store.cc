@@ -302,12 +302,17 @@ Result<ImageRecord> SqliteImageStore::load(const std::string& id) const {
 
 std::optional<std::string> SqliteImageStore::id_of(const std::string& ref) const {
   // A name as given, then as docker/podman would complete it.
-  for (const std::string& cand :
-       {ref, ref + ":latest", "localhost/" + ref, "localhost/" + ref + ":latest"}) {
+  const auto slash = ref.rfind('/');
+  const bool tagged = ref.find(':', slash == std::string::npos ? 0 : slash) != std::string::npos;
+  std::vector<std::string> names = {ref, "localhost/" + ref};
+  if (!tagged) {
+    names.push_back(ref + ":latest");
+    names.push_back("localhost/" + ref + ":latest");
+  }
+  for (const auto& cand : names) {
     Stmt st(db_, "SELECT image_id FROM image_tags WHERE tag=?");
     st.bind(1, cand);
     if (st.ok() && st.step() == SQLITE_ROW) return st.text(0);
-    if (ref.find(':') != std::string::npos && ref.find('/') == std::string::npos) break;
   }
   std::string hex = ref.rfind("sha256:", 0) == 0 ? ref.substr(7) : ref;
   if (hex.size() < 12 || hex.size() > 64 || !std::all_of(hex.begin(), hex.end(), [](char c) {
