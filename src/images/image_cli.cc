@@ -39,8 +39,10 @@ std::string human_size(std::uint64_t b) {
     s << std::fixed << std::setprecision(1) << static_cast<double>(b) / (1ull << 30) << " GiB";
   else if (b >= (1ull << 20))
     s << std::fixed << std::setprecision(1) << static_cast<double>(b) / (1ull << 20) << " MiB";
-  else
+  else if (b >= 1024)
     s << std::fixed << std::setprecision(1) << static_cast<double>(b) / 1024 << " KiB";
+  else
+    s << b << " B";
   return s.str();
 }
 
