@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "../../unit/images/tar_builder.h"
+#include "../../unit/images/image_archives.h"
 #include "images/image_store.h"
 #include "images/layer_unpack.h"
 
@@ -165,6 +165,41 @@ TEST_F(ImageCliTest, HostileArchivesGetAClearErrorAndChangeNothing) {
   EXPECT_EQ(nlohmann::json::parse(ls.out), nlohmann::json::array());
   EXPECT_TRUE(fs::is_empty(dir_ / "state/images/tmp"));
   EXPECT_TRUE(fs::is_empty(dir_ / "state/images/layers/sha256"));
+}
+
+// The layers as the store unpacked them are what overlayfs wants: mounted
+// as lower dirs, a whiteout hides a lower file and an opaque directory the
+// lower directory's entries; both as real root (trusted.* xattrs) and in a
+// user namespace (userxattr), which is how an unprivileged server mounts.
+TEST_F(ImageCliTest, LayersMountAsAnOverlayWithWhiteoutsAndOpaqueDirectories) {
+  const std::string l0 = make_tar({dir("etc"), file("etc/a", "A"), file("etc/b", "B"), dir("var"),
+                                   file("var/x", "X"), file("var/y", "Y")});
+  const std::string l1 = make_tar({dir("etc"), file("etc/.wh.a", ""), dir("var"),
+                                   file("var/.wh..wh..opq", ""), file("var/z", "Z")});
+  auto store = ImageStore::open((dir_ / "state").string());
+  ASSERT_TRUE(store.ok());
+  auto img = (*store)->import(put("ov.tar", pack(docker_archive({l0, l1}, "ov:1"))), {});
+  ASSERT_TRUE(img.ok()) << img.error().message();
+  auto dirs = (*store)->layer_dirs(*img);
+  ASSERT_TRUE(dirs.ok());
+  const std::string lower = (*dirs)[1] + ":" + (*dirs)[0];  // top first
+  const std::string mnt = (dir_ / "mnt").string();
+  fs::create_directories(mnt);
+  std::vector<std::pair<std::string, std::vector<std::string>>> modes = {
+      {"user namespace, userxattr",
+       {"unshare", "-Urm", "sh", "-c",
+        "mount -t overlay -o userxattr,lowerdir=" + lower + " overlay " + mnt + " && cd " + mnt +
+            " && find . | sort | tr '\n' ' '"}}};
+  if (::geteuid() == 0)
+    modes.push_back({"root",
+                     {"unshare", "-m", "sh", "-c",
+                      "mount -t overlay -o lowerdir=" + lower + " overlay " + mnt + " && cd " +
+                          mnt + " && find . | sort | tr '\n' ' '"}});
+  for (const auto& [what, argv] : modes) {
+    auto r = run(argv, dir_.string());
+    ASSERT_EQ(r.code, 0) << what << ": " << r.err;
+    EXPECT_EQ(r.out, ". ./etc ./etc/b ./var ./var/z ") << what;
+  }
 }
 
 // podman import of a busybox rootfs, then each of the three ways podman and
