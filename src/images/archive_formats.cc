@@ -25,6 +25,7 @@ using nlohmann::json;
 constexpr size_t kSmallFileMax = 4 << 20;    // manifests, configs, indexes
 constexpr size_t kSmallTotalMax = 64 << 20;  // all of them in one archive
 constexpr int kMaxIndexDepth = 4;            // an index of indexes of ...
+constexpr size_t kMaxMembers = 100'000;      // members of an image archive
 
 Error bad(const std::string& why) {
   return Error::make(ErrorCode::kInvalidArgument, why);
@@ -148,6 +149,8 @@ class TarSource : public ImageSource {
         return ok_status();
       }
       names_.insert(name);
+      if (names_.size() > kMaxMembers)
+        return bad("the archive has more than " + std::to_string(kMaxMembers) + " members");
       if (archive_entry_filetype(e) != AE_IFREG) continue;
       const la_int64_t size = archive_entry_size(e);
       if (size < 0 || static_cast<size_t>(size) > kSmallFileMax) continue;
@@ -435,6 +438,7 @@ Status plan_oci(ImageSource& src, ImagePlan& plan) {
   return fill_from_config(plan, *cfg, plan.layers.size());
 }
 
+// The file's name without its archive extensions, made a valid image name.
 std::string name_from_file(const std::string& path) {
   std::string base = path;
   while (!base.empty() && base.back() == '/') base.pop_back();
@@ -444,7 +448,11 @@ std::string name_from_file(const std::string& path) {
       base.resize(base.size() - ext.size());
       break;
     }
-  return base;
+  for (auto& c : base)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) c = '-';
+  base = base.substr(0, 200);
+  while (!base.empty() && !std::isalnum(static_cast<unsigned char>(base.front()))) base.erase(0, 1);
+  return base.empty() ? "image" : base;
 }
 
 }  // namespace

@@ -109,6 +109,8 @@ class ImageCliImpl : public ImageCli {
     image_ = app.add_subcommand(
         "image", "manage images sandboxes can start from (kept in <state dir>/images)");
     image_->require_subcommand(1);
+    // --json before or after the verb, as for `sandcastle keys`.
+    image_->add_flag("--json", json_, "print JSON");
     import_ = image_->add_subcommand(
         "import",
         "import a docker/podman save archive, an OCI layout (dir or tar) or a rootfs tar");
@@ -124,6 +126,7 @@ class ImageCliImpl : public ImageCli {
     rm_ = image_->add_subcommand(
         "rm", "delete an image (refused while a sandbox uses it) and its unshared layers");
     rm_->add_option("ref", ref_, "name, id, or id prefix of 12+ hex digits")->required();
+    rm_->add_flag("--json", json_, "print JSON");
     build_ = image_->add_subcommand("build", "build a Debian image with mmdebstrap and import it");
     build_->add_option("name", name_, "the new image's name")->required();
     build_->add_option("--suite", suite_, "Debian suite")->default_val("bookworm");
@@ -206,17 +209,16 @@ class ImageCliImpl : public ImageCli {
       if (!r.ok()) return fail(r.error());
       // No server to ask from here: the store's image_use rows, written by a
       // running server's sandboxes, are what refuses.
-      if (auto st = s.remove(r->id, nullptr); !st.ok()) {
-        Error e = st.error();
-        if (e.code == ErrorCode::kFailedPrecondition) {
-          const std::string id_ref = "image '" + r->id + "'";
-          if (e.context.rfind(id_ref, 0) == 0)
-            e.context = "image '" + ref_ + "'" + e.context.substr(id_ref.size());
-        }
-        return fail(e);
+      if (auto st = s.remove(ref_, nullptr); !st.ok()) return fail(st.error());
+      const bool untagged = s.find(r->id).ok();
+      if (json_) {
+        out << json{{untagged ? "untagged" : "removed", untagged ? ref_ : r->id}}.dump() << "\n";
+      } else if (untagged) {
+        out << "untagged " << ref_ << " (" << short_id(r->id) << " keeps its other names)\n";
+      } else {
+        out << "removed " << (r->name.empty() ? short_id(r->id) : r->name) << " ("
+            << short_id(r->id) << ")\n";
       }
-      out << "removed " << (r->name.empty() ? short_id(r->id) : r->name) << " (" << short_id(r->id)
-          << ")\n";
       return 0;
     }
     return 2;

@@ -192,7 +192,8 @@ class SqliteImageStore : public ImageStore {
   }
   std::optional<std::uint64_t> layer_size(const std::string& diff_id) const;
   Result<ImageRecord> load(const std::string& id) const;
-  std::optional<std::string> id_of(const std::string& ref) const;
+  // The image a reference names; *tag receives the name it matched, if any.
+  std::optional<std::string> id_of(const std::string& ref, std::string* tag = nullptr) const;
   Result<ImageRecord> commit(Commit& c);
   Status add_tag(const std::string& id, const std::string& name);
   void cleanup();
@@ -300,7 +301,7 @@ Result<ImageRecord> SqliteImageStore::load(const std::string& id) const {
   return r;
 }
 
-std::optional<std::string> SqliteImageStore::id_of(const std::string& ref) const {
+std::optional<std::string> SqliteImageStore::id_of(const std::string& ref, std::string* tag) const {
   // A name as given, then as docker/podman would complete it.
   const auto slash = ref.rfind('/');
   const bool tagged = ref.find(':', slash == std::string::npos ? 0 : slash) != std::string::npos;
@@ -312,7 +313,10 @@ std::optional<std::string> SqliteImageStore::id_of(const std::string& ref) const
   for (const auto& cand : names) {
     Stmt st(db_, "SELECT image_id FROM image_tags WHERE tag=?");
     st.bind(1, cand);
-    if (st.ok() && st.step() == SQLITE_ROW) return st.text(0);
+    if (st.ok() && st.step() == SQLITE_ROW) {
+      if (tag) *tag = cand;
+      return st.text(0);
+    }
   }
   std::string hex = ref.rfind("sha256:", 0) == 0 ? ref.substr(7) : ref;
   if (hex.size() < 12 || hex.size() > 64 || !std::all_of(hex.begin(), hex.end(), [](char c) {
@@ -611,6 +615,17 @@ Status SqliteImageStore::remove(
   if (!flock.ok()) return flock.error();
   auto rec = find(ref);
   if (!rec.ok()) return rec.error();
+  {
+    // One name of several: only the name goes (as `docker rmi` does).
+    std::lock_guard lock(mu_);
+    std::string tag;
+    if (id_of(ref, &tag) && !tag.empty() && !rec->tags.empty()) {
+      Stmt st(db_, "DELETE FROM image_tags WHERE tag=?");
+      st.bind(1, tag);
+      if (st.step() != SQLITE_DONE) return db_error(db_, "untag");
+      return ok_status();
+    }
+  }
   std::vector<std::string> users = in_use ? in_use(rec->id) : std::vector<std::string>{};
   std::vector<std::string> orphans;
   {

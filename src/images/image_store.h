@@ -81,6 +81,7 @@ class ImageStore {
 
   // Refused (kFailedPrecondition, naming the users) while in_use(id) says a
   // sandbox runs on it. Layers no other image uses are deleted.
+  // A name of an image that has other names removes only that name.
   virtual Status remove(const std::string& ref, const std::function<std::vector<std::string>(const std::string& image_id)>& in_use) = 0;
 
   // A new image: base's layers plus one layer from an uncompressed tar stream

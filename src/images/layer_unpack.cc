@@ -12,6 +12,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <memory>
@@ -420,7 +421,17 @@ struct TarCtx {
   Sha256 hash;
   std::vector<char> buf = std::vector<char>(1 << 20);
   std::string error;
+  std::uint64_t left;  // uncompressed bytes the stream may still have
+  bool too_big;
 };
+
+// What the uncompressed tar may total: the file data the budget allows plus
+// headers and padding. Data that is never written (skipped members, bytes
+// after the end) is bounded too, so a small compressed layer cannot make
+// the server inflate terabytes of zeros.
+std::uint64_t stream_limit(const UnpackBudget& b) {
+  return b.bytes_left + std::min<std::uint64_t>(b.entries_left, 1u << 20) * 1536 + (1u << 20);
+}
 
 la_ssize_t tar_read(struct archive*, void* client, const void** buf) {
   auto* c = static_cast<TarCtx*>(client);
@@ -431,6 +442,11 @@ la_ssize_t tar_read(struct archive*, void* client, const void** buf) {
         !c->raw_ctx->error.empty() ? c->raw_ctx->error : (msg ? msg : "corrupt compressed stream");
     return -1;
   }
+  if (static_cast<std::uint64_t>(n) > c->left) {
+    c->too_big = true;
+    return -1;
+  }
+  c->left -= static_cast<std::uint64_t>(n);
   c->hash.update(c->buf.data(), static_cast<size_t>(n));
   *buf = c->buf.data();
   return n;
@@ -454,64 +470,50 @@ Result<LayerResult> unpack_layer(ByteSource& src, const std::string& dest_dir,
   // the tar from it.
   RawCtx raw_ctx{&src, {}, {}};
   ArchivePtr raw(archive_read_new());
+  TarCtx tar_ctx{raw.get(), &raw_ctx, {}, std::vector<char>(1 << 20), {}, stream_limit(budget),
+                 false};
+  // Every failure of either reader is reported the same way: the limit,
+  // then the source's own error, then libarchive's.
+  auto corrupt = [&](struct archive* a, const char* fallback) -> Error {
+    if (tar_ctx.too_big)
+      return Error::make(ErrorCode::kResourceExhausted,
+                         "the layer's tar stream is larger than its limit");
+    const char* msg = archive_error_string(a);
+    std::string why = !tar_ctx.error.empty()   ? tar_ctx.error
+                      : !raw_ctx.error.empty() ? raw_ctx.error
+                      : msg                    ? msg
+                                               : fallback;
+    return Error::make(ErrorCode::kInvalidArgument, "corrupt layer: " + why);
+  };
   archive_read_support_filter_all(raw.get());
   archive_read_support_format_raw(raw.get());
-  if (archive_read_open(raw.get(), &raw_ctx, nullptr, raw_read, nullptr) != ARCHIVE_OK) {
-    const char* msg = archive_error_string(raw.get());
-    return Error::make(ErrorCode::kInvalidArgument,
-                       "corrupt layer: " + (!raw_ctx.error.empty() ? raw_ctx.error
-                                            : msg                  ? msg
-                                                                   : "unreadable"));
-  }
+  if (archive_read_open(raw.get(), &raw_ctx, nullptr, raw_read, nullptr) != ARCHIVE_OK)
+    return corrupt(raw.get(), "unreadable");
   struct archive_entry* re = nullptr;
-  if (archive_read_next_header(raw.get(), &re) != ARCHIVE_OK) {
-    const char* msg = archive_error_string(raw.get());
-    return Error::make(ErrorCode::kInvalidArgument,
-                       std::string("corrupt layer: ") + (msg ? msg : "empty"));
-  }
-  TarCtx tar_ctx{raw.get(), &raw_ctx, {}, std::vector<char>(1 << 20), {}};
+  if (archive_read_next_header(raw.get(), &re) != ARCHIVE_OK) return corrupt(raw.get(), "empty");
   ArchivePtr tar(archive_read_new());
   archive_read_support_format_tar(tar.get());
   archive_read_support_format_gnutar(tar.get());
-  if (archive_read_open(tar.get(), &tar_ctx, nullptr, tar_read, nullptr) != ARCHIVE_OK) {
-    const char* msg = archive_error_string(tar.get());
-    return Error::make(ErrorCode::kInvalidArgument,
-                       "corrupt layer: " + (!tar_ctx.error.empty() ? tar_ctx.error
-                                            : msg                  ? msg
-                                                                   : "not a tar"));
-  }
+  if (archive_read_open(tar.get(), &tar_ctx, nullptr, tar_read, nullptr) != ARCHIVE_OK)
+    return corrupt(tar.get(), "not a tar");
   Unpacker un(root.get(), budget, result);
   for (;;) {
     struct archive_entry* e = nullptr;
     int r = archive_read_next_header(tar.get(), &e);
     if (r == ARCHIVE_EOF) break;
-    if (r < ARCHIVE_WARN) {
-      const char* msg = archive_error_string(tar.get());
-      return Error::make(ErrorCode::kInvalidArgument,
-                         "corrupt layer: " + (!tar_ctx.error.empty() ? tar_ctx.error
-                                              : msg                  ? msg
-                                                                     : "bad tar header"));
-    }
+    if (r < ARCHIVE_WARN) return corrupt(tar.get(), "bad tar header");
     if (auto s = un.entry(tar.get(), e); !s.ok()) {
-      Error err = s.take_error();
-      if (!tar_ctx.error.empty()) err.context = "corrupt layer: " + tar_ctx.error;
-      return err;
+      if (tar_ctx.too_big || !tar_ctx.error.empty()) return corrupt(tar.get(), "");
+      return s.error();
     }
   }
   if (auto s = un.finish(); !s.ok()) return s.error();
   // The digests cover every byte, padding after the tar's end included.
   for (;;) {
-    char sink[1 << 16];
-    la_ssize_t got = archive_read_data(raw.get(), sink, sizeof sink);
-    if (got < 0) {
-      const char* msg = archive_error_string(raw.get());
-      return Error::make(ErrorCode::kInvalidArgument,
-                         "corrupt layer: " + (!raw_ctx.error.empty() ? raw_ctx.error
-                                              : msg                  ? msg
-                                                                     : "bad stream"));
-    }
+    const void* b = nullptr;
+    la_ssize_t got = tar_read(tar.get(), &tar_ctx, &b);
+    if (got < 0) return corrupt(raw.get(), "bad stream");
     if (got == 0) break;
-    tar_ctx.hash.update(sink, static_cast<size_t>(got));
   }
   for (;;) {
     const void* b = nullptr;

@@ -134,6 +134,11 @@ TEST_F(ImageCliTest, ImportListInspectRm) {
     EXPECT_EQ(busy.err, "sandcastle image: image 'mini' is in use by sandbox sb-42\n");
     ASSERT_TRUE((*store)->release(image_id, "sb-42").ok());
   }
+  // A second name: rm of one name keeps the image.
+  ASSERT_EQ(sc({"image", "import", (dir_ / "mini.tar").string(), "--name", "mini2"}).code, 0);
+  auto untag = sc({"image", "--json", "rm", "mini2"});
+  ASSERT_EQ(untag.code, 0) << untag.err;
+  EXPECT_EQ(untag.out, "{\"untagged\":\"mini2\"}\n");
   auto rm = sc({"image", "rm", "mini"});
   ASSERT_EQ(rm.code, 0) << rm.err;
   EXPECT_EQ(rm.out, "removed mini (" + image_id.substr(7, 12) + ")\n");

@@ -336,6 +336,30 @@ TEST_F(ImageStoreTest, AddLayerMakesAnImageOnTopOfItsBase) {
   EXPECT_TRUE(store_->layer_dirs(*r).ok());
 }
 
+TEST_F(ImageStoreTest, RemovingOneNameOfSeveralKeepsTheImage) {
+  auto r = store_->import(put("a.tar", base_layer()), ImportOptions{"first", ""});
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(store_->import(put("b.tar", base_layer()), ImportOptions{"second", ""}).ok());
+  ASSERT_TRUE(store_->remove("first", nullptr).ok());
+  auto left = store_->find("second");
+  ASSERT_TRUE(left.ok());
+  EXPECT_EQ(left->id, r->id);
+  EXPECT_EQ(left->name, "second");
+  EXPECT_TRUE(left->tags.empty());
+  EXPECT_EQ(store_->find("first").error().code, ErrorCode::kNotFound);
+  EXPECT_TRUE(store_->layer_dirs(*left).ok());
+  // The last name, or the id, removes the image.
+  ASSERT_TRUE(store_->remove(r->id, nullptr).ok());
+  EXPECT_TRUE(store_->list().empty());
+  EXPECT_TRUE(fs::is_empty(layers_dir()));
+}
+
+TEST_F(ImageStoreTest, NamesComeFromTheFileWhenTheArchiveHasNone) {
+  auto r = store_->import(put("my image (v2).tar.gz", make_tar({file("a", "a")}, "gzip")), {});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->name, "my-image--v2-");
+}
+
 TEST_F(ImageStoreTest, BadNamesAreRefused) {
   auto r = store_->import(put("x.tar", base_layer()), ImportOptions{"../etc", ""});
   ASSERT_FALSE(r.ok());

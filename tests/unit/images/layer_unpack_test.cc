@@ -206,6 +206,36 @@ TEST_F(LayerUnpackTest, ATarBombPastTheByteLimitIsRefused) {
   EXPECT_EQ(r.error().context, "entry 'zeros': the image is larger than its limit");
 }
 
+TEST_F(LayerUnpackTest, ZerosAfterTheTarCountAgainstTheLimitToo) {
+  // 64 MiB of zeros after a tiny tar compress to ~64 KiB: inflating them is
+  // bounded by the same limit as the files.
+  std::string tar = make_tar({file("a", "a")});
+  tar.append(64 << 20, '\0');
+  struct archive* a = archive_write_new();
+  archive_write_set_format_raw(a);
+  archive_write_add_filter_gzip(a);
+  std::string gz;
+  archive_write_open(
+      a, &gz, nullptr,
+      [](struct archive*, void* client, const void* buf, size_t n) -> la_ssize_t {
+        static_cast<std::string*>(client)->append(static_cast<const char*>(buf), n);
+        return static_cast<la_ssize_t>(n);
+      },
+      nullptr);
+  struct archive_entry* e = archive_entry_new();
+  archive_entry_set_filetype(e, AE_IFREG);
+  archive_write_header(a, e);
+  archive_write_data(a, tar.data(), tar.size());
+  archive_entry_free(e);
+  archive_write_close(a);
+  archive_write_free(a);
+  ASSERT_LT(gz.size(), 1u << 20);
+  auto r = unpack(gz, UnpackBudget{1 << 20, 10, 256});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kResourceExhausted);
+  EXPECT_EQ(r.error().context, "the layer's tar stream is larger than its limit");
+}
+
 TEST_F(LayerUnpackTest, TooManyEntriesAreRefused) {
   std::vector<TarEntry> many;
   for (int i = 0; i < 11; ++i) {
