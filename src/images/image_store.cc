@@ -112,12 +112,14 @@ std::int64_t created_of(const std::string& raw_config) {
 
 // An OCI image config for images the store makes itself (rootfs imports,
 // builds, saved sandboxes): their id is its digest, as for any other image.
-std::string make_config(const ImageConfig& c, const std::vector<std::string>& diff_ids) {
-  json cfg = {{"created", iso(now_s())},
-              {"architecture", "amd64"},
+// A rootfs has no creation time in it, so the same tar is the same image.
+std::string make_config(const ImageConfig& c, const std::vector<std::string>& diff_ids,
+                        bool dated) {
+  json cfg = {{"architecture", "amd64"},
               {"os", "linux"},
               {"config", config_to_json(c)},
               {"rootfs", {{"type", "layers"}, {"diff_ids", diff_ids}}}};
+  if (dated) cfg["created"] = iso(now_s());
   return cfg.dump();
 }
 
@@ -543,7 +545,7 @@ Result<ImageRecord> SqliteImageStore::import(const std::string& path, const Impo
       c.layers.push_back({res.diff_id, layer_size(res.diff_id) ? "" : tree, res.size_bytes});
   }
   if (plan->format == "rootfs") {
-    c.raw_config = make_config(c.config, c.diff_ids);
+    c.raw_config = make_config(c.config, c.diff_ids, false);
     c.id = "sha256:" + crypto::hex(crypto::sha256(c.raw_config));
   } else {
     c.raw_config = plan->config_json;
@@ -602,7 +604,7 @@ Result<ImageRecord> SqliteImageStore::add_layer(const ImageRecord& base,
   c.diff_ids.push_back(r->diff_id);
   if (seen.insert(r->diff_id).second)
     c.layers.push_back({r->diff_id, layer_size(r->diff_id) ? "" : dir, r->size_bytes});
-  c.raw_config = make_config(config, c.diff_ids);
+  c.raw_config = make_config(config, c.diff_ids, true);
   c.id = "sha256:" + crypto::hex(crypto::sha256(c.raw_config));
   return commit(c);
 }
