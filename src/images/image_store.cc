@@ -534,7 +534,9 @@ Result<ImageRecord> SqliteImageStore::import(const std::string& path, const Impo
       c.diff_ids.push_back(l.diff_id);
       continue;
     }
-    const auto& [res, tree] = it->second;
+    // Not a structured binding: clang 14 cannot capture one in the lambda below.
+    const LayerResult& res = it->second.first;
+    const std::string& tree = it->second.second;
     if (!l.diff_id.empty() && l.diff_id != res.diff_id)
       return Error::make(ErrorCode::kInvalidArgument,
                          "layer " + l.path + ": digest mismatch: its content's sha256 is " +
