@@ -71,6 +71,17 @@ bool structural_name(const std::string& n) {
   return is_hex64(n);
 }
 
+// gzip, zstd, xz or bzip2 by their magic numbers.
+bool looks_compressed(const std::string& path) {
+  unsigned char m[6] = {};
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd || ::read(fd.get(), m, sizeof m) != static_cast<ssize_t>(sizeof m)) return false;
+  return (m[0] == 0x1f && m[1] == 0x8b) ||
+         (m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f && m[3] == 0xfd) ||
+         (m[0] == 0xfd && m[1] == '7' && m[2] == 'z' && m[3] == 'X' && m[4] == 'Z') ||
+         (m[0] == 'B' && m[1] == 'Z' && m[2] == 'h');
+}
+
 struct ArchiveFree {
   void operator()(struct archive* a) const { archive_read_free(a); }
 };
@@ -127,7 +138,10 @@ class TarSource : public ImageSource {
   Status scan(bool* rootfs) {
     std::string err;
     auto a = open_tar(path_, &err);
-    if (!a) return bad("not an image archive or rootfs tar: " + err);
+    if (!a)
+      return bad(std::string(looks_compressed(path_) ? "corrupt archive: "
+                                                     : "not an image archive or rootfs tar: ") +
+                 err);
     size_t kept = 0;
     bool first = true;
     *rootfs = false;
@@ -137,9 +151,12 @@ class TarSource : public ImageSource {
       if (r == ARCHIVE_EOF) break;
       if (r < ARCHIVE_WARN) {
         const char* m = archive_error_string(a.get());
-        return bad(
-            std::string(first ? "not an image archive or rootfs tar: " : "corrupt archive: ") +
-            (m ? m : "bad header"));
+        // A compressed file that fails is corrupt; otherwise, failing at
+        // once means it was never a tar.
+        const bool compressed = looks_compressed(path_);
+        return bad(std::string(first && !compressed ? "not an image archive or rootfs tar: "
+                                                    : "corrupt archive: ") +
+                   (m ? m : "bad header"));
       }
       first = false;
       const char* raw = archive_entry_pathname(e);

@@ -268,6 +268,48 @@ TEST_F(ImageStoreTest, TheImageSizeLimitCoversAllLayers) {
   expect_unchanged(before);
 }
 
+// Each hostile layer, imported as a rootfs into a store that already holds
+// an image: the exact error, and nothing of it left behind.
+TEST_F(ImageStoreTest, EveryHostileLayerGetsItsErrorAndLeavesTheStoreUnchanged) {
+  reopen(StoreLimits{1 << 20, 50, 16});
+  ASSERT_TRUE(store_->import(put("keep.tar", make_tar({file("k", "k")})), {}).ok());
+  const auto before = snapshot();
+  std::string corrupt_gz = make_tar({file("a", std::string(100000, 'a'))}, "gzip");
+  for (size_t i = 40; i < 60; ++i) corrupt_gz[i] = static_cast<char>(corrupt_gz[i] ^ 0x5a);
+  const std::string whole = make_tar({file("a", std::string(10000, 'a')), file("b", "b")});
+  TarEntry bomb = file("zeros", "");
+  bomb.size = 2 << 20;
+  std::vector<TarEntry> many;
+  for (int i = 0; i < 60; ++i) many.push_back(file(std::to_string(i), ""));
+  std::string deep;
+  for (int i = 0; i < 17; ++i) deep += "d/";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {corrupt_gz, "corrupt archive: gzip decompression failed"},
+      {whole.substr(0, 6000), "rootfs: entry 'a': Truncated tar archive"},
+      {make_tar({file("ok", "1"), file("x/../../y", "y")}),
+       "rootfs: entry 'x/../../y': '..' component (refused)"},
+      {make_tar({file("ok", "1"), file("/etc/passwd", "y")}),
+       "rootfs: entry '/etc/passwd': absolute path (refused)"},
+      {make_tar({file("ok", "1"), hardlink("h", "../../etc/shadow")}),
+       "rootfs: entry 'h': hardlink target: entry '../../etc/shadow': '..' component (refused)"},
+      {make_tar({symlink("etc", "/etc"), file("etc/cron.d/x", "y")}),
+       "rootfs: entry 'etc/cron.d/x': its parent 'etc' is a symlink (refused: nothing is written "
+       "through one)"},
+      {make_tar({bomb}, "gzip"),
+       "rootfs: the image is larger than its limit (--max-image-bytes 1048576)"},
+      {make_tar(many), "rootfs: the image has more tar entries than its limit"},
+      {make_tar({file(deep + "f", "x")}),
+       "rootfs: entry '" + deep + "f': deeper than 16 directories (refused)"},
+  };
+  int n = 0;
+  for (const auto& [bytes, error] : cases) {
+    auto r = store_->import(put("hostile" + std::to_string(n++) + ".tar", bytes), {});
+    ASSERT_FALSE(r.ok()) << error;
+    EXPECT_EQ(r.error().context, error);
+    expect_unchanged(before);
+  }
+}
+
 TEST_F(ImageStoreTest, SetuidFilesAndDevicesAreReportedInTheResult) {
   auto r = store_->import(
       put("s.tar", make_tar({file("usr/bin/sudo", "x", 04755), file("usr/bin/wall", "x", 02755),
