@@ -49,17 +49,20 @@ try {
 
   const time = (fn) => { const t0 = performance.now(); fn(); return performance.now() - t0; };
   const ours = [], theirs = [];
+  // Each run starts after `sync`, so neither pays for the other's dirty
+  // pages, and the order alternates (ABBA) against any drift.
   for (let i = 0; i < opts.rounds; i++) {
     const state = join(work, `state${i}`);
-    ours.push(time(() => sh(opts.sandcastle, ['--state-dir', state, 'image', 'import', archive])));
     const pr = join(work, `p${i}`);
-    theirs.push(time(() => sh('podman', [...podman(pr), 'load', '-i', archive])));
+    const a = () => { sh('sync', []); ours.push(time(() => sh(opts.sandcastle, ['--state-dir', state, 'image', 'import', archive]))); };
+    const b = () => { sh('sync', []); theirs.push(time(() => sh('podman', [...podman(pr), 'load', '-i', archive]))); };
+    if (i % 2 === 0) { a(); b(); } else { b(); a(); }
     sh('podman', [...podman(pr), 'system', 'reset', '--force']);
     rmSync(state, { recursive: true, force: true });
   }
   const median = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
   const ms = (v) => `${v.toFixed(0)} ms`;
-  console.log(`archive: ${mib.toFixed(1)} MiB docker-archive (podman save), ${opts.rounds} rounds interleaved, ` +
+  console.log(`archive: ${mib.toFixed(1)} MiB docker-archive (podman save), ${opts.rounds} rounds interleaved (ABBA, sync before each), ` +
     `load average at start ${loadavg()[0].toFixed(2)}`);
   console.log();
   console.log('| | median | all |');

@@ -401,6 +401,7 @@ struct RawCtx {
   ByteSource* src;
   Sha256 hash;
   std::string error;
+  bool hashing = true;  // off for an uncompressed layer: its tar hash is its digest
 };
 
 la_ssize_t raw_read(struct archive*, void* client, const void** buf) {
@@ -410,7 +411,7 @@ la_ssize_t raw_read(struct archive*, void* client, const void** buf) {
     c->error = c->src->error();
     return -1;
   }
-  c->hash.update(*buf, static_cast<size_t>(n));
+  if (c->hashing) c->hash.update(*buf, static_cast<size_t>(n));
   return n;
 }
 
@@ -468,7 +469,7 @@ Result<LayerResult> unpack_layer(ByteSource& src, const std::string& dest_dir,
   // Two readers: the first only decompresses (any filter, "raw" format) so
   // that the uncompressed tar can be hashed (its diff_id); the second reads
   // the tar from it.
-  RawCtx raw_ctx{&src, {}, {}};
+  RawCtx raw_ctx{&src, {}, {}, true};
   ArchivePtr raw(archive_read_new());
   TarCtx tar_ctx{raw.get(), &raw_ctx, {}, std::vector<char>(1 << 20), {}, stream_limit(budget),
                  false};
@@ -491,6 +492,8 @@ Result<LayerResult> unpack_layer(ByteSource& src, const std::string& dest_dir,
     return corrupt(raw.get(), "unreadable");
   struct archive_entry* re = nullptr;
   if (archive_read_next_header(raw.get(), &re) != ARCHIVE_OK) return corrupt(raw.get(), "empty");
+  const bool identity = archive_filter_code(raw.get(), 0) == ARCHIVE_FILTER_NONE;
+  raw_ctx.hashing = !identity;
   ArchivePtr tar(archive_read_new());
   archive_read_support_format_tar(tar.get());
   archive_read_support_format_gnutar(tar.get());
@@ -523,7 +526,7 @@ Result<LayerResult> unpack_layer(ByteSource& src, const std::string& dest_dir,
     raw_ctx.hash.update(b, static_cast<size_t>(n));
   }
   result.diff_id = tar_ctx.hash.finish();
-  result.blob_digest = raw_ctx.hash.finish();
+  result.blob_digest = identity ? result.diff_id : raw_ctx.hash.finish();
   return result;
 }
 
