@@ -146,6 +146,58 @@ TEST_F(ImageStoreTest, ImportsAnOciLayoutAsDirectoryAndAsTar) {
   EXPECT_EQ(store_->list().size(), 1u);
 }
 
+// Docker 25+ `docker save`: an OCI layout whose manifest.json names blobs.
+TEST_F(ImageStoreTest, ImportsADockerArchiveWithBlobPaths) {
+  const std::string layer = make_tar({file("etc/hostname", "d25\n")});
+  Files f = oci_layout({layer}, "d25", "");
+  const std::string cfg = image_config({layer});
+  f["manifest.json"] =
+      nlohmann::json::array({{{"Config", "blobs/sha256/" + hex_of(digest(cfg))},
+                              {"RepoTags", {"d25:1"}},
+                              {"Layers", {"blobs/sha256/" + hex_of(digest(layer))}}}})
+          .dump();
+  auto r = store_->import(put("d25.tar", pack(f)), {});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->name, "d25:1");
+  EXPECT_EQ(r->source, "import:docker-archive");
+  EXPECT_EQ(r->id, digest(cfg));
+  // Other bytes under the layer's blob name: refused by the name (in a store
+  // without that layer: one that has it does not read it again).
+  ASSERT_TRUE(store_->remove(r->id, nullptr).ok());
+  const std::string other = make_tar({file("etc/hostname", "evil\n")});
+  f["blobs/sha256/" + hex_of(digest(layer))] = other;
+  auto bad = store_->import(put("d25-bad.tar", pack(f)), {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().context, "layer blobs/sha256/" + hex_of(digest(layer)) +
+                                     ": digest mismatch: its sha256 is " + digest(other) +
+                                     ", its name says " + digest(layer));
+}
+
+// An index of several platforms: the linux/amd64 manifest is the one read.
+TEST_F(ImageStoreTest, AnIndexOfPlatformsImportsLinuxAmd64) {
+  const std::string layer = make_tar({file("arch", "amd64")});
+  Files f = oci_layout({layer}, "multi");
+  auto index = nlohmann::json::parse(f["index.json"]);
+  auto amd64 = index["manifests"][0];
+  amd64["platform"] = {{"os", "linux"}, {"architecture", "amd64"}};
+  nlohmann::json arm64 = {{"mediaType", "application/vnd.oci.image.manifest.v1+json"},
+                          {"digest", "sha256:" + std::string(64, 'a')},  // not in the layout
+                          {"size", 10},
+                          {"platform", {{"os", "linux"}, {"architecture", "arm64"}}}};
+  index["manifests"] = {arm64, amd64};
+  f["index.json"] = index.dump();
+  write_dir((dir_ / "multi").string(), f);
+  auto r = store_->import((dir_ / "multi").string(), {});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->layers, (std::vector<std::string>{digest(layer)}));
+  index["manifests"] = {arm64};
+  f["index.json"] = index.dump();
+  write_dir((dir_ / "arm").string(), f);
+  auto none = store_->import((dir_ / "arm").string(), {});
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().context, "index: no manifest for linux/amd64");
+}
+
 TEST_F(ImageStoreTest, SharedLayersAreUnpackedOnceAndDeletedWithTheirLastImage) {
   const std::string base = base_layer();
   const std::string a = make_tar({file("a", "a")});
