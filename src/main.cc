@@ -249,7 +249,7 @@ static int run(int argc, char** argv) {
       "say otherwise). Once listening, the HTTP server prints the client configuration to paste.\n"
       "From the source tree: `make run` builds and starts HTTP; `make run ARGS=\"--port 9000\"` keeps HTTP on\n"
       "another port; `make run ARGS=--stdio` serves stdio instead.\n"
-      "Listings take --json: keys list, keys create, keys revoke, config show, doctor.");
+      "Listings take --json: keys list, keys create, keys revoke, config show, doctor, image list, image inspect, image import.");
   app.add_option("--config", config_path, "config.toml to read (default: <state dir>/config.toml when present)");
   auto* transport_opt = setting_flag("--transport", "server.transport", "stdio (default) or http")
                             ->check(CLI::IsMember({"stdio", "http"}));
