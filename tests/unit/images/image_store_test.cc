@@ -1,12 +1,15 @@
 #include "images/image_store.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <thread>
 
 #include "image_archives.h"
 #include "images/layer_unpack.h"
@@ -405,6 +408,40 @@ TEST_F(ImageStoreTest, OpenRemovesWhatACrashedImportLeft) {
   EXPECT_TRUE(fs::is_empty(state() + "/images/tmp"));
   EXPECT_FALSE(fs::exists(orphan));
   EXPECT_TRUE(store_->layer_dirs(*r).ok());
+}
+
+TEST_F(ImageStoreTest, OpenLeavesTmpAloneWhileAnotherImportRuns) {
+  // An import in another process holds the store's lock shared.
+  int fd = ::open((state() + "/images/lock").c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_SH), 0);
+  fs::create_directories(state() + "/images/tmp/running/0");
+  reopen();
+  EXPECT_TRUE(fs::exists(state() + "/images/tmp/running/0"));
+  ::close(fd);
+  reopen();
+  EXPECT_TRUE(fs::is_empty(state() + "/images/tmp"));
+}
+
+TEST_F(ImageStoreTest, ConcurrentImportsSharingALayerUnpackItOnce) {
+  const std::string base = base_layer();
+  std::vector<std::string> paths;
+  for (int i = 0; i < 4; ++i) {
+    std::string name = std::to_string(i);
+    paths.push_back(
+        put(name + ".tar", pack(docker_archive({base, make_tar({file(name, name)})}, "c" + name))));
+  }
+  std::vector<std::thread> threads;
+  std::vector<Result<ImageRecord>> results(paths.size(),
+                                           Error::make(ErrorCode::kInternal, "not run"));
+  for (size_t i = 0; i < paths.size(); ++i)
+    threads.emplace_back([&, i] { results[i] = store_->import(paths[i], {}); });
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(store_->list().size(), 4u);
+  EXPECT_EQ(std::distance(fs::directory_iterator(layers_dir()), fs::directory_iterator()), 5);
+  EXPECT_TRUE(fs::is_empty(state() + "/images/tmp"));
+  for (const auto& r : results) EXPECT_TRUE(store_->layer_dirs(*r).ok());
 }
 
 TEST_F(ImageStoreTest, AddLayerMakesAnImageOnTopOfItsBase) {
