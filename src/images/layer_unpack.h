@@ -2,6 +2,12 @@
 // empty directory in overlayfs's on-disk format, treating every byte as
 // hostile: no entry may land outside the directory, nothing is written
 // through a symlink, and the image's limits bound what it may cost.
+//
+// What is kept of an entry: its type, its mode minus setuid/setgid (and the
+// sticky bit on files), its mtime. What is not: the owner and group in the
+// tar (every file belongs to the server's uid; the tar's ids are recorded
+// nowhere for now), xattrs (file capabilities included: a layer cannot plant
+// overlay.* xattrs either), device nodes (skipped, counted).
 #pragma once
 
 #include <sys/types.h>
