@@ -192,7 +192,7 @@ class SqliteImageStore : public ImageStore {
   std::string layer_dir(const std::string& diff_id) const {
     return root_ + "/layers/sha256/" + hex_of(diff_id);
   }
-  std::optional<std::uint64_t> layer_size(const std::string& diff_id) const;
+  std::optional<std::uint64_t> layer_size(const std::string& diff_id) const;  // takes mu_
   Result<ImageRecord> load(const std::string& id) const;
   // The image a reference names; *tag receives the name it matched, if any.
   std::optional<std::string> id_of(const std::string& ref, std::string* tag = nullptr) const;
@@ -267,6 +267,9 @@ void SqliteImageStore::cleanup() {
 }
 
 std::optional<std::uint64_t> SqliteImageStore::layer_size(const std::string& diff_id) const {
+  // One statement at a time on the connection: a commit of another thread
+  // may be between its BEGIN and COMMIT.
+  std::lock_guard lock(mu_);
   Stmt st(db_, "SELECT size FROM layers WHERE digest=?");
   st.bind(1, diff_id);
   if (!st.ok() || st.step() != SQLITE_ROW) return std::nullopt;
