@@ -527,7 +527,8 @@ Result<ImagePlan> plan_import(const std::string& path, std::unique_ptr<ImageSour
     auto src = std::make_unique<DirSource>(std::move(dir));
     if (!src->has("index.json") || !src->has("oci-layout"))
       return bad(path +
-                 ": a directory that is not an OCI image layout (no index.json and oci-layout)");
+                 ": a directory that is not an OCI image layout (no index.json and oci-layout); "
+                 "for a root filesystem, import a tar of it: tar -C DIR -cf rootfs.tar .");
     if (auto s = plan_oci(*src, plan); !s.ok()) return s.error();
     *source = std::move(src);
   } else if (S_ISREG(st.st_mode)) {
