@@ -19,6 +19,7 @@
 #include "common/metrics.h"
 #include "config/config.h"
 #include "config/start_checks.h"
+#include "images/image_cli.h"
 #include "mcp/fixtures.h"
 #include "mcp/server.h"
 #include "sandbox/native/doctor.h"
@@ -248,7 +249,7 @@ static int run(int argc, char** argv) {
       "say otherwise). Once listening, the HTTP server prints the client configuration to paste.\n"
       "From the source tree: `make run` builds and starts HTTP; `make run ARGS=\"--port 9000\"` keeps HTTP on\n"
       "another port; `make run ARGS=--stdio` serves stdio instead.\n"
-      "Listings take --json: keys list, keys create, keys revoke, config show, doctor.");
+      "Listings take --json: keys list, keys create, keys revoke, config show, doctor, image list, image inspect, image import.");
   app.add_option("--config", config_path, "config.toml to read (default: <state dir>/config.toml when present)");
   auto* transport_opt = setting_flag("--transport", "server.transport", "stdio (default) or http")
                             ->check(CLI::IsMember({"stdio", "http"}));
@@ -293,6 +294,7 @@ static int run(int argc, char** argv) {
   setting_flag("--default-language", "sandbox.default_language", "language of execute_code without one");
   setting_flag("--pip-index-url", "packages.pip_index_url", "package index pip installs from");
   setting_flag("--npm-registry", "packages.npm_registry", "registry npm installs from");
+  setting_flag("--max-image-bytes", "images.max_image_bytes", "largest unpacked size of one image");
 
   auto* doctor = app.add_subcommand("doctor", "print what this host allows and the isolation sandcastle will use");
   bool doctor_json = false;
@@ -314,6 +316,7 @@ static int run(int argc, char** argv) {
   auto* cfg_show = cfg_cmd->add_subcommand("show", "print the effective configuration and where each value came from");
   bool cfg_json = false;
   cfg_show->add_flag("--json", cfg_json, "print JSON");
+  auto image_cli = images::register_image_cli(app);
   CLI11_PARSE(app, argc, argv);
 
   if (doctor->parsed()) return doctor_json ? run_doctor_json() : sandbox::native::run_doctor(std::cout);
@@ -371,6 +374,8 @@ static int run(int argc, char** argv) {
     std::cout << (cfg_json ? loader.show_json() : loader.show());
     return 0;
   }
+  if (image_cli->parsed())
+    return image_cli->run(cfg.state_dir, {static_cast<uint64_t>(cfg.max_image_bytes)}, std::cout, std::cerr);
   if (keys->parsed()) return run_keys(cfg, keys_create, keys_list, keys_revoke, key_name, revoke_id, keys_json);
 
   // Settings sandcastle cannot honour refuse the start, not the first call.

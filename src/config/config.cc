@@ -81,6 +81,8 @@ const std::vector<Entry>& entries() {
        int64_t{24} * 3600 * 1000},
       {{"packages.pip_index_url", "string", "package index pip installs from"}, &Config::pip_index_url},
       {{"packages.npm_registry", "string", "registry npm installs from"}, &Config::npm_registry},
+      {{"images.max_image_bytes", "integer", "largest unpacked size of one image"}, &Config::max_image_bytes,
+       int64_t{1} << 20, int64_t{1} << 50},
       {{"state_dir", "string", "where keys and state live"}, &Config::state_dir},
   };
   return kEntries;

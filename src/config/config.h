@@ -61,6 +61,8 @@ struct Config {
   // [packages]
   std::string pip_index_url = "https://pypi.org/simple";
   std::string npm_registry = "https://registry.npmjs.org";
+  // [images]
+  int64_t max_image_bytes = int64_t{8} << 30;  // unpacked size of one image
   // top level
   std::string state_dir;  // default $XDG_STATE_HOME/sandcastle or ~/.local/state/sandcastle
 };

@@ -42,6 +42,9 @@ struct ImageRecord {
   std::string source;                   // "import:docker-archive", "import:oci", "import:rootfs", "pull:<ref>", "build:<suite>", "save:<sandbox>"
   ImageConfig config;
   std::vector<std::string> languages;   // languages whose interpreter/compiler the image has ("python", "javascript", ...)
+  // Only in the result of import/add_layer: what was changed or dropped while
+  // unpacking ("stripped setuid/setgid bits from 2 files", "skipped 3 device nodes").
+  std::vector<std::string> warnings;
 };
 
 struct StoreLimits {
@@ -52,6 +55,7 @@ struct StoreLimits {
 
 struct ImportOptions {
   std::string name;  // empty: derived from the archive (its RepoTags / ref annotation) or the file name
+  std::string source;  // empty: "import:<format>"; `image build` passes "build:<suite>"
 };
 
 class ImageStore {
@@ -77,6 +81,7 @@ class ImageStore {
 
   // Refused (kFailedPrecondition, naming the users) while in_use(id) says a
   // sandbox runs on it. Layers no other image uses are deleted.
+  // A name of an image that has other names removes only that name.
   virtual Status remove(const std::string& ref, const std::function<std::vector<std::string>(const std::string& image_id)>& in_use) = 0;
 
   // A new image: base's layers plus one layer from an uncompressed tar stream
@@ -84,6 +89,12 @@ class ImageStore {
   virtual Result<ImageRecord> add_layer(const ImageRecord& base, const std::string& layer_tar_path,
                                         const std::string& name, const ImageConfig& config,
                                         const std::string& source) = 0;
+
+  // Records that a sandbox of this process runs on the image, so that
+  // `sandcastle image rm` from another process refuses to delete it (rows of a
+  // process that is gone no longer count); release() forgets it.
+  virtual Status mark_in_use(const std::string& image_id, const std::string& sandbox_id) = 0;
+  virtual Status release(const std::string& image_id, const std::string& sandbox_id) = 0;
 };
 
 }  // namespace sandcastle::images
