@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "images/layer_unpack.h"
+#include "images/pull_cli.h"
 
 extern char** environ;
 
@@ -134,6 +135,7 @@ class ImageCliImpl : public ImageCli {
                        "comma-separated packages to install (python3,nodejs,...)");
     build_->add_option("--mirror", mirror_, "Debian mirror URL (default: mmdebstrap's)");
     build_->add_flag("--json", json_, "print the image as JSON");
+    pull_ = add_image_pull_command(*image_, pull_args_);
   }
 
   bool parsed() const override { return image_->parsed(); }
@@ -151,6 +153,11 @@ class ImageCliImpl : public ImageCli {
           << "\n";
       return 1;
     };
+    if (pull_->parsed()) {
+      pull_args_.state_dir = state_dir;
+      pull_args_.max_image_bytes = limits.max_image_bytes;
+      return run_image_pull(pull_args_, s, std::cin, out, err);
+    }
     if (import_->parsed() || build_->parsed()) {
       Result<ImageRecord> r =
           import_->parsed() ? s.import(path_, ImportOptions{name_, ""}) : build(s, err);
@@ -263,6 +270,8 @@ class ImageCliImpl : public ImageCli {
   CLI::App* inspect_ = nullptr;
   CLI::App* rm_ = nullptr;
   CLI::App* build_ = nullptr;
+  CLI::App* pull_ = nullptr;
+  PullArgs pull_args_;
   std::string path_, name_, ref_, suite_ = "bookworm", packages_, mirror_;
   bool json_ = false;
 };

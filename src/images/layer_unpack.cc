@@ -63,6 +63,8 @@ Error bad_entry(const std::string& path, const std::string& why) {
 // well-behaved tool.
 Result<std::string> clean_path(const std::string& raw, std::uint32_t max_depth) {
   if (raw.empty()) return bad_entry(raw, "empty path");
+  // "/" alone is the layer's root as some tools write it (umoci insert).
+  if (raw.find_first_not_of('/') == std::string::npos) return std::string();
   if (raw.front() == '/') return bad_entry(raw, "absolute path (refused)");
   std::string out;
   std::uint32_t depth = 0;

@@ -157,6 +157,13 @@ TEST_F(LayerUnpackTest, AbsolutePathsAreRefused) {
   EXPECT_EQ(r.error().context, "entry '/etc/evil': absolute path (refused)");
 }
 
+// umoci writes the root directory as "/": the root, not an absolute path.
+TEST_F(LayerUnpackTest, ASlashAloneIsTheLayersRoot) {
+  auto r = unpack(make_tar({dir("/", 0755), file("a", "x")}));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_TRUE(fs::is_regular_file(out() + "/a"));
+}
+
 TEST_F(LayerUnpackTest, HardlinksMustPointInsideTheLayer) {
   auto outside = unpack(make_tar({hardlink("passwd", "../../../etc/passwd")}));
   ASSERT_FALSE(outside.ok());
