@@ -52,24 +52,75 @@ Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits) {
   return p;
 }
 
+Result<Prespawned> BackendShared::begin_image_sandbox(const Limits& limits, const ImageRoot& image,
+                                                      const ImageIds& ids) {
+  if (auto st = check_layer_paths(image.layers); !st) return st.take_error();
+  {
+    std::lock_guard lock(pool_mu);
+    if (stopping) return Error::make(ErrorCode::kUnavailable, "native backend: shutting down");
+  }
+  std::uint64_t n = serial.fetch_add(1);
+  Prespawned p;
+  p.id = std::string(kRuntimePrefix) + std::to_string(::getpid()) + "-" + std::to_string(n);
+  p.ids = mapping_for_server(n);
+  p.ids.inside_uid = ids.uid;
+  p.ids.inside_gid = ids.gid;
+  std::vector<std::string> lowers(image.layers.rbegin(), image.layers.rend());
+  if (::geteuid() == 0) {
+    // The layers' owner (host 0) shown as this sandbox's host id (image_root.h).
+    auto lm = LayerMounts::make(dirs, p.id, image.layers, p.ids.host_uid, p.ids.host_gid);
+    if (!lm) return lm.take_error();
+    p.layers = std::make_shared<LayerMounts>(std::move(*lm));
+    lowers = p.layers->paths_top_first();
+  }
+  if (cgroups.version != CgroupVersion::kNone) {
+    if (auto spare = reaper.take_spare_cgroup()) {
+      if (spare->apply_limits(limits))
+        p.cgroup = std::move(spare);
+      else
+        (void)spare->remove();
+    }
+    if (!p.cgroup) {
+      auto cg = SandboxCgroup::create(cgroups, p.id, limits);
+      if (!cg) return cg.take_error();
+      p.cgroup = std::move(*cg);
+    }
+  }
+  InitConfig config;
+  config.new_root = dirs.root_mount;
+  config.mounts = image_base_plan(lowers, dirs, limits);
+  config.root_subdir = kImageRootSubdir;
+  config.seccomp_bpf = seccomp_bpf;
+  config.uid = p.ids.inside_uid;
+  config.gid = p.ids.inside_gid;
+  auto init =
+      spawn_pending_init(zygote, SpawnRequest{helper_path, p.ids, p.cgroup.get(), encode(config)});
+  if (!init) return init.take_error();
+  p.init = std::move(*init);
+  return p;
+}
+
 namespace {
 
 std::string finish_bytes(const SandboxSpec& spec) {
   FinishConfig finish;
-  finish.mounts = host_image_spec_plan(spec);
+  finish.mounts = spec.image() == "host" ? host_image_spec_plan(spec) : image_finish_plan();
   finish.hostname = spec.hostname();
   return encode(finish);
 }
 
-Status check_supported(const SandboxSpec& spec) {
-  if (spec.image() != "host")
-    return Error::make(ErrorCode::kInvalidArgument, "native backend: image '" + spec.image() +
-                                                        "' not supported (only \"host\")");
+Status check_supported(const SandboxSpec& spec, bool have_images) {
+  if (spec.image() != "host" && !have_images)
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "native backend: image '" + spec.image() +
+                           "' not supported (only \"host\": this server has no image store)");
   if (spec.network() != NetworkMode::kNone)
     return Error::make(ErrorCode::kInvalidArgument, "native backend: only network mode \"none\"");
   if (spec.persistence() != Persistence::kEphemeral)
-    return Error::make(ErrorCode::kInvalidArgument, "persistent sandboxes (kept across server restarts) are not available "
-                       "yet: this server's sandboxes end with it; omit persistent, or set it to false");
+    return Error::make(
+        ErrorCode::kInvalidArgument,
+        "persistent sandboxes (kept across server restarts) are not available "
+        "yet: this server's sandboxes end with it; omit persistent, or set it to false");
   return {};
 }
 
@@ -226,7 +277,8 @@ void BackendShared::refill_loop() {
     // The lock is let go while pausing, so look again afterwards: the other
     // refill thread may have begun one meanwhile (the pool overshot its
     // maximum by one without this).
-    if (!pool.empty() && waiting == 0 && std::chrono::steady_clock::now() < last_take + kRefillDelay) {
+    if (!pool.empty() && waiting == 0 &&
+        std::chrono::steady_clock::now() < last_take + kRefillDelay) {
       pool_cv.wait_until(lock, last_take + kRefillDelay, [&] { return stopping || waiting > 0; });
       continue;
     }
@@ -398,7 +450,15 @@ Result<std::unique_ptr<NativeBackend>> NativeBackend::create(NativeBackendOption
     c.notes.push_back("cgroup v1 cpu controller unavailable: no CPU quota");
   }
   for (const auto& n : c.notes) spdlog::warn("native sandbox: {}", n);
-  if (auto st = check_supported(options.pool_spec); !st && options.pool.min > 0) {
+  shared->images = std::move(options.images);
+  if (options.pool_spec.image() != "host" && options.pool.min > 0) {
+    // Image sandboxes are made on demand (their plan depends on the image).
+    spdlog::info("native sandbox: no warm pool for image '{}' (image sandboxes are made on demand)",
+                 options.pool_spec.image());
+    options.pool.min = 0;
+  }
+  if (auto st = check_supported(options.pool_spec, bool(shared->images));
+      !st && options.pool.min > 0) {
     // No create could take one: the pool would only cost memory.
     spdlog::warn("native sandbox: no warm pool: its spec is one this backend cannot make ({})",
                  st.error().message());
@@ -416,8 +476,61 @@ Result<std::unique_ptr<NativeBackend>> NativeBackend::create(NativeBackendOption
   return std::unique_ptr<NativeBackend>(new NativeBackend(std::move(shared)));
 }
 
+namespace {
+
+// The spec a sandbox on `image` runs with: the image's env under the
+// spec's, and its working dir where the spec kept the default.
+Result<SandboxSpec> spec_on_image(const SandboxSpec& spec, const ImageRoot& image) {
+  SpecOptions o;
+  o.image = spec.image();
+  o.limits = spec.limits();
+  for (const auto& kv : image.env) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    std::string name = kv.substr(0, eq);
+    if (valid_env_name(name) && kv.find('\0') == std::string::npos) o.env[name] = kv.substr(eq + 1);
+  }
+  for (const auto& [k, v] : spec.env()) o.env[k] = v;
+  o.workdir = spec.workdir();
+  if (o.workdir == "/workspace" && !image.working_dir.empty() && image.working_dir[0] == '/')
+    o.workdir = image.working_dir;
+  o.hostname = spec.hostname();
+  o.network = spec.network();
+  o.persistence = spec.persistence();
+  auto s = SandboxSpec::create(std::move(o));
+  if (!s)
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "image " + image.name + ": " + s.error().message());
+  return s;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Sandbox>> NativeBackend::create_from_image(const SandboxSpec& requested) {
+  auto image = shared_->images(requested.image());
+  if (!image) return image.take_error();
+  auto ids = resolve_image_user(*image);
+  if (!ids) return ids.take_error();
+  auto spec = spec_on_image(requested, *image);
+  if (!spec) return spec.take_error();
+  if (!shared_->enter_create())
+    return Error::make(ErrorCode::kUnavailable, "native backend: shutting down");
+  struct Leave {
+    BackendShared& s;
+    ~Leave() { s.leave_create(); }
+  } leave{*shared_};
+  auto begun = shared_->begin_image_sandbox(spec->limits(), *image, *ids);
+  if (!begun) return begun.take_error();
+  auto ready = shared_->finish_sandbox(std::move(*begun), *spec);
+  if (!ready) return ready.take_error();
+  return std::unique_ptr<Sandbox>(new NativeSandbox(std::move(ready->id), std::move(*spec), shared_,
+                                                    ready->ids, std::move(ready->cgroup),
+                                                    std::move(ready->init)));
+}
+
 Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) {
-  if (auto st = check_supported(spec); !st) return st.take_error();
+  if (auto st = check_supported(spec, bool(shared_->images)); !st) return st.take_error();
+  if (spec.image() != "host") return create_from_image(spec);
 
   if (!shared_->enter_create())
     return Error::make(ErrorCode::kUnavailable, "native backend: shutting down");

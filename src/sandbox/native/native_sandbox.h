@@ -21,6 +21,7 @@
 #include "sandbox/native/cgroup.h"
 #include "sandbox/native/file_client.h"
 #include "sandbox/native/host_image.h"
+#include "sandbox/native/image_root.h"
 #include "sandbox/native/pool_sizer.h"
 #include "sandbox/native/reaper.h"
 #include "sandbox/native/spawn.h"
@@ -37,6 +38,8 @@ struct Prespawned {
   IdMapping ids;
   std::shared_ptr<SandboxCgroup> cgroup;  // null without cgroups
   PendingInit init;
+  // An image sandbox as root: its idmapped layers, until its init is ready.
+  std::shared_ptr<LayerMounts> layers;
 };
 
 // A sandbox ready to hand out: its spec's mounts and hostname in place, the
@@ -65,6 +68,7 @@ struct BackendShared {
   Spawner spawner;
   Zygote zygote{spawner};
   Reaper reaper;
+  ImageResolver images;  // empty: only image "host"
 
   // The one warm pool (the manager keeps none): sandboxes made ahead of
   // demand for pool_spec, handed out only to a create whose whole spec is
@@ -103,6 +107,10 @@ struct BackendShared {
 
   // A new sandbox up to its init waiting for a config (on any thread).
   Result<Prespawned> begin_sandbox(const Limits& limits);
+  // The same rooted in an image (image_root.h): never prespawned, since the
+  // plan depends on the image and the limits.
+  Result<Prespawned> begin_image_sandbox(const Limits& limits, const ImageRoot& image,
+                                         const ImageIds& ids);
   // The spec's part: mounts and hostname, then the root opened.
   Result<ReadySandbox> finish_sandbox(Prespawned p, const SandboxSpec& spec);
   // One from the pool whose init is still alive when `key` is the pool's

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <map>
 #include <mutex>
 
 #include "sandbox/native/fs_util.h"
@@ -12,6 +13,20 @@
 extern char** environ;
 
 namespace sandcastle::sandbox::testing {
+namespace {
+
+std::mutex images_mu;
+std::map<std::string, native::ImageRoot>& test_images() {
+  static std::map<std::string, native::ImageRoot> images;
+  return images;
+}
+
+}  // namespace
+
+void add_test_image(native::ImageRoot image) {
+  std::lock_guard lock(images_mu);
+  test_images()[image.name] = std::move(image);
+}
 
 native::NativeBackend* shared_backend(std::string* why) {
   static std::once_flag once;
@@ -23,6 +38,12 @@ native::NativeBackend* shared_backend(std::string* why) {
     native::NativeBackendOptions options;
     options.pool.min = 2;
     options.pool.max = 2;
+    options.images = [](const std::string& ref) -> Result<native::ImageRoot> {
+      std::lock_guard lock(images_mu);
+      auto it = test_images().find(ref);
+      if (it == test_images().end()) return Error::make(ErrorCode::kNotFound, "no image '" + ref + "'");
+      return it->second;
+    };
     auto b = native::NativeBackend::create(options);
     if (b) {
       backend = std::move(*b);

@@ -15,8 +15,12 @@
 namespace sandcastle::sandbox::testing {
 
 // The process-wide backend; null (with the reason) when the host cannot
-// create sandboxes at all.
+// create sandboxes at all. Its images are those added with add_test_image.
 native::NativeBackend* shared_backend(std::string* why = nullptr);
+
+// Makes `image` (layers on disk, as the image store would hand them out)
+// known to shared_backend() under image.name, replacing one of that name.
+void add_test_image(native::ImageRoot image);
 
 // This binary run again, in a child process, with `--gtest_filter=<filter>`
 // and `<env_name>=1` set: for tests that need a backend of their own (the
