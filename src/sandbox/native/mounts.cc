@@ -22,8 +22,7 @@ int set_attrs(const std::string& path, std::uint64_t attrs, bool recursive) {
                                   recursive ? AT_RECURSIVE : 0, &attr, sizeof attr));
 }
 
-constexpr std::uint64_t kSealed =
-    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+constexpr std::uint64_t kSealed = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
 
 std::optional<StepError> apply(const std::string& root, const MountOp& op) {
   std::string dst = op.dst.empty() ? root : (root == "/" ? root : root + "/") + op.dst;
@@ -44,10 +43,8 @@ std::optional<StepError> apply(const std::string& root, const MountOp& op) {
         std::size_t end = op.options.find(',', start);
         if (end == std::string::npos) end = op.options.size();
         std::string opt = op.options.substr(start, end - start);
-        if (opt == "noexec")
-          flags |= MS_NOEXEC;
-        else if (!opt.empty())
-          data += "," + opt;
+        if (opt == "noexec") flags |= MS_NOEXEC;
+        else if (!opt.empty()) data += "," + opt;
         start = end + 1;
       }
       if (::mount("tmpfs", dst.c_str(), "tmpfs", flags, data.c_str()) != 0)
@@ -57,8 +54,7 @@ std::optional<StepError> apply(const std::string& root, const MountOp& op) {
     case MountKind::kBind:
       if (::mount(op.src.c_str(), dst.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
         return step_failed(op.describe());
-      if (set_attrs(dst,
-                    (op.writable ? 0 : MOUNT_ATTR_RDONLY) | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+      if (set_attrs(dst, (op.writable ? 0 : MOUNT_ATTR_RDONLY) | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
                     true) != 0)
         return step_failed("restrict " + op.describe());
       return std::nullopt;
@@ -91,8 +87,7 @@ std::optional<StepError> apply(const std::string& root, const MountOp& op) {
         return step_failed(op.describe());
       return std::nullopt;
     case MountKind::kSubmount: {
-      if (::mount(dst.c_str(), dst.c_str(), nullptr, MS_BIND, nullptr) != 0)
-        return step_failed(op.describe());
+      if (::mount(dst.c_str(), dst.c_str(), nullptr, MS_BIND, nullptr) != 0) return step_failed(op.describe());
       std::uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
       if (!op.writable) attrs |= MOUNT_ATTR_RDONLY;
       if (op.options == "noexec") attrs |= MOUNT_ATTR_NOEXEC;
@@ -103,8 +98,7 @@ std::optional<StepError> apply(const std::string& root, const MountOp& op) {
       std::string data = "size=" + std::to_string(op.size);
       if (!op.options.empty()) data += "," + op.options;
       // The mount's own flags are restated: a remount sets them too.
-      if (::mount(nullptr, dst.c_str(), nullptr, MS_REMOUNT | MS_NOSUID | MS_NODEV, data.c_str()) !=
-          0)
+      if (::mount(nullptr, dst.c_str(), nullptr, MS_REMOUNT | MS_NOSUID | MS_NODEV, data.c_str()) != 0)
         return step_failed(op.describe());
       return std::nullopt;
     }

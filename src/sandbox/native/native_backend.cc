@@ -117,10 +117,8 @@ Status check_supported(const SandboxSpec& spec, bool have_images) {
   if (spec.network() != NetworkMode::kNone)
     return Error::make(ErrorCode::kInvalidArgument, "native backend: only network mode \"none\"");
   if (spec.persistence() != Persistence::kEphemeral)
-    return Error::make(
-        ErrorCode::kInvalidArgument,
-        "persistent sandboxes (kept across server restarts) are not available "
-        "yet: this server's sandboxes end with it; omit persistent, or set it to false");
+    return Error::make(ErrorCode::kInvalidArgument, "persistent sandboxes (kept across server restarts) are not available "
+                       "yet: this server's sandboxes end with it; omit persistent, or set it to false");
   return {};
 }
 
@@ -277,8 +275,7 @@ void BackendShared::refill_loop() {
     // The lock is let go while pausing, so look again afterwards: the other
     // refill thread may have begun one meanwhile (the pool overshot its
     // maximum by one without this).
-    if (!pool.empty() && waiting == 0 &&
-        std::chrono::steady_clock::now() < last_take + kRefillDelay) {
+    if (!pool.empty() && waiting == 0 && std::chrono::steady_clock::now() < last_take + kRefillDelay) {
       pool_cv.wait_until(lock, last_take + kRefillDelay, [&] { return stopping || waiting > 0; });
       continue;
     }
