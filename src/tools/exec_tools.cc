@@ -368,13 +368,15 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
   std::string lang_name = args.contains("language") ? args["language"].get<std::string>()
                           : entry                  ? entry->language()
                                                    : env.config.default_language;
-  auto lang = find_language(lang_name);
+  const std::string image =
+      entry ? entry->spec().image() : default_image_for(env.config, lang_name);
+  auto lang = language_for_image(env, lang_name, image);
   if (!lang.ok()) return error_result(lang.error());
   if (!entry) {
     CreateRequest req;
     req.language = (*lang)->name;
     req.owner = owner_of(ctx);
-    req.spec.image = env.config.default_image;
+    req.spec.image = image;
     req.spec.limits = env.config.default_limits;
     req.spec.env = env.config.pass_through_env;
     // At the server's cap a one-shot waits its turn (tools/admission.h) for
