@@ -472,7 +472,11 @@ ToolResult execute_command(ToolEnv& env, const json& args, RequestContext& ctx) 
   EntryUse use(*e);
   sandbox::ExecRequest req;
   req.env = package_env();
-  req.argv = {"/bin/bash", "-c", args["command"].get<std::string>()};
+  if (use->spec().image() == "host")
+    req.argv = {"/bin/bash", "-c", args["command"].get<std::string>()};
+  else  // an image may have no bash (busybox, alpine): then its sh
+    req.argv = {"/bin/sh", "-c", "[ -x /bin/bash ] && exec /bin/bash -c \"$1\"; exec /bin/sh -c \"$1\"",
+                "sh", args["command"].get<std::string>()};
   if (args.contains("workdir")) req.cwd = args["workdir"].get<std::string>();
   if (args.contains("env"))
     for (const auto& [k, v] : args["env"].items()) req.env[k] = v.get<std::string>();

@@ -22,6 +22,13 @@ native::NativeBackend* shared_backend(std::string* why = nullptr);
 // known to shared_backend() under image.name, replacing one of that name.
 void add_test_image(native::ImageRoot image);
 
+// An image made once per test run from the host's own files: python3 with
+// its standard library and the libraries it links, busybox as /bin/sh, an
+// /etc/os-release of its own (ID=sandcastle-python-test). Added to
+// shared_backend() as "py-host"; removed when the process exits. Null (with
+// the reason) if it could not be made.
+const native::ImageRoot* host_python_image(std::string* why = nullptr);
+
 // This binary run again, in a child process, with `--gtest_filter=<filter>`
 // and `<env_name>=1` set: for tests that need a backend of their own (the
 // runtime directory is named after the process, so a second backend in this
