@@ -275,6 +275,12 @@ Result<LayerMounts> LayerMounts::make(const RuntimeDirs& dirs, const std::string
   }
   ::chmod(parent.c_str(), 0755);
   ::chmod(lm.dir_.c_str(), 0755);
+  // A mount of its own holding the layers' (private: nothing propagates to
+  // or from the host's mounts), so that one detach removes them all.
+  if (::mount(lm.dir_.c_str(), lm.dir_.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+      ::mount(nullptr, lm.dir_.c_str(), nullptr, MS_PRIVATE, nullptr) != 0)
+    return Error::from_errno("bind " + lm.dir_);
+  lm.own_mount_ = true;
   auto ns = idmap_userns(host_uid, host_gid);
   if (!ns) return ns.take_error();
   std::size_t n = 0;
@@ -302,11 +308,8 @@ Result<LayerMounts> LayerMounts::make(const RuntimeDirs& dirs, const std::string
 
 LayerMounts::~LayerMounts() {
   if (dir_.empty()) return;
-  for (const auto& p : paths_) {
-    ::umount2(p.c_str(), MNT_DETACH);
-    ::rmdir(p.c_str());
-  }
-  // A mkdir made before a failed mount, if any.
+  // One detach for the whole tree (every unmount waits for a grace period).
+  if (own_mount_) ::umount2(dir_.c_str(), MNT_DETACH);
   for (const auto& name : list_dir(dir_)) ::rmdir((dir_ + "/" + name).c_str());
   ::rmdir(dir_.c_str());
 }

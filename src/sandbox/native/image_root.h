@@ -103,7 +103,8 @@ Result<ImageIds> resolve_image_user(const ImageRoot& image);
 class LayerMounts {
  public:
   LayerMounts() = default;
-  LayerMounts(LayerMounts&& o) noexcept : dir_(std::move(o.dir_)), paths_(std::move(o.paths_)) {
+  LayerMounts(LayerMounts&& o) noexcept
+      : dir_(std::move(o.dir_)), paths_(std::move(o.paths_)), own_mount_(o.own_mount_) {
     o.dir_.clear();
   }
   LayerMounts& operator=(LayerMounts&&) = delete;
@@ -116,6 +117,7 @@ class LayerMounts {
  private:
   std::string dir_;
   std::vector<std::string> paths_;
+  bool own_mount_ = false;  // dir_ is bound onto itself
 };
 
 }  // namespace sandcastle::sandbox::native

@@ -518,7 +518,11 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create_from_image(const SandboxS
   } leave{*shared_};
   auto begun = shared_->begin_image_sandbox(spec->limits(), *image, *ids);
   if (!begun) return begun.take_error();
+  // The idmapped layer binds (root mode) are unmounted on the reaper's
+  // thread: each unmount waits for an RCU grace period (~5 ms).
+  auto layers = std::move(begun->layers);
   auto ready = shared_->finish_sandbox(std::move(*begun), *spec);
+  if (layers) shared_->reaper.release(std::move(layers));
   if (!ready) return ready.take_error();
   return std::unique_ptr<Sandbox>(new NativeSandbox(std::move(ready->id), std::move(*spec), shared_,
                                                     ready->ids, std::move(ready->cgroup),
