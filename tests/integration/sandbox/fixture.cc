@@ -59,8 +59,7 @@ const native::ImageRoot* host_python_image(std::string* why) {
     const std::string l = py.base + "/layer";
     const std::string lib = "/usr/lib/x86_64-linux-gnu/";
     bool ok = true;
-    for (const char* d : {"", "/usr", "/usr/bin", "/usr/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/etc",
-                          "/home"})
+    for (const char* d : {"", "/usr", "/usr/bin", "/usr/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/etc"})
       ok = ok && ::mkdir((l + d).c_str(), 0755) == 0;
     for (auto [target, name] : {std::pair{"usr/bin", "/bin"}, {"usr/lib", "/lib"}, {"usr/lib64", "/lib64"},
                                 {"python3.11", "/usr/bin/python3"}, {"busybox", "/usr/bin/sh"}})
@@ -68,6 +67,9 @@ const native::ImageRoot* host_python_image(std::string* why) {
     ok = ok && copy_into("/usr/bin/python3.11", l + "/usr/bin/") && copy_into("/bin/busybox", l + "/usr/bin/") &&
          copy_into("/usr/lib/python3.11", l + "/usr/lib/") &&
          copy_into("/lib64/ld-linux-x86-64.so.2", l + "/usr/lib64/");
+    // A setuid binary (the store strips the bit; an image made otherwise
+    // may have one): the overlay is nosuid, so it gains nothing.
+    ok = ok && copy_into("/usr/bin/su", l + "/usr/bin/") && ::chmod((l + "/usr/bin/su").c_str(), 04755) == 0;
     for (const char* so : {"libc.so.6", "libm.so.6", "libz.so.1", "libexpat.so.1", "libffi.so.8"})
       ok = ok && copy_into(lib + so, l + "/usr/lib/x86_64-linux-gnu/");
     for (const char* applet : {"cat", "ls", "echo", "id", "rm", "touch", "mkdir", "head"})

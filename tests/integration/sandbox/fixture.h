@@ -23,7 +23,8 @@ native::NativeBackend* shared_backend(std::string* why = nullptr);
 void add_test_image(native::ImageRoot image);
 
 // An image made once per test run from the host's own files: python3 with
-// its standard library and the libraries it links, busybox as /bin/sh, an
+// its standard library and the libraries it links, busybox as /bin/sh, su
+// with its setuid bit (and not the libraries it needs), an
 // /etc/os-release of its own (ID=sandcastle-python-test). Added to
 // shared_backend() as "py-host"; removed when the process exits. Null (with
 // the reason) if it could not be made.
