@@ -104,18 +104,23 @@ std::vector<MountOp> image_base_plan(const std::vector<std::string>& lowers_top_
   mkdir(kImageRootSubdir);
   op(MountKind::kOverlay, lower, kImageRootSubdir, 0, 0, true, "rw");
 
-  mkdir(m + "proc", 0555);
+  // Mount points in the image: real directories, whatever the image has
+  // there (each one's parent is merged/ or made so just before).
+  auto realdir = [&op](std::string dst, std::uint32_t mode = 0755) {
+    op(MountKind::kRealDir, "", std::move(dst), 0, mode);
+  };
+  realdir(m + "proc", 0555);
   op(MountKind::kProc, "", m + "proc");
   for (const char* path : kProcMasked) op(MountKind::kMask, dirs.mask, m + path);
   for (const char* path : kProcReadOnly) op(MountKind::kReadOnlyPath, "", m + path);
-  mkdir(m + "dev");
+  realdir(m + "dev");
   op(MountKind::kMove, "dev", m + "dev");
-  mkdir(m + "tmp", 01777);
+  realdir(m + "tmp", 01777);
   op(MountKind::kMove, "tmp", m + "tmp");
-  mkdir(m + "workspace");
+  realdir(m + "workspace");
   op(MountKind::kBind, dirs.root_mount + "/rw/workspace", m + "workspace", 0, 0, true);
-  mkdir(m + "opt");
-  mkdir(m + "opt/sandcastle");
+  realdir(m + "opt");
+  realdir(m + "opt/sandcastle");
   op(MountKind::kBind, dirs.share, m + "opt/sandcastle");
   return p;
 }
@@ -273,8 +278,11 @@ Result<LayerMounts> LayerMounts::make(const RuntimeDirs& dirs, const std::string
     lm.dir_.clear();
     return e;
   }
-  ::chmod(parent.c_str(), 0755);
-  ::chmod(lm.dir_.c_str(), 0755);
+  // Only this sandbox's init (host_uid) may reach its layers through here:
+  // the store's own modes stop other host users, these binds must too.
+  if (::chmod(parent.c_str(), 0711) != 0 || ::chown(lm.dir_.c_str(), host_uid, host_gid) != 0 ||
+      ::chmod(lm.dir_.c_str(), 0700) != 0)
+    return Error::from_errno("chmod " + lm.dir_);
   // A mount of its own holding the layers' (private: nothing propagates to
   // or from the host's mounts), so that one detach removes them all.
   if (::mount(lm.dir_.c_str(), lm.dir_.c_str(), nullptr, MS_BIND, nullptr) != 0 ||

@@ -137,6 +137,18 @@ std::optional<StepError> apply(const std::string& root, const MountOp& op) {
         return step_failed(op.describe());
       return std::nullopt;
     }
+    case MountKind::kRealDir: {
+      // The image is hostile input: a symlink where a mount point goes would
+      // be followed to the host's tree (the init still sees it). Its parent
+      // was made a real directory by the op before, so lstat is enough.
+      struct stat st {};
+      if (::lstat(dst.c_str(), &st) == 0 && !S_ISDIR(st.st_mode) && ::unlink(dst.c_str()) != 0)
+        return step_failed(op.describe());
+      if (::mkdir(dst.c_str(), op.mode) != 0 && errno != EEXIST) return step_failed(op.describe());
+      if (::lstat(dst.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return step_failed(op.describe(), ENOTDIR);
+      if (::chmod(dst.c_str(), op.mode) != 0) return step_failed(op.describe());
+      return std::nullopt;
+    }
     case MountKind::kMove: {
       std::string src = root + "/" + op.src;
       if (::mount(src.c_str(), dst.c_str(), nullptr, MS_MOVE, nullptr) != 0)

@@ -69,6 +69,9 @@ enum class MountKind : std::uint32_t {
                  // dirs (absolute, top first, ':' between), options = a dir
                  // relative to the new root holding upper/ and work/
   kMove,         // move the mount at src (relative to the new root) to dst
+  kRealDir,      // make dst a directory (mode) that is no symlink: whatever
+                 // else is there (an image's symlink, file) is removed first,
+                 // never followed (in an overlay: whited out)
 };
 
 struct MountOp {

@@ -81,6 +81,15 @@ void build_layers() {
   put(l1 + "/etc/shadowed/new", "upper\n");
   put(l1 + "/etc/added", "added\n");
   g_layers = {l0, l1};
+  // A hostile top layer: symlinks (and a file) where the sandbox's mount
+  // points go, aimed at a host directory the sandbox must never touch.
+  const std::string evil = g_base + "/evil", victim = g_base + "/victim";
+  dir(victim, 0700);
+  put(victim + "/keep", "host file\n");
+  dir(evil);
+  for (const char* name : {"opt", "tmp", "dev"}) ASSERT_EQ(::symlink(victim.c_str(), (evil + "/" + name).c_str()), 0);
+  ASSERT_EQ(::symlink("etc", (evil + "/proc").c_str()), 0);
+  put(evil + "/workspace", "not a directory\n");
 }
 
 native::ImageRoot image(const std::string& name) {
@@ -165,6 +174,30 @@ TEST_F(ImageSandboxTest, RootIsTheImage) {
   EXPECT_NE(r.stderr_data.find("/opt/sandcastle/x: Read-only file system"), std::string::npos)
       << r.stderr_data;
   EXPECT_NE(r.stderr_data.find("mount: permission denied"), std::string::npos) << r.stderr_data;
+}
+
+// Mount points are made real directories inside the image, never followed
+// out of it: the host directory the image's symlinks name stays untouched.
+TEST_F(ImageSandboxTest, SymlinksAtMountPointsAreNotFollowed) {
+  const std::string victim = g_base + "/victim";
+  const auto before = snapshot(victim);
+  auto evil = image("bb-evil");
+  evil.layers.push_back(g_base + "/evil");
+  add_test_image(evil);
+  auto sb = make("bb-evil");
+  // The host directory first: whatever the create did, it must not be here.
+  struct stat st {};
+  ASSERT_EQ(::stat(victim.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_EQ(snapshot(victim), before);
+  ASSERT_NE(sb, nullptr);
+  auto r = sh(*sb, "stat -c '%F %a' /opt /opt/sandcastle /tmp /dev /proc /workspace; test -e /dev/null && "
+                   "test -e /proc/self/status && echo proc-ok; touch /tmp/x /workspace/y && echo writable; "
+                   "cat /etc/os-release | head -n1");
+  EXPECT_EQ(r.stdout_data,
+            "directory 755\ndirectory 755\ndirectory 1777\ndirectory 755\ndirectory 555\ndirectory 755\n"
+            "proc-ok\nwritable\nID=sandcastle-test\n")
+      << r.stderr_data;
 }
 
 TEST_F(ImageSandboxTest, WhiteoutsAndOpaqueDirsApply) {
