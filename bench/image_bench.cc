@@ -5,8 +5,8 @@
 // standard library and libraries, busybox as sh: ~70 MiB), split into
 // `layers` layers (default 1; the extra ones hold a file each), the way the
 // image store keeps them. Both columns are created on demand (no warm pool:
-// image sandboxes never come from it), then each runs /bin/true; the host
-// column from a warm pool is printed beside for reference (`pooled`).
+// sandboxes of either kind made on demand), then each runs /bin/true;
+// `pooled`: both from warm pools (a pool spec naming the image).
 // Prints medians and p90 (ms) and the ratio, and the load average.
 #include <sys/stat.h>
 #include <unistd.h>
@@ -122,49 +122,71 @@ int main(int argc, char** argv) {
     (void)native::remove_tree(base);
     return 1;
   }
-  native::NativeBackendOptions o;
-  o.pool.min = o.pool.max = pooled ? 2 : 0;
-  o.images = [&image](const std::string& ref) -> sandcastle::Result<native::ImageRoot> {
-    if (ref != image.name) return sandcastle::Error::make(sandcastle::ErrorCode::kNotFound, ref);
-    return image;
-  };
-  auto backend = native::NativeBackend::create(o);
-  if (!backend) {
-    std::fprintf(stderr, "backend: %s\n", backend.error().message().c_str());
-    return 1;
-  }
-  auto& b = **backend;
   SpecOptions img_opts;
   img_opts.image = image.name;
   const SandboxSpec host = SandboxSpec::defaults();
   const SandboxSpec img = *SandboxSpec::create(img_opts);
+  auto make_backend = [&](const SandboxSpec& pool_spec) -> std::unique_ptr<native::NativeBackend> {
+    native::NativeBackendOptions o;
+    o.pool.min = o.pool.max = pooled ? 2 : 0;
+    o.pool_spec = pool_spec;
+    o.images = [&image](const std::string& ref) -> sandcastle::Result<native::ImageRoot> {
+      if (ref != image.name) return sandcastle::Error::make(sandcastle::ErrorCode::kNotFound, ref);
+      return image;
+    };
+    auto b = native::NativeBackend::create(o);
+    if (!b) {
+      std::fprintf(stderr, "backend: %s\n", b.error().message().c_str());
+      return nullptr;
+    }
+    return std::move(*b);
+  };
   const std::string load_before = loadavg();
   Series host_c, host_e, img_c, img_e;
   bool ok = true;
   Series w1, w2;  // warm-up, discarded
-  ok = ok && once(b, host, w1, w2) && once(b, img, w1, w2);
-  for (int i = 0; ok && i < n; ++i) {
-    // Interleaved, alternating which goes first.
-    for (int k = 0; ok && k < 2; ++k) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
-      if (pooled)
-        (void)b.wait_pool([](const native::PoolStats& st) { return st.ready >= 2; },
-                          std::chrono::seconds(10));
-      const bool host_turn = (k == 0) == (i % 2 == 0);
-      ok = host_turn ? once(b, host, host_c, host_e) : once(b, img, img_c, img_e);
+  if (!pooled) {
+    // One backend, no pool: both made on demand, interleaved, alternating
+    // which goes first.
+    auto b = make_backend(host);
+    if (!b) return 1;
+    ok = ok && once(*b, host, w1, w2) && once(*b, img, w1, w2);
+    for (int i = 0; ok && i < n; ++i) {
+      for (int k = 0; ok && k < 2; ++k) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+        const bool host_turn = (k == 0) == (i % 2 == 0);
+        ok = host_turn ? once(*b, host, host_c, host_e) : once(*b, img, img_c, img_e);
+      }
+    }
+    b->shutdown();
+  } else {
+    // A backend has one pool: a host-pooled and an image-pooled backend
+    // take turns, four rounds each (a backend per process at a time).
+    for (int round = 0; ok && round < 8; ++round) {
+      const bool host_turn = round % 2 == 0;
+      const SandboxSpec& spec = host_turn ? host : img;
+      auto b = make_backend(spec);
+      if (!b) return 1;
+      ok = ok && once(*b, spec, w1, w2);
+      for (int i = 0; ok && i < (n + 3) / 4; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+        (void)b->wait_pool([](const native::PoolStats& st) { return st.ready >= 2; },
+                           std::chrono::seconds(10));
+        ok = host_turn ? once(*b, spec, host_c, host_e) : once(*b, spec, img_c, img_e);
+      }
+      b->shutdown();
     }
   }
-  b.shutdown();
   (void)native::remove_tree(base);
   if (!ok) return 1;
   std::printf(
       "image_bench: create (and create + first exec of /bin/true) of a sandbox on a %d-layer image "
       "(~70 MiB: "
-      "python3 + stdlib + busybox) vs on image host, %d each, interleaved, %d ms apart, %s, host "
+      "python3 + stdlib + busybox) vs on image host, %d each, interleaved, %d ms apart, %s, "
       "sandboxes %s; "
       "load average before: %s, after: %s\n",
       layers, n, pause_ms, geteuid() == 0 ? "root (idmapped layers)" : "unprivileged",
-      pooled ? "from a warm pool of 2" : "made on demand (no pool)", load_before.c_str(),
+      pooled ? "both from a warm pool of 2" : "both made on demand (no pool)", load_before.c_str(),
       loadavg().c_str());
   std::printf("%-28s %9s %9s %9s %9s %8s   %s\n", "case", "host p50", "host p90", "image p50",
               "image p90", "ratio", "target (issue 15)");

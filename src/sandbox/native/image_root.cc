@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <linux/mount.h>
 #include <linux/openat2.h>
-#include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -228,25 +227,21 @@ Result<ImageIds> resolve_image_user(const ImageRoot& image) {
 
 namespace {
 
+int pause_until_killed(void*) {
+  for (;;) syscall(SYS_pause);
+  return 0;
+}
+
 // A user namespace mapping 0 to (uid, gid), for MOUNT_ATTR_IDMAP: a child
-// cloned into it that waits on a pipe while its maps are written and the
-// namespace is opened, then exits. Only raw syscalls in the child.
+// cloned into it that only pauses while its maps are written and the
+// namespace is opened, then is killed. It shares our memory (CLONE_VM: no
+// copy of the server's page tables) and runs on a stack of this frame,
+// making raw syscalls only; it is not woken by a pipe's EOF, which another
+// thread's child, cloned meanwhile, could hold off.
 Result<UniqueFd> idmap_userns(std::uint32_t uid, std::uint32_t gid) {
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) return Error::from_errno("pipe for an idmap namespace");
-  UniqueFd rd(p[0]), wr(p[1]);
-  struct clone_args args {};
-  args.flags = CLONE_NEWUSER;
-  args.exit_signal = SIGCHLD;
-  long pid = syscall(SYS_clone3, &args, sizeof args);
+  alignas(64) char stack[16384];
+  const pid_t pid = ::clone(pause_until_killed, stack + sizeof stack, CLONE_VM | CLONE_NEWUSER | SIGCHLD, nullptr);
   if (pid < 0) return Error::from_errno("clone an idmap namespace");
-  if (pid == 0) {
-    syscall(SYS_close, p[1]);
-    char c;
-    (void)!syscall(SYS_read, p[0], &c, 1);
-    syscall(SYS_exit, 0);
-  }
-  rd.reset();
   const std::string proc = "/proc/" + std::to_string(pid);
   Status st = write_small_file(proc + "/uid_map", "0 " + std::to_string(uid) + " 1\n");
   if (st) st = write_small_file(proc + "/gid_map", "0 " + std::to_string(gid) + " 1\n");
@@ -255,12 +250,41 @@ Result<UniqueFd> idmap_userns(std::uint32_t uid, std::uint32_t gid) {
     ns.reset(::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
     if (!ns) st = Error::from_errno("open " + proc + "/ns/user");
   }
-  wr.reset();
+  ::kill(static_cast<pid_t>(pid), SIGKILL);
   int status = 0;
   while (::waitpid(static_cast<pid_t>(pid), &status, 0) < 0 && errno == EINTR) {
   }
   if (!st) return st.take_error();
   return ns;
+}
+
+// The deepest directory holding every layer, when they are all on its
+// filesystem (an unrecursive bind shows no other) and it is not "/" (a
+// store keeps its layers side by side); else "".
+std::string common_layer_parent(const std::vector<std::string>& layers) {
+  if (layers.size() < 2) return {};
+  std::string common = layers[0].substr(0, layers[0].rfind('/'));
+  for (const auto& l : layers)
+    while (!common.empty() && !(l.size() > common.size() && l.compare(0, common.size(), common) == 0 &&
+                                l[common.size()] == '/'))
+      common = common.substr(0, common.rfind('/'));
+  if (common.empty()) return {};
+  struct stat root {};
+  if (::stat(common.c_str(), &root) != 0) return {};
+  for (const auto& l : layers) {
+    struct stat st {};
+    if (::stat(l.c_str(), &st) != 0 || st.st_dev != root.st_dev) return {};
+  }
+  // The same mount, not only the same filesystem: a bind elsewhere on it
+  // would be left out of an unrecursive clone.
+  for (const auto& l : layers) {
+    struct statx a {}, b {};
+    if (::statx(AT_FDCWD, common.c_str(), 0, STATX_MNT_ID, &a) != 0 ||
+        ::statx(AT_FDCWD, l.c_str(), 0, STATX_MNT_ID, &b) != 0 || !(a.stx_mask & STATX_MNT_ID) ||
+        a.stx_mnt_id != b.stx_mnt_id)
+      return {};
+  }
+  return common;
 }
 
 }  // namespace
@@ -291,24 +315,34 @@ Result<LayerMounts> LayerMounts::make(const RuntimeDirs& dirs, const std::string
   lm.own_mount_ = true;
   auto ns = idmap_userns(host_uid, host_gid);
   if (!ns) return ns.take_error();
-  std::size_t n = 0;
-  for (auto it = layers_bottom_first.rbegin(); it != layers_bottom_first.rend(); ++it, ++n) {
+  auto attach = [&](const std::string& src, const std::string& target) -> Status {
     UniqueFd tree(static_cast<int>(
-        syscall(SYS_open_tree, AT_FDCWD, it->c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
-    if (!tree) return Error::from_errno("open_tree " + *it);
+        syscall(SYS_open_tree, AT_FDCWD, src.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
+    if (!tree) return Error::from_errno("open_tree " + src);
     struct mount_attr attr {};
     attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
     attr.userns_fd = static_cast<std::uint64_t>(ns->get());
     if (syscall(SYS_mount_setattr, tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
-      return Error::from_errno("idmapped mount of " + *it);
-    const std::string target = lm.dir_ + "/" + std::to_string(n);
+      return Error::from_errno("idmapped mount of " + src);
     if (::mkdir(target.c_str(), 0755) != 0) return Error::from_errno("mkdir " + target);
-    if (syscall(SYS_move_mount, tree.get(), "", AT_FDCWD, target.c_str(),
-                MOVE_MOUNT_F_EMPTY_PATH) != 0) {
-      Error e = Error::from_errno("attach idmapped " + *it);
-      ::rmdir(target.c_str());
-      return e;
-    }
+    if (syscall(SYS_move_mount, tree.get(), "", AT_FDCWD, target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+      return Error::from_errno("attach idmapped " + src);
+    return {};
+  };
+  // Layers in one directory of one filesystem (the store's layout): that
+  // directory bound once, whatever the number of layers (each mount costs).
+  const std::string common = common_layer_parent(layers_bottom_first);
+  if (!common.empty()) {
+    const std::string target = lm.dir_ + "/0";
+    if (auto st = attach(common, target); !st) return st.take_error();
+    for (auto it = layers_bottom_first.rbegin(); it != layers_bottom_first.rend(); ++it)
+      lm.paths_.push_back(target + it->substr(common.size()));
+    return lm;
+  }
+  std::size_t n = 0;
+  for (auto it = layers_bottom_first.rbegin(); it != layers_bottom_first.rend(); ++it, ++n) {
+    const std::string target = lm.dir_ + "/" + std::to_string(n);
+    if (auto st = attach(*it, target); !st) return st.take_error();
     lm.paths_.push_back(target);
   }
   return lm;

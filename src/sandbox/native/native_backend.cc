@@ -100,6 +100,19 @@ Result<Prespawned> BackendShared::begin_image_sandbox(const Limits& limits, cons
   return p;
 }
 
+Result<ReadySandbox> BackendShared::make_image_sandbox(const SandboxSpec& spec, const ImageRoot& image,
+                                                      const ImageIds& ids) {
+  auto begun = begin_image_sandbox(spec.limits(), image, ids);
+  if (!begun) return begun.take_error();
+  // The idmapped layer binds (root mode) are unmounted on the reaper's
+  // thread: unmounting waits for an RCU grace period (~5 ms).
+  auto layers = std::move(begun->layers);
+  auto ready = finish_sandbox(std::move(*begun), spec);
+  if (layers) reaper.release(std::move(layers));
+  if (ready) ready->image_id = image.id;
+  return ready;
+}
+
 namespace {
 
 std::string finish_bytes(const SandboxSpec& spec) {
@@ -281,9 +294,18 @@ void BackendShared::refill_loop() {
     }
     ++refilling;
     lock.unlock();
-    auto begun = begin_sandbox(pool_spec.limits());
-    Result<ReadySandbox> r = begun ? finish_sandbox(std::move(*begun), pool_spec)
-                                   : Result<ReadySandbox>(begun.take_error());
+    Result<ReadySandbox> r = Error::make(ErrorCode::kInternal, "unset");
+    if (pool_spec.image() == "host") {
+      auto begun = begin_sandbox(pool_spec.limits());
+      r = begun ? finish_sandbox(std::move(*begun), pool_spec) : Result<ReadySandbox>(begun.take_error());
+    } else {
+      // An image pool: the image as the store has it now (a create checks
+      // the id it was made from).
+      auto image = images ? images(pool_spec.image())
+                          : Result<ImageRoot>(Error::make(ErrorCode::kUnavailable, "no image store"));
+      auto ids = image ? resolve_image_user(*image) : Result<ImageIds>(image.error());
+      r = ids ? make_image_sandbox(pool_spec, *image, *ids) : Result<ReadySandbox>(ids.error());
+    }
     lock.lock();
     --refilling;
     refill_failing = !r;
@@ -448,12 +470,6 @@ Result<std::unique_ptr<NativeBackend>> NativeBackend::create(NativeBackendOption
   }
   for (const auto& n : c.notes) spdlog::warn("native sandbox: {}", n);
   shared->images = std::move(options.images);
-  if (options.pool_spec.image() != "host" && options.pool.min > 0) {
-    // Image sandboxes are made on demand (their plan depends on the image).
-    spdlog::info("native sandbox: no warm pool for image '{}' (image sandboxes are made on demand)",
-                 options.pool_spec.image());
-    options.pool.min = 0;
-  }
   if (auto st = check_supported(options.pool_spec, bool(shared->images));
       !st && options.pool.min > 0) {
     // No create could take one: the pool would only cost memory.
@@ -516,13 +532,14 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create_from_image(const SandboxS
     BackendShared& s;
     ~Leave() { s.leave_create(); }
   } leave{*shared_};
-  auto begun = shared_->begin_image_sandbox(spec->limits(), *image, *ids);
-  if (!begun) return begun.take_error();
-  // The idmapped layer binds (root mode) are unmounted on the reaper's
-  // thread: each unmount waits for an RCU grace period (~5 ms).
-  auto layers = std::move(begun->layers);
-  auto ready = shared_->finish_sandbox(std::move(*begun), *spec);
-  if (layers) shared_->reaper.release(std::move(layers));
+  // From the pool when it is one of this image (as the store has it now).
+  std::optional<ReadySandbox> pooled = shared_->take_ready(pool_key(requested));
+  if (pooled && pooled->image_id != image->id) {
+    shared_->reaper.kill_and_release(pooled->id, std::move(pooled->init), std::move(pooled->cgroup));
+    pooled.reset();
+  }
+  Result<ReadySandbox> ready = pooled ? Result<ReadySandbox>(std::move(*pooled))
+                                      : shared_->make_image_sandbox(*spec, *image, *ids);
   if (!ready) return ready.take_error();
   return std::unique_ptr<Sandbox>(new NativeSandbox(std::move(ready->id), std::move(*spec), shared_,
                                                     ready->ids, std::move(ready->cgroup),

@@ -34,7 +34,8 @@ struct NativeBackendOptions {
   // steady clock.
   std::function<std::chrono::steady_clock::time_point()> clock;
   // Images a spec may name besides "host" (store_resolver() over the image
-  // store); empty: "host" only. Image sandboxes are never prespawned.
+  // store); empty: "host" only. A pool_spec naming an image pools sandboxes
+  // on it (a create takes one only while the store's image keeps its id).
   ImageResolver images;
 };
 

@@ -50,6 +50,7 @@ struct ReadySandbox {
   std::shared_ptr<SandboxCgroup> cgroup;
   InitProcess init;
   std::string finish;  // the encoded FinishConfig it was finished with
+  std::string image_id;  // rooted in an image: which (a create checks it is still that)
 };
 
 class NativeSandbox;
@@ -107,12 +108,16 @@ struct BackendShared {
 
   // A new sandbox up to its init waiting for a config (on any thread).
   Result<Prespawned> begin_sandbox(const Limits& limits);
-  // The same rooted in an image (image_root.h): never prespawned, since the
-  // plan depends on the image and the limits.
+  // The same rooted in an image (image_root.h), with its whole plan in the
+  // InitConfig (it depends on the image and the limits).
   Result<Prespawned> begin_image_sandbox(const Limits& limits, const ImageRoot& image,
                                          const ImageIds& ids);
   // The spec's part: mounts and hostname, then the root opened.
   Result<ReadySandbox> finish_sandbox(Prespawned p, const SandboxSpec& spec);
+  // Begun and finished, for `spec` on `image` (for a create, or the pool
+  // when its spec names an image); records the image's id.
+  Result<ReadySandbox> make_image_sandbox(const SandboxSpec& spec, const ImageRoot& image,
+                                          const ImageIds& ids);
   // One from the pool whose init is still alive when `key` is the pool's
   // (waiting for the one being made if the pool is empty), else nothing.
   // Counts the create for the sizer either way.

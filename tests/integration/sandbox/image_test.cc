@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <map>
+#include <mutex>
 
 #include "fixture.h"
 #include "sandbox/native/fs_util.h"
@@ -330,6 +333,72 @@ TEST_F(ImageSandboxTest, BadImagesAreRefused) {
   sb = backend_->create(*SandboxSpec::create(o));
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code, ErrorCode::kInvalidArgument);
+}
+
+constexpr const char* kPoolChildEnv = "SANDCASTLE_IMAGE_POOL_CHILD";
+
+// A backend whose pool spec names an image keeps sandboxes on it ready, with
+// the image's config; once the store's image has another id, a pooled one
+// made from the old is not handed out.
+TEST(ImagePoolTest, ThePoolServesTheCurrentImage) {
+  if (!std::getenv(kPoolChildEnv)) GTEST_SKIP() << "runs in a process of its own, started by ImagePool.*";
+  build_layers();
+  std::mutex mu;
+  auto current = image("pooled");
+  current.env = {"FOO=image"};
+  current.working_dir = "/srv";
+  current.user = "app";
+  native::NativeBackendOptions o;
+  o.pool.min = o.pool.max = 1;
+  o.images = [&](const std::string& ref) -> Result<native::ImageRoot> {
+    std::lock_guard lock(mu);
+    if (ref != current.name) return Error::make(ErrorCode::kNotFound, ref);
+    return current;
+  };
+  SpecOptions so;
+  so.image = "pooled";
+  o.pool_spec = *SandboxSpec::create(so);
+  auto b = native::NativeBackend::create(o);
+  ASSERT_TRUE(b.ok()) << b.error().message();
+  auto& backend = **b;
+  auto ready = [&] {
+    return backend.wait_pool([](const native::PoolStats& st) { return st.ready == 1; }, std::chrono::seconds(30));
+  };
+  ASSERT_TRUE(ready());
+  auto sb = backend.create(o.pool_spec);
+  ASSERT_TRUE(sb.ok()) << sb.error().message();
+  EXPECT_EQ(backend.pool_stats().taken, 1u);
+  ExecRequest req;
+  req.argv = {"/bin/sh", "-c", "echo $FOO; pwd; id -u; head -n1 /etc/os-release; cat /etc/marker"};
+  auto r = (*sb)->exec(req);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->stdout_data, "image\n/srv\n1234\nID=sandcastle-test\n");
+  // The image is replaced (another id, one more layer) while one waits.
+  ASSERT_TRUE(ready());
+  const std::string marker = g_base + "/marker";
+  dir(marker);
+  dir(marker + "/etc");
+  put(marker + "/etc/marker", "new image\n");
+  {
+    std::lock_guard lock(mu);
+    current.id = "sha256:test-pooled-2";
+    current.layers.push_back(marker);
+  }
+  auto sb2 = backend.create(o.pool_spec);
+  ASSERT_TRUE(sb2.ok()) << sb2.error().message();
+  r = (*sb2)->exec(req);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->stdout_data, "image\n/srv\n1234\nID=sandcastle-test\nnew image\n");
+  (void)(*sb)->destroy();
+  (void)(*sb2)->destroy();
+  backend.shutdown();
+  (void)native::remove_tree(g_base);
+}
+
+TEST(ImagePool, TestsRunInAProcessOfTheirOwn) {
+  auto child = run_tests_in_child("ImagePoolTest.*", kPoolChildEnv);
+  EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.out;
+  EXPECT_NE(child.out.find("[  PASSED  ] 1 test."), std::string::npos) << child.out;
 }
 
 }  // namespace
