@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "fixture.h"
 #include "sandbox/native/fs_util.h"
@@ -333,6 +334,28 @@ TEST_F(ImageSandboxTest, BadImagesAreRefused) {
   sb = backend_->create(*SandboxSpec::create(o));
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code, ErrorCode::kInvalidArgument);
+}
+
+// Creates at once on one image (as root each makes an idmap namespace and
+// binds: two once hung on each other's pipe).
+TEST_F(ImageSandboxTest, ConcurrentCreatesAllSucceed) {
+  constexpr int kThreads = 6;
+  std::vector<std::unique_ptr<Sandbox>> made(kThreads);
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&, i] {
+      SpecOptions o;
+      o.image = "bb";
+      auto sb = backend_->create(*SandboxSpec::create(o));
+      if (sb) made[i] = std::move(*sb);
+      else errors[i] = sb.error().message();
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kThreads; ++i) {
+    ASSERT_NE(made[i], nullptr) << errors[i];
+    EXPECT_EQ(sh(*made[i], "head -n1 /etc/os-release").stdout_data, "ID=sandcastle-test\n");
+  }
 }
 
 constexpr const char* kPoolChildEnv = "SANDCASTLE_IMAGE_POOL_CHILD";
