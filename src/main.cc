@@ -419,6 +419,7 @@ static int run(int argc, char** argv) {
   }
 
   init_logging(cfg.log_level);
+  if (!image_store) spdlog::info("image store unavailable ({}): sandboxes use image \"host\" only", image_store_error);
   // Before any thread starts (the backend and the pool start some).
   transport::block_termination_signals();
 

@@ -315,6 +315,12 @@ void BackendShared::refill_loop() {
       pool_peak = std::max(pool_peak, pool.size());
     }
     pool_cv.notify_all();
+    if (!r && !stopping && pool_spec.image() != "host" && r.error().code == ErrorCode::kNotFound) {
+      // The pool's image left the store: no retrying it every second.
+      spdlog::warn("native sandbox: no warm pool from now on: {}", r.error().message());
+      pool_cv.wait(lock, [&] { return stopping; });
+      return;
+    }
     if (!r && !stopping) {
       // Creates go on without the pool meanwhile (and report the cause).
       spdlog::warn("native sandbox: making a warm sandbox failed: {}", r.error().message());

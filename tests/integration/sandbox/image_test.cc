@@ -412,6 +412,14 @@ TEST(ImagePoolTest, ThePoolServesTheCurrentImage) {
   r = (*sb2)->exec(req);
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(r->stdout_data, "image\n/srv\n1234\nID=sandcastle-test\nnew image\n");
+  // The image leaves the store: no sandbox on it, pooled or new.
+  {
+    std::lock_guard lock(mu);
+    current.name = "renamed";
+  }
+  auto gone = backend.create(o.pool_spec);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.error().code, ErrorCode::kNotFound);
   (void)(*sb)->destroy();
   (void)(*sb2)->destroy();
   backend.shutdown();
