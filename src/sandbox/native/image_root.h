@@ -26,11 +26,13 @@
 //     they appear owned by U with nothing more to do;
 //   - root server: H is a fresh high uid (1.5e9 + serial), and the layers
 //     (owned by host uid 0, which no sandbox maps) would appear as nobody,
-//     unwritable and uncopyable. Each layer is therefore bound, for the
-//     moments the init needs to mount its overlay, as an idmapped mount
-//     (mount_setattr MOUNT_ATTR_IDMAP, on-disk 0 -> H, read-only) under the
-//     server's runtime dir; the init's mount namespace keeps its copy and
-//     the server detaches its own once the sandbox is ready.
+//     unwritable and uncopyable. The layers' directory (each layer, if they
+//     have none in common) is therefore bound, for the moments the init
+//     needs to mount its overlay, as an idmapped mount (mount_setattr
+//     MOUNT_ATTR_IDMAP, on-disk 0 -> H, read-only, nosuid, nodev) under the
+//     server's runtime dir, in a directory only H may enter; the init's
+//     mount namespace keeps its copy when cloned, and the server detaches
+//     its own once the sandbox is ready (on the reaper's thread).
 // Why not a 65536-id range per sandbox: the layers' owner (host 0, or the
 // unprivileged server) would still be outside it, so a range needs idmapped
 // mounts too, plus subuid delegation unprivileged; one id keeps both modes
@@ -39,6 +41,10 @@
 // or host paths detached with the old root (pivot_root), and every write
 // lands in the sandbox's own upper dir. An image whose user is root runs as
 // 1000: no sandbox has uid 0.
+//
+// The image is hostile input: its symlinks are never followed while the
+// plan runs (mount points are made real directories, kRealDir), and the
+// user is looked up with openat2(RESOLVE_IN_ROOT) inside each layer.
 #pragma once
 
 #include <cstdint>
