@@ -20,6 +20,7 @@
 #include "config/config.h"
 #include "config/start_checks.h"
 #include "images/image_cli.h"
+#include "images/image_store.h"
 #include "mcp/fixtures.h"
 #include "mcp/server.h"
 #include "sandbox/native/doctor.h"
@@ -54,7 +55,8 @@ std::string env_or(const char* name, const std::string& fallback) {
 
 std::unique_ptr<sandbox::Backend> make_backend(const std::string& name, bool allow_weak,
                                               const sandbox::SpecOptions& default_spec,
-                                              const sandbox::native::PoolPolicy& pool) {
+                                              const sandbox::native::PoolPolicy& pool,
+                                              sandbox::native::ImageResolver images) {
   if (name != "native")
     return std::make_unique<sandbox::RefusingBackend>(
         "backend '" + name + "' is not available in this build; available backends: native "
@@ -74,6 +76,7 @@ std::unique_ptr<sandbox::Backend> make_backend(const std::string& name, bool all
   // The one warm pool, below the manager: made for the spec most creates
   // ask for.
   options.pool = pool;
+  options.images = std::move(images);
   if (auto spec = sandbox::SandboxSpec::create(default_spec); spec.ok()) options.pool_spec = *spec;
   else options.pool.min = 0;
   auto native = sandbox::native::NativeBackend::create(options);
@@ -378,9 +381,31 @@ static int run(int argc, char** argv) {
     return image_cli->run(cfg.state_dir, {static_cast<uint64_t>(cfg.max_image_bytes)}, std::cout, std::cerr);
   if (keys->parsed()) return run_keys(cfg, keys_create, keys_list, keys_revoke, key_name, revoke_id, keys_json);
 
+  // The image store (issue 15): images a sandbox may start from. Without
+  // it, image "host" only.
+  std::unique_ptr<images::ImageStore> image_store;
+  std::string image_store_error;
+  if (auto d = ensure_dir(cfg.state_dir); !d.ok()) {
+    image_store_error = d.error().message();
+  } else if (auto st = images::ImageStore::open(
+                 cfg.state_dir, images::StoreLimits{static_cast<std::uint64_t>(cfg.max_image_bytes)});
+             st.ok()) {
+    image_store = std::move(*st);
+  } else {
+    image_store_error = st.error().message();
+  }
+
   // Settings sandcastle cannot honour refuse the start, not the first call.
   {
     config::StartInputs in;
+    in.default_language = tools::canonical_language(cfg.default_language);
+    in.no_store_reason = image_store_error;
+    if (image_store)
+      in.image_languages = [&image_store](const std::string& ref) -> Result<std::vector<std::string>> {
+        auto rec = image_store->find(ref);
+        if (!rec.ok()) return rec.take_error();
+        return rec->languages;
+      };
     const auto src = loader.source_of("sandbox.backend");
     if (src == config::Source::kFlag) {
       in.backend_origin = "--backend";
@@ -401,6 +426,7 @@ static int run(int argc, char** argv) {
   }
 
   init_logging(cfg.log_level);
+  if (!image_store) spdlog::info("image store unavailable ({}): sandboxes use image \"host\" only", image_store_error);
   // Before any thread starts (the backend and the pool start some).
   transport::block_termination_signals();
 
@@ -435,6 +461,9 @@ static int run(int argc, char** argv) {
   if (http_mode) manager_opts.max_per_owner = static_cast<size_t>(cfg.max_per_key);
   tools::ToolConfig tool_cfg;
   tool_cfg.default_image = env_or("CONTAINER_IMAGE", "host");
+  // Checked at start (config/start_checks.h): the images exist and have these.
+  for (const auto& [flag, language] : {std::pair{"--python-image", "python"}, {"--js-image", "javascript"}})
+    if (app.count(flag) && !foreign_flags[flag].empty()) tool_cfg.language_images[language] = foreign_flags[flag];
   tool_cfg.default_language = cfg.default_language;
   tool_cfg.pip_index_url = cfg.pip_index_url;
   tool_cfg.npm_registry = cfg.npm_registry;
@@ -472,7 +501,9 @@ static int run(int argc, char** argv) {
   pool.max = static_cast<size_t>(cfg.pool_max);
   pool.memory_budget_bytes = static_cast<uint64_t>(cfg.pool_memory_mb) * sandbox::kMiB;
   pool.server_cap = static_cast<size_t>(cfg.max_sandboxes);
-  auto backend = make_backend(cfg.backend, allow_weak, pool_spec, pool);
+  auto backend = make_backend(cfg.backend, allow_weak, pool_spec, pool,
+                             image_store ? sandbox::native::store_resolver(*image_store)
+                                         : sandbox::native::ImageResolver{});
   tools::SandboxManager manager(*backend, manager_opts);
 
   // File links (HTTP only): signed URLs served from the sandboxes.
@@ -499,7 +530,7 @@ static int run(int argc, char** argv) {
         });
     tool_cfg.file_link = [l = links.get()](const std::string& id, const std::string& path) { return l->link(id, path); };
   }
-  tools::ToolEnv tool_env{manager, tool_cfg};
+  tools::ToolEnv tool_env{manager, tool_cfg, image_store.get()};
 
   mcp::ServerInfo info;
   info.instructions = kInstructions;

@@ -9,11 +9,32 @@ std::string get(const std::map<std::string, std::string>& m, const std::string& 
   return it == m.end() ? std::string() : it->second;
 }
 
-constexpr const char* kNoImages =
-    "sandcastle cannot run container images yet: every sandbox sees the host's own /usr read-only "
-    "(image "
-    "\"host\"), so what the code needs must be installed on the host, or in a sandbox with "
-    "install_packages";
+// An image a setting names must exist and have the setting's language: the
+// server refuses to start rather than fail at the first call (and never
+// retries a warm pool for it).
+void check_image(StartCheck& out, const StartInputs& in, const std::string& setting,
+                 const std::string& image, const std::string& language, const std::string& undo) {
+  if (!in.image_languages) {
+    out.errors.push_back(setting + ": this server has no image store (" + in.no_store_reason +
+                         "), so only image \"host\" (the host's own /usr, read-only) is available. "
+                         "To start, " + undo);
+    return;
+  }
+  auto langs = in.image_languages(image);
+  if (!langs) {
+    out.errors.push_back(setting + ": " + langs.error().message() +
+                         ". Import, pull or build it first (`sandcastle image import|pull|build`; "
+                         "`sandcastle image list` shows the store), or " + undo);
+    return;
+  }
+  for (const auto& l : *langs)
+    if (l == language) return;
+  std::string has;
+  for (const auto& l : *langs) has += (has.empty() ? "" : ", ") + l;
+  out.errors.push_back(setting + ": image '" + image + "' has no interpreter for " + language +
+                       " (its languages: " + (has.empty() ? "none found" : has) +
+                       "). Pick an image with " + language + ", or " + undo);
+}
 
 }  // namespace
 
@@ -40,12 +61,15 @@ StartCheck check_start_settings(const Config& cfg, const StartInputs& in) {
       msg += "; no E2B account or E2B_API_KEY is needed";
     out.errors.push_back(msg);
   }
+  const std::string lang = in.default_language.empty() ? cfg.default_language : in.default_language;
   if (auto image = get(in.env, "CONTAINER_IMAGE"); !image.empty() && image != "host")
-    out.errors.push_back("CONTAINER_IMAGE=" + image + ": " + kNoImages +
-                         ". To start, unset CONTAINER_IMAGE " +
-                         "(CONTAINER_LANGUAGE alone still picks the default language)");
-  for (const auto& [flag, value] : in.foreign_flags)
-    out.errors.push_back(flag + " " + value + ": " + kNoImages + ". To start, drop " + flag);
+    check_image(out, in, "CONTAINER_IMAGE=" + image, image, lang,
+                "unset CONTAINER_IMAGE (CONTAINER_LANGUAGE alone still picks the default language)");
+  for (const auto& [flag, value] : in.foreign_flags) {
+    if (value.empty() || value == "host") continue;
+    check_image(out, in, flag + " " + value, value, flag == "--js-image" ? "javascript" : "python",
+                "drop " + flag);
+  }
   if (!get(in.env, "E2B_API_KEY").empty() && known)
     out.warnings.push_back(
         "E2B_API_KEY is set, but sandcastle does not use E2B: the key is ignored and never "

@@ -4,10 +4,12 @@
 // instead of a server that starts and then fails at the first call.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "common/result.h"
 #include "config/config.h"
 
 namespace sandcastle::config {
@@ -19,8 +21,15 @@ struct StartInputs {
   // The environment variables read here (INTERPRETER_TYPE, CONTAINER_IMAGE,
   // E2B_API_KEY); absent or empty means unset.
   std::map<std::string, std::string> env;
-  // Flags of other servers accepted only to be refused clearly ("--python-image" → value).
+  // Image flags of other servers ("--python-image" → value, "--js-image" →
+  // value): accepted when the image store has the image with that language.
   std::map<std::string, std::string> foreign_flags;
+  // The languages of an image in the store (kNotFound when it has none by
+  // that name); empty when the server has no image store, with why.
+  std::function<Result<std::vector<std::string>>(const std::string& image)> image_languages;
+  std::string no_store_reason;
+  // cfg.default_language by its canonical name ("py" → "python").
+  std::string default_language;
 };
 
 struct StartCheck {

@@ -369,13 +369,15 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
   std::string lang_name = args.contains("language") ? args["language"].get<std::string>()
                           : entry                  ? entry->language()
                                                    : env.config.default_language;
-  auto lang = find_language(lang_name);
+  const std::string image =
+      entry ? entry->spec().image() : default_image_for(env.config, lang_name);
+  auto lang = language_for_image(env, lang_name, image);
   if (!lang.ok()) return error_result(lang.error());
   if (!entry) {
     CreateRequest req;
     req.language = (*lang)->name;
     req.owner = owner_of(ctx);
-    req.spec.image = env.config.default_image;
+    req.spec.image = image;
     req.spec.limits = env.config.default_limits;
     req.spec.env = env.config.pass_through_env;
     // At the server's cap a one-shot waits its turn (tools/admission.h) for
@@ -472,10 +474,18 @@ ToolResult execute_command(ToolEnv& env, const json& args, RequestContext& ctx) 
   sandbox::ExecRequest req;
   req.env = package_env();
   const std::string command = args["command"].get<std::string>();
-  req.argv = {"/bin/bash", "-c", command};
+  if (use->spec().image() == "host")
+    req.argv = {"/bin/bash", "-c", command};
+  else  // an image may have no bash (busybox, alpine): then its sh
+    req.argv = {"/bin/sh", "-c", "[ -x /bin/bash ] && exec /bin/bash -c \"$1\"; exec /bin/sh -c \"$1\"", "sh",
+                command};
   if (args.contains("workdir")) req.cwd = args["workdir"].get<std::string>();
   if (args.contains("env"))
     for (const auto& [k, v] : args["env"].items()) req.env[k] = v.get<std::string>();
+  if (args.contains("stdin")) req.stdin_data = args["stdin"].get<std::string>();
+  const auto timeout = timeout_of(args, *use);
+  req.timeout = timeout;
+  req.output.max_bytes = env.config.max_output_bytes;
   sandbox::ExecRequest direct = req;
   bool try_direct = false;
   if (auto words = simple_command_words(command)) {
@@ -487,10 +497,6 @@ ToolResult execute_command(ToolEnv& env, const json& args, RequestContext& ctx) 
       try_direct = true;
     }
   }
-  if (args.contains("stdin")) req.stdin_data = args["stdin"].get<std::string>();
-  const auto timeout = timeout_of(args, *use);
-  req.timeout = timeout;
-  req.output.max_bytes = env.config.max_output_bytes;
   auto before = snapshot_workspace(use->sandbox(), env.config.max_listed_files);
   auto r = try_direct ? run(*use, direct, ctx, "run") : run(*use, req, ctx, "run");
   // The program could not be executed (not found, not executable, a script

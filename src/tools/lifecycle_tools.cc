@@ -99,6 +99,15 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
   std::string langs;
   for (const auto& n : available_language_names()) langs += (langs.empty() ? "" : ", ") + n;
 
+  // The default is the server's image, unless languages have images of
+  // their own (--python-image, --js-image): then it follows the language.
+  json image_schema{
+      {"type", "string"},
+      {"description",
+       "The sandbox's root filesystem: an image from list_images (its files, languages, env, "
+       "working dir and user; writes stay in the sandbox and count against disk_mb), or "
+       "\"host\" = the host's own /usr read-only."}};
+  if (env.config.language_images.empty()) image_schema["default"] = env.config.default_image;
   tools.add(
       {"create_sandbox", "Create sandbox",
        "Creates an isolated Linux sandbox and returns its sandbox_id. Pass the id to "
@@ -110,8 +119,7 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
             {"properties",
              {{"language", {{"type", "string"}, {"default", env.config.default_language},
                             {"description", "Default language for execute_code in this sandbox."}}},
-              {"image", {{"type", "string"}, {"default", env.config.default_image},
-                         {"description", "Filesystem image; \"host\" = the host's /usr read-only."}}},
+              {"image", image_schema},
               {"name", {{"type", "string"}, {"maxLength", 64},
                         {"description", "Optional name; usable wherever a sandbox_id is."}}},
               {"persistent", {{"type", "boolean"}, {"default", false},
@@ -127,14 +135,18 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
             {"openWorldHint", false}},
        nullptr},
       [&env](const json& args, RequestContext& ctx) {
-        auto lang = find_language(args["language"].get<std::string>());
+        const std::string lang_arg = args["language"].get<std::string>();
+        const std::string image = args.contains("image")
+                                      ? args["image"].get<std::string>()
+                                      : default_image_for(env.config, lang_arg);
+        auto lang = language_for_image(env, lang_arg, image);
         if (!lang.ok()) return error_result(lang.error());
         CreateRequest req;
         req.language = (*lang)->name;
         req.name = args.value("name", std::string());
         req.owner = owner_of(ctx);
         if (args.contains("ttl_s")) req.ttl = std::chrono::seconds(args["ttl_s"].get<int64_t>());
-        req.spec.image = args["image"].get<std::string>();
+        req.spec.image = image;
         req.spec.limits = apply_limits(env.config.default_limits, args.value("limits", json::object()));
         req.spec.env = env.config.pass_through_env;
         if (args.contains("env"))

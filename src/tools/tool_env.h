@@ -13,11 +13,20 @@
 #include "sandbox/spec.h"
 #include "tools/sandbox_manager.h"
 
+namespace sandcastle::images {
+class ImageStore;
+}
+
 namespace sandcastle::tools {
+
+struct Language;
 
 struct ToolConfig {
   std::string default_language = "python";
   std::string default_image = "host";
+  // Per-language default images (--python-image, --js-image): "python" ->
+  // image. A create without an image of its own takes its language's.
+  std::map<std::string, std::string> language_images;
   // Copied into every sandbox's environment (--pass-through-env), values
   // resolved from the server's environment at start.
   std::map<std::string, std::string> pass_through_env;
@@ -55,6 +64,8 @@ inline const std::map<std::string, std::string>& package_env() {
 struct ToolEnv {
   SandboxManager& manager;
   ToolConfig config;
+  // The image store (images/image_store.h); null: only image "host".
+  images::ImageStore* images = nullptr;
 };
 
 // Registers create_sandbox, list_sandboxes, get_sandbox_status, close_sandbox.
@@ -70,12 +81,27 @@ void register_resource_methods(mcp::Server& server, ToolEnv& env);
 void register_file_tools(mcp::Server& server, ToolEnv& env);
 // Registers install_packages and check_package_installation_status.
 void register_package_tools(mcp::Server& server, ToolEnv& env);
+// Registers list_images (image_tools.cc).
+void register_image_tools(mcp::Server& server, ToolEnv& env);
+
+// The language `name` as a sandbox on `image` runs it: for "host", one whose
+// toolchain the host has (find_language); for a store image, one the image
+// has, else kInvalidArgument ("image X has no python3: pick an image with
+// python, or image 'host'"). A missing image is kNotFound.
+Result<const Language*> language_for_image(const ToolEnv& env, std::string_view name,
+                                           const std::string& image);
+// The canonical name of a language or alias ("py" -> "python"), whether or
+// not the host has it; unknown names are returned as they are.
+std::string canonical_language(std::string_view name);
+// The image a create of `language` gets when it names none.
+std::string default_image_for(const ToolConfig& config, const std::string& language);
 
 inline void register_sandbox_tools(mcp::Server& server, ToolEnv& env) {
   register_lifecycle_tools(server, env);
   register_exec_tools(server, env);
   register_file_tools(server, env);
   register_package_tools(server, env);
+  register_image_tools(server, env);
   register_resource_methods(server, env);
 }
 

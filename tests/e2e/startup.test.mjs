@@ -204,9 +204,10 @@ describe('settings sandcastle cannot honour refuse the start', () => {
       want: /^sandcastle: INTERPRETER_TYPE=e2b: .*no 'e2b' backend.*unset INTERPRETER_TYPE.*no E2B account or E2B_API_KEY is needed/m },
     { what: '--backend docker', env: {}, args: ['--backend', 'docker'], want: /^sandcastle: --backend docker: .*drop the flag/m },
     { what: 'CONTAINER_IMAGE', env: { CONTAINER_IMAGE: 'philschmi/code-sandbox-python:latest' }, args: [],
-      want: /^sandcastle: CONTAINER_IMAGE=philschmi\/code-sandbox-python:latest: sandcastle cannot run container images yet.*unset CONTAINER_IMAGE/m },
+      // An image the store lacks (or no store at all): refused at start.
+      want: /^sandcastle: CONTAINER_IMAGE=philschmi\/code-sandbox-python:latest: .*(no image store|not found|no image).*unset CONTAINER_IMAGE/m },
     { what: '--python-image', env: {}, args: ['--python-image', 'python:3.12'],
-      want: /^sandcastle: --python-image python:3\.12: sandcastle cannot run container images yet.*drop --python-image/m },
+      want: /^sandcastle: --python-image python:3\.12: .*(no image store|not found|no image).*drop --python-image/m },
   ];
   for (const c of cases) {
     for (const transport of ['stdio', 'http']) {

@@ -15,6 +15,7 @@ struct IsolationReport {
   bool seccomp = false;
   bool pidfd = false;
   bool overlayfs = false;
+  bool overlay_in_userns = false;  // images: overlay (userxattr) mounted in a user namespace
   int landlock_abi = 0;  // 0 = unavailable
   std::string cgroup_version;            // "v1", "v2" or "none"
   std::vector<std::string> controllers;  // usable cgroup controllers

@@ -126,6 +126,35 @@ std::optional<StepError> apply(const std::string& root, const MountOp& op) {
       if (set_attrs(dst, kSealed, true) != 0) return step_failed("restrict " + op.describe());
       return std::nullopt;
     }
+    case MountKind::kOverlay: {
+      // In a user namespace overlayfs keeps whiteouts and opaque markers as
+      // user.overlay.* xattrs (userxattr); the layer paths come from the
+      // server's store and never hold ',' or ':' (image_root.cc checks).
+      const std::string rw = root + "/" + op.options;
+      std::string data =
+          "lowerdir=" + op.src + ",upperdir=" + rw + "/upper,workdir=" + rw + "/work,userxattr";
+      if (::mount("overlay", dst.c_str(), "overlay", MS_NOSUID | MS_NODEV, data.c_str()) != 0)
+        return step_failed(op.describe());
+      return std::nullopt;
+    }
+    case MountKind::kRealDir: {
+      // The image is hostile input: a symlink where a mount point goes would
+      // be followed to the host's tree (the init still sees it). Its parent
+      // was made a real directory by the op before, so lstat is enough.
+      struct stat st {};
+      if (::lstat(dst.c_str(), &st) == 0 && !S_ISDIR(st.st_mode) && ::unlink(dst.c_str()) != 0)
+        return step_failed(op.describe());
+      if (::mkdir(dst.c_str(), op.mode) != 0 && errno != EEXIST) return step_failed(op.describe());
+      if (::lstat(dst.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return step_failed(op.describe(), ENOTDIR);
+      if (::chmod(dst.c_str(), op.mode) != 0) return step_failed(op.describe());
+      return std::nullopt;
+    }
+    case MountKind::kMove: {
+      std::string src = root + "/" + op.src;
+      if (::mount(src.c_str(), dst.c_str(), nullptr, MS_MOVE, nullptr) != 0)
+        return step_failed(op.describe());
+      return std::nullopt;
+    }
   }
   return step_failed("unknown mount op", EINVAL);
 }
@@ -146,7 +175,8 @@ std::optional<StepError> build_root_filesystem(const InitConfig& config) {
   }
   // 4. Swap roots: pivot_root(".", ".") stacks the old root under the new
   // one, so a lazy unmount of "." removes the host tree from view entirely.
-  if (::chdir(root.c_str()) != 0) return step_failed("chdir new root");
+  const std::string top = config.root_subdir.empty() ? root : root + "/" + config.root_subdir;
+  if (::chdir(top.c_str()) != 0) return step_failed("chdir new root");
   if (syscall(SYS_pivot_root, ".", ".") != 0) return step_failed("pivot_root");
   if (::umount2(".", MNT_DETACH) != 0) return step_failed("detach old root");
   if (::chdir("/") != 0) return step_failed("chdir /");

@@ -52,19 +52,81 @@ Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits) {
   return p;
 }
 
+Result<Prespawned> BackendShared::begin_image_sandbox(const Limits& limits, const ImageRoot& image,
+                                                      const ImageIds& ids) {
+  if (auto st = check_layer_paths(image.layers); !st) return st.take_error();
+  {
+    std::lock_guard lock(pool_mu);
+    if (stopping) return Error::make(ErrorCode::kUnavailable, "native backend: shutting down");
+  }
+  std::uint64_t n = serial.fetch_add(1);
+  Prespawned p;
+  p.id = std::string(kRuntimePrefix) + std::to_string(::getpid()) + "-" + std::to_string(n);
+  p.ids = mapping_for_server(n);
+  p.ids.inside_uid = ids.uid;
+  p.ids.inside_gid = ids.gid;
+  std::vector<std::string> lowers(image.layers.rbegin(), image.layers.rend());
+  if (::geteuid() == 0) {
+    // The layers' owner (host 0) shown as this sandbox's host id (image_root.h).
+    auto lm = LayerMounts::make(dirs, p.id, image.layers, p.ids.host_uid, p.ids.host_gid);
+    if (!lm) return lm.take_error();
+    p.layers = std::make_shared<LayerMounts>(std::move(*lm));
+    lowers = p.layers->paths_top_first();
+  }
+  if (cgroups.version != CgroupVersion::kNone) {
+    if (auto spare = reaper.take_spare_cgroup()) {
+      if (spare->apply_limits(limits))
+        p.cgroup = std::move(spare);
+      else
+        (void)spare->remove();
+    }
+    if (!p.cgroup) {
+      auto cg = SandboxCgroup::create(cgroups, p.id, limits);
+      if (!cg) return cg.take_error();
+      p.cgroup = std::move(*cg);
+    }
+  }
+  InitConfig config;
+  config.new_root = dirs.root_mount;
+  config.mounts = image_base_plan(lowers, dirs, limits);
+  config.root_subdir = kImageRootSubdir;
+  config.seccomp_bpf = seccomp_bpf;
+  config.uid = p.ids.inside_uid;
+  config.gid = p.ids.inside_gid;
+  auto init =
+      spawn_pending_init(zygote, SpawnRequest{helper_path, p.ids, p.cgroup.get(), encode(config)});
+  if (!init) return init.take_error();
+  p.init = std::move(*init);
+  return p;
+}
+
+Result<ReadySandbox> BackendShared::make_image_sandbox(const SandboxSpec& spec, const ImageRoot& image,
+                                                      const ImageIds& ids) {
+  auto begun = begin_image_sandbox(spec.limits(), image, ids);
+  if (!begun) return begun.take_error();
+  // The idmapped layer binds (root mode) are unmounted on the reaper's
+  // thread: unmounting waits for an RCU grace period (~5 ms).
+  auto layers = std::move(begun->layers);
+  auto ready = finish_sandbox(std::move(*begun), spec);
+  if (layers) reaper.release(std::move(layers));
+  if (ready) ready->image_id = image.id;
+  return ready;
+}
+
 namespace {
 
 std::string finish_bytes(const SandboxSpec& spec) {
   FinishConfig finish;
-  finish.mounts = host_image_spec_plan(spec);
+  finish.mounts = spec.image() == "host" ? host_image_spec_plan(spec) : image_finish_plan();
   finish.hostname = spec.hostname();
   return encode(finish);
 }
 
-Status check_supported(const SandboxSpec& spec) {
-  if (spec.image() != "host")
-    return Error::make(ErrorCode::kInvalidArgument, "native backend: image '" + spec.image() +
-                                                        "' not supported (only \"host\")");
+Status check_supported(const SandboxSpec& spec, bool have_images) {
+  if (spec.image() != "host" && !have_images)
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "native backend: image '" + spec.image() +
+                           "' not supported (only \"host\": this server has no image store)");
   if (spec.network() != NetworkMode::kNone)
     return Error::make(ErrorCode::kInvalidArgument, "native backend: only network mode \"none\"");
   if (spec.persistence() != Persistence::kEphemeral)
@@ -232,9 +294,18 @@ void BackendShared::refill_loop() {
     }
     ++refilling;
     lock.unlock();
-    auto begun = begin_sandbox(pool_spec.limits());
-    Result<ReadySandbox> r = begun ? finish_sandbox(std::move(*begun), pool_spec)
-                                   : Result<ReadySandbox>(begun.take_error());
+    Result<ReadySandbox> r = Error::make(ErrorCode::kInternal, "unset");
+    if (pool_spec.image() == "host") {
+      auto begun = begin_sandbox(pool_spec.limits());
+      r = begun ? finish_sandbox(std::move(*begun), pool_spec) : Result<ReadySandbox>(begun.take_error());
+    } else {
+      // An image pool: the image as the store has it now (a create checks
+      // the id it was made from).
+      auto image = images ? images(pool_spec.image())
+                          : Result<ImageRoot>(Error::make(ErrorCode::kUnavailable, "no image store"));
+      auto ids = image ? resolve_image_user(*image) : Result<ImageIds>(image.error());
+      r = ids ? make_image_sandbox(pool_spec, *image, *ids) : Result<ReadySandbox>(ids.error());
+    }
     lock.lock();
     --refilling;
     refill_failing = !r;
@@ -244,6 +315,12 @@ void BackendShared::refill_loop() {
       pool_peak = std::max(pool_peak, pool.size());
     }
     pool_cv.notify_all();
+    if (!r && !stopping && pool_spec.image() != "host" && r.error().code == ErrorCode::kNotFound) {
+      // The pool's image left the store: no retrying it every second.
+      spdlog::warn("native sandbox: no warm pool from now on: {}", r.error().message());
+      pool_cv.wait(lock, [&] { return stopping; });
+      return;
+    }
     if (!r && !stopping) {
       // Creates go on without the pool meanwhile (and report the cause).
       spdlog::warn("native sandbox: making a warm sandbox failed: {}", r.error().message());
@@ -398,7 +475,9 @@ Result<std::unique_ptr<NativeBackend>> NativeBackend::create(NativeBackendOption
     c.notes.push_back("cgroup v1 cpu controller unavailable: no CPU quota");
   }
   for (const auto& n : c.notes) spdlog::warn("native sandbox: {}", n);
-  if (auto st = check_supported(options.pool_spec); !st && options.pool.min > 0) {
+  shared->images = std::move(options.images);
+  if (auto st = check_supported(options.pool_spec, bool(shared->images));
+      !st && options.pool.min > 0) {
     // No create could take one: the pool would only cost memory.
     spdlog::warn("native sandbox: no warm pool: its spec is one this backend cannot make ({})",
                  st.error().message());
@@ -416,8 +495,67 @@ Result<std::unique_ptr<NativeBackend>> NativeBackend::create(NativeBackendOption
   return std::unique_ptr<NativeBackend>(new NativeBackend(std::move(shared)));
 }
 
+namespace {
+
+// The spec a sandbox on `image` runs with: the image's env under the
+// spec's, and its working dir where the spec kept the default.
+Result<SandboxSpec> spec_on_image(const SandboxSpec& spec, const ImageRoot& image) {
+  SpecOptions o;
+  o.image = spec.image();
+  o.limits = spec.limits();
+  for (const auto& kv : image.env) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    std::string name = kv.substr(0, eq);
+    if (valid_env_name(name) && kv.find('\0') == std::string::npos) o.env[name] = kv.substr(eq + 1);
+  }
+  for (const auto& [k, v] : spec.env()) o.env[k] = v;
+  o.workdir = spec.workdir();
+  if (o.workdir == "/workspace" && !image.working_dir.empty() && image.working_dir[0] == '/')
+    o.workdir = image.working_dir;
+  o.hostname = spec.hostname();
+  o.network = spec.network();
+  o.persistence = spec.persistence();
+  auto s = SandboxSpec::create(std::move(o));
+  if (!s)
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "image " + image.name + ": " + s.error().message());
+  return s;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Sandbox>> NativeBackend::create_from_image(const SandboxSpec& requested) {
+  auto image = shared_->images(requested.image());
+  if (!image) return image.take_error();
+  auto ids = resolve_image_user(*image);
+  if (!ids) return ids.take_error();
+  auto spec = spec_on_image(requested, *image);
+  if (!spec) return spec.take_error();
+  if (!shared_->enter_create())
+    return Error::make(ErrorCode::kUnavailable, "native backend: shutting down");
+  struct Leave {
+    BackendShared& s;
+    ~Leave() { s.leave_create(); }
+  } leave{*shared_};
+  // From the pool when it is one of this image (as the store has it now).
+  std::optional<ReadySandbox> pooled = shared_->take_ready(pool_key(requested));
+  if (pooled && pooled->image_id != image->id) {
+    shared_->reaper.kill_and_release(pooled->id, std::move(pooled->init), std::move(pooled->cgroup));
+    pooled.reset();
+  }
+  Result<ReadySandbox> ready = pooled ? Result<ReadySandbox>(std::move(*pooled))
+                                      : shared_->make_image_sandbox(*spec, *image, *ids);
+  if (!ready) return ready.take_error();
+  auto sb = std::make_unique<NativeSandbox>(std::move(ready->id), std::move(*spec), shared_, ready->ids,
+                                            std::move(ready->cgroup), std::move(ready->init));
+  if (image->lease) sb->keep_image_lease(image->lease(sb->id()));
+  return std::unique_ptr<Sandbox>(std::move(sb));
+}
+
 Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) {
-  if (auto st = check_supported(spec); !st) return st.take_error();
+  if (auto st = check_supported(spec, bool(shared_->images)); !st) return st.take_error();
+  if (spec.image() != "host") return create_from_image(spec);
 
   if (!shared_->enter_create())
     return Error::make(ErrorCode::kUnavailable, "native backend: shutting down");

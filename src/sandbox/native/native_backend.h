@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/result.h"
+#include "sandbox/native/image_root.h"
 #include "sandbox/native/pool_sizer.h"
 #include "sandbox/sandbox.h"
 
@@ -32,6 +33,10 @@ struct NativeBackendOptions {
   // Time as the pool sizer sees it (tests move it by hand); empty: the
   // steady clock.
   std::function<std::chrono::steady_clock::time_point()> clock;
+  // Images a spec may name besides "host" (store_resolver() over the image
+  // store); empty: "host" only. A pool_spec naming an image pools sandboxes
+  // on it (a create takes one only while the store's image keeps its id).
+  ImageResolver images;
 };
 
 class NativeBackend : public Backend {
@@ -58,6 +63,7 @@ class NativeBackend : public Backend {
 
  private:
   explicit NativeBackend(std::shared_ptr<BackendShared> shared);
+  Result<std::unique_ptr<Sandbox>> create_from_image(const SandboxSpec& spec);
   std::shared_ptr<BackendShared> shared_;
 };
 

@@ -21,6 +21,7 @@
 #include "sandbox/native/cgroup.h"
 #include "sandbox/native/file_client.h"
 #include "sandbox/native/host_image.h"
+#include "sandbox/native/image_root.h"
 #include "sandbox/native/pool_sizer.h"
 #include "sandbox/native/reaper.h"
 #include "sandbox/native/spawn.h"
@@ -37,6 +38,8 @@ struct Prespawned {
   IdMapping ids;
   std::shared_ptr<SandboxCgroup> cgroup;  // null without cgroups
   PendingInit init;
+  // An image sandbox as root: its idmapped layers, until its init is ready.
+  std::shared_ptr<LayerMounts> layers;
 };
 
 // A sandbox ready to hand out: its spec's mounts and hostname in place, the
@@ -47,6 +50,7 @@ struct ReadySandbox {
   std::shared_ptr<SandboxCgroup> cgroup;
   InitProcess init;
   std::string finish;  // the encoded FinishConfig it was finished with
+  std::string image_id;  // rooted in an image: which (a create checks it is still that)
 };
 
 class NativeSandbox;
@@ -65,6 +69,7 @@ struct BackendShared {
   Spawner spawner;
   Zygote zygote{spawner};
   Reaper reaper;
+  ImageResolver images;  // empty: only image "host"
 
   // The one warm pool (the manager keeps none): sandboxes made ahead of
   // demand for pool_spec, handed out only to a create whose whole spec is
@@ -103,8 +108,16 @@ struct BackendShared {
 
   // A new sandbox up to its init waiting for a config (on any thread).
   Result<Prespawned> begin_sandbox(const Limits& limits);
+  // The same rooted in an image (image_root.h), with its whole plan in the
+  // InitConfig (it depends on the image and the limits).
+  Result<Prespawned> begin_image_sandbox(const Limits& limits, const ImageRoot& image,
+                                         const ImageIds& ids);
   // The spec's part: mounts and hostname, then the root opened.
   Result<ReadySandbox> finish_sandbox(Prespawned p, const SandboxSpec& spec);
+  // Begun and finished, for `spec` on `image` (for a create, or the pool
+  // when its spec names an image); records the image's id.
+  Result<ReadySandbox> make_image_sandbox(const SandboxSpec& spec, const ImageRoot& image,
+                                          const ImageIds& ids);
   // One from the pool whose init is still alive when `key` is the pool's
   // (waiting for the one being made if the pool is empty), else nothing.
   // Counts the create for the sizer either way.
@@ -153,6 +166,9 @@ class NativeSandbox : public Sandbox {
 
   // Host pid of the sandbox init (tests and diagnostics).
   pid_t init_pid() const { return init_.pid; }
+  // Held while the sandbox object lives: its image's "in use" mark in the
+  // store (ImageRoot::lease), so `image rm` refuses meanwhile.
+  void keep_image_lease(std::shared_ptr<void> lease) { image_lease_ = std::move(lease); }
 
  private:
   Status check_alive() const;
@@ -173,6 +189,7 @@ class NativeSandbox : public Sandbox {
   mutable std::shared_mutex mu_;
   bool destroyed_ = false;
   FileChannel files_{[this] { return connect_files(); }};
+  std::shared_ptr<void> image_lease_;
 };
 
 }  // namespace sandcastle::sandbox::native

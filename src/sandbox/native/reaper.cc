@@ -45,7 +45,15 @@ void Reaper::kill_and_release(std::string id, InitProcess init, std::shared_ptr<
   init.control.reset();
   {
     std::lock_guard lock(mu_);
-    queue_.push_back(Item{std::move(id), std::move(init), std::move(cgroup)});
+    queue_.push_back(Item{std::move(id), std::move(init), std::move(cgroup), nullptr});
+  }
+  cv_.notify_all();
+}
+
+void Reaper::release(std::shared_ptr<void> obj) {
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(Item{"", InitProcess{}, nullptr, std::move(obj)});
   }
   cv_.notify_all();
 }
@@ -64,6 +72,7 @@ void Reaper::loop() {
     queue_.pop_front();
     ++in_flight_;
     lock.unlock();
+    item.keep.reset();
     kill_and_reap(item.init);
     // Only this thread adds spares, so the room seen here is still there below.
     bool room = false;

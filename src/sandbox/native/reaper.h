@@ -36,6 +36,9 @@ class Reaper {
 
   // Sends SIGKILL now; reaps and removes the cgroup later.
   void kill_and_release(std::string id, InitProcess init, std::shared_ptr<SandboxCgroup> cgroup);
+  // Drops `obj` on this thread: a teardown that waits on the kernel (an
+  // image sandbox's idmapped layer binds, image_root.h) off the create path.
+  void release(std::shared_ptr<void> obj);
   // Returns when everything queued so far is done.
   void drain();
   // A recycled cgroup, if one is spare (its limits are the last sandbox's).
@@ -50,6 +53,7 @@ class Reaper {
     std::string id;
     InitProcess init;
     std::shared_ptr<SandboxCgroup> cgroup;
+    std::shared_ptr<void> keep;  // release(): dropped by the loop
   };
   void loop();
   std::mutex mu_;

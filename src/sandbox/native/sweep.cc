@@ -1,6 +1,7 @@
 #include "sandbox/native/sweep.h"
 
 #include <signal.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -32,6 +33,10 @@ SweepReport sweep_leftovers() {
       if (!owner || !rest.empty() || pid_alive(*owner)) continue;
       std::string path = parent + "/" + name;
       if (::access(path.c_str(), W_OK) != 0) continue;  // another user's
+      // Idmapped layer binds of an image sandbox being made (image_root.h).
+      for (const auto& sb : list_dir(path + "/img"))
+        for (const auto& n : list_dir(path + "/img/" + sb))
+          ::umount2((path + "/img/" + sb + "/" + n).c_str(), MNT_DETACH);
       if (auto st = remove_tree(path); st) rep.removed.push_back(path);
       else rep.failed.push_back(path + ": " + st.error().message());
     }

@@ -54,6 +54,9 @@ std::string MountOp::describe() const {
     case MountKind::kResize: return "resize tmpfs /" + dst;
     case MountKind::kMask: return "mask /" + dst;
     case MountKind::kReadOnlyPath: return "bind /" + dst + " onto itself read-only";
+    case MountKind::kOverlay: return "mount overlay /" + dst;
+    case MountKind::kMove: return "move /" + src + " -> /" + dst;
+    case MountKind::kRealDir: return "make /" + dst + " a directory";
   }
   return "mount op";
 }
@@ -79,7 +82,7 @@ bool get_mounts(WireReader& r, std::vector<MountOp>& out) {
   for (std::uint32_t i = 0; i < n && r.ok(); ++i) {
     MountOp m;
     std::uint32_t kind = r.u32();
-    if (kind < 1 || kind > static_cast<std::uint32_t>(MountKind::kReadOnlyPath)) return false;
+    if (kind < 1 || kind > static_cast<std::uint32_t>(MountKind::kRealDir)) return false;
     m.kind = static_cast<MountKind>(kind);
     m.src = r.str();
     m.dst = r.str();
@@ -101,6 +104,7 @@ std::string encode(const InitConfig& c) {
   w.str(c.seccomp_bpf);
   w.u32(c.uid);
   w.u32(c.gid);
+  w.str(c.root_subdir);
   return w.bytes();
 }
 
@@ -112,6 +116,7 @@ std::optional<InitConfig> decode_init_config(std::string_view bytes) {
   c.seccomp_bpf = r.str();
   c.uid = r.u32();
   c.gid = r.u32();
+  c.root_subdir = r.str();
   if (!r.ok() || !r.at_end()) return std::nullopt;
   return c;
 }

@@ -65,6 +65,13 @@ enum class MountKind : std::uint32_t {
   kMask,         // hide dst (if it exists) under src/file or src/dir, empty
                  // and read-only, whichever matches dst's type
   kReadOnlyPath, // bind dst (if it exists) onto itself, read-only, recursively
+  kOverlay,      // overlayfs at dst (userxattr, nosuid, nodev): src = lower
+                 // dirs (absolute, top first, ':' between), options = a dir
+                 // relative to the new root holding upper/ and work/
+  kMove,         // move the mount at src (relative to the new root) to dst
+  kRealDir,      // make dst a directory (mode) that is no symlink: whatever
+                 // else is there (an image's symlink, file) is removed first,
+                 // never followed (in an overlay: whited out)
 };
 
 struct MountOp {
@@ -88,6 +95,9 @@ struct InitConfig {
   std::string seccomp_bpf;  // struct sock_filter array, applied in each exec
   std::uint32_t uid = 1000;
   std::uint32_t gid = 1000;
+  // Non-empty: pivot_root into new_root/root_subdir (a mount the plan made:
+  // an image's overlay) instead of new_root itself.
+  std::string root_subdir;
 };
 
 std::string encode(const InitConfig& c);

@@ -1,6 +1,7 @@
 // doctor reports this host truthfully; sweep removes a dead server's leftovers
 // and nothing of a live one.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,8 +20,11 @@ TEST(Doctor, ReportsAdequateIsolationHere) {
   EXPECT_EQ(run_doctor(out), 0) << out.str();
   EXPECT_NE(out.str().find("user namespaces       yes"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("isolation: adequate"), std::string::npos);
+  // This kernel mounts overlay in a user namespace (sandboxes from images).
+  EXPECT_NE(out.str().find("overlay in userns     yes"), std::string::npos) << out.str();
   IsolationReport r = check_isolation();
   EXPECT_TRUE(r.adequate);
+  EXPECT_TRUE(r.overlay_in_userns);
   EXPECT_EQ(r.cgroup_version, ::geteuid() == 0 ? "v1" : "none");
 }
 
@@ -39,6 +43,26 @@ TEST(Sweep, RemovesDeadServersLeftoversOnly) {
   EXPECT_EQ(::stat(live.c_str(), &st), 0) << "a live server's dir was removed";
   ::rmdir(live.c_str());
   EXPECT_TRUE(rep.failed.empty());
+}
+
+// As root, a server that died while making an image sandbox leaves its
+// idmapped layer binds mounted (image_root.h): sweep unmounts them first.
+TEST(Sweep, UnmountsADeadServersLayerBinds) {
+  if (::geteuid() != 0) GTEST_SKIP() << "layer binds are made as root only";
+  pid_t dead = ::fork();
+  if (dead == 0) _exit(0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string stale = runtime_parent() + "/sandcastle-" + std::to_string(dead);
+  const std::string bind = stale + "/img/sandcastle-" + std::to_string(dead) + "-0/0";
+  for (const std::string& d : {stale, stale + "/img", stale + "/img/sandcastle-" + std::to_string(dead) + "-0", bind})
+    ASSERT_EQ(::mkdir(d.c_str(), 0755), 0) << d;
+  ASSERT_EQ(::mount("/usr", bind.c_str(), nullptr, MS_BIND, nullptr), 0);
+  ASSERT_EQ(::mount(nullptr, bind.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr), 0);
+  SweepReport rep = sweep_leftovers();
+  struct stat st {};
+  EXPECT_NE(::stat(stale.c_str(), &st), 0) << "stale runtime dir survived";
+  EXPECT_TRUE(rep.failed.empty()) << rep.failed[0];
+  EXPECT_EQ(::stat("/usr/bin", &st), 0) << "the bound tree itself was touched";
 }
 
 // A number that overflows pid_t names no server: sscanf's %d used to wrap

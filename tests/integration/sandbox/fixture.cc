@@ -2,9 +2,12 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <map>
 #include <mutex>
 
 #include "sandbox/native/fs_util.h"
@@ -12,6 +15,84 @@
 extern char** environ;
 
 namespace sandcastle::sandbox::testing {
+namespace {
+
+std::mutex images_mu;
+std::map<std::string, native::ImageRoot>& test_images() {
+  static std::map<std::string, native::ImageRoot> images;
+  return images;
+}
+
+}  // namespace
+
+namespace {
+
+// cp -rL, from the shell (links followed: the loader is one on the host):
+// the tree is large and only needs to be right.
+bool copy_into(const std::string& src, const std::string& dst) {
+  std::string cmd = "cp -rL '" + src + "' '" + dst + "'";
+  return std::system(cmd.c_str()) == 0;
+}
+
+struct PythonImage {
+  native::ImageRoot image;
+  std::string base;
+  std::string why;
+  ~PythonImage() {
+    if (!base.empty()) (void)native::remove_tree(base);
+  }
+};
+
+}  // namespace
+
+const native::ImageRoot* host_python_image(std::string* why) {
+  static std::once_flag once;
+  static PythonImage py;
+  std::call_once(once, [] {
+    char tmpl[] = "/tmp/sc-pyimage-XXXXXX";
+    if (!::mkdtemp(tmpl)) {
+      py.why = "mkdtemp";
+      return;
+    }
+    py.base = tmpl;
+    ::chmod(py.base.c_str(), 0755);
+    const std::string l = py.base + "/layer";
+    const std::string lib = "/usr/lib/x86_64-linux-gnu/";
+    bool ok = true;
+    for (const char* d : {"", "/usr", "/usr/bin", "/usr/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/etc"})
+      ok = ok && ::mkdir((l + d).c_str(), 0755) == 0;
+    for (auto [target, name] : {std::pair{"usr/bin", "/bin"}, {"usr/lib", "/lib"}, {"usr/lib64", "/lib64"},
+                                {"python3.11", "/usr/bin/python3"}, {"busybox", "/usr/bin/sh"}})
+      ok = ok && ::symlink(target, (l + name).c_str()) == 0;
+    ok = ok && copy_into("/usr/bin/python3.11", l + "/usr/bin/") && copy_into("/bin/busybox", l + "/usr/bin/") &&
+         copy_into("/usr/lib/python3.11", l + "/usr/lib/") &&
+         copy_into("/lib64/ld-linux-x86-64.so.2", l + "/usr/lib64/");
+    // A setuid binary (the store strips the bit; an image made otherwise
+    // may have one): the overlay is nosuid, so it gains nothing.
+    ok = ok && copy_into("/usr/bin/su", l + "/usr/bin/") && ::chmod((l + "/usr/bin/su").c_str(), 04755) == 0;
+    for (const char* so : {"libc.so.6", "libm.so.6", "libz.so.1", "libexpat.so.1", "libffi.so.8"})
+      ok = ok && copy_into(lib + so, l + "/usr/lib/x86_64-linux-gnu/");
+    for (const char* applet : {"cat", "ls", "echo", "id", "rm", "touch", "mkdir", "head"})
+      ok = ok && ::symlink("busybox", (l + "/usr/bin/" + applet).c_str()) == 0;
+    ok = ok && std::system(("echo ID=sandcastle-python-test > '" + l + "/etc/os-release'").c_str()) == 0;
+    if (!ok) {
+      py.why = "could not build the python image under " + py.base;
+      return;
+    }
+    py.image.name = "py-host";
+    py.image.id = "sha256:test-py-host";
+    py.image.layers = {l};
+    py.image.languages = {"python", "sh"};
+    add_test_image(py.image);
+  });
+  if (why) *why = py.why;
+  return py.why.empty() ? &py.image : nullptr;
+}
+
+void add_test_image(native::ImageRoot image) {
+  std::lock_guard lock(images_mu);
+  test_images()[image.name] = std::move(image);
+}
 
 native::NativeBackend* shared_backend(std::string* why) {
   static std::once_flag once;
@@ -23,6 +104,12 @@ native::NativeBackend* shared_backend(std::string* why) {
     native::NativeBackendOptions options;
     options.pool.min = 2;
     options.pool.max = 2;
+    options.images = [](const std::string& ref) -> Result<native::ImageRoot> {
+      std::lock_guard lock(images_mu);
+      auto it = test_images().find(ref);
+      if (it == test_images().end()) return Error::make(ErrorCode::kNotFound, "no image '" + ref + "'");
+      return it->second;
+    };
     auto b = native::NativeBackend::create(options);
     if (b) {
       backend = std::move(*b);

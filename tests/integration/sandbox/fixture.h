@@ -15,8 +15,20 @@
 namespace sandcastle::sandbox::testing {
 
 // The process-wide backend; null (with the reason) when the host cannot
-// create sandboxes at all.
+// create sandboxes at all. Its images are those added with add_test_image.
 native::NativeBackend* shared_backend(std::string* why = nullptr);
+
+// Makes `image` (layers on disk, as the image store would hand them out)
+// known to shared_backend() under image.name, replacing one of that name.
+void add_test_image(native::ImageRoot image);
+
+// An image made once per test run from the host's own files: python3 with
+// its standard library and the libraries it links, busybox as /bin/sh, su
+// with its setuid bit (and not the libraries it needs), an
+// /etc/os-release of its own (ID=sandcastle-python-test). Added to
+// shared_backend() as "py-host"; removed when the process exits. Null (with
+// the reason) if it could not be made.
+const native::ImageRoot* host_python_image(std::string* why = nullptr);
 
 // This binary run again, in a child process, with `--gtest_filter=<filter>`
 // and `<env_name>=1` set: for tests that need a backend of their own (the

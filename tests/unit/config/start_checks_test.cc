@@ -43,19 +43,59 @@ TEST(StartChecks, BackendFromFlagOrFileIsNamedAsWritten) {
             0u);
 }
 
-TEST(StartChecks, ContainerImagesAndImageFlagsAreRefused) {
+TEST(StartChecks, ImagesNeedAStore) {
   Config cfg;
   StartInputs in;
+  in.no_store_reason = "the store failed to open";
   in.env["CONTAINER_IMAGE"] = "philschmi/code-sandbox-python:latest";
   in.foreign_flags["--python-image"] = "python:3.12";
   auto c = check_start_settings(cfg, in);
   ASSERT_EQ(c.errors.size(), 2u);
-  EXPECT_EQ(c.errors[0].rfind("CONTAINER_IMAGE=philschmi/code-sandbox-python:latest: ", 0), 0u);
+  EXPECT_EQ(c.errors[0].rfind("CONTAINER_IMAGE=philschmi/code-sandbox-python:latest: this server has no image "
+                              "store (the store failed to open)",
+                              0),
+            0u)
+      << c.errors[0];
   EXPECT_NE(c.errors[0].find("unset CONTAINER_IMAGE"), std::string::npos);
   EXPECT_EQ(c.errors[1].rfind("--python-image python:3.12: ", 0), 0u);
-  in.env["CONTAINER_IMAGE"] = "host";  // the one image there is
+  in.env["CONTAINER_IMAGE"] = "host";  // needs no store
   in.foreign_flags.clear();
   EXPECT_TRUE(check_start_settings(cfg, in).errors.empty());
+}
+
+// An image setting starts the server only when the store has the image with
+// the setting's language; otherwise the start is refused saying which.
+TEST(StartChecks, ImagesMustExistAndHaveTheirLanguage) {
+  Config cfg;
+  StartInputs in;
+  in.default_language = "python";
+  in.image_languages = [](const std::string& image) -> Result<std::vector<std::string>> {
+    if (image == "py") return std::vector<std::string>{"python", "sh"};
+    if (image == "node") return std::vector<std::string>{"javascript"};
+    return Error::make(ErrorCode::kNotFound, "no image '" + image + "' in the store");
+  };
+  in.env["CONTAINER_IMAGE"] = "py";
+  in.foreign_flags["--python-image"] = "py";
+  in.foreign_flags["--js-image"] = "node";
+  EXPECT_TRUE(check_start_settings(cfg, in).errors.empty());
+
+  in.env["CONTAINER_IMAGE"] = "node";  // the default language is python
+  in.foreign_flags["--python-image"] = "missing";
+  in.foreign_flags["--js-image"] = "py";
+  auto c = check_start_settings(cfg, in);
+  ASSERT_EQ(c.errors.size(), 3u);
+  EXPECT_EQ(c.errors[0],
+            "CONTAINER_IMAGE=node: image 'node' has no interpreter for python (its languages: "
+            "javascript). Pick an image with python, or unset CONTAINER_IMAGE (CONTAINER_LANGUAGE alone "
+            "still picks the default language)");
+  EXPECT_EQ(c.errors[1].rfind("--js-image py: image 'py' has no interpreter for javascript", 0), 0u)
+      << c.errors[1];
+  EXPECT_EQ(c.errors[2].rfind("--python-image missing: no image 'missing' in the store. Import, pull or build it "
+                              "first",
+                              0),
+            0u)
+      << c.errors[2];
+  EXPECT_NE(c.errors[2].find("or drop --python-image"), std::string::npos);
 }
 
 TEST(StartChecks, AnE2bKeyAloneOnlyWarns) {
