@@ -39,7 +39,6 @@ std::string temp_dir(const ToolConfig& config) {
   return t && *t ? t : "/tmp";
 }
 
-
 ToolResult save(ToolEnv& env, const json& args, RequestContext& ctx) {
   if (!env.images)
     return error_result(Error::make(ErrorCode::kFailedPrecondition,
@@ -60,7 +59,8 @@ ToolResult save(ToolEnv& env, const json& args, RequestContext& ctx) {
           "sandbox " + use->id() +
               " runs on image 'host' (the host's own /usr), which is not in the image store: "
               "give `base`, a store image to put its /workspace on (list_images), or make one "
-              "with `sandcastle image build NAME --packages ...` or `sandcastle image import FILE`"));
+              "with `sandcastle image build NAME --packages ...` or `sandcastle image import "
+              "FILE`"));
     base_ref = args["base"].get<std::string>();
   } else if (args.contains("base") && args["base"].get<std::string>() != image) {
     return error_result(Error::make(ErrorCode::kInvalidArgument,
@@ -71,7 +71,8 @@ ToolResult save(ToolEnv& env, const json& args, RequestContext& ctx) {
   if (!base.ok()) {
     Error e = base.take_error();
     if (e.code == ErrorCode::kNotFound)
-      e.context = "base image '" + base_ref + "' not found (list_images shows the images there are)";
+      e.context =
+          "base image '" + base_ref + "' not found (list_images shows the images there are)";
     return error_result(e);
   }
   TempFile tmp{temp_dir(env.config) + "/.save-" + crypto::hex(crypto::random_bytes(8)) + ".tar"};
@@ -86,9 +87,7 @@ ToolResult save(ToolEnv& env, const json& args, RequestContext& ctx) {
   auto rec = env.images->add_layer(*base, tmp.path, name, base->config, "save:" + use->id());
   if (!rec.ok()) return error_result(rec.error());
   const auto t2 = std::chrono::steady_clock::now();
-  auto ms = [](auto d) {
-    return std::chrono::duration<double, std::milli>(d).count();
-  };
+  auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   json warnings = rec->warnings;
   if (layer->skipped)
     warnings.push_back("skipped " + std::to_string(layer->skipped) +
@@ -96,13 +95,14 @@ ToolResult save(ToolEnv& env, const json& args, RequestContext& ctx) {
   if (layer->unreadable)
     warnings.push_back("skipped " + std::to_string(layer->unreadable) +
                        " files the sandbox user cannot read");
-  json out{{"image", {{"name", rec->name},
-                      {"id", rec->id},
-                      {"base", base->name},
-                      {"layers", rec->layers.size()},
-                      {"size_bytes", rec->size_bytes},
-                      {"languages", rec->languages},
-                      {"created", iso_time(rec->created)}}},
+  json out{{"image",
+            {{"name", rec->name},
+             {"id", rec->id},
+             {"base", base->name},
+             {"layers", rec->layers.size()},
+             {"size_bytes", rec->size_bytes},
+             {"languages", rec->languages},
+             {"created", iso_time(rec->created)}}},
            {"sandbox_id", use->id()},
            {"saved", layer->whole_root ? "root" : "workspace"},
            {"layer_bytes", layer->bytes},
@@ -133,8 +133,9 @@ void register_save_tools(mcp::Server& server, ToolEnv& env) {
               {"name", {{"type", "string"}, {"description", "Name of the new image."}}},
               {"base",
                {{"type", "string"},
-                {"description", "For a sandbox on image 'host' only: the store image to put its "
-                                "/workspace on."}}}}},
+                {"description",
+                 "For a sandbox on image 'host' only: the store image to put its "
+                 "/workspace on."}}}}},
             {"required", {"sandbox_id", "name"}},
             {"additionalProperties", false}},
        json{{"type", "object"},
@@ -144,7 +145,9 @@ void register_save_tools(mcp::Server& server, ToolEnv& env) {
               {"layer_bytes", {{"type", "integer"}}},
               {"consistent", {{"type", "boolean"}}}}},
             {"required", {"image", "sandbox_id", "layer_bytes", "consistent"}}},
-       json{{"readOnlyHint", false}, {"destructiveHint", false}, {"idempotentHint", false},
+       json{{"readOnlyHint", false},
+            {"destructiveHint", false},
+            {"idempotentHint", false},
             {"openWorldHint", false}},
        nullptr},
       [&env](const json& args, RequestContext& ctx) { return save(env, args, ctx); });

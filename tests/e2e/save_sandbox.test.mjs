@@ -32,7 +32,7 @@ function makeRootfs() {
 test('save_sandbox: changes saved as an image, a new sandbox continues from it', { timeout: 120_000 }, async () => {
   mkdirSync(state);
   execFileSync(BIN, ['--state-dir', state, 'image', 'import', makeRootfs(), '--name', 'bb-save']);
-  const sc = await connectSandcastle({ args: ['--state-dir', state, '--max-image-bytes', String(256 << 20)], timeoutMs: 60_000 });
+  const sc = await connectSandcastle({ args: ['--state-dir', state, '--max-image-bytes', String(128 << 20)], timeoutMs: 60_000 });
   try {
     assert.ok(sc.tool('save_sandbox'), 'save_sandbox is listed');
     const { sandbox_id: id } = await sc.create({ image: 'bb-save', language: 'sh' });
@@ -64,14 +64,14 @@ test('save_sandbox: changes saved as an image, a new sandbox continues from it',
     const r = await sc.ok('execute_command', {
       sandbox_id: id2,
       command: 'cat /etc/added /workspace/w.txt /etc/os-release; test -e /srv/data || echo data-gone; ' +
-        'readlink /workspace/shadow /workspace/procroot; test -e /workspace/fifo || echo no-fifo',
+        'readlink /workspace/shadow; readlink /workspace/procroot; test -e /workspace/fifo || echo no-fifo',
     });
     assert.equal(r.stdout, 'root-write\nws\nID=sandcastle-save-e2e\ndata-gone\n/etc/shadow\n/proc/1/root\nno-fifo\n', JSON.stringify(r));
 
     // Past --max-image-bytes: refused, the store unchanged.
-    await sc.ok('execute_command', { sandbox_id: id2, command: 'truncate -s 2G /workspace/big' });
+    await sc.ok('execute_command', { sandbox_id: id2, command: 'truncate -s 200M /workspace/big' });
     const e = await sc.err('save_sandbox', { sandbox_id: id2, name: 'bb-too-big' });
-    assert.match(e.text, /\/workspace\/big \(2147483648 bytes\) would make the layer larger than the limit of 268435456 bytes \(--max-image-bytes\)/);
+    assert.match(e.text, /\/workspace\/big \(209715200 bytes\) would make the layer larger than the limit of 134217728 bytes \(--max-image-bytes\)/);
     const after2 = (await sc.ok('list_images')).images.map((i) => i.name);
     assert.deepEqual(after2.sort(), [...before, 'bb-saved'].sort());
 

@@ -8,8 +8,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <sys/sysmacros.h>
+#include <sys/uio.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -124,12 +124,13 @@ class Exporter {
     if (sum_.skipped_paths.size() < kMaxSkippedNamed) sum_.skipped_paths.push_back("/" + path);
   }
 
-  bool account(std::uint64_t bytes, const std::string& path) {
+  // bytes: what the entry adds to the tar; size: the file's own, for the error.
+  bool account(std::uint64_t bytes, const std::string& path, std::uint64_t size = 0) {
     if (++sum_.entries > limits_.max_entries)
       return fail(EFBIG, "the layer would have more than " + std::to_string(limits_.max_entries) +
                              " entries (at /" + path + ")");
     if (sum_.bytes + bytes > limits_.max_bytes)
-      return fail(EFBIG, "/" + path + " (" + std::to_string(bytes) +
+      return fail(EFBIG, "/" + path + " (" + std::to_string(size) +
                              " bytes) would make the layer larger than the limit of " +
                              std::to_string(limits_.max_bytes) + " bytes (--max-image-bytes)");
     return true;
@@ -257,7 +258,8 @@ class Exporter {
     }
     const std::uint64_t size = static_cast<std::uint64_t>(fst.st_size);
     const std::uint64_t padded = (size + 511) / 512 * 512;
-    if (!account(512 + padded, path) || !header(path, '0', fst.st_mode, size, fst.st_mtim.tv_sec)) {
+    if (!account(512 + padded, path, size) ||
+        !header(path, '0', fst.st_mode, size, fst.st_mtim.tv_sec)) {
       ::close(fd);
       return false;
     }
@@ -269,7 +271,8 @@ class Exporter {
     std::uint64_t left = padded;
     static char zeros[kMaxLayerChunk];
     while (left > 0) {
-      const std::uint32_t n = static_cast<std::uint32_t>(std::min<std::uint64_t>(left, kMaxLayerChunk));
+      const std::uint32_t n =
+          static_cast<std::uint32_t>(std::min<std::uint64_t>(left, kMaxLayerChunk));
       if (!send_all(sock_, &n, sizeof n)) {
         ::close(fd);
         return fail(EPIPE, "the server stopped reading the layer");
@@ -277,7 +280,8 @@ class Exporter {
       std::uint32_t moved = 0;
       const std::uint64_t data_left =
           static_cast<std::uint64_t>(off) < size ? size - static_cast<std::uint64_t>(off) : 0;
-      const std::uint32_t from_file = static_cast<std::uint32_t>(std::min<std::uint64_t>(n, data_left));
+      const std::uint32_t from_file =
+          static_cast<std::uint32_t>(std::min<std::uint64_t>(n, data_left));
       while (moved < from_file) {
         ssize_t k = ::sendfile(sock_, fd, &off, from_file - moved);
         if (k < 0 && errno == EINTR) continue;
@@ -314,9 +318,6 @@ class Exporter {
     // A stable order: the same tree gives the same tar (and layer digest).
     std::sort(names.begin(), names.end());
     for (const auto& name : names) {
-      // The upper dir's own /workspace is only a mount point: its content is
-      // the second tree.
-      if (depth == 0 && dir_path.empty() && name == "workspace" && skip_upper_workspace_) continue;
       struct stat st {};
       if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
         if (errno == ENOENT) continue;
@@ -351,8 +352,8 @@ class Exporter {
           if (errno == ENOENT) continue;
           return fail(errno, "readlink /" + path);
         }
-        if (!account(512, path) ||
-            !header(path, '2', 0777, 0, st.st_mtim.tv_sec, std::string(target, static_cast<std::size_t>(n))))
+        if (!account(512, path) || !header(path, '2', 0777, 0, st.st_mtim.tv_sec,
+                                           std::string(target, static_cast<std::size_t>(n))))
           return false;
       } else if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) {
         if (!whiteout(dir_path, name, st.st_mtim.tv_sec)) return false;
@@ -363,10 +364,6 @@ class Exporter {
     return true;
   }
 
- public:
-  bool skip_upper_workspace_ = false;
-
- private:
   int sock_;
   LayerExportWire limits_;
   LayerSummaryWire sum_;
@@ -438,23 +435,21 @@ int open_dir_beneath(int dir, const char* name) {
   Exporter ex(sock, w);
   int upper = -1, workspace = -1;
   if (rw_fd >= 0) {
+    // /workspace is a directory of the overlay: the upper dir has it all.
     upper = open_dir_beneath(rw_fd, "upper");
-    workspace = open_dir_beneath(rw_fd, "workspace");
   } else {
     // Image "host": no overlay; /workspace in the worker's (the sandbox's) view.
-    workspace = open_dir_beneath(AT_FDCWD, "/workspace");
+    // (A mount of its own there, so no RESOLVE_NO_XDEV for this one step.)
+    workspace = ::open("/workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   }
-  if ((rw_fd >= 0 && upper < 0) || workspace < 0) {
+  if (upper < 0 && workspace < 0) {
     result.err = errno;
     result.message = "layer worker: open the sandbox's changed trees";
     finish_export(sock, result);
   }
   bool ok = true;
-  if (upper >= 0) {
-    ex.skip_upper_workspace_ = true;
-    ok = ex.walk_root(upper, "");
-  }
-  ok = ok && ex.walk_root(workspace, "workspace/");
+  if (upper >= 0) ok = ex.walk_root(upper, "");
+  if (workspace >= 0) ok = ok && ex.walk_root(workspace, "workspace/");
   ok = ok && ex.finish();
   LayerSummaryWire s = ex.summary();
   s.whole_root = upper >= 0;

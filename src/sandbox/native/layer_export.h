@@ -3,14 +3,15 @@
 // and streams it to the server.
 //
 // The control-plane rule (file_wire.h) holds: the server never opens the
-// overlay's upper dir or /workspace. Init keeps an O_PATH fd of the tmpfs
-// holding both (rw/, opened before pivot_root, when that path still
-// existed); the worker it forks for a save drops to the sandbox's context
-// (sandbox uid, no capabilities, no_new_privs, its seccomp filter, not
-// dumpable) and walks the trees beneath that fd with openat2
-// (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV) and O_NOFOLLOW:
-// a symlink is written as a link, never followed. A sandbox on image "host"
-// has no overlay: its /workspace (the worker's own view) is the layer.
+// overlay's upper dir (which holds the sandbox's /workspace too: it is a
+// directory of the overlay). Init keeps an O_PATH fd of the tmpfs holding
+// it (rw/, opened before pivot_root, when that path still existed); the
+// worker it forks for a save drops to the sandbox's context (sandbox uid,
+// no capabilities, no_new_privs, its seccomp filter, not dumpable) and
+// walks the upper dir beneath that fd with openat2 (RESOLVE_BENEATH |
+// RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV) and O_NOFOLLOW: a symlink is
+// written as a link, never followed. A sandbox on image "host" has no
+// overlay: its /workspace (the worker's own view) is the layer.
 //
 // The layer: regular files, directories, symlinks, hardlinks within the
 // layer (ustar, with pax records for long names and sizes); overlay
@@ -49,8 +50,8 @@ struct LayerSummaryWire {
   std::string message;   // err != 0: what failed ("file /x is 9 GiB: ...")
   std::uint64_t entries = 0;
   std::uint64_t bytes = 0;
-  std::uint64_t skipped = 0;         // fifos, sockets, devices
-  std::uint64_t unreadable = 0;      // files/dirs the sandbox user cannot open
+  std::uint64_t skipped = 0;               // fifos, sockets, devices
+  std::uint64_t unreadable = 0;            // files/dirs the sandbox user cannot open
   std::vector<std::string> skipped_paths;  // the first few of both
   bool whole_root = false;  // an overlay upper dir was included (not just /workspace)
 };

@@ -3,8 +3,8 @@
 // file. The bytes come from the sandbox: every length is checked.
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/uio.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -32,13 +32,15 @@ Status read_exact(int fd, char* buf, std::size_t n) {
     };
     int r = ::poll(&p, 1, kQuietMs);
     if (r < 0 && errno == EINTR) continue;
-    if (r == 0) return Error::make(ErrorCode::kTimeout, "the sandbox's layer worker stopped sending");
+    if (r == 0)
+      return Error::make(ErrorCode::kTimeout, "the sandbox's layer worker stopped sending");
     if (r < 0) return Error::from_errno("poll the layer stream");
     ssize_t got = ::recv(fd, buf, n, 0);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) return Error::from_errno("read the layer stream");
     if (got == 0)
-      return Error::make(ErrorCode::kInternal, "the sandbox's layer worker ended before the layer did");
+      return Error::make(ErrorCode::kInternal,
+                         "the sandbox's layer worker ended before the layer did");
     buf += got;
     n -= static_cast<std::size_t>(got);
   }
@@ -83,8 +85,9 @@ Result<pid_t> read_worker_pid(int fd) {
   do n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
   while (n < 0 && errno == EINTR);
   if (n != 1)
-    return Error::make(ErrorCode::kInternal,
-                       "the sandbox's layer worker did not start (the sandbox may be out of processes)");
+    return Error::make(
+        ErrorCode::kInternal,
+        "the sandbox's layer worker did not start (the sandbox may be out of processes)");
   for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
       struct ucred cred {};
@@ -97,7 +100,8 @@ Result<pid_t> read_worker_pid(int fd) {
 
 }  // namespace
 
-Result<SavedLayer> NativeSandbox::save_layer(const std::string& tar_path, const SaveLimits& limits) {
+Result<SavedLayer> NativeSandbox::save_layer(const std::string& tar_path,
+                                             const SaveLimits& limits) {
   int sp[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0)
     return Error::from_errno("socketpair for the layer stream");
@@ -108,8 +112,8 @@ Result<SavedLayer> NativeSandbox::save_layer(const std::string& tar_path, const 
   {
     std::shared_lock lock(mu_);
     if (auto st = check_alive(); !st) return st.take_error();
-    std::string bytes = encode_control(ControlKind::kSaveLayer,
-                                       encode(LayerExportWire{limits.max_bytes, limits.max_entries}));
+    std::string bytes = encode_control(
+        ControlKind::kSaveLayer, encode(LayerExportWire{limits.max_bytes, limits.max_entries}));
     const int fds[1] = {theirs.get()};
     if (int e = send_with_fds(init_.control.get(), bytes, fds, 1); e != 0)
       return Error::from_errno("send the layer worker request to sandbox init", e);
@@ -123,7 +127,8 @@ Result<SavedLayer> NativeSandbox::save_layer(const std::string& tar_path, const 
   if (!frozen) note = "taken while the sandbox's processes ran (" + frozen.error().message() + ")";
   std::unique_ptr<SaveFreeze> freeze = frozen ? std::move(*frozen) : nullptr;
   const char go = 'g';
-  if (::send(ours.get(), &go, 1, MSG_NOSIGNAL) != 1) return Error::from_errno("start the layer worker");
+  if (::send(ours.get(), &go, 1, MSG_NOSIGNAL) != 1)
+    return Error::from_errno("start the layer worker");
   UniqueFd out(::open(tar_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!out) return Error::from_errno("create " + tar_path);
   auto buf = std::make_unique_for_overwrite<char[]>(kMaxLayerChunk);

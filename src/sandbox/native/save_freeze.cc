@@ -26,7 +26,9 @@ std::set<pid_t> read_pids(const std::string& procs) {
   return out;
 }
 
-std::string dir_of(const std::string& file) { return file.substr(0, file.rfind('/')); }
+std::string dir_of(const std::string& file) {
+  return file.substr(0, file.rfind('/'));
+}
 
 // The server's own group in the v1 freezer hierarchy, as a directory.
 std::string own_v1_freezer() {
