@@ -40,6 +40,8 @@ std::string temp_dir(const ToolConfig& config) {
 }
 
 ToolResult save(ToolEnv& env, const json& args, RequestContext& ctx) {
+  auto entry = env.manager.get(args["sandbox_id"], owner_of(ctx));
+  if (!entry.ok()) return error_result(entry.error());
   if (!env.images)
     return error_result(Error::make(ErrorCode::kFailedPrecondition,
                                     "this server has no image store: save_sandbox needs one"));
@@ -47,8 +49,6 @@ ToolResult save(ToolEnv& env, const json& args, RequestContext& ctx) {
   if (name.empty() || name == "host")
     return error_result(Error::make(ErrorCode::kInvalidArgument,
                                     "name: the new image's name is required (not 'host')"));
-  auto entry = env.manager.get(args["sandbox_id"], owner_of(ctx));
-  if (!entry.ok()) return error_result(entry.error());
   EntryUse use(*entry);
   const std::string image = use->spec().image();
   std::string base_ref = image;

@@ -6,7 +6,7 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BIN } from './lib/harness.mjs';
 import { connectSandcastle, tempDir } from './lib/sandbox_client.mjs';
@@ -74,6 +74,8 @@ test('save_sandbox: changes saved as an image, a new sandbox continues from it',
     assert.match(e.text, /\/workspace\/big \(209715200 bytes\) would make the layer larger than the limit of 134217728 bytes \(--max-image-bytes\)/);
     const after2 = (await sc.ok('list_images')).images.map((i) => i.name);
     assert.deepEqual(after2.sort(), [...before, 'bb-saved'].sort());
+    // Nor is the layer's temporary file left behind.
+    assert.deepEqual(readdirSync(state).filter((f) => f.startsWith('.save-')), []);
 
     // A sandbox on image "host" needs a base.
     const { sandbox_id: h } = await sc.create({ image: 'host', language: 'sh' });
