@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "fixture.h"
@@ -178,6 +180,82 @@ TEST_F(SaveLayerTest, ProcessesKeepRunningThroughASave) {
   t.join();
   EXPECT_EQ(bg.exit_code, 0);
   EXPECT_EQ(bg.stdout_data, "alive\n");
+}
+
+// The freezer: while the worker walks, the sandbox's other processes stand
+// still (root on a cgroup v1 host: a freezer group beside the server's).
+// A busy loop's CPU time does not move while the group says FROZEN.
+TEST_F(SaveLayerTest, OtherProcessesStandStillWhileTheLayerIsWalked) {
+  std::string home;
+  {
+    std::ifstream in("/proc/self/cgroup");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.find(":freezer:") != std::string::npos)
+        home = "/sys/fs/cgroup/freezer" + line.substr(line.rfind(':') + 1);
+  }
+  if (::geteuid() != 0 || home.empty() || ::access(home.c_str(), W_OK) != 0)
+    GTEST_SKIP() << "needs root and a writable cgroup v1 freezer";
+  auto sb = make("save-base");
+  ASSERT_NE(sb, nullptr);
+  // A big file, so the walk lasts long enough to look at the frozen group.
+  auto r = sh(*sb, "dd if=/dev/zero of=/workspace/big bs=1M count=150 2>/dev/null && echo ok");
+  ASSERT_EQ(r.stdout_data, "ok\n") << r.stderr_data;
+  ExecResult bg;
+  std::thread spin([&] {
+    bg = sh(*sb, "touch /workspace/started; while [ ! -e /workspace/stop ]; do :; done; echo thawed");
+  });
+  for (int i = 0; i < 400 && !sb->stat("/workspace/started").ok(); ++i) ::usleep(25'000);
+  const std::string group = home + "/sandcastle-save-" + sb->id();
+  auto cpu_of = [](const std::string& procs) {
+    std::uint64_t total = 0;
+    std::ifstream in(procs);
+    long pid = 0;
+    while (in >> pid) {
+      std::string stat = native::read_small_file("/proc/" + std::to_string(pid) + "/stat");
+      auto close = stat.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream f(stat.substr(close + 2));
+      std::string field;
+      std::uint64_t utime = 0, stime = 0;
+      for (int i = 3; i <= 15 && f >> field; ++i) {
+        if (i == 14) utime = std::stoull(field);
+        if (i == 15) stime = std::stoull(field);
+      }
+      total += utime + stime;
+    }
+    return total;
+  };
+  std::atomic<bool> done{false};
+  int looked = 0, moved = 0;
+  std::thread watch([&] {
+    while (!done) {
+      if (native::read_small_file(group + "/freezer.state").rfind("FROZEN", 0) == 0) {
+        const auto a = cpu_of(group + "/cgroup.procs");
+        ::usleep(60'000);
+        const auto b = cpu_of(group + "/cgroup.procs");
+        if (native::read_small_file(group + "/freezer.state").rfind("FROZEN", 0) == 0) {
+          ++looked;
+          if (b != a) ++moved;
+        }
+      }
+      ::usleep(1000);
+    }
+  });
+  SavedLayer saved;
+  const std::string tar = g_base + "/frozen.tar";
+  auto res = sb->save_layer(tar, SaveLimits{});
+  done = true;
+  watch.join();
+  ASSERT_TRUE(res.ok()) << res.error().message();
+  EXPECT_TRUE(res->consistent) << res->note;
+  EXPECT_GT(looked, 0) << "the walk ended before the frozen group could be looked at";
+  EXPECT_EQ(moved, 0);
+  // Thawed and back where they were: the loop ends when told to.
+  EXPECT_NE(::access(group.c_str(), F_OK), 0);
+  ASSERT_TRUE(sb->write_file("/workspace/stop", "", 0644, false).ok());
+  spin.join();
+  EXPECT_EQ(bg.stdout_data, "thawed\n") << bg.stderr_data;
 }
 
 TEST_F(SaveLayerTest, AHugeSparseFileIsRefusedPastTheLimit) {
