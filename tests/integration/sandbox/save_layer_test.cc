@@ -203,7 +203,8 @@ TEST_F(SaveLayerTest, OtherProcessesStandStillWhileTheLayerIsWalked) {
   ASSERT_EQ(r.stdout_data, "ok\n") << r.stderr_data;
   ExecResult bg;
   std::thread spin([&] {
-    bg = sh(*sb, "touch /workspace/started; while [ ! -e /workspace/stop ]; do :; done; echo thawed");
+    bg = sh(*sb,
+            "touch /workspace/started; while [ ! -e /workspace/stop ]; do :; done; echo thawed");
   });
   for (int i = 0; i < 400 && !sb->stat("/workspace/started").ok(); ++i) ::usleep(25'000);
   const std::string group = home + "/sandcastle-save-" + sb->id();
