@@ -74,6 +74,10 @@ test('save_sandbox: changes saved as an image, a new sandbox continues from it',
     assert.match(e.text, /\/workspace\/big \(209715200 bytes\) would make the layer larger than the limit of 134217728 bytes \(--max-image-bytes\)/);
     const after2 = (await sc.ok('list_images')).images.map((i) => i.name);
     assert.deepEqual(after2.sort(), [...before, 'bb-saved'].sort());
+    // A name the store refuses: the same.
+    const bad = await sc.err('save_sandbox', { sandbox_id: id, name: 'Bad Name!' });
+    assert.match(bad.text, /image name 'Bad Name!' is not valid/);
+    assert.deepEqual((await sc.ok('list_images')).images.map((i) => i.name).sort(), [...before, 'bb-saved'].sort());
     // Nor is the layer's temporary file left behind.
     assert.deepEqual(readdirSync(state).filter((f) => f.startsWith('.save-')), []);
 
