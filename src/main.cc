@@ -468,6 +468,8 @@ static int run(int argc, char** argv) {
   tool_cfg.pip_index_url = cfg.pip_index_url;
   tool_cfg.npm_registry = cfg.npm_registry;
   tool_cfg.allowed_host_paths = cfg.allowed_host_paths;
+  tool_cfg.max_image_bytes = static_cast<uint64_t>(cfg.max_image_bytes);
+  tool_cfg.save_tmp_dir = cfg.state_dir;
   tool_cfg.default_limits.memory_bytes = static_cast<uint64_t>(cfg.memory_mb) * sandbox::kMiB;
   tool_cfg.default_limits.cpu_millis = static_cast<uint32_t>(cfg.cpu_millis);
   tool_cfg.default_limits.pids = static_cast<uint32_t>(cfg.pids);

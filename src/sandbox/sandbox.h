@@ -179,6 +179,22 @@ struct Usage {
   std::string accounting;
 };
 
+// save_layer: what the sandbox changed, as one OCI layer tar (issue 15).
+struct SaveLimits {
+  std::uint64_t max_bytes = 8ull << 30;
+  std::uint64_t max_entries = 2'000'000;
+};
+struct SavedLayer {
+  std::uint64_t bytes = 0;    // of the tar
+  std::uint64_t entries = 0;
+  std::uint64_t skipped = 0;      // fifos, sockets, devices: not in the layer
+  std::uint64_t unreadable = 0;   // the sandbox user could not read them
+  std::vector<std::string> skipped_paths;  // the first few of both
+  bool whole_root = false;  // writes to / are in it (else /workspace only)
+  bool consistent = false;  // taken with the sandbox's processes frozen
+  std::string note;         // why not consistent
+};
+
 class Sandbox {
  public:
   virtual ~Sandbox() = default;
@@ -204,6 +220,14 @@ class Sandbox {
   virtual Status remove(const std::string& path, bool recursive = false) = 0;
 
   virtual Result<Usage> usage() = 0;
+
+  // Writes the sandbox's changes (an image's overlay upper dir and
+  // /workspace; /workspace alone on image "host") as an uncompressed OCI
+  // layer tar to tar_path (created, must not exist). The walk happens
+  // inside the sandbox, never by the server on the sandbox's tree.
+  virtual Result<SavedLayer> save_layer(const std::string& /*tar_path*/, const SaveLimits& /*limits*/) {
+    return Error::make(ErrorCode::kUnavailable, "this sandbox backend cannot save a sandbox");
+  }
 
   // Writes `name` (no '/') into the directory every sandbox of this backend
   // sees read-only at kSharedDir; an existing file of that name is replaced

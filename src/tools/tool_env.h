@@ -34,6 +34,10 @@ struct ToolConfig {
   std::vector<std::string> allowed_host_paths;
   sandbox::Limits default_limits{};
   std::uint64_t max_file_bytes = 32 * sandbox::kMiB;  // read_file/write_file/upload/download
+  // save_sandbox: the largest layer (--max-image-bytes), and where its tar
+  // waits for the store (the state dir; empty: $TMPDIR or /tmp).
+  std::uint64_t max_image_bytes = 8ull << 30;
+  std::string save_tmp_dir;
   // Memory for file data above 1 MiB held at once, server-wide, copies
   // included (tools/file_transfer.h): one max_file_bytes read over MCP
   // (8 copies) fits.
@@ -83,6 +87,8 @@ void register_file_tools(mcp::Server& server, ToolEnv& env);
 void register_package_tools(mcp::Server& server, ToolEnv& env);
 // Registers list_images (image_tools.cc).
 void register_image_tools(mcp::Server& server, ToolEnv& env);
+// Registers save_sandbox (save_tools.cc).
+void register_save_tools(mcp::Server& server, ToolEnv& env);
 
 // The language `name` as a sandbox on `image` runs it: for "host", one whose
 // toolchain the host has (find_language); for a store image, one the image
@@ -102,6 +108,7 @@ inline void register_sandbox_tools(mcp::Server& server, ToolEnv& env) {
   register_file_tools(server, env);
   register_package_tools(server, env);
   register_image_tools(server, env);
+  register_save_tools(server, env);
   register_resource_methods(server, env);
 }
 

@@ -421,12 +421,14 @@ bool handle(int sock, const FileRequest& req, char* buf) {
   return false;
 }
 
+}  // namespace
+
 // The same context a command runs in (see run_exec_child), minus exec.
-bool enter_sandbox_context(const InitConfig& config, const FilesWire& limits) {
+bool enter_sandbox_context(const InitConfig& config, const FilesWire& limits, const char* name) {
   sigset_t none;
   sigemptyset(&none);
   pthread_sigmask(SIG_SETMASK, &none, nullptr);
-  prctl(PR_SET_NAME, "sc-files", 0, 0, 0);
+  prctl(PR_SET_NAME, name, 0, 0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   // A write past the file size limit fails with EFBIG instead of killing us.
   (void)signal(SIGXFSZ, SIG_IGN);
@@ -453,10 +455,8 @@ bool enter_sandbox_context(const InitConfig& config, const FilesWire& limits) {
   return ::chdir("/") == 0;
 }
 
-}  // namespace
-
 [[noreturn]] void run_file_worker(int sock, const InitConfig& config, const FilesWire& limits) {
-  if (!enter_sandbox_context(config, limits)) {
+  if (!enter_sandbox_context(config, limits, "sc-files")) {
     // Said on the channel: the server's first call fails with this step.
     (void)send_all(sock, frame(encode(fail("file worker: enter the sandbox's context"))));
     _exit(1);

@@ -18,6 +18,11 @@ struct FilesWire {
 std::string encode(const FilesWire& f);
 std::optional<FilesWire> decode_files(std::string_view bytes);
 
+// In a process forked by init: the context a sandbox command runs in, minus
+// exec (signals reset, no core, fsize limit, no capabilities, no_new_privs,
+// the sandbox's seccomp filter, cwd /); `name` is the process name.
+bool enter_sandbox_context(const InitConfig& config, const FilesWire& limits, const char* name);
+
 // Drops to the sandbox user's context (no capabilities, no_new_privs,
 // seccomp), then serves `sock` until EOF or kSlotIdle without a request.
 [[noreturn]] void run_file_worker(int sock, const InitConfig& config, const FilesWire& limits);

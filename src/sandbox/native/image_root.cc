@@ -78,12 +78,14 @@ std::vector<MountOp> image_base_plan(const std::vector<std::string>& lowers_top_
   };
   const std::string m = std::string(kImageRootSubdir) + "/";
 
-  // The disk limit: upper dir, work dir and /workspace on one tmpfs.
+  // The disk limit: upper dir and work dir on one tmpfs. /workspace is a
+  // directory of the overlay, not a mount of its own: an image's /workspace
+  // (a saved sandbox's files, save_sandbox) shows there, and what a sandbox
+  // writes there lands in the upper dir with its other writes.
   mkdir("rw");
   op(MountKind::kTmpfs, "", "rw", limits.disk_bytes, 0755, true, "nr_inodes=262144");
   mkdir("rw/upper");
   mkdir("rw/work", 0700);
-  mkdir("rw/workspace");
   // The root tmpfs (1 MiB so far) holds /dev, /dev/shm and /tmp, as in the
   // host image: its size is their limit. They are moved under the overlay.
   op(MountKind::kResize, "", "", limits.tmp_bytes, 0, true, "nr_inodes=65536");
@@ -123,7 +125,6 @@ std::vector<MountOp> image_base_plan(const std::vector<std::string>& lowers_top_
   realdir(m + "tmp", 01777);
   op(MountKind::kMove, "tmp", m + "tmp");
   realdir(m + "workspace");
-  op(MountKind::kBind, dirs.root_mount + "/rw/workspace", m + "workspace", 0, 0, true);
   realdir(m + "opt");
   realdir(m + "opt/sandcastle");
   op(MountKind::kBind, dirs.share, m + "opt/sandcastle");

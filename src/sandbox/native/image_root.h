@@ -5,8 +5,9 @@
 // The filesystem. The sandbox's init, inside its own user and mount
 // namespaces, mounts:
 //   - a tmpfs of the spec's disk_bytes ("rw") holding the overlay's upper/
-//     and work/ dirs and /workspace: writes to / and to /workspace share
-//     that one limit, and a full disk is ENOSPC inside, nothing on the host;
+//     and work/ dirs: writes to / and to /workspace (a directory of the
+//     overlay, so an image's /workspace shows there) share that one limit,
+//     and a full disk is ENOSPC inside, nothing on the host;
 //   - overlayfs (userxattr: whiteouts and opaque markers as user.overlay.*
 //     xattrs, as overlay in a user namespace needs) with the image's layers
 //     as lower dirs, top first; this becomes the sandbox's root;

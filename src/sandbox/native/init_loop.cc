@@ -18,10 +18,20 @@
 
 #include "sandbox/native/fd_passing.h"
 #include "sandbox/native/file_worker.h"
+#include "sandbox/native/layer_export.h"
 #include "sandbox/native/supervisor.h"
 
 namespace sandcastle::sandbox::native {
 namespace {
+
+// The image's rw/ dir (init_main keeps it from before pivot_root), or -1.
+// Init is single-threaded; every child but the layer worker closes it.
+int g_rw_fd = -1;
+
+void close_rw_fd() {
+  if (g_rw_fd >= 0) ::close(g_rw_fd);
+  g_rw_fd = -1;
+}
 
 void reap_children() {
   int status = 0;
@@ -48,6 +58,7 @@ Slot start_slot(int control_fd, int signal_fd, const InitConfig& config, bool ow
   if (pid == 0) {
     ::close(control_fd);
     ::close(sp[0]);
+    close_rw_fd();
     run_supervisor(sp[1], config, signal_fd, own_netns);
   }
   int err = errno;
@@ -106,9 +117,24 @@ void start_file_worker(int control_fd, int signal_fd, const InitConfig& config, 
     ::close(control_fd);
     ::close(signal_fd);
     if (slot.fd >= 0) ::close(slot.fd);
+    close_rw_fd();
     run_file_worker(m.fds[0], config, *limits);
   }
   // On failure the server sees EOF at once and says the worker did not start.
+}
+
+// save_sandbox's layer worker (layer_export.h), one per save.
+void start_layer_worker(int control_fd, int signal_fd, const InitConfig& config,
+                        std::string_view payload, ReceivedMessage& m, const Slot& slot) {
+  auto limits = decode_layer_export(payload);
+  if (!limits || m.nfds != 1) return;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(control_fd);
+    ::close(signal_fd);
+    if (slot.fd >= 0) ::close(slot.fd);
+    run_layer_export(m.fds[0], g_rw_fd, config, *limits);
+  }
 }
 
 // Receives one request; returns false when the server has gone away.
@@ -121,6 +147,7 @@ bool handle_request(int control_fd, int signal_fd, const InitConfig& config, cha
     switch (msg->kind) {
       case ControlKind::kExec: start_exec(control_fd, signal_fd, config, msg->payload, m, slot); break;
       case ControlKind::kFiles: start_file_worker(control_fd, signal_fd, config, msg->payload, m, slot); break;
+      case ControlKind::kSaveLayer: start_layer_worker(control_fd, signal_fd, config, msg->payload, m, slot); break;
     }
   }
   m.close_fds();
@@ -139,7 +166,8 @@ struct InitLoop::State {
 InitLoop::InitLoop() : st_(new State) {}
 InitLoop::~InitLoop() { delete st_; }
 
-bool InitLoop::start(int control_fd, const InitConfig& config) {
+bool InitLoop::start(int control_fd, const InitConfig& config, int rw_fd) {
+  g_rw_fd = rw_fd;
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);

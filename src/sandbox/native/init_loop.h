@@ -30,7 +30,9 @@ class InitLoop {
   InitLoop& operator=(const InitLoop&) = delete;
   // Blocks SIGCHLD (read through a signalfd) and starts the first slot;
   // `config` must outlive the loop.
-  bool start(int control_fd, const InitConfig& config);
+  // rw_fd: the image's rw/ dir kept from before pivot_root (-1: none), for
+  // save_sandbox's worker only (the loop's other children close it).
+  bool start(int control_fd, const InitConfig& config, int rw_fd = -1);
   // Serves requests until the server closes the control socket.
   int run();
 

@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
   //    ptrace-attaching to or reading /proc of init and the supervisors.
   if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return report(step_failed("set non-dumpable"));
   // 3. The filesystem: base plan, pivot_root, old root detached.
-  if (auto e = build_root_filesystem(*config)) return report(*e);
+  int rw_fd = -1;
+  if (auto e = build_root_filesystem(*config, &rw_fd)) return report(*e);
   // 4. Network: loopback only.
   if (auto e = bring_loopback_up()) return report(*e);
   // 5. Empty bounding and ambient sets: init keeps what it needs (nested
@@ -107,7 +108,7 @@ int main(int argc, char** argv) {
   // 6. The request loop's first exec slot (its command process loads the
   //    seccomp filter now rather than on the first exec's path).
   InitLoop loop;
-  if (!loop.start(kControlFd, *config)) return report(step_failed("signalfd"));
+  if (!loop.start(kControlFd, *config, rw_fd)) return report(step_failed("signalfd"));
   // 7. Prepared.
   InitStatus ok{};
   if (::write(kStatusFd, &ok, sizeof ok) != static_cast<ssize_t>(sizeof ok)) return 1;

@@ -161,7 +161,7 @@ std::optional<StepError> apply(const std::string& root, const MountOp& op) {
 
 }  // namespace
 
-std::optional<StepError> build_root_filesystem(const InitConfig& config) {
+std::optional<StepError> build_root_filesystem(const InitConfig& config, int* rw_fd) {
   const std::string& root = config.new_root;
   // 1. Nothing we mount may propagate back to the host's mount table.
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
@@ -175,6 +175,10 @@ std::optional<StepError> build_root_filesystem(const InitConfig& config) {
   }
   // 4. Swap roots: pivot_root(".", ".") stacks the old root under the new
   // one, so a lazy unmount of "." removes the host tree from view entirely.
+  if (rw_fd && !config.root_subdir.empty()) {
+    *rw_fd = ::open((root + "/rw").c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (*rw_fd < 0) return step_failed("keep the image's rw dir");
+  }
   const std::string top = config.root_subdir.empty() ? root : root + "/" + config.root_subdir;
   if (::chdir(top.c_str()) != 0) return step_failed("chdir new root");
   if (syscall(SYS_pivot_root, ".", ".") != 0) return step_failed("pivot_root");

@@ -12,7 +12,10 @@ namespace sandcastle::sandbox::native {
 // Runs in the init helper, after the namespaces exist. Order: make every
 // mount private (so nothing propagates to the host), mount the root tmpfs,
 // apply each MountOp in plan order, pivot_root, detach the old root.
-std::optional<StepError> build_root_filesystem(const InitConfig& config);
+// For an image's plan (root_subdir set), *rw_fd receives an O_PATH fd of the
+// tmpfs holding the overlay's upper dir and /workspace (plan dir "rw"),
+// opened before pivot_root: save_sandbox's worker walks it (layer_export.h).
+std::optional<StepError> build_root_filesystem(const InitConfig& config, int* rw_fd = nullptr);
 
 // After pivot_root: applies the FinishConfig's ops relative to "/".
 std::optional<StepError> finish_root_filesystem(const FinishConfig& config);

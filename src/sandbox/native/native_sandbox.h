@@ -160,6 +160,7 @@ class NativeSandbox : public Sandbox {
   Status remove(const std::string& path, bool recursive) override;
 
   Result<Usage> usage() override;
+  Result<SavedLayer> save_layer(const std::string& tar_path, const SaveLimits& limits) override;
   Status publish_shared(const std::string& name, std::string_view data) override;
   bool has_shared(const std::string& name) const override;
   Status destroy() override;

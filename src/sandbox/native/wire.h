@@ -139,7 +139,9 @@ std::optional<ExecWire> decode_exec(std::string_view bytes);
 //   kFiles:  FilesWire; fd: the server's file channel, served by a worker
 //            init forks (file_worker.h). (Kind 2, a listener in the shared
 //            network namespace, is retired.)
-enum class ControlKind : std::uint32_t { kExec = 1, kFiles = 3 };
+//   kSaveLayer: LayerExportWire; fd: the stream a worker init forks writes
+//            the sandbox's changes to as a layer tar (layer_export.h).
+enum class ControlKind : std::uint32_t { kExec = 1, kFiles = 3, kSaveLayer = 4 };
 
 struct ControlMessage {
   ControlKind kind = ControlKind::kExec;

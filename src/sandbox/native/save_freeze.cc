@@ -1,0 +1,123 @@
+#include "sandbox/native/save_freeze.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "sandbox/native/fs_util.h"
+
+namespace sandcastle::sandbox::native {
+namespace {
+
+constexpr int kMovePasses = 32;
+constexpr auto kFreezeWait = std::chrono::seconds(5);
+
+std::set<pid_t> read_pids(const std::string& procs) {
+  std::set<pid_t> out;
+  std::ifstream in(procs);
+  long v = 0;
+  while (in >> v)
+    if (v > 0) out.insert(static_cast<pid_t>(v));
+  return out;
+}
+
+std::string dir_of(const std::string& file) {
+  return file.substr(0, file.rfind('/'));
+}
+
+// The server's own group in the v1 freezer hierarchy, as a directory.
+std::string own_v1_freezer() {
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto a = line.find(':');
+    auto b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    std::stringstream ctrls(line.substr(a + 1, b - a - 1));
+    std::string c;
+    while (std::getline(ctrls, c, ','))
+      if (c == "freezer") return "/sys/fs/cgroup/freezer" + line.substr(b + 1);
+  }
+  return {};
+}
+
+}  // namespace
+
+Status SaveFreeze::move_all(pid_t worker) {
+  for (int pass = 0; pass < kMovePasses; ++pass) {
+    std::set<pid_t> in_group = read_pids(group_ + "/cgroup.procs");
+    bool moved = false;
+    for (pid_t p : read_pids(source_procs_)) {
+      if (p == worker || in_group.count(p)) continue;
+      // A process that exited meanwhile (ESRCH) is no matter.
+      if (write_small_file(group_ + "/cgroup.procs", std::to_string(p))) moved = true;
+    }
+    if (!moved) return {};
+  }
+  return Error::make(ErrorCode::kFailedPrecondition,
+                     "the sandbox kept forking while its processes were being frozen");
+}
+
+Result<std::unique_ptr<SaveFreeze>> SaveFreeze::freeze(const SandboxCgroup* cgroup, pid_t worker,
+                                                       const std::string& sandbox_id) {
+  if (!cgroup || cgroup->version() == CgroupVersion::kNone)
+    return Error::make(ErrorCode::kFailedPrecondition, "the sandbox has no cgroup to freeze");
+  std::unique_ptr<SaveFreeze> f(new SaveFreeze);
+  f->version_ = cgroup->version();
+  if (f->version_ == CgroupVersion::kV1) {
+    f->source_procs_ = cgroup->file("memory", "cgroup.procs");
+    f->home_ = own_v1_freezer();
+    if (f->source_procs_.empty() || f->home_.empty() || ::access(f->home_.c_str(), W_OK) != 0)
+      return Error::make(ErrorCode::kFailedPrecondition,
+                         "no writable cgroup v1 freezer hierarchy for the server");
+    f->group_ = f->home_ + "/sandcastle-save-" + sandbox_id;
+  } else {
+    f->source_procs_ = cgroup->file("", "cgroup.procs");
+    f->home_ = dir_of(f->source_procs_);
+    f->group_ = f->home_ + "/save";
+  }
+  if (::mkdir(f->group_.c_str(), 0700) != 0) {
+    const int err = errno;
+    f->group_.clear();
+    return Error::from_errno("make the freezer group for the save", err);
+  }
+  if (auto st = f->move_all(worker); !st) return st.take_error();
+  const bool v1 = f->version_ == CgroupVersion::kV1;
+  if (auto st = write_small_file(f->group_ + (v1 ? "/freezer.state" : "/cgroup.freeze"),
+                                 v1 ? "FROZEN" : "1");
+      !st)
+    return st.take_error();
+  // A fork that raced the last pass is caught now (moving a process into a
+  // frozen group freezes it).
+  if (auto st = f->move_all(worker); !st) return st.take_error();
+  const auto deadline = std::chrono::steady_clock::now() + kFreezeWait;
+  for (;;) {
+    const std::string state =
+        read_small_file(f->group_ + (v1 ? "/freezer.state" : "/cgroup.events"));
+    if (v1 ? state.rfind("FROZEN", 0) == 0 : state.find("frozen 1") != std::string::npos) break;
+    if (std::chrono::steady_clock::now() > deadline)
+      return Error::make(ErrorCode::kTimeout, "the sandbox's processes did not freeze in 5 s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return f;
+}
+
+SaveFreeze::~SaveFreeze() {
+  if (group_.empty()) return;
+  const bool v1 = version_ == CgroupVersion::kV1;
+  (void)write_small_file(group_ + (v1 ? "/freezer.state" : "/cgroup.freeze"), v1 ? "THAWED" : "0");
+  // Back where they were; the group can go once empty.
+  for (int pass = 0; pass < kMovePasses; ++pass) {
+    auto left = read_pids(group_ + "/cgroup.procs");
+    if (left.empty()) break;
+    for (pid_t p : left) (void)write_small_file(home_ + "/cgroup.procs", std::to_string(p));
+  }
+  (void)::rmdir(group_.c_str());
+}
+
+}  // namespace sandcastle::sandbox::native
