@@ -70,12 +70,15 @@ void register_resource_methods(mcp::Server& server, ToolEnv& env);
 void register_file_tools(mcp::Server& server, ToolEnv& env);
 // Registers install_packages and check_package_installation_status.
 void register_package_tools(mcp::Server& server, ToolEnv& env);
+// Registers export_dockerfile.
+void register_export_tools(mcp::Server& server, ToolEnv& env);
 
 inline void register_sandbox_tools(mcp::Server& server, ToolEnv& env) {
   register_lifecycle_tools(server, env);
   register_exec_tools(server, env);
   register_file_tools(server, env);
   register_package_tools(server, env);
+  register_export_tools(server, env);
   register_resource_methods(server, env);
 }
 
