@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <memory>
 #include <regex>
 
@@ -115,7 +116,7 @@ void collect_npm(sandbox::Sandbox& sb, Collected& c) {
   const std::string manifest = std::string(kNodePackages) + "/package.json";
   auto text = read_record(sb, manifest);
   if (!text.ok()) {
-    if (text.error().code != ErrorCode::kNotFound)
+    if (text.error().code != ErrorCode::kNotFound && text.error().sys_errno != ENOENT)
       c.refused.push_back({{"record", manifest}, {"reason", text.error().message()}});
     return;
   }

@@ -1,0 +1,152 @@
+// export_dockerfile end to end: a session installs a package from a local
+// index (fixtures/local_index.py on 127.0.0.1), writes and creates files,
+// and exports; `podman build` of the export on a locally made base image
+// (mmdebstrap bookworm with python3 + pip, `podman import`ed) gives an image
+// where the same program prints the same output as in the sandbox. A
+// dist-info whose Version carries a shell payload is refused, never written.
+// Slow: ~40 s for mmdebstrap (the Debian mirror, the one network use allowed;
+// SANDCASTLE_EXPORT_BASE_TAR=<rootfs tar> reuses one) plus ~30 s of podman.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { E2E_DIR } from './lib/harness.mjs';
+import { connectSandcastle } from './lib/sandbox_client.mjs';
+
+const run = promisify(execFile);
+const onPath = (bin) => ['/usr/bin', '/bin', '/usr/sbin', '/usr/local/bin'].some((d) => existsSync(join(d, bin)));
+const canBuild = process.getuid() === 0 && onPath('podman') && (process.env.SANDCASTLE_EXPORT_BASE_TAR || onPath('mmdebstrap'));
+// podman wants a runroot of at most 50 characters.
+const work = mkdtempSync('/tmp/scx-');
+after(() => rmSync(work, { recursive: true, force: true }));
+
+// podman's own storage for this test only (vfs: no mounts left behind), the
+// flags this machine needs (../shared/notes/machine.md).
+const podman = ['--root', join(work, 'root'), '--runroot', join(work, 'run'), '--storage-driver', 'vfs', '--runtime', 'runc'];
+const ulimits = ['--ulimit', 'nofile=20000:20000', '--ulimit', 'nproc=32768:32768'];
+const pod = (args, opts = {}) => run('podman', [...podman, ...args], { maxBuffer: 64 << 20, ...opts });
+
+function startIndex() {
+  return new Promise((resolve, reject) => {
+    const child = spawn('/usr/bin/python3', [join(E2E_DIR, 'fixtures', 'local_index.py')], { stdio: ['ignore', 'pipe', 'inherit'] });
+    child.stdout.once('data', (d) => resolve({ child, port: Number(String(d).trim()) }));
+    child.once('error', reject);
+  });
+}
+
+let index, sc;
+before(async () => {
+  index = await startIndex();
+  sc = await connectSandcastle({
+    args: ['--pip-index-url', `http://127.0.0.1:${index.port}/simple/`, '--npm-registry', `http://127.0.0.1:${index.port}/npm/`],
+    timeoutMs: 180000,
+  });
+});
+after(async () => {
+  await sc?.close();
+  index?.child.kill();
+  if (existsSync(join(work, 'root'))) await pod(['rmi', '-a', '-f']).catch(() => {});
+});
+
+const MAIN_PY = [
+  'import os, sandcastle_demo',
+  'print(sandcastle_demo.greet("export"), sandcastle_demo.VERSION)',
+  'print(open("data/input.txt").read().strip())',
+  'print(open("out/made.txt").read().strip())',
+  'print("GREETING=" + os.environ["GREETING"])',
+  'print("cwd=" + os.getcwd())',
+  '',
+].join('\n');
+
+// A session: a pinned install, files written (write_file) and created (by
+// code), a hostile dist-info beside the real one; then the export.
+async function session() {
+  const { sandbox_id } = await sc.create({ language: 'python', env: { GREETING: 'hi "there" $USER' } });
+  const inst = await sc.ok('install_packages', { sandbox_id, packages: ['sandcastle_demo==1.2.3'] });
+  assert.equal(inst.status, 'success', JSON.stringify(inst));
+  await sc.ok('write_file', { sandbox_id, path: 'main.py', content: MAIN_PY });
+  await sc.ok('write_file', { sandbox_id, path: 'data/input.txt', content: 'written by write_file\n' });
+  const made = await sc.ok('execute_code', { sandbox_id, code: 'import os\nos.makedirs("out", exist_ok=True)\nopen("out/made.txt", "w").write("created by code\\n")' });
+  assert.equal(made.exit_code, 0, JSON.stringify(made));
+  // What a program in the sandbox could leave for the exporter to find.
+  await sc.ok('write_file', {
+    sandbox_id,
+    path: '.sandcastle/python/evil-1.0.dist-info/METADATA',
+    content: 'Metadata-Version: 2.1\nName: evil\nVersion: 1.0; touch /tmp/pwned #\n',
+  });
+  const ran = await sc.ok('execute_command', { sandbox_id, command: 'python3 main.py' });
+  assert.equal(ran.exit_code, 0, JSON.stringify(ran));
+  return { sandbox_id, output: ran.stdout };
+}
+
+test('export_dockerfile: packages pinned, files copied, hostile records refused', async () => {
+  const { sandbox_id } = await session();
+  const r = await sc.call('export_dockerfile', { sandbox_id });
+  assert.equal(r.isError, false, r.text);
+  const x = r.sc;
+  assert.match(x.base_image, /^[a-z0-9]+:[a-z0-9.]+$/);
+  assert.equal(x.host_userland, true);
+  assert.deepEqual(x.packages.pip, [{ name: 'sandcastle_demo', version: '1.2.3' }]);
+  assert.deepEqual(x.packages.npm, []);
+  assert.deepEqual(x.refused, [{
+    record: '/workspace/.sandcastle/python/evil-1.0.dist-info/METADATA',
+    reason: "METADATA's Version is not a PEP 440 version",
+  }]);
+  assert.ok(!x.dockerfile.includes('evil') && !x.dockerfile.includes('pwned'), x.dockerfile);
+  assert.match(x.dockerfile, new RegExp(`^# The sandbox ran on the host's userland \\(image "host"\\); ${x.base_image} is the release the host runs\\.$`, 'm'));
+  assert.match(x.dockerfile, new RegExp(`^FROM ${x.base_image}$`, 'm'));
+  assert.match(x.dockerfile, /^RUN \["python3", "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check", "--target", "\/workspace\/\.sandcastle\/python", "sandcastle_demo==1\.2\.3"\]$/m);
+  assert.match(x.dockerfile, /^ENV GREETING="hi \\"there\\" \\\$USER"$/m);
+  assert.match(x.dockerfile, /^WORKDIR \/workspace$/m);
+  assert.match(x.dockerfile, /^COPY \["workspace\/", "\/workspace\/"\]$/m);
+  assert.equal(x.files, 3);
+  // Inline, and as links to the two files saved in the sandbox.
+  assert.ok(r.raw.content.some((c) => c.type === 'text' && c.text === x.dockerfile));
+  assert.match(x.context.path, /^\/workspace\/\.sandcastle\/export\/\d+\/context\.tar\.gz$/);
+  const links = r.raw.content.filter((c) => c.type === 'resource_link').map((c) => c.uri);
+  assert.deepEqual(links, [x.dockerfile_file.uri, x.context.uri]);
+  const df = await sc.client.readResource({ uri: x.dockerfile_file.uri });
+  assert.equal(df.contents[0].text, x.dockerfile);
+  // The context: the Dockerfile at its root, the workspace's files, none of
+  // .sandcastle/ (packages are rebuilt, not copied).
+  const ctx = await sc.ok('read_file', { sandbox_id, path: x.context.path, encoding: 'base64' });
+  const tgz = join(work, 'listing.tar.gz');
+  writeFileSync(tgz, Buffer.from(ctx.content, 'base64'));
+  const { stdout } = await run('tar', ['-tzf', tgz]);
+  assert.deepEqual(stdout.trim().split('\n').sort(),
+    ['Dockerfile', 'workspace/data/', 'workspace/data/input.txt', 'workspace/main.py', 'workspace/out/', 'workspace/out/made.txt'].sort());
+});
+
+test('export → podman build → same output as the sandbox', { skip: !canBuild && 'needs root, podman and mmdebstrap (or SANDCASTLE_EXPORT_BASE_TAR)', timeout: 20 * 60_000 }, async () => {
+  const { sandbox_id, output } = await session();
+  const x = await sc.ok('export_dockerfile', { sandbox_id });
+  const [distro, suite] = x.base_image.split(':');
+  if (distro !== 'debian') return; // mmdebstrap makes Debian bases only
+
+  // The base: the host's Debian release with python3 and pip, as FROM names it.
+  let baseTar = process.env.SANDCASTLE_EXPORT_BASE_TAR;
+  if (!baseTar) {
+    baseTar = join(work, 'base.tar');
+    await run('mmdebstrap', ['--variant=apt', '--include=python3,python3-pip', '--format=tar', suite, baseTar], { maxBuffer: 64 << 20 });
+  }
+  await pod(['import', baseTar, `localhost/${x.base_image}`]);
+
+  const ctxDir = join(work, 'ctx');
+  mkdirSync(ctxDir);
+  const ctx = await sc.ok('read_file', { sandbox_id, path: x.context.path, encoding: 'base64' });
+  writeFileSync(join(work, 'context.tar.gz'), Buffer.from(ctx.content, 'base64'));
+  await run('tar', ['-xzf', join(work, 'context.tar.gz'), '-C', ctxDir]);
+  assert.equal(readFileSync(join(ctxDir, 'Dockerfile'), 'utf8'), x.dockerfile);
+
+  // --network=host: the build's pip reaches the local index on 127.0.0.1
+  // (the Dockerfile's PIP_INDEX_URL default is the server's index).
+  await pod(['build', '--pull=never', '--network=host', ...ulimits, '-t', 'localhost/sc-export-test', ctxDir]);
+  const built = await pod(['run', '--rm', '--network=none', ...ulimits, 'localhost/sc-export-test', 'python3', 'main.py']);
+  assert.equal(built.stdout, output);
+  assert.match(output, /^hello export from the local index 1\.2\.3\nwritten by write_file\ncreated by code\nGREETING=hi "there" \$USER\ncwd=\/workspace\n$/);
+  // The refused record's payload ran nowhere.
+  const pwned = await pod(['run', '--rm', '--network=none', ...ulimits, 'localhost/sc-export-test', 'sh', '-c', 'test ! -e /tmp/pwned && echo clean']);
+  assert.equal(pwned.stdout, 'clean\n');
+});
