@@ -4,7 +4,7 @@
 // /workspace files, its env and workdir. Everything is read through the
 // sandbox's file API (done inside the sandbox, never on host paths) and
 // treated as hostile: records are bounded and validated (tools/dockerfile.h),
-// the context is bounded by --max-file-bytes. The two files are written into
+// the context is bounded by the file tools' limit (max_file_bytes). The two files are written into
 // the sandbox (/workspace/.sandcastle/export/N/) and linked like any other
 // sandbox file (sandbox:// resource, HTTP file link).
 #include <archive.h>
@@ -40,9 +40,9 @@ std::atomic<uint64_t> g_export_counter{0};
 Error too_large(std::uint64_t limit) {
   return Error::make(ErrorCode::kResourceExhausted,
                      "the workspace's files are more than the build context's limit of " +
-                         std::to_string(limit) +
-                         " bytes (--max-file-bytes): remove large files from /workspace, or keep "
-                         "the session with save_sandbox");
+                         std::to_string(limit >> 20) +
+                         " MiB (the file tools' limit): remove large files from /workspace, or "
+                         "keep the session with save_sandbox");
 }
 
 // The release the host runs, as an image reference (image "host" sandboxes

@@ -47,7 +47,6 @@ before(async () => {
 after(async () => {
   await sc?.close();
   index?.child.kill();
-  if (existsSync(join(work, 'root'))) await pod(['rmi', '-a', '-f']).catch(() => {});
 });
 
 const MAIN_PY = [
@@ -68,7 +67,7 @@ async function session() {
   assert.equal(inst.status, 'success', JSON.stringify(inst));
   await sc.ok('write_file', { sandbox_id, path: 'main.py', content: MAIN_PY });
   await sc.ok('write_file', { sandbox_id, path: 'data/input.txt', content: 'written by write_file\n' });
-  const made = await sc.ok('execute_code', { sandbox_id, code: 'import os\nos.makedirs("out", exist_ok=True)\nopen("out/made.txt", "w").write("created by code\\n")' });
+  const made = await sc.ok('execute_code', { sandbox_id, code: 'import os\nos.makedirs("out", exist_ok=True)\nopen("out/made.txt", "w").write("created by code\\n")\nos.symlink("/etc/passwd", "link")' });
   assert.equal(made.exit_code, 0, JSON.stringify(made));
   // What a program in the sandbox could leave for the exporter to find.
   await sc.ok('write_file', {
@@ -102,6 +101,7 @@ test('export_dockerfile: packages pinned, files copied, hostile records refused'
   assert.match(x.dockerfile, /^WORKDIR \/workspace$/m);
   assert.match(x.dockerfile, /^COPY \["workspace\/", "\/workspace\/"\]$/m);
   assert.equal(x.files, 3);
+  assert.deepEqual(x.skipped, [{ path: 'link', reason: 'a symlink (not followed; recreate it in the Dockerfile)' }]);
   // Inline, and as links to the two files saved in the sandbox.
   assert.ok(r.raw.content.some((c) => c.type === 'text' && c.text === x.dockerfile));
   assert.match(x.context.path, /^\/workspace\/\.sandcastle\/export\/\d+\/context\.tar\.gz$/);
@@ -149,4 +149,38 @@ test('export → podman build → same output as the sandbox', { skip: !canBuild
   // The refused record's payload ran nowhere.
   const pwned = await pod(['run', '--rm', '--network=none', ...ulimits, 'localhost/sc-export-test', 'sh', '-c', 'test ! -e /tmp/pwned && echo clean']);
   assert.equal(pwned.stdout, 'clean\n');
+});
+
+test('export_dockerfile: npm packages go through a manifest the server writes', async () => {
+  const { sandbox_id } = await sc.create({ language: 'javascript' });
+  const inst = await sc.ok('install_packages', { sandbox_id, packages: ['sandcastle-demo'] });
+  assert.equal(inst.status, 'success', JSON.stringify(inst));
+  const x = await sc.ok('export_dockerfile', { sandbox_id });
+  assert.deepEqual(x.packages.npm, [{ name: 'sandcastle-demo', version: '4.5.6' }]);
+  assert.match(x.dockerfile, /^COPY \["sandcastle-npm\/package\.json", "\/workspace\/\.sandcastle\/node\/package\.json"\]\nRUN \["npm", "install", "--prefix", "\/workspace\/\.sandcastle\/node", "--no-audit", "--no-fund"\]$/m);
+  assert.match(x.dockerfile, /^ENV NODE_PATH="\/workspace\/\.sandcastle\/node\/node_modules"$/m);
+  const ctx = await sc.ok('read_file', { sandbox_id, path: x.context.path, encoding: 'base64' });
+  const dir = join(work, 'npm-ctx');
+  mkdirSync(dir);
+  writeFileSync(join(work, 'npm.tar.gz'), Buffer.from(ctx.content, 'base64'));
+  await run('tar', ['-xzf', join(work, 'npm.tar.gz'), '-C', dir]);
+  assert.deepEqual(JSON.parse(readFileSync(join(dir, 'sandcastle-npm', 'package.json'), 'utf8')).dependencies, { 'sandcastle-demo': '4.5.6' });
+
+  // A dependency the sandbox added to its own manifest, with a name that
+  // tries to climb out of node_modules: the whole manifest is refused.
+  await sc.ok('write_file', { sandbox_id, path: '.sandcastle/node/package.json', content: JSON.stringify({ dependencies: { '../../../etc': '1.0.0' } }) });
+  const bad = await sc.ok('export_dockerfile', { sandbox_id });
+  assert.deepEqual(bad.packages.npm, []);
+  assert.deepEqual(bad.refused, [{ record: '/workspace/.sandcastle/node/package.json', reason: 'package.json names a dependency that is not a valid npm name' }]);
+});
+
+test('export_dockerfile: a workspace past the context limit is refused, saying so', async () => {
+  const { sandbox_id } = await sc.create({ language: 'python', limits: { disk_mb: 128 } });
+  const big = await sc.ok('execute_command', { sandbox_id, command: 'head -c 40M /dev/zero > big.bin && echo ok' });
+  assert.equal(big.stdout, 'ok\n', JSON.stringify(big));
+  const r = await sc.err('export_dockerfile', { sandbox_id });
+  assert.equal(r.text, "the workspace's files are more than the build context's limit of 32 MiB (the file tools' limit): remove large files from /workspace, or keep the session with save_sandbox [resource_exhausted]");
+  // Nothing half-written is left behind.
+  const listed = await sc.call('list_files', { sandbox_id, path: '.sandcastle/export' });
+  assert.equal(listed.isError, true);
 });
