@@ -12,7 +12,7 @@ import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { E2E_DIR } from './lib/harness.mjs';
+import { BIN, E2E_DIR } from './lib/harness.mjs';
 import { connectSandcastle } from './lib/sandbox_client.mjs';
 
 const run = promisify(execFile);
@@ -60,22 +60,22 @@ const MAIN_PY = [
 ].join('\n');
 
 // A session: a pinned install, files written (write_file) and created (by
-// code), a hostile dist-info beside the real one; then the export.
-async function session() {
-  const { sandbox_id } = await sc.create({ language: 'python', env: { GREETING: 'hi "there" $USER' } });
-  const inst = await sc.ok('install_packages', { sandbox_id, packages: ['sandcastle_demo==1.2.3'] });
+// code), a hostile dist-info beside the real one; then the program's output.
+async function session(client = sc, create = {}) {
+  const { sandbox_id } = await client.create({ language: 'python', env: { GREETING: 'hi "there" $USER' }, ...create });
+  const inst = await client.ok('install_packages', { sandbox_id, packages: ['sandcastle_demo==1.2.3'] });
   assert.equal(inst.status, 'success', JSON.stringify(inst));
-  await sc.ok('write_file', { sandbox_id, path: 'main.py', content: MAIN_PY });
-  await sc.ok('write_file', { sandbox_id, path: 'data/input.txt', content: 'written by write_file\n' });
-  const made = await sc.ok('execute_code', { sandbox_id, code: 'import os\nos.makedirs("out", exist_ok=True)\nopen("out/made.txt", "w").write("created by code\\n")\nos.symlink("/etc/passwd", "link")' });
+  await client.ok('write_file', { sandbox_id, path: 'main.py', content: MAIN_PY });
+  await client.ok('write_file', { sandbox_id, path: 'data/input.txt', content: 'written by write_file\n' });
+  const made = await client.ok('execute_code', { sandbox_id, code: 'import os\nos.makedirs("out", exist_ok=True)\nopen("out/made.txt", "w").write("created by code\\n")\nos.symlink("/etc/passwd", "link")' });
   assert.equal(made.exit_code, 0, JSON.stringify(made));
   // What a program in the sandbox could leave for the exporter to find.
-  await sc.ok('write_file', {
+  await client.ok('write_file', {
     sandbox_id,
     path: '.sandcastle/python/evil-1.0.dist-info/METADATA',
     content: 'Metadata-Version: 2.1\nName: evil\nVersion: 1.0; touch /tmp/pwned #\n',
   });
-  const ran = await sc.ok('execute_command', { sandbox_id, command: 'python3 main.py' });
+  const ran = await client.ok('execute_command', { sandbox_id, command: 'python3 main.py' });
   assert.equal(ran.exit_code, 0, JSON.stringify(ran));
   return { sandbox_id, output: ran.stdout };
 }
@@ -119,23 +119,41 @@ test('export_dockerfile: packages pinned, files copied, hostile records refused'
     ['Dockerfile', 'workspace/data/', 'workspace/data/input.txt', 'workspace/main.py', 'workspace/out/', 'workspace/out/made.txt'].sort());
 });
 
-test('export → podman build → same output as the sandbox', { skip: !canBuild && 'needs root, podman and mmdebstrap (or SANDCASTLE_EXPORT_BASE_TAR)', timeout: 20 * 60_000 }, async () => {
-  const { sandbox_id, output } = await session();
-  const x = await sc.ok('export_dockerfile', { sandbox_id });
-  const [distro, suite] = x.base_image.split(':');
-  if (distro !== 'debian') return; // mmdebstrap makes Debian bases only
+// The host's release (what FROM names for image "host" sandboxes).
+function hostRelease() {
+  const text = readFileSync('/etc/os-release', 'utf8');
+  const get = (k) => (text.match(new RegExp(`^${k}="?([^"\n]*)"?$`, 'm')) ?? [])[1];
+  return { id: get('ID'), suite: get('VERSION_CODENAME') };
+}
 
-  // The base: the host's Debian release with python3 and pip, as FROM names it.
+test('export → podman build → same output as the sandbox', { skip: (!canBuild && 'needs root, podman and mmdebstrap (or SANDCASTLE_EXPORT_BASE_TAR)') || (hostRelease().id !== 'debian' && 'mmdebstrap makes Debian bases only'), timeout: 20 * 60_000 }, async (t) => {
+  // The base, made once: the host's Debian release with python3 and pip.
   let baseTar = process.env.SANDCASTLE_EXPORT_BASE_TAR;
   if (!baseTar) {
     baseTar = join(work, 'base.tar');
-    await run('mmdebstrap', ['--variant=apt', '--include=python3,python3-pip', '--format=tar', suite, baseTar], { maxBuffer: 64 << 20 });
+    await run('mmdebstrap', ['--variant=apt', '--include=python3,python3-pip', '--format=tar', hostRelease().suite, baseTar], { maxBuffer: 64 << 20 });
   }
+  // Into sandcastle's store, and a server on that store: the session runs in
+  // the image where this build has image sandboxes, else on the host's
+  // userland (whose FROM is the same Debian release).
+  const state = join(work, 'state');
+  await run(BIN, ['--state-dir', state, 'image', 'import', baseTar, '--name', 'debian-export-base'], { maxBuffer: 64 << 20 });
+  const sc2 = await connectSandcastle({
+    args: ['--state-dir', state, '--pip-index-url', `http://127.0.0.1:${index.port}/simple/`],
+    timeoutMs: 180000,
+  });
+  t.after(() => sc2.close());
+  const probe = await sc2.call('create_sandbox', { language: 'python', image: 'debian-export-base' });
+  const create = probe.isError ? {} : { image: 'debian-export-base' };
+  t.diagnostic(probe.isError ? `session on the host's userland (no image sandboxes: ${probe.text})` : 'session in the imported image');
+  const { sandbox_id, output } = await session(sc2, create);
+  const x = await sc2.ok('export_dockerfile', { sandbox_id });
+  assert.equal(x.base_image, probe.isError ? `debian:${hostRelease().suite}` : 'debian-export-base');
   await pod(['import', baseTar, `localhost/${x.base_image}`]);
 
   const ctxDir = join(work, 'ctx');
   mkdirSync(ctxDir);
-  const ctx = await sc.ok('read_file', { sandbox_id, path: x.context.path, encoding: 'base64' });
+  const ctx = await sc2.ok('read_file', { sandbox_id, path: x.context.path, encoding: 'base64' });
   writeFileSync(join(work, 'context.tar.gz'), Buffer.from(ctx.content, 'base64'));
   await run('tar', ['-xzf', join(work, 'context.tar.gz'), '-C', ctxDir]);
   assert.equal(readFileSync(join(ctxDir, 'Dockerfile'), 'utf8'), x.dockerfile);
