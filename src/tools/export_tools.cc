@@ -200,12 +200,13 @@ class TarGz {
 struct ContextStats {
   std::uint64_t files = 0, directories = 0, bytes = 0;
   json skipped = json::array();
+  ByteBudget::Lease lease;
 };
 
 // /workspace's files (.sandcastle/ left out: packages are rebuilt by the
 // Dockerfile) into the archive under workspace/, bounded by `limit` bytes.
-Status add_workspace(sandbox::Sandbox& sb, TarGz& tar, std::uint64_t limit, std::size_t max_entries,
-                     ContextStats& st) {
+Status add_workspace(sandbox::Sandbox& sb, ByteBudget& budget, TarGz& tar, std::uint64_t limit,
+                     std::size_t max_entries, ContextStats& st) {
   sandbox::ListOptions opts;
   opts.recursive = true;
   opts.max_entries = max_entries;
@@ -220,21 +221,29 @@ Status add_workspace(sandbox::Sandbox& sb, TarGz& tar, std::uint64_t limit, std:
   for (const auto& e : listing->entries)
     if (e.type == sandbox::FileType::kRegular) claimed += e.size;
   if (claimed > limit) return too_large(limit);
+  // The files' bytes and the archive are held together: reserve both from
+  // the server-wide budget (sized from the listing; reads past it refused).
+  auto lease = reserve_transfer(budget, claimed, 2);
+  if (!lease.ok()) return lease.error();
+  st.lease = std::move(*lease);
   for (const auto& e : listing->entries) {
     const std::string in_tar = std::string(kContextWorkspaceDir) + "/" + e.name;
     if (e.type == sandbox::FileType::kDirectory) {
       if (auto s = tar.add(in_tar, true, e.mode | 0700, e.mtime_sec); !s.ok()) return s;
       ++st.directories;
     } else if (e.type == sandbox::FileType::kRegular) {
-      // Read whole or not at all: a file that grew past what is left of the
-      // limit since the listing is refused unread.
+      // Read whole or not at all: files that grew past what the listing
+      // claimed (and the budget holds) are refused unread.
       auto r = sb.read_file(std::string(kWorkspace) + "/" + e.name,
-                            sandbox::ReadRange{0, limit - st.bytes, true});
+                            sandbox::ReadRange{0, claimed - st.bytes, true});
       if (!r.ok()) {
         st.skipped.push_back({{"path", e.name}, {"reason", r.error().message()}});
         continue;
       }
-      if (r->too_large) return too_large(limit);
+      if (r->too_large)
+        return Error::make(ErrorCode::kFailedPrecondition,
+                           "/workspace's files grew while the export read them; export again "
+                           "once they are written");
       if (auto s = tar.add(in_tar, false, e.mode, e.mtime_sec, r->data); !s.ok()) return s;
       st.bytes += r->data.size();
       ++st.files;
@@ -308,12 +317,12 @@ ToolResult export_dockerfile(ToolEnv& env, const json& args, RequestContext& ctx
   plan.npm = c.npm;
 
   const std::uint64_t limit = env.config.max_file_bytes;
-  auto lease = reserve_transfer(*env.config.transfer_budget, limit, 2);
-  if (!lease.ok()) return error_result(lease.error());
   TarGz tar(limit + (limit >> 2) + (std::uint64_t{1} << 20));
   if (auto s = tar.open(); !s.ok()) return error_result(s.error());
   ContextStats st;
-  if (auto s = add_workspace(sb, tar, limit, env.config.max_listed_files, st); !s.ok())
+  if (auto s = add_workspace(sb, *env.config.transfer_budget, tar, limit,
+                             env.config.max_listed_files, st);
+      !s.ok())
     return error_result(s.error());
   plan.has_files = st.files + st.directories > 0;
 
