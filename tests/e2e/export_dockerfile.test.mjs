@@ -17,7 +17,7 @@ import { connectSandcastle } from './lib/sandbox_client.mjs';
 
 const run = promisify(execFile);
 const onPath = (bin) => ['/usr/bin', '/bin', '/usr/sbin', '/usr/local/bin'].some((d) => existsSync(join(d, bin)));
-const canBuild = process.getuid() === 0 && onPath('podman') && (process.env.SANDCASTLE_EXPORT_BASE_TAR || onPath('mmdebstrap'));
+const canBuild = process.getuid() === 0 && onPath('podman') && onPath('runc') && (process.env.SANDCASTLE_EXPORT_BASE_TAR || onPath('mmdebstrap'));
 // podman wants a runroot of at most 50 characters.
 const work = mkdtempSync('/tmp/scx-');
 after(() => rmSync(work, { recursive: true, force: true }));
@@ -126,7 +126,7 @@ function hostRelease() {
   return { id: get('ID'), suite: get('VERSION_CODENAME') };
 }
 
-test('export → podman build → same output as the sandbox', { skip: (!canBuild && 'needs root, podman and mmdebstrap (or SANDCASTLE_EXPORT_BASE_TAR)') || (hostRelease().id !== 'debian' && 'mmdebstrap makes Debian bases only'), timeout: 20 * 60_000 }, async (t) => {
+test('export → podman build → same output as the sandbox', { skip: (!canBuild && 'needs root, podman, runc and mmdebstrap (or SANDCASTLE_EXPORT_BASE_TAR)') || (hostRelease().id !== 'debian' && 'mmdebstrap makes Debian bases only'), timeout: 20 * 60_000 }, async (t) => {
   // The base, made once: the host's Debian release with python3 and pip.
   let baseTar = process.env.SANDCASTLE_EXPORT_BASE_TAR;
   if (!baseTar) {
