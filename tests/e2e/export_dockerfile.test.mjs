@@ -5,7 +5,8 @@
 // where the same program prints the same output as in the sandbox. A
 // dist-info whose Version carries a shell payload is refused, never written.
 // Slow: ~40 s for mmdebstrap (the Debian mirror, the one network use allowed;
-// SANDCASTLE_EXPORT_BASE_TAR=<rootfs tar> reuses one) plus ~30 s of podman.
+// SANDCASTLE_EXPORT_BASE_TAR=<rootfs tar> reuses one) plus ~20-60 s of podman
+// and the store import.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
@@ -20,11 +21,11 @@ const onPath = (bin) => ['/usr/bin', '/bin', '/usr/sbin', '/usr/local/bin'].some
 const canBuild = process.getuid() === 0 && onPath('podman') && onPath('runc') && (process.env.SANDCASTLE_EXPORT_BASE_TAR || onPath('mmdebstrap'));
 // podman wants a runroot of at most 50 characters.
 const work = mkdtempSync('/tmp/scx-');
-after(() => rmSync(work, { recursive: true, force: true }));
 
-// podman's own storage for this test only (vfs: no mounts left behind), the
-// flags this machine needs (../shared/notes/machine.md).
-const podman = ['--root', join(work, 'root'), '--runroot', join(work, 'run'), '--storage-driver', 'vfs', '--runtime', 'runc'];
+// podman's own storage for this test only (overlay: layers are diffs, so
+// little to copy and to delete; `podman rmi` unmounts them), with the flags
+// this machine needs (../shared/notes/machine.md).
+const podman = ['--root', join(work, 'root'), '--runroot', join(work, 'run'), '--storage-driver', 'overlay', '--runtime', 'runc'];
 const ulimits = ['--ulimit', 'nofile=20000:20000', '--ulimit', 'nproc=32768:32768'];
 const pod = (args, opts = {}) => run('podman', [...podman, ...args], { maxBuffer: 64 << 20, ...opts });
 
@@ -47,6 +48,8 @@ before(async () => {
 after(async () => {
   await sc?.close();
   index?.child.kill();
+  if (existsSync(join(work, 'root'))) await pod(['rmi', '-a', '-f']).catch(() => {});
+  rmSync(work, { recursive: true, force: true });
 });
 
 const MAIN_PY = [
