@@ -101,6 +101,8 @@ Result<const Language*> language_for_image(const ToolEnv& env, std::string_view 
 std::string canonical_language(std::string_view name);
 // The image a create of `language` gets when it names none.
 std::string default_image_for(const ToolConfig& config, const std::string& language);
+// Registers export_dockerfile.
+void register_export_tools(mcp::Server& server, ToolEnv& env);
 
 inline void register_sandbox_tools(mcp::Server& server, ToolEnv& env) {
   register_lifecycle_tools(server, env);
@@ -109,6 +111,7 @@ inline void register_sandbox_tools(mcp::Server& server, ToolEnv& env) {
   register_package_tools(server, env);
   register_image_tools(server, env);
   register_save_tools(server, env);
+  register_export_tools(server, env);
   register_resource_methods(server, env);
 }
 
