@@ -234,20 +234,16 @@ Result<ImageIds> resolve_image_user(const ImageRoot& image) {
 
 namespace {
 
-int pause_until_killed(void*) {
-  for (;;) syscall(SYS_pause);
-  return 0;
-}
-
 // A user namespace mapping 0 to (uid, gid), for MOUNT_ATTR_IDMAP: a child
 // cloned into it that only pauses while its maps are written and the
-// namespace is opened, then is killed. It shares our memory (CLONE_VM: no
-// copy of the server's page tables) and runs on a stack of this frame,
-// making raw syscalls only; it is not woken by a pipe's EOF, which another
-// thread's child, cloned meanwhile, could hold off.
+// namespace is opened, then is killed. A copy of our address space, not a
+// sharer (CLONE_VM): a child running on our memory would also run on this
+// thread's sanitizer and libc state, which TSan reports as races on
+// whatever this thread touches next.
 Result<UniqueFd> idmap_userns(std::uint32_t uid, std::uint32_t gid) {
-  alignas(64) char stack[16384];
-  const pid_t pid = ::clone(pause_until_killed, stack + sizeof stack, CLONE_VM | CLONE_NEWUSER | SIGCHLD, nullptr);
+  const auto pid = static_cast<pid_t>(::syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, nullptr, nullptr, nullptr, nullptr));
+  if (pid == 0)
+    for (;;) ::syscall(SYS_pause);
   if (pid < 0) return Error::from_errno("clone an idmap namespace");
   const std::string proc = "/proc/" + std::to_string(pid);
   Status st = write_small_file(proc + "/uid_map", "0 " + std::to_string(uid) + " 1\n");

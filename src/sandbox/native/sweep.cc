@@ -34,9 +34,13 @@ SweepReport sweep_leftovers() {
       std::string path = parent + "/" + name;
       if (::access(path.c_str(), W_OK) != 0) continue;  // another user's
       // Idmapped layer binds of an image sandbox being made (image_root.h).
-      for (const auto& sb : list_dir(path + "/img"))
-        for (const auto& n : list_dir(path + "/img/" + sb))
-          ::umount2((path + "/img/" + sb + "/" + n).c_str(), MNT_DETACH);
+      // Each sandbox's directory is bound onto itself and holds the layers'
+      // binds: both go (a detach of the outer one takes the inner ones too).
+      for (const auto& sb : list_dir(path + "/img")) {
+        const std::string dir = path + "/img/" + sb;
+        for (const auto& n : list_dir(dir)) ::umount2((dir + "/" + n).c_str(), MNT_DETACH);
+        ::umount2(dir.c_str(), MNT_DETACH);
+      }
       if (auto st = remove_tree(path); st) rep.removed.push_back(path);
       else rep.failed.push_back(path + ": " + st.error().message());
     }

@@ -54,8 +54,14 @@ TEST(Sweep, UnmountsADeadServersLayerBinds) {
   ::waitpid(dead, nullptr, 0);
   const std::string stale = runtime_parent() + "/sandcastle-" + std::to_string(dead);
   const std::string bind = stale + "/img/sandcastle-" + std::to_string(dead) + "-0/0";
-  for (const std::string& d : {stale, stale + "/img", stale + "/img/sandcastle-" + std::to_string(dead) + "-0", bind})
+  const std::string sbdir = stale + "/img/sandcastle-" + std::to_string(dead) + "-0";
+  for (const std::string& d : {stale, stale + "/img", sbdir})
     ASSERT_EQ(::mkdir(d.c_str(), 0755), 0) << d;
+  // As LayerMounts leaves them: the sandbox's directory bound onto itself
+  // (private), the layers' bind inside it.
+  ASSERT_EQ(::mount(sbdir.c_str(), sbdir.c_str(), nullptr, MS_BIND, nullptr), 0);
+  ASSERT_EQ(::mount(nullptr, sbdir.c_str(), nullptr, MS_PRIVATE, nullptr), 0);
+  ASSERT_EQ(::mkdir(bind.c_str(), 0755), 0);
   ASSERT_EQ(::mount("/usr", bind.c_str(), nullptr, MS_BIND, nullptr), 0);
   ASSERT_EQ(::mount(nullptr, bind.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr), 0);
   SweepReport rep = sweep_leftovers();
