@@ -11,7 +11,8 @@ import { existsSync, lstatSync, mkdtempSync, readlinkSync, rmSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { BIN } from './lib/harness.mjs';
+import { spawn } from 'node:child_process';
+import { BIN, E2E_DIR } from './lib/harness.mjs';
 import { connectSandcastle } from './lib/sandbox_client.mjs';
 
 const run = promisify(execFile);
@@ -20,13 +21,13 @@ after(() => rmSync(state, { recursive: true, force: true }));
 
 const hasMmdebstrap = existsSync('/usr/bin/mmdebstrap');
 
-test('image build --packages python3,nodejs makes an image with python and node', { skip: !hasMmdebstrap && 'mmdebstrap missing', timeout: 15 * 60_000 }, async () => {
+test('image build --packages python3,python3-pip,nodejs makes an image with python and node', { skip: !hasMmdebstrap && 'mmdebstrap missing', timeout: 15 * 60_000 }, async () => {
   const { stdout, stderr } = await run(
     BIN,
-    ['--state-dir', state, 'image', 'build', 'debian-py', '--suite', 'bookworm', '--packages', 'python3,nodejs', '--json'],
+    ['--state-dir', state, 'image', 'build', 'debian-py', '--suite', 'bookworm', '--packages', 'python3,python3-pip,nodejs', '--json'],
     { maxBuffer: 64 << 20 },
   );
-  assert.match(stderr, /sandcastle image build: mmdebstrap --variant=apt --format=tar .*--include=python3,nodejs bookworm /);
+  assert.match(stderr, /sandcastle image build: mmdebstrap --variant=apt --format=tar .*--include=python3,python3-pip,nodejs bookworm /);
   const img = JSON.parse(stdout);
   assert.equal(img.name, 'debian-py');
   assert.equal(img.source, 'build:bookworm');
@@ -66,5 +67,34 @@ test('python and node kernels run in a sandbox rooted in the built image', { ski
     }
   } finally {
     await sc.close();
+  }
+});
+
+// seed b's save_container_state, done right: a package installed in an image
+// sandbox (pip, from a local index through the egress proxy) is still there
+// in a sandbox created from the saved image.
+test('a package installed in an image sandbox survives save_sandbox', { skip: !hasMmdebstrap && 'mmdebstrap missing', timeout: 5 * 60_000 }, async () => {
+  const index = spawn('/usr/bin/python3', [join(E2E_DIR, 'fixtures', 'local_index.py')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise((resolve, reject) => {
+    index.stdout.once('data', (d) => resolve(Number(String(d).trim())));
+    index.once('error', reject);
+  });
+  const sc = await connectSandcastle({ args: ['--state-dir', state, '--pip-index-url', `http://127.0.0.1:${port}/simple/`], timeoutMs: 180000 });
+  try {
+    const sb = await sc.create({ image: 'debian-py', language: 'python' });
+    const inst = await sc.ok('install_packages', { sandbox_id: sb.sandbox_id, packages: ['sandcastle_demo==1.2.3'] });
+    assert.equal(inst.status, 'success', JSON.stringify(inst));
+    await sc.ok('write_file', { sandbox_id: sb.sandbox_id, path: 'notes.txt', content: 'kept\n' });
+    const saved = await sc.ok('save_sandbox', { sandbox_id: sb.sandbox_id, name: 'debian-py-demo' });
+    assert.equal(saved.image.name, 'debian-py-demo', JSON.stringify(saved));
+    await sc.ok('close_sandbox', { sandbox_id: sb.sandbox_id });
+
+    const again = await sc.create({ image: 'debian-py-demo', language: 'python' });
+    const run = await sc.ok('execute_code', { sandbox_id: again.sandbox_id, code: 'import sandcastle_demo as d\nprint(d.VERSION, open("/workspace/notes.txt").read().strip())' });
+    assert.equal(run.stdout, '1.2.3 kept\n', JSON.stringify(run));
+    await sc.ok('close_sandbox', { sandbox_id: again.sandbox_id });
+  } finally {
+    await sc.close();
+    index.kill();
   }
 });
