@@ -37,6 +37,18 @@ describe('execute_command without bash for simple commands', () => {
     assert.equal(a.stdout, 'a=1:--x=y,z:50%:');
   });
 
+  test('stdin, the timeout and the output cap reach a directly executed program', async () => {
+    const cat = await run('cat', { stdin: 'from stdin\n' });
+    assert.equal(cat.stdout, 'from stdin\n');
+    const slow = (await sc.call('execute_command', { sandbox_id: id, command: 'sleep 30', timeout_s: 1 }));
+    assert.equal(slow.isError, true);
+    assert.equal(slow.sc.reason, 'timeout');
+    const big = await run('head -c 3000000 /dev/zero');
+    assert.equal(big.truncated, true);
+    assert.equal(big.stdout_bytes, 3000000);
+    assert.ok(big.stdout.length < 1.1 * (1 << 20), `stdout kept ${big.stdout.length} of 3000000 bytes (head and tail of 1 MiB)`);
+  });
+
   test('a program that is not found gets bash\'s message and status 127', async () => {
     const r = await run('no-such-program-e2e --flag');
     assert.equal(r.exit_code, 127);
