@@ -15,7 +15,7 @@
 
 namespace sandcastle::sandbox::native {
 
-Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits) {
+Result<Prespawned> BackendShared::new_prespawned(const Limits& limits) {
   {
     std::lock_guard lock(pool_mu);
     if (stopping) return Error::make(ErrorCode::kUnavailable, "native backend: shutting down");
@@ -39,6 +39,13 @@ Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits) {
       p.cgroup = std::move(*cg);
     }
   }
+  return p;
+}
+
+Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits) {
+  auto made = new_prespawned(limits);
+  if (!made) return made.take_error();
+  Prespawned p = std::move(*made);
   InitConfig config;
   config.new_root = dirs.root_mount;
   config.mounts = host_image_base_plan(dirs);
@@ -55,14 +62,9 @@ Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits) {
 Result<Prespawned> BackendShared::begin_image_sandbox(const Limits& limits, const ImageRoot& image,
                                                       const ImageIds& ids) {
   if (auto st = check_layer_paths(image.layers); !st) return st.take_error();
-  {
-    std::lock_guard lock(pool_mu);
-    if (stopping) return Error::make(ErrorCode::kUnavailable, "native backend: shutting down");
-  }
-  std::uint64_t n = serial.fetch_add(1);
-  Prespawned p;
-  p.id = std::string(kRuntimePrefix) + std::to_string(::getpid()) + "-" + std::to_string(n);
-  p.ids = mapping_for_server(n);
+  auto made = new_prespawned(limits);
+  if (!made) return made.take_error();
+  Prespawned p = std::move(*made);
   p.ids.inside_uid = ids.uid;
   p.ids.inside_gid = ids.gid;
   std::vector<std::string> lowers(image.layers.rbegin(), image.layers.rend());
@@ -72,19 +74,6 @@ Result<Prespawned> BackendShared::begin_image_sandbox(const Limits& limits, cons
     if (!lm) return lm.take_error();
     p.layers = std::make_shared<LayerMounts>(std::move(*lm));
     lowers = p.layers->paths_top_first();
-  }
-  if (cgroups.version != CgroupVersion::kNone) {
-    if (auto spare = reaper.take_spare_cgroup()) {
-      if (spare->apply_limits(limits))
-        p.cgroup = std::move(spare);
-      else
-        (void)spare->remove();
-    }
-    if (!p.cgroup) {
-      auto cg = SandboxCgroup::create(cgroups, p.id, limits);
-      if (!cg) return cg.take_error();
-      p.cgroup = std::move(*cg);
-    }
   }
   InitConfig config;
   config.new_root = dirs.root_mount;

@@ -107,6 +107,9 @@ struct BackendShared {
   std::once_flag shutdown_once;
 
   // A new sandbox up to its init waiting for a config (on any thread).
+  // An id, its id mapping and a cgroup (a spare one when it fits): what
+  // every sandbox starts from, host image or not.
+  Result<Prespawned> new_prespawned(const Limits& limits);
   Result<Prespawned> begin_sandbox(const Limits& limits);
   // The same rooted in an image (image_root.h), with its whole plan in the
   // InitConfig (it depends on the image and the limits).
