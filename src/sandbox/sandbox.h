@@ -240,8 +240,30 @@ class Sandbox {
   virtual bool has_shared(const std::string& /*name*/) const { return false; }
 
   // Kills every process and releases everything; idempotent. Later calls
-  // fail with kUnavailable.
+  // fail with kUnavailable. A persistent sandbox's files go too.
   virtual Status destroy() = 0;
+
+  // Issue 16. Kills every process like destroy(), but a persistent
+  // sandbox's files stay where the backend keeps them (keyed by the spec's
+  // storage_id), for a later create with the same storage_id: how a server
+  // stops, and how a pause without a memory checkpoint keeps the files.
+  virtual Status release() { return destroy(); }
+
+  // Stops every process where it stands (cgroup freezer) and lets them go
+  // on; the memory stays in use. Idempotent.
+  virtual Status freeze() {
+    return Error::make(ErrorCode::kUnavailable, "this sandbox backend cannot freeze a sandbox");
+  }
+  virtual Status thaw() {
+    return Error::make(ErrorCode::kUnavailable, "this sandbox backend cannot thaw a sandbox");
+  }
+
+  // Writes the state of every process (memory, registers, files open) into
+  // `dir` (created, must not exist) and ends them, keeping the files as
+  // release() does; Backend::restore brings the sandbox back from it.
+  virtual Status checkpoint(const std::string& /*dir*/) {
+    return Error::make(ErrorCode::kUnavailable, "this sandbox backend cannot checkpoint a sandbox");
+  }
 };
 
 struct BackendCapabilities {
@@ -259,6 +281,30 @@ class Backend {
   virtual std::string name() const = 0;
   virtual const BackendCapabilities& capabilities() const = 0;
   virtual Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) = 0;
+
+  // Issue 16: persistent sandboxes. A spec with Persistence::kPersistent
+  // names its storage (SpecOptions::storage_id); create() makes that storage
+  // when it does not exist and reuses it when it does (a restart).
+
+  // Why checkpoint()/restore() cannot work here (ok: they can).
+  virtual Status checkpoint_support() const {
+    return Error::make(ErrorCode::kUnavailable, "this sandbox backend cannot checkpoint");
+  }
+  // A sandbox for `spec` whose processes come back from Sandbox::checkpoint's
+  // `dir`, on the storage the spec names.
+  virtual Result<std::unique_ptr<Sandbox>> restore(const SandboxSpec& /*spec*/,
+                                                   const std::string& /*dir*/) {
+    return Error::make(ErrorCode::kUnavailable, "this sandbox backend cannot restore a checkpoint");
+  }
+  // Copies the files of storage `from` (its sandbox may be running: the copy
+  // is taken with its writes held) into new storage `to` (fork_sandbox).
+  virtual Status copy_storage(const std::string& /*from*/, const std::string& /*to*/) {
+    return Error::make(ErrorCode::kUnavailable, "this sandbox backend cannot copy a sandbox's files");
+  }
+  // Deletes storage whose sandbox is not running; a missing one is ok.
+  virtual Status remove_storage(const std::string& /*id*/) { return {}; }
+  // The storage ids on disk (the server removes those no record names).
+  virtual std::vector<std::string> list_storage() const { return {}; }
   // Sandboxes made ahead of demand and ready to hand out (the backend's warm
   // pool, the only one).
   virtual std::size_t warm_ready() const { return 0; }

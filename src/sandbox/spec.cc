@@ -82,6 +82,15 @@ Result<SandboxSpec> SandboxSpec::create(SpecOptions o) {
     if (!valid_env_name(k)) return invalid("spec.env: invalid variable name '" + k + "'");
     if (v.find('\0') != std::string::npos) return invalid("spec.env." + k + ": contains NUL");
   }
+  if (o.persistence == Persistence::kPersistent) {
+    const std::string& id = o.storage_id;
+    if (id.empty() || id.size() > 64) return invalid("spec.storage_id: 1 to 64 characters for a persistent sandbox");
+    for (char c : id)
+      if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
+        return invalid("spec.storage_id: only a-z, 0-9 and '-'");
+  } else if (!o.storage_id.empty()) {
+    return invalid("spec.storage_id: only for a persistent sandbox");
+  }
   return SandboxSpec(std::move(o));
 }
 

@@ -19,7 +19,7 @@ enum class NetworkMode {
 
 enum class Persistence {
   kEphemeral,  // everything is gone after destroy()
-  kPersistent, // reserved: workspace kept across restarts (backend-dependent)
+  kPersistent, // files on disk, kept across restarts (SpecOptions::storage_id)
 };
 
 const char* network_mode_name(NetworkMode mode);
@@ -51,6 +51,9 @@ struct SpecOptions {
   std::string hostname = "sandbox";
   NetworkMode network = NetworkMode::kNone;
   Persistence persistence = Persistence::kEphemeral;
+  // With kPersistent: the name of the sandbox's storage in the backend (the
+  // server uses the sandbox id): [a-z0-9-], 1..64 characters. Empty otherwise.
+  std::string storage_id{};
 };
 
 class SandboxSpec {
@@ -66,6 +69,8 @@ class SandboxSpec {
   const std::string& hostname() const { return o_.hostname; }
   NetworkMode network() const { return o_.network; }
   Persistence persistence() const { return o_.persistence; }
+  const std::string& storage_id() const { return o_.storage_id; }
+  const SpecOptions& options() const { return o_; }
 
  private:
   explicit SandboxSpec(SpecOptions o) : o_(std::move(o)) {}

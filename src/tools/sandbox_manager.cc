@@ -168,7 +168,7 @@ void SandboxManager::shutdown() {
     std::lock_guard lock(mu_);
     stopping_ = true;
     live.swap(by_id_);
-    for (const auto& [id, _] : live) store_->remove(id);
+    for (const auto& [id, _] : live) (void)store_->remove(id);
   }
   cv_.notify_all();
   admission_.notify();  // waiting one-shots learn the server is stopping
@@ -312,7 +312,7 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::create_impl(const CreateRe
       std::make_shared<SandboxEntry>(id, req.name.empty() ? id : req.name, req.language, req.owner,
                                      req.ttl.value_or(options_.default_ttl), std::move(sb).value());
   by_id_[id] = entry;
-  store_->put(record_of(*entry));
+  (void)store_->put(record_of(*entry));
   count_created();
   return entry;
 }
@@ -338,7 +338,7 @@ Status SandboxManager::close(const std::string& id_or_name, const std::string& o
   {
     std::lock_guard lock(mu_);
     by_id_.erase((*entry)->id());
-    store_->remove((*entry)->id());
+    (void)store_->remove((*entry)->id());
   }
   admission_.notify();
   Status st = (*entry)->sandbox().destroy();
@@ -354,7 +354,7 @@ void SandboxManager::retire(const std::string& id, const std::string& owner) {
     if (it == by_id_.end() || it->second->owner() != owner) return;
     entry = it->second;
     by_id_.erase(it);
-    store_->remove(id);
+    (void)store_->remove(id);
     if (reaper_thread_.joinable() && !stopping_) {
       retiring_.push_back(std::move(entry));
       cv_.notify_all();
@@ -373,7 +373,7 @@ size_t SandboxManager::close_owned_by(const std::string& owner) {
     for (auto it = by_id_.begin(); it != by_id_.end();) {
       if (it->second->owner() == owner) {
         mine.push_back(it->second);
-        store_->remove(it->first);
+        (void)store_->remove(it->first);
         it = by_id_.erase(it);
       } else {
         ++it;
@@ -416,7 +416,7 @@ size_t SandboxManager::reap_expired() {
       auto& e = it->second;
       if (e->active_uses() == 0 && now - e->last_used_steady() >= e->ttl()) {
         expired.push_back(e);
-        store_->remove(it->first);
+        (void)store_->remove(it->first);
         it = by_id_.erase(it);
       } else {
         ++it;

@@ -207,7 +207,7 @@ TEST_F(WarmPoolTest, PooledSandboxOnlyForTheWholeSpec) {
   // never answered with a pooled ephemeral one.
   {
     const auto taken = b->pool_stats().taken;
-    auto p = b->create(spec(SpecOptions{.persistence = Persistence::kPersistent}));
+    auto p = b->create(spec(SpecOptions{.persistence = Persistence::kPersistent, .storage_id = "pool-test"}));
     ASSERT_FALSE(p.ok());
     EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument);
     EXPECT_EQ(b->pool_stats().taken, taken);
@@ -227,7 +227,7 @@ TEST_F(WarmPoolTest, PersistentPoolSpecServesNoEphemeralCreate) {
   const auto before = zygotes_and_inits();
   NativeBackendOptions o;
   o.pool.min = 2;
-  o.pool_spec = spec(SpecOptions{.persistence = Persistence::kPersistent});
+  o.pool_spec = spec(SpecOptions{.persistence = Persistence::kPersistent, .storage_id = "pool-test"});
   auto b = backend(o);
   ASSERT_NE(b, nullptr);
   EXPECT_TRUE(new_zygotes(before).empty());
