@@ -28,6 +28,7 @@
 #include "sandbox/native/sweep.h"
 #include "sandbox/refusing_backend.h"
 #include "store/key_store.h"
+#include "store/state_lock.h"
 #include "tools/file_transfer.h"
 #include "tools/languages.h"
 #include "tools/tool_env.h"
@@ -459,6 +460,15 @@ static int run(int argc, char** argv) {
   manager_opts.default_ttl = std::chrono::seconds(cfg.sandbox_ttl_s);
   // Quotas apply to HTTP owners (keys, sessions); the local stdio user has none.
   if (http_mode) manager_opts.max_per_owner = static_cast<size_t>(cfg.max_per_key);
+  // One server per state dir runs its persistent sandboxes (issue 16);
+  // others share the rest of the state and refuse persistent: true.
+  std::optional<store::StateLock> state_lock;
+  if (auto l = store::StateLock::try_acquire(cfg.state_dir); l.ok()) {
+    state_lock = std::move(*l);
+  } else {
+    manager_opts.persistent_refusal = l.error().message();
+    spdlog::info("persistent sandboxes are off in this server: {}", l.error().message());
+  }
   tools::ToolConfig tool_cfg;
   tool_cfg.default_image = env_or("CONTAINER_IMAGE", "host");
   // Checked at start (config/start_checks.h): the images exist and have these.
@@ -507,6 +517,11 @@ static int run(int argc, char** argv) {
                              image_store ? sandbox::native::store_resolver(*image_store)
                                          : sandbox::native::ImageResolver{});
   tools::SandboxManager manager(*backend, manager_opts);
+  // Persistent sandboxes of the last run come back as stopped (issue 16).
+  if (auto s = manager.recover(); !s.ok()) {
+    spdlog::error("recovering sandboxes: {}", s.error().message());
+    return 1;
+  }
 
   // File links (HTTP only): signed URLs served from the sandboxes.
   std::unique_ptr<transport::http::FileLinks> links;

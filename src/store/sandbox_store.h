@@ -56,10 +56,10 @@ struct HistoryEntry {
   std::int64_t seq = 0;  // assigned by append; increasing per store
   std::string sandbox_id;
   std::chrono::system_clock::time_point at;
-  std::string caller;    // owner / key id / session
-  std::string tool;      // execute_code | execute_command
-  std::string language;  // for execute_code
-  std::string input;     // the code or the command (capped)
+  std::string caller;                    // owner / key id / session
+  std::string tool;                      // execute_code | execute_command
+  std::string language;                  // for execute_code
+  std::string input;                     // the code or the command (capped)
   std::string stdout_data, stderr_data;  // capped
   bool truncated = false;                // input or output cut to the cap
   int exit_code = -1;
@@ -70,7 +70,7 @@ struct HistoryEntry {
 };
 
 struct HistoryPage {
-  std::vector<HistoryEntry> entries;      // newest first
+  std::vector<HistoryEntry> entries;        // newest first
   std::optional<std::int64_t> next_before;  // pass as `before` for the next page
 };
 

@@ -46,8 +46,23 @@ json exec_output_schema() {
                 {"error", {{"type", "object"}}},
                 {"displays", {{"type", "array"}}},
                 {"kernel", {{"type", "object"}}},
-                {"hint", {{"type", "string"}}}}},
+                {"hint", {{"type", "string"}}},
+                {"state_lost", {{"type", "boolean"}}}}},
               {"required", {"stdout", "stderr", "exit_code", "duration_ms", "truncated", "reason"}}};
+}
+
+// The first run after a persistent sandbox came back without its processes'
+// memory (a server restart, a resume after a pause that could not
+// checkpoint) says so: its files are there, its variables are not.
+ToolResult with_state_lost(ToolResult res, bool lost) {
+  if (!lost || !res.structured.is_object()) return res;
+  res.structured["state_lost"] = true;
+  res.content.push_back(
+      {{"type", "text"},
+       {"text", "state_lost: this sandbox's processes were started again (a server restart, or a "
+                "resume without a memory checkpoint): its files and installed packages are kept, but "
+                "variables, imports and background processes from before are gone."}});
+  return res;
 }
 
 // Live output: each chunk as notifications/progress (with a progressToken) and
@@ -356,6 +371,10 @@ ToolResult execute_in_kernel(ToolEnv& env, EntryUse& use, KernelLanguage lang, c
   return res;
 }
 
+ToolResult run_code(ToolEnv& env, EntryUse& use, const Language* lang, bool one_shot,
+                    uint64_t progress_sent, double queued_ms, const json& args, RequestContext& ctx);
+ToolResult run_command(ToolEnv& env, EntryUse& use, const json& args, RequestContext& ctx);
+
 ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
   std::shared_ptr<SandboxEntry> entry;
   bool one_shot = false;
@@ -415,15 +434,21 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
     }
   } cleanup{env, entry, one_shot};
   EntryUse use(entry);
+  const bool state_lost = !one_shot && use->take_state_lost();
+  return with_state_lost(run_code(env, use, *lang, one_shot, progress_sent, queued_ms, args, ctx),
+                         state_lost);
+}
 
+ToolResult run_code(ToolEnv& env, EntryUse& use, const Language* lang, bool one_shot,
+                    uint64_t progress_sent, double queued_ms, const json& args, RequestContext& ctx) {
   // A python/javascript sandbox keeps a kernel; one-shot runs, `fresh` runs
   // and other languages get a process of their own.
-  if (!one_shot && !args.value("fresh", false) && (*lang)->name == use->language()) {
-    if (auto kl = kernel_language_for((*lang)->name)) return execute_in_kernel(env, use, *kl, args, ctx);
+  if (!one_shot && !args.value("fresh", false) && lang->name == use->language()) {
+    if (auto kl = kernel_language_for(lang->name)) return execute_in_kernel(env, use, *kl, args, ctx);
   }
 
   const std::string dir = "/tmp/.sandcastle/run-" + std::to_string(++g_run_counter);
-  const std::string src = dir + "/" + (*lang)->source_file;
+  const std::string src = dir + "/" + lang->source_file;
   const std::string bin = dir + "/main";
   if (auto s = use->sandbox().write_file(src, args["code"].get<std::string>(), 0644, /*parents=*/true); !s.ok())
     return error_result(s.error());
@@ -435,27 +460,27 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
   req.env = run_env();
   req.timeout = timeout;
   req.output.max_bytes = env.config.max_output_bytes;
-  if (!(*lang)->compile.empty()) {
-    req.argv = expand_argv((*lang)->compile, dir, src, bin, use->spec().limits().memory_bytes);
+  if (!lang->compile.empty()) {
+    req.argv = expand_argv(lang->compile, dir, src, bin, use->spec().limits().memory_bytes);
     auto c = run(*use, req, ctx, "compile", progress_sent);
     if (!c.ok()) return error_result(c.error());
     if (c->reason != sandbox::EndReason::kExited || c->status() != 0) {
       out = result_json(*c, "compile");
-      out["language"] = (*lang)->name;
+      out["language"] = lang->name;
       out["sandbox_id"] = one_shot ? json(nullptr) : json(use->id());
       ToolResult res = finish(out, *c, timeout);
       res.is_error = true;  // nothing ran: the model must fix the code
       return res;
     }
   }
-  req.argv = expand_argv((*lang)->run, dir, src, bin, use->spec().limits().memory_bytes);
+  req.argv = expand_argv(lang->run, dir, src, bin, use->spec().limits().memory_bytes);
   if (args.contains("stdin")) req.stdin_data = args["stdin"].get<std::string>();
   auto r = run(*use, req, ctx, "run", progress_sent);
   // A one-shot sandbox is destroyed right after: no round trip to tidy it.
   if (!one_shot) (void)use->sandbox().remove(dir, true);
   if (!r.ok()) return error_result(r.error());
   out = result_json(*r, "run");
-  out["language"] = (*lang)->name;
+  out["language"] = lang->name;
   out["sandbox_id"] = one_shot ? json(nullptr) : json(use->id());
   out["files_created"] = json::array();
   if (!one_shot) report_files(out, before, use->sandbox(), env.config.max_listed_files);
@@ -471,6 +496,10 @@ ToolResult execute_command(ToolEnv& env, const json& args, RequestContext& ctx) 
   auto e = env.manager.get(args["sandbox_id"], owner_of(ctx));
   if (!e.ok()) return error_result(e.error());
   EntryUse use(*e);
+  return with_state_lost(run_command(env, use, args, ctx), use->take_state_lost());
+}
+
+ToolResult run_command(ToolEnv& env, EntryUse& use, const json& args, RequestContext& ctx) {
   sandbox::ExecRequest req;
   req.env = package_env();
   const std::string command = args["command"].get<std::string>();

@@ -2,6 +2,7 @@
 #include <ctime>
 
 #include "tools/languages.h"
+#include "tools/spec_record.h"
 #include "tools/tool_env.h"
 
 namespace sandcastle::tools {
@@ -54,6 +55,8 @@ json limits_schema() {
               {"additionalProperties", false}};
 }
 
+}  // namespace
+
 json sandbox_json(const SandboxEntry& e) {
   json packages = json::array();
   for (const auto& p : e.packages())
@@ -62,13 +65,54 @@ json sandbox_json(const SandboxEntry& e) {
               {"name", e.name()},
               {"language", e.language()},
               {"image", e.spec().image()},
-              {"status", "running"},
+              {"status", e.frozen() ? "paused" : "running"},
+              {"persistent", e.persistent()},
               {"limits", limits_json(e.spec().limits())},
               {"created_at", iso_time(e.created_at())},
               {"last_used", iso_time(e.last_used())},
               {"ttl_s", e.ttl().count()},
+              {"ttl_action", e.ttl_action()},
               {"packages", packages}};
 }
+
+json dormant_json(const store::SandboxRecord& r, const store::SandboxStore& store) {
+  json packages = json::array();
+  for (const auto& p : store.packages(r.id))
+    packages.push_back({{"name", p.name}, {"manager", p.manager}, {"status", p.state}});
+  json out{{"sandbox_id", r.id},
+           {"name", r.name},
+           {"language", r.language},
+           {"image", r.image},
+           {"status", store::sandbox_status_name(r.status)},
+           {"persistent", true},
+           {"memory_saved", r.memory_saved},
+           {"created_at", iso_time(r.created_at)},
+           {"last_used", iso_time(r.last_used_at)},
+           {"ttl_s", r.ttl.count()},
+           {"ttl_action", r.ttl_action},
+           {"packages", packages}};
+  if (auto o = spec_from_json(r.spec_json); o.ok()) out["limits"] = limits_json(o->limits);
+  out["note"] = r.status == store::SandboxStatus::kPaused
+                    ? "paused: resume_sandbox starts it again"
+                    : "stopped when its server ended: the next call to it starts it again, with its "
+                      "files and packages (variables and processes from before are gone)";
+  return out;
+}
+
+std::optional<json> find_listing(ToolEnv& env, const std::string& id_or_name, const std::string& owner,
+                                 std::string* id) {
+  for (const auto& l : env.manager.list_all(owner)) {
+    const std::string lid = l.live ? l.live->id() : l.dormant->id;
+    const std::string lname = l.live ? l.live->name() : l.dormant->name;
+    if (lid == id_or_name || lname == id_or_name) {
+      if (id) *id = lid;
+      return l.live ? sandbox_json(*l.live) : dormant_json(*l.dormant, env.manager.store());
+    }
+  }
+  return std::nullopt;
+}
+
+namespace {
 
 sandbox::Limits apply_limits(sandbox::Limits l, const json& in) {
   if (!in.is_object()) return l;
@@ -123,12 +167,18 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
               {"name", {{"type", "string"}, {"maxLength", 64},
                         {"description", "Optional name; usable wherever a sandbox_id is."}}},
               {"persistent", {{"type", "boolean"}, {"default", false},
-                              {"description", "Keep the sandbox when the client disconnects."}}},
+                              {"description", "Keep the sandbox's files on disk: it survives a server "
+                                              "restart or crash (its processes start again on the next "
+                                              "call, which reports state_lost), and pause_sandbox can "
+                                              "stop it without holding memory. Needs an API key over HTTP."}}},
+              {"ttl_action", {{"type", "string"}, {"enum", {"destroy", "pause"}}, {"default", "destroy"},
+                              {"description", "What happens when the sandbox is idle for ttl_s: destroy "
+                                              "it, or pause it (see pause_sandbox)."}}},
               {"env", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}},
                        {"description", "Environment variables for every command in this sandbox."}}},
               {"limits", limits_schema()},
               {"ttl_s", {{"type", "integer"}, {"minimum", 10}, {"maximum", 7 * 24 * 3600},
-                         {"description", "Idle seconds before the sandbox is destroyed (default 1800)."}}}}},
+                         {"description", "Idle seconds before the ttl_action (default 1800)."}}}}},
             {"additionalProperties", false}},
        sandbox_output_schema(),
        json{{"readOnlyHint", false}, {"destructiveHint", false}, {"idempotentHint", false},
@@ -152,6 +202,7 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
         if (args.contains("env"))
           for (const auto& [k, v] : args["env"].items()) req.spec.env[k] = v.get<std::string>();
         if (args["persistent"].get<bool>()) req.spec.persistence = sandbox::Persistence::kPersistent;
+        req.ttl_action = args["ttl_action"].get<std::string>();
         auto entry = env.manager.create(req);
         if (!entry.ok()) return error_result(entry.error());
         start_kernel_async(*entry);  // python/javascript: the interpreter warms up meanwhile
@@ -169,7 +220,8 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
        json{{"readOnlyHint", true}, {"openWorldHint", false}}, nullptr},
       [&env](const json&, RequestContext& ctx) {
         json list = json::array();
-        for (const auto& e : env.manager.list(owner_of(ctx))) list.push_back(sandbox_json(*e));
+        for (const auto& l : env.manager.list_all(owner_of(ctx)))
+          list.push_back(l.live ? sandbox_json(*l.live) : dormant_json(*l.dormant, env.manager.store()));
         size_t n = list.size();
         return ToolResult::from_structured(json{{"sandboxes", std::move(list)}, {"count", n}});
       });
@@ -193,6 +245,10 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
                                                   {"server_live_sandboxes", env.manager.live_count()},
                                                   {"server_max_sandboxes", env.manager.options().max_sandboxes}});
         }
+        // A paused or stopped sandbox is reported, not started.
+        if (auto j = find_listing(env, args["sandbox_id"], owner_of(ctx), nullptr);
+            j && (*j)["status"] != "running")
+          return ToolResult::from_structured(*j);
         auto entry = env.manager.get(args["sandbox_id"], owner_of(ctx));
         if (!entry.ok()) return error_result(entry.error());
         EntryUse use(*entry);
@@ -213,7 +269,8 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
 
   tools.add(
       {"close_sandbox", "Close sandbox",
-       "Destroys a sandbox: kills its processes and deletes its files. An unknown id is an error.",
+       "Destroys a sandbox: kills its processes and deletes its files (a persistent or paused "
+       "sandbox's too). An unknown id is an error.",
        json{{"type", "object"},
             {"properties", {{"sandbox_id", {{"type", "string"}, {"description", "Sandbox id or name."}}}}},
             {"required", {"sandbox_id"}},
@@ -225,9 +282,12 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
             {"openWorldHint", false}},
        nullptr},
       [&env](const json& args, RequestContext& ctx) {
-        auto entry = env.manager.get(args["sandbox_id"], owner_of(ctx));
-        if (!entry.ok()) return error_result(entry.error());
-        std::string id = (*entry)->id();
+        std::string id;
+        if (!find_listing(env, args["sandbox_id"], owner_of(ctx), &id)) {
+          auto entry = env.manager.get(args["sandbox_id"], owner_of(ctx));  // the not-found text
+          if (!entry.ok()) return error_result(entry.error());
+          id = (*entry)->id();
+        }
         if (auto s = env.manager.close(id, owner_of(ctx)); !s.ok()) return error_result(s.error());
         return ToolResult::from_structured(json{{"sandbox_id", id}, {"closed", true}});
       });

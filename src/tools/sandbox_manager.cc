@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/metrics.h"
+#include "tools/spec_record.h"
 
 namespace sandcastle::tools {
 
@@ -31,6 +32,23 @@ SandboxEntry::SandboxEntry(std::string id, std::string name, std::string languag
       sandbox_(std::move(sb)),
       last_used_steady_(std::chrono::steady_clock::now()),
       last_used_(created_at_) {}
+
+SandboxEntry::SandboxEntry(const store::SandboxRecord& record, std::unique_ptr<sandbox::Sandbox> sb)
+    : id_(record.id),
+      name_(record.name),
+      language_(record.language),
+      owner_(record.owner),
+      ttl_(record.ttl),
+      created_at_(record.created_at),
+      sandbox_(std::move(sb)),
+      last_used_steady_(std::chrono::steady_clock::now()),
+      last_used_(std::chrono::system_clock::now()),
+      ttl_action_(record.ttl_action) {}
+
+void SandboxEntry::on_package(std::function<void(const PackageRecord&)> fn) {
+  std::lock_guard lock(mu_);
+  on_package_ = std::move(fn);
+}
 
 void SandboxEntry::touch() {
   std::lock_guard lock(mu_);
@@ -72,10 +90,14 @@ SandboxEntry::UseCounts SandboxEntry::use_counts() const {
 }
 
 void SandboxEntry::set_package(PackageRecord rec) {
-  std::lock_guard lock(mu_);
-  rec.updated = std::chrono::system_clock::now();
-  std::string key = rec.name;
-  packages_[key] = std::move(rec);
+  std::function<void(const PackageRecord&)> hook;
+  {
+    std::lock_guard lock(mu_);
+    rec.updated = std::chrono::system_clock::now();
+    packages_[rec.name] = rec;
+    hook = on_package_;
+  }
+  if (hook) hook(rec);
 }
 
 std::shared_ptr<void> SandboxEntry::attachment(const std::function<std::shared_ptr<void>()>& make) {
@@ -137,18 +159,13 @@ store::SandboxRecord record_of(const SandboxEntry& e) {
   r.owner = e.owner();
   r.language = e.language();
   r.image = e.spec().image();
-  r.persistent = e.spec().persistence() == sandbox::Persistence::kPersistent;
+  r.persistent = e.persistent();
   r.created_at = e.created_at();
+  r.last_used_at = e.last_used();
   r.ttl = e.ttl();
-  const auto& l = e.spec().limits();
-  r.spec_json = nlohmann::json{{"image", e.spec().image()},
-                               {"memory_bytes", l.memory_bytes},
-                               {"pids", l.pids},
-                               {"cpu_millis", l.cpu_millis},
-                               {"disk_bytes", l.disk_bytes},
-                               {"exec_timeout_ms", l.exec_timeout.count()},
-                               {"env", e.spec().env()}}
-                    .dump();
+  r.ttl_action = e.ttl_action();
+  r.status = e.frozen() ? store::SandboxStatus::kPaused : store::SandboxStatus::kRunning;
+  r.spec_json = spec_to_json(e.spec().options());
   return r;
 }
 }  // namespace
@@ -168,12 +185,18 @@ void SandboxManager::shutdown() {
     std::lock_guard lock(mu_);
     stopping_ = true;
     live.swap(by_id_);
-    for (const auto& [id, _] : live) (void)store_->remove(id);
+    for (const auto& [id, e] : live)
+      if (!e->persistent()) (void)store_->remove(id);
   }
   cv_.notify_all();
   admission_.notify();  // waiting one-shots learn the server is stopping
   if (reaper_thread_.joinable()) reaper_thread_.join();
-  for (auto& [id, e] : live) destroy_counted(e->sandbox(), id);
+  for (auto& [id, e] : live) {
+    if (e->persistent())
+      stop_persistent(*e, store::SandboxStatus::kStopped);
+    else
+      destroy_counted(e->sandbox(), id);
+  }
   std::deque<std::shared_ptr<SandboxEntry>> retiring;
   {
     std::lock_guard lock(mu_);
@@ -265,6 +288,16 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::create_impl(const CreateRe
     return e;
   };
   if (!spec.ok()) return refuse(spec.take_error());
+  const bool persistent = req.spec.persistence == sandbox::Persistence::kPersistent;
+  if (persistent && !options_.persistent_refusal.empty())
+    return refuse(Error::make(ErrorCode::kUnavailable, options_.persistent_refusal));
+  if (persistent && req.owner.rfind("session:", 0) == 0)
+    return refuse(Error::make(ErrorCode::kInvalidArgument,
+                              "a persistent sandbox outlives its session, but without an API key "
+                              "this session is its only owner and nobody could reach it again: "
+                              "connect with an API key (`sandcastle keys create`, then "
+                              "'Authorization: Bearer <key>') or over stdio"));
+  std::string id;
   {
     std::unique_lock lock(mu_);
     if (stopping_) {
@@ -283,22 +316,33 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::create_impl(const CreateRe
                                "(close_sandbox) and retry");
     }
     if (!req.name.empty()) {
+      std::string other;
       for (const auto& [_, e] : by_id_)
-        if (e->owner() == req.owner && e->name() == req.name) {
-          std::string id = e->id();
-          lock.unlock();
-          return refuse(Error::make(ErrorCode::kAlreadyExists,
-                                    "a sandbox named '" + req.name + "' already exists (" + id +
-                                        "); use it, or pick another name"));
-        }
+        if (e->owner() == req.owner && e->name() == req.name) other = e->id();
+      for (const auto& [_, r] : dormant_)
+        if (r.owner == req.owner && r.name == req.name) other = r.id;
+      if (!other.empty()) {
+        lock.unlock();
+        return refuse(Error::make(ErrorCode::kAlreadyExists,
+                                  "a sandbox named '" + req.name + "' already exists (" + other +
+                                      "); use it, or pick another name"));
+      }
     }
+    id = new_id();
+    while (by_id_.count(id) || dormant_.count(id)) id = new_id();
     if (!reserved) {
       ++creating_;
       ++reserved_by_owner_[req.owner];
     }
   }
+  if (persistent) {
+    // Its storage is named after it, so a restart finds it.
+    sandbox::SpecOptions o = req.spec;
+    o.storage_id = id;
+    spec = sandbox::SandboxSpec::create(std::move(o));
+  }
   // The backend hands out a warm sandbox only for the spec it was made for.
-  auto sb = backend_.create(*spec);
+  auto sb = spec.ok() ? backend_.create(*spec) : Result<std::unique_ptr<sandbox::Sandbox>>(spec.error());
   std::unique_lock lock(mu_);
   release_reservation_locked(req.owner);
   if (!sb.ok()) {
@@ -306,24 +350,53 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::create_impl(const CreateRe
     admission_.notify();
     return sb.take_error();
   }
-  std::string id = new_id();
-  while (by_id_.count(id)) id = new_id();
   auto entry =
       std::make_shared<SandboxEntry>(id, req.name.empty() ? id : req.name, req.language, req.owner,
                                      req.ttl.value_or(options_.default_ttl), std::move(sb).value());
-  by_id_[id] = entry;
-  (void)store_->put(record_of(*entry));
+  entry->set_ttl_action(req.ttl_action);
+  insert_locked(entry);
+  if (persistent) {
+    if (auto s = store_->put(record_of(*entry)); !s.ok()) {
+      // A persistent sandbox the store does not know would be lost at the
+      // next restart: refuse it now rather than later.
+      by_id_.erase(id);
+      lock.unlock();
+      admission_.notify();
+      destroy_counted(entry->sandbox(), id);
+      return Error::make(s.error().code, "recording the persistent sandbox: " + s.error().message());
+    }
+  } else {
+    (void)store_->put(record_of(*entry));
+  }
   count_created();
   return entry;
 }
 
-Result<std::shared_ptr<SandboxEntry>> SandboxManager::get(const std::string& id_or_name,
-                                                          const std::string& owner) {
-  std::lock_guard lock(mu_);
+Result<std::shared_ptr<SandboxEntry>> SandboxManager::find_live_locked(
+    const std::string& id_or_name, const std::string& owner) const {
   auto it = by_id_.find(id_or_name);
   if (it != by_id_.end() && it->second->owner() == owner) return it->second;
   for (const auto& [_, e] : by_id_)
     if (e->owner() == owner && e->name() == id_or_name) return e;
+  return Error::make(ErrorCode::kNotFound, "");
+}
+
+Result<std::shared_ptr<SandboxEntry>> SandboxManager::get(const std::string& id_or_name,
+                                                          const std::string& owner) {
+  std::unique_lock lock(mu_);
+  if (auto live = find_live_locked(id_or_name, owner); live.ok()) {
+    if ((*live)->frozen())
+      return Error::make(ErrorCode::kFailedPrecondition,
+                         "sandbox '" + id_or_name + "' is paused: call resume_sandbox first");
+    return live;
+  }
+  if (auto rec = find_dormant_locked(id_or_name, owner)) {
+    if (rec->status == store::SandboxStatus::kPaused)
+      return Error::make(ErrorCode::kFailedPrecondition,
+                         "sandbox '" + id_or_name + "' is paused: call resume_sandbox first");
+    lock.unlock();
+    return wake(*rec, /*state_lost=*/true);
+  }
   if (auto why = ended_.reason(id_or_name))
     return Error::make(ErrorCode::kNotFound, "sandbox '" + id_or_name + "' no longer exists: " + *why);
   return Error::make(ErrorCode::kNotFound,
@@ -333,7 +406,21 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::get(const std::string& id_
 }
 
 Status SandboxManager::close(const std::string& id_or_name, const std::string& owner) {
-  auto entry = get(id_or_name, owner);
+  std::shared_ptr<SandboxEntry> live;
+  {
+    std::unique_lock lock(mu_);
+    if (auto l = find_live_locked(id_or_name, owner); l.ok()) {
+      live = *l;
+    } else if (auto rec = find_dormant_locked(id_or_name, owner)) {
+      // Not running: its files are all there is to delete.
+      dormant_.erase(rec->id);
+      lock.unlock();
+      if (auto s = backend_.remove_storage(rec->id); !s.ok()) return s;
+      return store_->remove(rec->id);
+    }
+  }
+  if (live && live->frozen()) (void)live->sandbox().thaw();  // a frozen process ignores SIGKILL until thawed on v1
+  auto entry = live ? Result<std::shared_ptr<SandboxEntry>>(live) : get(id_or_name, owner);
   if (!entry.ok()) return entry.take_error();
   {
     std::lock_guard lock(mu_);
@@ -408,13 +495,18 @@ size_t SandboxManager::pool_ready() const {
 }
 
 size_t SandboxManager::reap_expired() {
-  std::vector<std::shared_ptr<SandboxEntry>> expired;
+  std::vector<std::shared_ptr<SandboxEntry>> expired, to_pause;
   auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard lock(mu_);
     for (auto it = by_id_.begin(); it != by_id_.end();) {
       auto& e = it->second;
-      if (e->active_uses() == 0 && now - e->last_used_steady() >= e->ttl()) {
+      if (e->active_uses() == 0 && !e->frozen() && now - e->last_used_steady() >= e->ttl()) {
+        if (e->ttl_action() == "pause") {
+          to_pause.push_back(e);
+          ++it;
+          continue;
+        }
         expired.push_back(e);
         (void)store_->remove(it->first);
         it = by_id_.erase(it);
@@ -422,6 +514,14 @@ size_t SandboxManager::reap_expired() {
         ++it;
       }
     }
+  }
+  for (auto& e : to_pause) {
+    auto r = pause(e->id(), e->owner(), PauseMode::kAuto);
+    if (r.ok())
+      spdlog::info("sandbox {} idle for {} s: paused ({})", e->id(), e->ttl().count(), r->mode);
+    else
+      spdlog::warn("sandbox {} idle for {} s: pausing failed: {}", e->id(), e->ttl().count(),
+                   r.error().message());
   }
   if (!expired.empty()) admission_.notify();
   for (auto& e : expired) {
@@ -431,7 +531,7 @@ size_t SandboxManager::reap_expired() {
                                  "for a new one");
     destroy_counted(e->sandbox(), e->id());
   }
-  return expired.size();
+  return expired.size() + to_pause.size();
 }
 
 void SandboxManager::reaper_loop() {

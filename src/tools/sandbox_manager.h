@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,9 @@ class SandboxEntry {
  public:
   SandboxEntry(std::string id, std::string name, std::string language, std::string owner,
                std::chrono::seconds ttl, std::unique_ptr<sandbox::Sandbox> sb);
+  // A persistent sandbox started again from its record: keeps its creation
+  // time, and its first run reports the processes' state as lost.
+  SandboxEntry(const store::SandboxRecord& record, std::unique_ptr<sandbox::Sandbox> sb);
 
   const std::string& id() const { return id_; }
   const std::string& name() const { return name_; }
@@ -51,6 +55,22 @@ class SandboxEntry {
   std::chrono::system_clock::time_point created_at() const { return created_at_; }
   sandbox::Sandbox& sandbox() { return *sandbox_; }
   const sandbox::SandboxSpec& spec() const { return sandbox_->spec(); }
+  bool persistent() const { return spec().persistence() == sandbox::Persistence::kPersistent; }
+  // What the reaper does when the TTL passes: "destroy" or "pause".
+  const std::string& ttl_action() const { return ttl_action_; }
+  void set_ttl_action(std::string a) { ttl_action_ = std::move(a); }
+
+  // Frozen by pause_sandbox (mode freeze): its processes are stopped in
+  // memory; tools other than resume/close/history refuse it.
+  bool frozen() const { return frozen_.load(std::memory_order_acquire); }
+  void set_frozen(bool f) { frozen_.store(f, std::memory_order_release); }
+  // True once after the sandbox came back without its processes' memory (a
+  // restart, a resume after a pause that could not checkpoint): the next
+  // run says state_lost.
+  bool take_state_lost() { return state_lost_.exchange(false); }
+  void set_state_lost() { state_lost_.store(true); }
+  // Told of every package change (the manager records them in the store).
+  void on_package(std::function<void(const PackageRecord&)> fn);
 
   void touch();
   std::chrono::steady_clock::time_point last_used_steady() const;
@@ -87,6 +107,10 @@ class SandboxEntry {
   int active_uses_ = 0;
   std::uint64_t uses_begun_ = 0;
   std::map<std::string, PackageRecord> packages_;
+  std::function<void(const PackageRecord&)> on_package_;
+  std::string ttl_action_ = "destroy";
+  std::atomic<bool> frozen_{false};
+  std::atomic<bool> state_lost_{false};
   std::shared_ptr<void> attachment_;  // declared after sandbox_: released first
 };
 
@@ -111,6 +135,9 @@ struct ManagerOptions {
   size_t max_per_owner = 0;                   // live sandboxes per owner; 0 = no quota
   size_t max_queued_runs = 1024;              // one-shot runs that may wait at the cap; 0 = none
   std::chrono::seconds reap_interval{5};
+  // Non-empty: persistent sandboxes are refused with this message (another
+  // server owns the state dir's), and recover() leaves the store alone.
+  std::string persistent_refusal;
 };
 
 struct CreateRequest {
@@ -118,7 +145,27 @@ struct CreateRequest {
   std::string language;  // canonical language name
   std::string owner;     // "" for the local (stdio) user
   std::optional<std::chrono::seconds> ttl;
+  std::string ttl_action = "destroy";  // or "pause"
   sandbox::SpecOptions spec;
+};
+
+// How pause_sandbox stops a sandbox.
+enum class PauseMode {
+  kAuto,        // checkpoint where the backend can, else stop (persistent) or freeze (ephemeral)
+  kFreeze,      // processes stopped in memory: resume is instant, the state is kept
+  kStop,        // processes ended, files kept on disk (persistent only)
+};
+struct PauseOutcome {
+  std::string mode;          // "checkpoint" | "freeze" | "stop"
+  bool memory_saved = false; // resume brings the processes' state back
+  std::string note;          // why the memory is not saved, when it is not
+};
+
+// A sandbox as list_sandboxes shows it: a live entry, or a persistent one
+// whose processes are not running (stopped by a restart, or paused).
+struct SandboxListing {
+  std::shared_ptr<SandboxEntry> live;   // null when dormant
+  std::optional<store::SandboxRecord> dormant;
 };
 
 class SandboxManager {
@@ -132,9 +179,23 @@ class SandboxManager {
 
   // Starts the reaper thread.
   void start();
-  // Destroys every sandbox (persistent ones included until persistence
-  // across restarts lands) and stops the background threads.
+  // Destroys every ephemeral sandbox, stops persistent ones keeping their
+  // files (their records say "stopped") and stops the background threads.
   void shutdown();
+
+  // At start, before serving: persistent sandboxes in the store come back
+  // as dormant (started again on first use, or by resume_sandbox when
+  // paused); other records and storage no record names are removed.
+  Status recover();
+  Result<PauseOutcome> pause(const std::string& id_or_name, const std::string& owner, PauseMode mode);
+  Result<std::shared_ptr<SandboxEntry>> resume(const std::string& id_or_name, const std::string& owner);
+  // A new sandbox with a copy of the files of `id_or_name` (which keeps
+  // running); named `name` (empty: its id).
+  Result<std::shared_ptr<SandboxEntry>> fork(const std::string& id_or_name, const std::string& owner,
+                                             const std::string& name);
+  // Live and dormant sandboxes of `owner`, oldest first.
+  std::vector<SandboxListing> list_all(const std::string& owner) const;
+  store::SandboxStore& mutable_store() { return *store_; }
 
   Result<std::shared_ptr<SandboxEntry>> create(const CreateRequest& req);
   // For a one-shot run: like create, but at the cap it waits in the
@@ -145,7 +206,9 @@ class SandboxManager {
       mcp::CancelToken* cancel, const AdmissionQueue::OnQueued& on_queued);
   size_t runs_waiting() const { return admission_.waiting(); }
   // Finds by id or name, only among `owner`'s sandboxes: another owner's
-  // sandbox is reported as not found, never as forbidden.
+  // sandbox is reported as not found, never as forbidden. A stopped
+  // persistent sandbox is started again (its first run says state_lost); a
+  // paused one is refused until resume_sandbox.
   Result<std::shared_ptr<SandboxEntry>> get(const std::string& id_or_name,
                                             const std::string& owner);
   Status close(const std::string& id_or_name, const std::string& owner);
@@ -174,6 +237,15 @@ class SandboxManager {
   void release_reservation_locked(const std::string& owner);
   void reaper_loop();
   std::string new_id() const;
+  // Persistent sandboxes (sandbox_durable.cc).
+  std::shared_ptr<SandboxEntry> insert_locked(std::shared_ptr<SandboxEntry> entry);
+  Result<std::shared_ptr<SandboxEntry>> wake(const store::SandboxRecord& rec, bool state_lost);
+  std::optional<store::SandboxRecord> find_dormant_locked(const std::string& id_or_name,
+                                                          const std::string& owner) const;
+  Result<std::shared_ptr<SandboxEntry>> find_live_locked(const std::string& id_or_name,
+                                                         const std::string& owner) const;
+  void stop_persistent(SandboxEntry& e, store::SandboxStatus status);
+  Status copy_files(SandboxEntry& from, SandboxEntry& to);
 
   sandbox::Backend& backend_;
   const ManagerOptions options_;
@@ -182,6 +254,9 @@ class SandboxManager {
   std::condition_variable cv_;
   bool stopping_ = false;
   std::map<std::string, std::shared_ptr<SandboxEntry>> by_id_;
+  // Persistent sandboxes whose processes are not running, by id.
+  std::map<std::string, store::SandboxRecord> dormant_;
+  std::mutex wake_mu_;  // one wake (or resume) at a time: no sandbox starts twice
   std::deque<std::shared_ptr<SandboxEntry>> retiring_;  // destroyed by the reaper thread
   store::MemorySandboxStore own_store_;
   store::SandboxStore* store_;

@@ -101,11 +101,16 @@ Result<const Language*> language_for_image(const ToolEnv& env, std::string_view 
 std::string canonical_language(std::string_view name);
 // The image a create of `language` gets when it names none.
 std::string default_image_for(const ToolConfig& config, const std::string& language);
+// Registers pause_sandbox, resume_sandbox and fork_sandbox (durable_tools.cc).
+void register_durable_tools(mcp::Server& server, ToolEnv& env);
+// A sandbox as the lifecycle tools show it (lifecycle_tools.cc).
+mcp::json sandbox_json(const SandboxEntry& e);
 // Registers export_dockerfile.
 void register_export_tools(mcp::Server& server, ToolEnv& env);
 
 inline void register_sandbox_tools(mcp::Server& server, ToolEnv& env) {
   register_lifecycle_tools(server, env);
+  register_durable_tools(server, env);
   register_exec_tools(server, env);
   register_file_tools(server, env);
   register_package_tools(server, env);

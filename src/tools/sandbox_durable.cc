@@ -1,0 +1,355 @@
+// The persistent half of SandboxManager (issue 16): sandboxes whose files
+// outlive their processes. A persistent sandbox is live (in by_id_) or
+// dormant (its record in dormant_: stopped by a restart, or paused without
+// memory); the backend keeps its files under its storage id, which is the
+// sandbox id. Frozen sandboxes stay live, flagged, until resumed.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+#include "common/metrics.h"
+#include "tools/sandbox_manager.h"
+#include "tools/spec_record.h"
+
+namespace sandcastle::tools {
+
+namespace {
+
+PackageState package_state_of(const std::string& s) {
+  if (s == "success") return PackageState::kSuccess;
+  if (s == "failed") return PackageState::kFailed;
+  return PackageState::kInstalling;
+}
+
+// fork_sandbox of an ephemeral sandbox copies file by file through the
+// backend's in-sandbox file channel: bounded like every other transfer.
+constexpr std::size_t kForkMaxEntries = 100'000;
+
+}  // namespace
+
+std::shared_ptr<SandboxEntry> SandboxManager::insert_locked(std::shared_ptr<SandboxEntry> entry) {
+  if (entry->persistent()) {
+    const std::string id = entry->id();
+    entry->on_package([store = store_, id](const PackageRecord& p) {
+      store::PackageEntry pe;
+      pe.name = p.name;
+      pe.manager = p.manager;
+      pe.state = package_state_name(p.state);
+      pe.error = p.error;
+      pe.updated = p.updated;
+      if (auto s = store->put_package(id, pe); !s.ok())
+        spdlog::warn("recording package {} of {}: {}", p.name, id, s.error().message());
+    });
+  }
+  by_id_[entry->id()] = entry;
+  return entry;
+}
+
+std::optional<store::SandboxRecord> SandboxManager::find_dormant_locked(
+    const std::string& id_or_name, const std::string& owner) const {
+  if (auto it = dormant_.find(id_or_name); it != dormant_.end() && it->second.owner == owner)
+    return it->second;
+  for (const auto& [_, r] : dormant_)
+    if (r.owner == owner && r.name == id_or_name) return r;
+  return std::nullopt;
+}
+
+Result<std::shared_ptr<SandboxEntry>> SandboxManager::wake(const store::SandboxRecord& rec,
+                                                           bool state_lost) {
+  std::lock_guard wake_lock(wake_mu_);
+  {
+    std::lock_guard lock(mu_);
+    // Another call may have woken it while this one waited.
+    if (auto it = by_id_.find(rec.id); it != by_id_.end()) return it->second;
+    if (!dormant_.count(rec.id))
+      return Error::make(ErrorCode::kNotFound, "sandbox '" + rec.id + "' was closed meanwhile");
+    if (stopping_) return Error::make(ErrorCode::kUnavailable, "the server is shutting down");
+    if (by_id_.size() + creating_ >= options_.max_sandboxes)
+      return Error::make(
+          ErrorCode::kResourceExhausted,
+          cap_text() + ", so stopped sandbox '" + rec.id +
+              "' cannot start; close one you no longer need (close_sandbox) and retry");
+  }
+  auto opts = spec_from_json(rec.spec_json);
+  if (!opts.ok()) return opts.take_error();
+  auto spec = sandbox::SandboxSpec::create(*opts);
+  if (!spec.ok()) return spec.take_error();
+  auto sb = backend_.create(*spec);
+  if (!sb.ok())
+    return Error::make(sb.error().code, "starting persistent sandbox '" + rec.id +
+                                            "' again: " + sb.error().message());
+  auto entry = std::make_shared<SandboxEntry>(rec, std::move(sb).value());
+  for (const auto& p : store_->packages(rec.id))
+    entry->set_package({p.name, p.manager, package_state_of(p.state), p.error, {}});
+  if (state_lost) entry->set_state_lost();
+  std::lock_guard lock(mu_);
+  dormant_.erase(rec.id);
+  insert_locked(entry);
+  store::SandboxRecord now = rec;
+  now.status = store::SandboxStatus::kRunning;
+  now.memory_saved = false;
+  (void)store_->put(now);
+  metrics::registry().counter(metrics::name::kSandboxesCreated, "sandboxes created").inc();
+  return entry;
+}
+
+void SandboxManager::stop_persistent(SandboxEntry& e, store::SandboxStatus status) {
+  if (e.frozen()) (void)e.sandbox().thaw();
+  if (auto s = e.sandbox().release(); !s.ok())
+    spdlog::warn("stopping persistent sandbox {}: {}", e.id(), s.error().message());
+  store::SandboxRecord r;
+  r.id = e.id();
+  r.name = e.name();
+  r.owner = e.owner();
+  r.language = e.language();
+  r.image = e.spec().image();
+  r.persistent = true;
+  r.created_at = e.created_at();
+  r.last_used_at = e.last_used();
+  r.ttl = e.ttl();
+  r.ttl_action = e.ttl_action();
+  r.status = status;
+  r.memory_saved = false;
+  r.spec_json = spec_to_json(e.spec().options());
+  if (auto s = store_->put(r); !s.ok())
+    spdlog::warn("recording stopped sandbox {}: {}", e.id(), s.error().message());
+  std::lock_guard lock(mu_);
+  dormant_[r.id] = r;
+}
+
+Status SandboxManager::recover() {
+  if (!options_.persistent_refusal.empty()) return ok_status();  // not this server's to sweep
+  std::set<std::string> kept;
+  for (auto& rec : store_->list()) {
+    if (!rec.persistent) {
+      // Its processes and tmpfs died with the last server.
+      (void)store_->remove(rec.id);
+      continue;
+    }
+    if (rec.status == store::SandboxStatus::kRunning) {
+      rec.status = store::SandboxStatus::kStopped;
+      rec.memory_saved = false;
+      (void)store_->set_status(rec.id, rec.status, false);
+    } else if (rec.status == store::SandboxStatus::kPaused && rec.memory_saved &&
+               !backend_.checkpoint_support().ok()) {
+      rec.memory_saved = false;  // this host cannot restore it
+    }
+    kept.insert(rec.id);
+    std::lock_guard lock(mu_);
+    dormant_[rec.id] = rec;
+  }
+  // Storage no record names: a create or close cut short by a crash.
+  for (const auto& id : backend_.list_storage())
+    if (!kept.count(id)) {
+      spdlog::info("removing storage {}: no sandbox record names it", id);
+      if (auto s = backend_.remove_storage(id); !s.ok())
+        spdlog::warn("removing storage {}: {}", id, s.error().message());
+    }
+  if (!kept.empty()) spdlog::info("{} persistent sandbox(es) kept from the last run", kept.size());
+  return ok_status();
+}
+
+Result<PauseOutcome> SandboxManager::pause(const std::string& id_or_name, const std::string& owner,
+                                           PauseMode mode) {
+  std::shared_ptr<SandboxEntry> e;
+  {
+    std::lock_guard lock(mu_);
+    auto live = find_live_locked(id_or_name, owner);
+    if (!live.ok()) {
+      if (auto rec = find_dormant_locked(id_or_name, owner))
+        return rec->status == store::SandboxStatus::kPaused
+                   ? Result<PauseOutcome>(
+                         PauseOutcome{"stop", rec->memory_saved, "it was already paused"})
+                   : Error::make(ErrorCode::kFailedPrecondition,
+                                 "sandbox '" + id_or_name +
+                                     "' is stopped (its server restarted): "
+                                     "nothing runs in it to pause");
+      return get(id_or_name, owner).take_error();  // the usual not-found text
+    }
+    e = *live;
+  }
+  if (e->frozen()) return PauseOutcome{"freeze", true, "it was already paused"};
+  if (mode == PauseMode::kAuto) mode = e->persistent() ? PauseMode::kStop : PauseMode::kFreeze;
+  if (mode == PauseMode::kStop && !e->persistent())
+    return Error::make(
+        ErrorCode::kInvalidArgument,
+        "an ephemeral sandbox's files live in memory, so it can only pause with mode "
+        "\"freeze\" (its processes stop, memory kept); create it with persistent: true "
+        "to pause it to disk");
+  if (mode == PauseMode::kFreeze) {
+    if (auto s = e->sandbox().freeze(); !s.ok()) return s.take_error();
+    e->set_frozen(true);
+    if (e->persistent()) (void)store_->set_status(e->id(), store::SandboxStatus::kPaused, true);
+    return PauseOutcome{"freeze", true,
+                        "frozen in memory: the sandbox keeps its memory while paused, "
+                        "and a server restart loses it (the files stay)"};
+  }
+  // Stop: the processes end, the files stay on disk.
+  if (e->active_uses() > 0)
+    return Error::make(
+        ErrorCode::kFailedPrecondition,
+        "sandbox '" + id_or_name + "' is running a call; pause it when the call ends");
+  {
+    std::lock_guard lock(mu_);
+    by_id_.erase(e->id());
+  }
+  admission_.notify();
+  std::string why = "the memory state was lost: ";
+  auto support = backend_.checkpoint_support();
+  why += support.ok() ? "this sandbox was stopped without a checkpoint" : support.error().message();
+  stop_persistent(*e, store::SandboxStatus::kPaused);
+  return PauseOutcome{"stop", false,
+                      why + "; its files are kept and resume_sandbox starts it again"};
+}
+
+Result<std::shared_ptr<SandboxEntry>> SandboxManager::resume(const std::string& id_or_name,
+                                                             const std::string& owner) {
+  std::optional<store::SandboxRecord> rec;
+  {
+    std::lock_guard lock(mu_);
+    if (auto live = find_live_locked(id_or_name, owner); live.ok()) {
+      auto e = *live;
+      if (e->frozen()) {
+        if (auto s = e->sandbox().thaw(); !s.ok()) return s.take_error();
+        e->set_frozen(false);
+        e->touch();
+        if (e->persistent())
+          (void)store_->set_status(e->id(), store::SandboxStatus::kRunning, false);
+      }
+      return e;
+    }
+    rec = find_dormant_locked(id_or_name, owner);
+  }
+  if (!rec) return get(id_or_name, owner);  // the usual not-found text
+  return wake(*rec, /*state_lost=*/true);
+}
+
+std::vector<SandboxListing> SandboxManager::list_all(const std::string& owner) const {
+  std::vector<SandboxListing> out;
+  for (auto& e : list(owner)) out.push_back({e, std::nullopt});
+  std::lock_guard lock(mu_);
+  for (const auto& [_, r] : dormant_)
+    if (r.owner == owner) out.push_back({nullptr, r});
+  return out;
+}
+
+Result<std::shared_ptr<SandboxEntry>> SandboxManager::fork(const std::string& id_or_name,
+                                                           const std::string& owner,
+                                                           const std::string& name) {
+  std::shared_ptr<SandboxEntry> live;
+  std::optional<store::SandboxRecord> rec;
+  {
+    std::lock_guard lock(mu_);
+    if (auto l = find_live_locked(id_or_name, owner); l.ok())
+      live = *l;
+    else
+      rec = find_dormant_locked(id_or_name, owner);
+  }
+  if (!live && !rec) return get(id_or_name, owner).take_error();
+  CreateRequest req;
+  req.name = name;
+  req.owner = owner;
+  if (live) {
+    req.language = live->language();
+    req.ttl = live->ttl();
+    req.ttl_action = live->ttl_action();
+    req.spec = live->spec().options();
+  } else {
+    auto o = spec_from_json(rec->spec_json);
+    if (!o.ok()) return o.take_error();
+    req.language = rec->language;
+    req.ttl = rec->ttl;
+    req.ttl_action = rec->ttl_action;
+    req.spec = *o;
+  }
+  const bool persistent = req.spec.persistence == sandbox::Persistence::kPersistent;
+  if (!persistent) {
+    auto child = create(req);
+    if (!child.ok()) return child;
+    EntryUse from(live), to(*child);
+    if (auto s = copy_files(*from, *to); !s.ok()) {
+      (void)close((*child)->id(), owner);
+      return Error::make(s.error().code, "copying the files: " + s.error().message());
+    }
+    return child;
+  }
+  // Persistent: the backend copies the storage (copy-on-write where it can),
+  // then the fork starts on its copy like a stopped sandbox.
+  store::SandboxRecord r;
+  {
+    std::lock_guard lock(mu_);
+    r.id = new_id();
+    while (by_id_.count(r.id) || dormant_.count(r.id)) r.id = new_id();
+    for (const auto& [_, e] : by_id_)
+      if (!name.empty() && e->owner() == owner && e->name() == name)
+        return Error::make(ErrorCode::kAlreadyExists,
+                           "a sandbox named '" + name + "' already exists");
+    for (const auto& [_, d] : dormant_)
+      if (!name.empty() && d.owner == owner && d.name == name)
+        return Error::make(ErrorCode::kAlreadyExists,
+                           "a sandbox named '" + name + "' already exists");
+  }
+  const std::string from_id = live ? live->id() : rec->id;
+  if (auto s = backend_.copy_storage(from_id, r.id); !s.ok()) return s.take_error();
+  sandbox::SpecOptions o = req.spec;
+  o.storage_id = r.id;
+  r.name = name.empty() ? r.id : name;
+  r.owner = owner;
+  r.language = req.language;
+  r.image = o.image;
+  r.persistent = true;
+  r.created_at = r.last_used_at = std::chrono::system_clock::now();
+  r.ttl = req.ttl.value_or(options_.default_ttl);
+  r.ttl_action = req.ttl_action;
+  r.status = store::SandboxStatus::kStopped;
+  r.spec_json = spec_to_json(o);
+  if (auto s = store_->put(r); !s.ok()) {
+    (void)backend_.remove_storage(r.id);
+    return s.take_error();
+  }
+  for (const auto& p : store_->packages(from_id)) (void)store_->put_package(r.id, p);
+  {
+    std::lock_guard lock(mu_);
+    dormant_[r.id] = r;
+  }
+  // Its processes start fresh: nothing to report as lost.
+  return wake(r, /*state_lost=*/false);
+}
+
+Status SandboxManager::copy_files(SandboxEntry& from, SandboxEntry& to) {
+  const std::string root = from.spec().workdir();
+  sandbox::ListOptions lo;
+  lo.recursive = true;
+  lo.max_entries = kForkMaxEntries;
+  auto listing = from.sandbox().list(root, lo);
+  if (!listing.ok()) return listing.take_error();
+  if (listing->truncated)
+    return Error::make(ErrorCode::kResourceExhausted,
+                       "more than " + std::to_string(kForkMaxEntries) + " files under " + root);
+  std::uint64_t budget = to.spec().limits().disk_bytes;
+  for (const auto& f : listing->entries) {
+    const std::string path = root + "/" + f.name;
+    if (f.type == sandbox::FileType::kDirectory) {
+      if (auto s = to.sandbox().mkdir(path, true); !s.ok()) return s;
+    } else if (f.type == sandbox::FileType::kRegular) {
+      if (f.size > budget)
+        return Error::make(ErrorCode::kResourceExhausted, "the files exceed the fork's disk limit");
+      sandbox::ReadRange range;
+      range.length = budget;
+      range.whole = true;
+      auto data = from.sandbox().read_file(path, range);
+      if (!data.ok()) return data.take_error();
+      if (data->too_large)
+        return Error::make(ErrorCode::kResourceExhausted, "the files exceed the fork's disk limit");
+      budget -= data->data.size();
+      if (auto s = to.sandbox().write_file(path, data->data, f.mode & 07777, true); !s.ok())
+        return s;
+    }
+    // Symlinks and special files are not copied (the file channel makes
+    // regular files and directories only).
+  }
+  return ok_status();
+}
+
+}  // namespace sandcastle::tools
