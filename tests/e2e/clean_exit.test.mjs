@@ -9,10 +9,11 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { BIN, REPO_ROOT, procTable } from './lib/harness.mjs';
+import { BIN, REPO_ROOT } from './lib/harness.mjs';
+import { cgroupParents, descendants, ownCgroups, runMounts, survivors } from './lib/leftovers.mjs';
 import { openSession, post } from './lib/http.mjs';
 
 const IS_ROOT = process.getuid() === 0;
@@ -25,54 +26,6 @@ function testUser() {
   execFileSync(resolve(REPO_ROOT, 'scripts/as-test-user'), ['true']);
   const id = (flag) => Number(execFileSync('id', [flag, TEST_USER], { encoding: 'utf8' }).trim());
   return { uid: id('-u'), gid: id('-g'), home: `/home/${TEST_USER}` };
-}
-
-function descendants(root) {
-  const table = procTable();
-  const found = [];
-  let frontier = [root];
-  while (frontier.length) {
-    const next = [];
-    for (const [pid, p] of table) if (frontier.includes(p.ppid)) { found.push({ pid, ...p }); next.push(pid); }
-    frontier = next;
-  }
-  return found;
-}
-
-// Those of `procs` still alive (same pid and start time; a zombie counts).
-function survivors(procs) {
-  const table = procTable();
-  return procs.filter((p) => table.get(p.pid)?.start === p.start)
-    .map((p) => `${p.pid} ${p.comm} (${table.get(p.pid).state})`);
-}
-
-// Directories named sandcastle-<pid>-* in every cgroup hierarchy the server
-// belonged to (v1: one per controller; v2 and the hybrid "unified" tree).
-function cgroupParents(pid) {
-  const parents = new Set();
-  for (const line of readFileSync(`/proc/${pid}/cgroup`, 'utf8').trim().split('\n')) {
-    const [, ctrls, path] = line.split(/:(.*?):/);
-    if (ctrls === '') {
-      parents.add(`/sys/fs/cgroup${path}`);
-      parents.add(`/sys/fs/cgroup/unified${path}`);
-    }
-    for (const c of ctrls.split(',').filter((c) => c && !c.startsWith('name='))) parents.add(`/sys/fs/cgroup/${c}${path}`);
-  }
-  return [...parents];
-}
-
-function ownCgroups(parents, pid) {
-  const found = [];
-  for (const dir of parents) {
-    let names = [];
-    try { names = readdirSync(dir); } catch { continue; }
-    for (const n of names) if (n.startsWith(`sandcastle-${pid}-`)) found.push(`${dir.replace(/\/$/, '')}/${n}`);
-  }
-  return found;
-}
-
-function runMounts(runDir) {
-  return readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter((l) => l.includes(runDir));
 }
 
 // A stdio server driven line by line.

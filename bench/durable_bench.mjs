@@ -1,0 +1,105 @@
+// Durable sandboxes (issue 16): pause+resume and fork, over stdio, medians.
+//   - pause+resume of an idle Python kernel sandbox: mode freeze (memory kept)
+//     and mode stop (persistent: processes end, files kept), each timed from
+//     the pause call to the resume's answer, and to the first x += 1 after it;
+//     beside it `podman container checkpoint` + `restore` of a container
+//     running python3, when CRIU works on this host (the row says why not).
+//   - fork_sandbox of a sandbox holding --mib MiB of files (persistent: the
+//     disk image copied; ephemeral: file by file through the sandbox), beside
+//     `cp -a` of the same bytes on the state dir's disk.
+// Needs root for persistent sandboxes; prints why not otherwise.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from './lib/args.mjs';
+import { LineClient } from './lib/line_client.mjs';
+
+const opts = parseArgs(process.argv.slice(2), {
+  script: 'bench/durable_bench.mjs',
+  defaults: { sandcastle: 'build/sandcastle', rounds: 9, mib: 50 },
+  types: { sandcastle: 'path', rounds: 'int', mib: 'int' },
+});
+
+if (process.getuid() !== 0) {
+  console.log('durable_bench: skipped (persistent sandboxes need root: loop-mounted disks)');
+  process.exit(0);
+}
+
+const median = (v) => { const s = [...v].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
+const ms = (v) => (v === undefined ? 'n/a' : `${v.toFixed(v < 10 ? 2 : 1)} ms`);
+const sh = (cmd, args) => execFileSync(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 << 20 }).toString();
+const timed = async (fn) => { const t0 = performance.now(); await fn(); return performance.now() - t0; };
+
+function criuReason() {
+  try {
+    sh('criu', ['check']);
+    return null;
+  } catch (e) {
+    const text = `${e.stdout ?? ''}${e.stderr ?? ''}`.split('\n').find((l) => /Error/.test(l)) ?? e.message;
+    return text.trim();
+  }
+}
+
+const work = mkdtempSync('/tmp/scdb-');
+let client;
+try {
+  client = new LineClient(opts.sandcastle, ['--state-dir', join(work, 'state')]);
+  await client.initialize('durable-bench');
+  const call = (name, args) => client.callOk(name, args);
+  const rows = [];
+
+  // pause+resume, both modes.
+  for (const [mode, persistent] of [['freeze', false], ['stop', true]]) {
+    const { sc } = await call('create_sandbox', { language: 'python', persistent });
+    const id = sc.sandbox_id;
+    await call('execute_code', { sandbox_id: id, code: 'x = 0' });
+    const both = [], first = [];
+    for (let i = 0; i < opts.rounds; i++) {
+      const t0 = performance.now();
+      await call('pause_sandbox', { sandbox_id: id, mode });
+      await call('resume_sandbox', { sandbox_id: id });
+      both.push(performance.now() - t0);
+      const r = await call('execute_code', { sandbox_id: id, code: mode === 'freeze' ? 'x += 1\nprint(x)' : 'print(1)' });
+      first.push(performance.now() - t0);
+      if (mode === 'freeze' && r.sc.stdout !== `${i + 1}\n`) throw new Error(`state lost in freeze mode: ${JSON.stringify(r.sc)}`);
+    }
+    rows.push([`pause+resume, mode ${mode}${persistent ? ' (persistent)' : ''}`, ms(median(both)), ms(median(first))]);
+    await call('close_sandbox', { sandbox_id: id });
+  }
+  const criu = criuReason();
+  rows.push(['podman container checkpoint + restore (python3)', criu ? `unavailable: ${criu}` : 'criu works here: not yet measured', '']);
+
+  // fork of a sandbox holding --mib MiB.
+  const fill = `head -c ${opts.mib << 20} /dev/urandom > data.bin && mkdir -p src && for i in $(seq 1 200); do echo $i > src/f$i.txt; done`;
+  for (const persistent of [true, false]) {
+    const { sc } = await call('create_sandbox', { language: 'bash', persistent, limits: { disk_mb: 4 * opts.mib } });
+    await call('execute_command', { sandbox_id: sc.sandbox_id, command: fill });
+    const t = [];
+    for (let i = 0; i < opts.rounds; i++) {
+      let child;
+      t.push(await timed(async () => { child = (await call('fork_sandbox', { sandbox_id: sc.sandbox_id })).sc.sandbox_id; }));
+      await call('close_sandbox', { sandbox_id: child });
+    }
+    rows.push([`fork_sandbox, ${opts.mib} MiB + 200 small files, ${persistent ? 'persistent (disk image copy)' : 'ephemeral (file by file)'}`, ms(median(t)), '']);
+    await call('close_sandbox', { sandbox_id: sc.sandbox_id });
+  }
+  const src = join(work, 'cp-src');
+  sh('/bin/sh', ['-c', `mkdir -p ${src} && head -c ${opts.mib << 20} /dev/urandom > ${src}/data.bin && for i in $(seq 1 200); do echo $i > ${src}/f$i.txt; done && sync`]);
+  const cp = [];
+  for (let i = 0; i < opts.rounds; i++) {
+    const dst = join(work, `cp-dst-${i}`);
+    cp.push(await timed(async () => sh('cp', ['-a', src, dst])));
+    rmSync(dst, { recursive: true, force: true });
+  }
+  rows.push([`cp -a of the same bytes on the state dir's disk (page cache warm)`, ms(median(cp)), '']);
+
+  console.log(`${opts.rounds} rounds, medians; load average at start ${loadavg()[0].toFixed(2)}`);
+  console.log();
+  console.log('| operation | p50 | p50 to the first result after it |');
+  console.log('| --- | --- | --- |');
+  for (const r of rows) console.log(`| ${r[0]} | ${r[1]} | ${r[2]} |`);
+} finally {
+  if (client) await client.close?.();
+  rmSync(work, { recursive: true, force: true });
+}
