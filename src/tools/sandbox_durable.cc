@@ -180,7 +180,9 @@ Result<PauseOutcome> SandboxManager::pause(const std::string& id_or_name, const 
   if (mode == PauseMode::kFreeze) {
     if (auto s = e->sandbox().freeze(); !s.ok()) return s.take_error();
     e->set_frozen(true);
-    if (e->persistent()) (void)store_->set_status(e->id(), store::SandboxStatus::kPaused, true);
+    // memory_saved stays false in the record: a frozen sandbox's memory is
+    // in this server's processes, which a restart does not bring back.
+    if (e->persistent()) (void)store_->set_status(e->id(), store::SandboxStatus::kPaused, false);
     return PauseOutcome{"freeze", true,
                         "frozen in memory: the sandbox keeps its memory while paused, "
                         "and a server restart loses it (the files stay)"};

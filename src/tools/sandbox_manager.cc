@@ -137,7 +137,10 @@ void count_created() {
   metrics::registry().counter(metrics::name::kSandboxesCreated, "sandboxes created").inc();
 }
 // Every destruction goes through here, so the destroyed count is exact.
-void destroy_counted(sandbox::Sandbox& sb, const std::string& id) {
+// A frozen sandbox is thawed first: on cgroup v1 a frozen task takes its
+// SIGKILL only once thawed.
+void destroy_counted(sandbox::Sandbox& sb, const std::string& id, bool frozen = false) {
+  if (frozen) (void)sb.thaw();
   if (auto s = sb.destroy(); !s.ok())
     spdlog::warn("destroying sandbox {}: {}", id, s.error().message());
   metrics::registry().counter(metrics::name::kSandboxesDestroyed, "sandboxes destroyed").inc();
@@ -195,7 +198,7 @@ void SandboxManager::shutdown() {
     if (e->persistent())
       stop_persistent(*e, store::SandboxStatus::kStopped);
     else
-      destroy_counted(e->sandbox(), id);
+      destroy_counted(e->sandbox(), id, e->frozen());
   }
   std::deque<std::shared_ptr<SandboxEntry>> retiring;
   {
@@ -471,7 +474,7 @@ size_t SandboxManager::close_owned_by(const std::string& owner) {
   if (owner.rfind("session:", 0) == 0)
     for (auto& e : mine) ended_.remember(e->id(), kEndedWithSession);
   if (!mine.empty()) admission_.notify();
-  for (auto& e : mine) destroy_counted(e->sandbox(), e->id());
+  for (auto& e : mine) destroy_counted(e->sandbox(), e->id(), e->frozen());
   return mine.size();
 }
 

@@ -189,3 +189,47 @@ describe('durable sandboxes', () => {
     }
   });
 });
+
+describe('durable sandboxes over HTTP', () => {
+  test('a keyless session cannot make a persistent sandbox; a key\'s survives a restart of the server', async () => {
+    const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+    const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
+    const { keys, startHttp, tempStateDir } = await import('./lib/http.mjs');
+    const { rmSync } = await import('node:fs');
+    const connect = async (url, headers = {}) => {
+      const client = new Client({ name: 'sandcastle-e2e-durable', version: '1.0.0' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } }));
+      return client;
+    };
+    const state = tempStateDir();
+    try {
+      let srv = await startHttp(['--pool-size', '0'], { stateDir: state });
+      const anon = await connect(srv.url);
+      const refused = await anon.callTool({ name: 'create_sandbox', arguments: { persistent: true } });
+      assert.equal(refused.isError, true);
+      assert.match(refused.content[0].text, /without an API key this session is its only owner.*API key/);
+      await anon.close();
+      await srv.stop();
+
+      const key = JSON.parse(keys(state, '--json', 'create', '--name', 'durable')).key;
+      const auth = { authorization: `Bearer ${key}` };
+      srv = await startHttp(['--auth', '--pool-size', '0'], { stateDir: state });
+      let c = await connect(srv.url, auth);
+      const made = await c.callTool({ name: 'create_sandbox', arguments: { persistent: true, language: 'bash', name: 'kept' } });
+      assert.ok(!made.isError, JSON.stringify(made.content));
+      await c.callTool({ name: 'write_file', arguments: { sandbox_id: 'kept', path: 'k.txt', content: 'over http' } });
+      await c.close();
+      await srv.stop('SIGKILL');
+      srv = await startHttp(['--auth', '--pool-size', '0'], { stateDir: state });
+      c = await connect(srv.url, auth);
+      const r = await c.callTool({ name: 'execute_command', arguments: { sandbox_id: 'kept', command: 'cat k.txt' } });
+      assert.equal(r.structuredContent.stdout, 'over http');
+      assert.equal(r.structuredContent.state_lost, true);
+      await c.callTool({ name: 'close_sandbox', arguments: { sandbox_id: 'kept' } });
+      await c.close();
+      await srv.stop();
+    } finally {
+      rmSync(state, { recursive: true, force: true });
+    }
+  });
+});
