@@ -10,6 +10,7 @@
 #include "sandbox/native/cgroup.h"
 #include "sandbox/native/fs_util.h"
 #include "sandbox/native/host_image.h"
+#include "sandbox/native/persist_disk.h"
 
 namespace sandcastle::sandbox::native {
 namespace {
@@ -40,6 +41,14 @@ SweepReport sweep_leftovers() {
         const std::string dir = path + "/img/" + sb;
         for (const auto& n : list_dir(dir)) ::umount2((dir + "/" + n).c_str(), MNT_DETACH);
         ::umount2(dir.c_str(), MNT_DETACH);
+      }
+      // Persistent storage mounted by it (persist_disk.h): unmounted (its
+      // loop device then detaches itself), never deleted. One that stays
+      // mounted keeps the directory: remove_tree would not cross into it,
+      // but nothing of it is touched at all.
+      if (!sweep_persist_mounts(path)) {
+        rep.failed.push_back(path + ": persistent storage still mounted");
+        continue;
       }
       if (auto st = remove_tree(path); st) rep.removed.push_back(path);
       else rep.failed.push_back(path + ": " + st.error().message());
