@@ -50,9 +50,14 @@ std::string own_v1_freezer() {
 
 Status SaveFreeze::move_all(pid_t worker) {
   for (int pass = 0; pass < kMovePasses; ++pass) {
-    std::set<pid_t> in_group = read_pids(group_ + "/cgroup.procs");
+    // The source first, then the group: a process the sandbox forks between
+    // the two reads from one already moved is born in the group (v1 lists
+    // it in both) and is not taken for a new one, which a busy fork loop
+    // would otherwise make of every pass.
+    const std::set<pid_t> source = read_pids(source_procs_);
+    const std::set<pid_t> in_group = read_pids(group_ + "/cgroup.procs");
     bool moved = false;
-    for (pid_t p : read_pids(source_procs_)) {
+    for (pid_t p : source) {
       if (p == worker || in_group.count(p)) continue;
       // A process that exited meanwhile (ESRCH) is no matter.
       if (write_small_file(group_ + "/cgroup.procs", std::to_string(p))) moved = true;

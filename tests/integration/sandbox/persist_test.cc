@@ -321,7 +321,8 @@ TEST_F(PersistTest, FreezeStopsEveryProcessAndThawLetsThemGoOn) {
   cancel.cancel();
   counter.join();
   // Frozen again, destroy still ends it (thawed first).
-  ASSERT_TRUE(sb->freeze().ok());
+  auto again = sb->freeze();
+  ASSERT_TRUE(again.ok()) << again.error().message();
   ASSERT_TRUE(sb->destroy().ok());
   auto after = sb->freeze();
   ASSERT_FALSE(after.ok());
