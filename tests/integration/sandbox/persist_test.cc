@@ -143,6 +143,17 @@ bool eventually(F cond, std::chrono::milliseconds limit = 10s) {
   return cond();
 }
 
+// A command running on its own thread, ended (and the thread joined) when
+// the test leaves, whichever way.
+struct CancelOnExit {
+  CancelToken& cancel;
+  std::thread& thread;
+  ~CancelOnExit() {
+    cancel.cancel();
+    if (thread.joinable()) thread.join();
+  }
+};
+
 int run_cmd(const std::string& cmd) {
   return std::system((cmd + " >/dev/null 2>&1").c_str());
 }
@@ -254,6 +265,7 @@ TEST_F(PersistTest, CopyTakenWhileTheSourceRunsIsIndependentAndClean) {
     req.timeout = 60s;
     (void)src->exec(req, {}, &cancel);
   });
+  CancelOnExit join{cancel, writer};
   ASSERT_TRUE(eventually([&] { return sh(*src, "test -s /workspace/spin && echo y; true") == "y\n"; }));
   auto copied = backend()->copy_storage("copy-src", "copy-dst");
   ASSERT_TRUE(copied.ok()) << copied.error().message();
@@ -305,6 +317,7 @@ TEST_F(PersistTest, FreezeStopsEveryProcessAndThawLetsThemGoOn) {
     req.timeout = 60s;
     (void)sb->exec(req, {}, &cancel);
   });
+  CancelOnExit join{cancel, counter};
   // Read through the sandbox's root as the test (root) sees it: the
   // sandbox's own file worker is frozen too.
   const std::string c = "/proc/" + std::to_string(init_pid(*sb)) + "/root/tmp/c";
@@ -381,7 +394,9 @@ TEST_F(PersistTest, StaleMountsOfAKilledServerAreSwept) {
   EXPECT_TRUE(mounted_at(base + "/pst/stale-1")) << "the killed server's mount is gone already";
   EXPECT_FALSE(loop_backed_by(img("stale-1")).empty());
   auto rep = native::sweep_leftovers();
-  EXPECT_NE(std::find(rep.removed.begin(), rep.removed.end(), base), rep.removed.end());
+  std::string failed;
+  for (const auto& f : rep.failed) failed += f + "\n";
+  EXPECT_NE(std::find(rep.removed.begin(), rep.removed.end(), base), rep.removed.end()) << failed;
   EXPECT_FALSE(mounted_at(base + "/"));
   EXPECT_NE(::access(base.c_str(), F_OK), 0);
   EXPECT_TRUE(eventually([&] { return loop_backed_by(img("stale-1")).empty(); }))
