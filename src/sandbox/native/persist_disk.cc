@@ -33,10 +33,15 @@ constexpr const char* kNewImage = "disk.img.new";
 // within milliseconds; past this it is someone else's and we refuse.
 constexpr auto kLoopGoneWait = std::chrono::seconds(10);
 
-std::string find_mkfs() {
-  for (const char* p : {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4", "/usr/bin/mkfs.ext4"})
-    if (::access(p, X_OK) == 0) return p;
+// An e2fsprogs tool by name ("" when missing).
+std::string tool_path(const std::string& name) {
+  for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/"})
+    if (::access((dir + name).c_str(), X_OK) == 0) return dir + name;
   return {};
+}
+
+std::string find_mkfs() {
+  return tool_path("mkfs.ext4");
 }
 
 struct ToolRun {
@@ -298,6 +303,21 @@ Result<std::shared_ptr<AttachedDisk>> PersistStore::attach(const std::string& id
   struct stat st {};
   if (::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode))
     return Error::make(ErrorCode::kFailedPrecondition, img + " is not a regular file");
+  // A larger disk_bytes than the image has (a restart with a new limit):
+  // grown offline, checked first (e2fsck replays a journal a crash left).
+  // Online growth (EXT4_IOC_RESIZE_FS) needs CAP_SYS_RESOURCE, which root
+  // lacks on some hosts. A smaller limit keeps the image as it is:
+  // shrinking could not keep files that no longer fit.
+  if (!fresh && static_cast<std::uint64_t>(st.st_size) < size) {
+    if (::ftruncate(file.get(), static_cast<off_t>(size)) != 0) return Error::from_errno("grow " + img);
+    auto checked = run_capture({tool_path("e2fsck"), "-fy", img});
+    if (!checked) return checked.take_error();
+    // 0: clean, 1: fixed; anything else is a filesystem we must not grow.
+    if (!WIFEXITED(checked->status) || WEXITSTATUS(checked->status) > 1)
+      return Error::make(ErrorCode::kIo, "storage " + id + ": e2fsck before growing it failed: " +
+                                             checked->out.substr(0, 2048));
+    if (auto st2 = run_tool({tool_path("resize2fs"), img}); !st2) return st2.take_error();
+  }
   std::shared_ptr<AttachedDisk> disk(new AttachedDisk);
   disk->id_ = id;
   std::string dev;
@@ -320,6 +340,7 @@ Result<std::shared_ptr<AttachedDisk>> PersistStore::attach(const std::string& id
   // A fresh filesystem no sandbox has seen yet: its lost+found would only
   // clutter the sandbox's /workspace (e2fsck makes one when it needs it).
   if (fresh) ::unlinkat(disk->root_.get(), "lost+found", AT_REMOVEDIR);
+
   attached_[id] = disk;
   return disk;
 }

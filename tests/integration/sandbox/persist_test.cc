@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <grp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@
 #include "sandbox/native/fs_util.h"
 #include "sandbox/native/native_backend.h"
 #include "sandbox/native/native_sandbox.h"
+#include "sandbox/native/persist_disk.h"
 #include "sandbox/native/sweep.h"
 
 namespace sandcastle::sandbox::testing {
@@ -235,6 +237,32 @@ TEST_F(PersistTest, WritesPastTheDiskLimitGetEnospcInside) {
   ASSERT_TRUE(sb->destroy().ok());
 }
 
+// A restart with a larger disk_bytes grows the filesystem (files kept); a
+// smaller one keeps the size it has.
+TEST_F(PersistTest, ALargerLimitGrowsTheStorage) {
+  auto df = [](Sandbox& sb) { return sh(sb, "df -k /workspace | tail -1 | awk '{print $2}'"); };
+  auto sb = make(spec("grow-1", 16 * kMiB));
+  ASSERT_NE(sb, nullptr);
+  sh(*sb, "echo small > /workspace/f");
+  const std::string small = df(*sb);
+  ASSERT_TRUE(sb->release().ok());
+  auto big = make(spec("grow-1", 64 * kMiB));
+  ASSERT_NE(big, nullptr);
+  const std::string grown = df(*big);
+  EXPECT_GT(std::stoll(grown), 3 * std::stoll(small)) << small << " -> " << grown;
+  EXPECT_EQ(sh(*big, "cat /workspace/f; dd if=/dev/zero of=/workspace/g bs=1M count=32 2>/dev/null && echo fits"),
+            "small\nfits\n");
+  ASSERT_TRUE(big->release().ok());
+  struct stat st {};
+  ASSERT_EQ(::stat(img("grow-1").c_str(), &st), 0);
+  EXPECT_EQ(static_cast<std::uint64_t>(st.st_size), 64 * kMiB);
+  auto again = make(spec("grow-1", 16 * kMiB));
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(df(*again), grown);
+  ASSERT_TRUE(again->destroy().ok());
+  EXPECT_NE(::access(img("grow-1").c_str(), F_OK), 0);
+}
+
 TEST_F(PersistTest, StorageIsRemovableOnlyWhileNoSandboxRunsOnIt) {
   auto sb = make(spec("rm-1"));
   ASSERT_NE(sb, nullptr);
@@ -419,6 +447,34 @@ TEST(Persist, RefusedWithoutAStorageDirectory) {
       << sb.error().message();
 }
 
+constexpr const char* kUnprivilegedEnv = "SANDCASTLE_PERSIST_UNPRIVILEGED";
+
+// The check a backend makes of a persistent spec (check_supported), in a
+// process of its own that gave up root first.
+TEST(Persist, UnprivilegedChild) {
+  if (!std::getenv(kUnprivilegedEnv)) GTEST_SKIP() << "started by Persist.RefusedWithoutRoot";
+  ASSERT_EQ(::setgroups(0, nullptr), 0);
+  ASSERT_EQ(::setresgid(65534, 65534, 65534), 0);
+  ASSERT_EQ(::setresuid(65534, 65534, 65534), 0);
+  native::PersistStore store("/var/tmp/sc-persist-unprivileged", native::RuntimeDirs{});
+  auto st = store.usable();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(st.error().message().find("need the server to run as root"), std::string::npos)
+      << st.error().message();
+  auto attached = store.attach("any-1", 16 * kMiB, 1000, 1000);
+  ASSERT_FALSE(attached.ok());
+  EXPECT_EQ(attached.error().message(), st.error().message());
+  EXPECT_NE(::access("/var/tmp/sc-persist-unprivileged", F_OK), 0);  // nothing made
+}
+
+TEST(Persist, RefusedWithoutRoot) {
+  if (::geteuid() != 0) GTEST_SKIP() << "drops root in a child: needs it first";
+  auto child = run_tests_in_child("Persist.UnprivilegedChild", kUnprivilegedEnv);
+  EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.out;
+  EXPECT_NE(child.out.find("[  PASSED  ] 1 test."), std::string::npos) << child.out;
+}
+
 TEST(Persist, TestsRunInAProcessOfTheirOwn) {
   if (::geteuid() != 0) GTEST_SKIP() << "persistent storage needs root (loop mounts)";
   char tmpl[] = "/var/tmp/sc-persist-XXXXXX";
@@ -428,7 +484,7 @@ TEST(Persist, TestsRunInAProcessOfTheirOwn) {
   auto child = run_tests_in_child("PersistTest.*", kChildEnv);
   ::unsetenv(kStorageEnv);
   EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.out;
-  EXPECT_NE(child.out.find("[  PASSED  ] 9 tests."), std::string::npos) << child.out;
+  EXPECT_NE(child.out.find("[  PASSED  ] 10 tests."), std::string::npos) << child.out;
   // Every test removed its storage.
   EXPECT_TRUE(native::list_dir(storage).empty());
   (void)native::remove_tree(storage);
