@@ -178,7 +178,8 @@ int main(int argc, char** argv) {
     const double f = ms_since(t);
     if (!st) return std::fprintf(stderr, "copy: %s\n", st.error().message().c_str()), 1;
     (void)b.remove_storage(to);
-    const std::string cp = "cp --sparse=always " + storage + "/fork-base/disk.img " + storage + "/cp.img";
+    const std::string cp =
+        "cp --sparse=always " + storage + "/fork-base/disk.img " + storage + "/cp.img";
     ::syncfs(storage_fd);
     t = Clock::now();
     if (std::system(cp.c_str()) != 0) return 1;
@@ -191,8 +192,10 @@ int main(int argc, char** argv) {
   }
   struct stat img {};
   ::stat((storage + "/fork-base/disk.img").c_str(), &img);
-  std::printf("\n| fork of 50 MiB of files (n=%d, image %lld MiB allocated) | median ms | p90 |\n|---|---|---|\n",
-              n, static_cast<long long>(img.st_blocks * 512 / (1024 * 1024)));
+  std::printf(
+      "\n| fork of 50 MiB of files (n=%d, image %lld MiB allocated) | median ms | p90 "
+      "|\n|---|---|---|\n",
+      n, static_cast<long long>(img.st_blocks * 512 / (1024 * 1024)));
   std::printf("| copy_storage, source running (FIFREEZE + sparse copy) | %.2f | %.2f |\n",
               median(fork_ms), p90(fork_ms));
   std::printf("| copy_storage, host disk still writing back the last copies | %.2f | %.2f |\n",

@@ -251,8 +251,11 @@ Result<UniqueFd> idmap_userns(std::uint32_t inside_uid, std::uint32_t inside_gid
     for (;;) ::syscall(SYS_pause);
   if (pid < 0) return Error::from_errno("clone an idmap namespace");
   const std::string proc = "/proc/" + std::to_string(pid);
-  Status st = write_small_file(proc + "/uid_map", std::to_string(inside_uid) + " " + std::to_string(uid) + " 1\n");
-  if (st) st = write_small_file(proc + "/gid_map", std::to_string(inside_gid) + " " + std::to_string(gid) + " 1\n");
+  Status st = write_small_file(proc + "/uid_map",
+                               std::to_string(inside_uid) + " " + std::to_string(uid) + " 1\n");
+  if (st)
+    st = write_small_file(proc + "/gid_map",
+                          std::to_string(inside_gid) + " " + std::to_string(gid) + " 1\n");
   UniqueFd ns;
   if (st) {
     ns.reset(::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));

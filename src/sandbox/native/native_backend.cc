@@ -75,7 +75,8 @@ Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits, const Atta
 }
 
 Result<Prespawned> BackendShared::begin_image_sandbox(const Limits& limits, const ImageRoot& image,
-                                                      const ImageIds& ids, const AttachedDisk* disk) {
+                                                      const ImageIds& ids,
+                                                      const AttachedDisk* disk) {
   if (auto st = check_layer_paths(image.layers); !st) return st.take_error();
   auto made = new_prespawned(limits);
   if (!made) return made.take_error();
@@ -110,8 +111,9 @@ Result<Prespawned> BackendShared::begin_image_sandbox(const Limits& limits, cons
   return p;
 }
 
-Result<ReadySandbox> BackendShared::make_image_sandbox(const SandboxSpec& spec, const ImageRoot& image,
-                                                      const ImageIds& ids, const AttachedDisk* disk) {
+Result<ReadySandbox> BackendShared::make_image_sandbox(const SandboxSpec& spec,
+                                                       const ImageRoot& image, const ImageIds& ids,
+                                                       const AttachedDisk* disk) {
   auto begun = begin_image_sandbox(spec.limits(), image, ids, disk);
   if (!begun) return begun.take_error();
   // The idmapped layer binds (root mode) are unmounted on the reaper's
@@ -560,7 +562,8 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create_from_image(const SandboxS
   std::shared_ptr<AttachedDisk> disk;
   if (spec->persistence() == Persistence::kPersistent) {
     // Its root owned by the image's user: the overlay's upper dir is theirs.
-    auto d = shared_->persist->attach(spec->storage_id(), spec->limits().disk_bytes, ids->uid, ids->gid);
+    auto d =
+        shared_->persist->attach(spec->storage_id(), spec->limits().disk_bytes, ids->uid, ids->gid);
     if (!d) return d.take_error();
     disk = std::move(*d);
   }
@@ -572,8 +575,9 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create_from_image(const SandboxS
     shared_->reaper.kill_and_release(pooled->id, std::move(pooled->init), std::move(pooled->cgroup));
     pooled.reset();
   }
-  Result<ReadySandbox> ready = pooled ? Result<ReadySandbox>(std::move(*pooled))
-                                      : shared_->make_image_sandbox(*spec, *image, *ids, disk.get());
+  Result<ReadySandbox> ready = pooled
+                                   ? Result<ReadySandbox>(std::move(*pooled))
+                                   : shared_->make_image_sandbox(*spec, *image, *ids, disk.get());
   if (!ready) return ready.take_error();
   auto sb = std::make_unique<NativeSandbox>(std::move(ready->id), std::move(*spec), shared_, ready->ids,
                                             std::move(ready->cgroup), std::move(ready->init));
@@ -623,7 +627,8 @@ Status NativeBackend::checkpoint_support() const {
 
 Result<std::unique_ptr<Sandbox>> NativeBackend::restore(const SandboxSpec&, const std::string&) {
   if (auto st = criu_check_once(); !st) return st.take_error();
-  return Error::make(ErrorCode::kUnavailable, "native backend: restoring a checkpoint is not implemented");
+  return Error::make(ErrorCode::kUnavailable,
+                     "native backend: restoring a checkpoint is not implemented");
 }
 
 Status NativeBackend::copy_storage(const std::string& from, const std::string& to) {

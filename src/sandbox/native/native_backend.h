@@ -59,7 +59,8 @@ class NativeBackend : public Backend {
   std::size_t warm_ready() const override;
   // Issue 16 (persist_disk.h).
   Status checkpoint_support() const override;
-  Result<std::unique_ptr<Sandbox>> restore(const SandboxSpec& spec, const std::string& dir) override;
+  Result<std::unique_ptr<Sandbox>> restore(const SandboxSpec& spec,
+                                           const std::string& dir) override;
   Status copy_storage(const std::string& from, const std::string& to) override;
   Status remove_storage(const std::string& id) override;
   std::vector<std::string> list_storage() const override;

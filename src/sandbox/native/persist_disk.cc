@@ -212,18 +212,22 @@ PersistStore::PersistStore(std::string storage_dir, RuntimeDirs dirs)
   while (storage_dir_.size() > 1 && storage_dir_.back() == '/') storage_dir_.pop_back();
 }
 
-PersistStore::~PersistStore() { detach_all(); }
+PersistStore::~PersistStore() {
+  detach_all();
+}
 
 Status PersistStore::usable() const {
   if (storage_dir_.empty())
-    return Error::make(ErrorCode::kInvalidArgument,
-                       "persistent sandboxes (kept across server restarts) are not available: this "
-                       "server has no storage directory for them; omit persistent, or set it to false");
+    return Error::make(
+        ErrorCode::kInvalidArgument,
+        "persistent sandboxes (kept across server restarts) are not available: this "
+        "server has no storage directory for them; omit persistent, or set it to false");
   if (::geteuid() != 0)
-    return Error::make(ErrorCode::kInvalidArgument,
-                       "persistent sandboxes need the server to run as root (their files are an ext4 "
-                       "image mounted through a loop device, which an unprivileged server cannot "
-                       "mount); omit persistent, or set it to false");
+    return Error::make(
+        ErrorCode::kInvalidArgument,
+        "persistent sandboxes need the server to run as root (their files are an ext4 "
+        "image mounted through a loop device, which an unprivileged server cannot "
+        "mount); omit persistent, or set it to false");
   if (find_mkfs().empty())
     return Error::make(ErrorCode::kInvalidArgument,
                        "persistent sandboxes need mkfs.ext4 (Debian's e2fsprogs package)");
@@ -250,11 +254,13 @@ std::shared_ptr<AttachedDisk> PersistStore::find_attached(const std::string& id)
   return d;
 }
 
-Result<std::shared_ptr<AttachedDisk>> PersistStore::attach(const std::string& id, std::uint64_t size,
-                                                           std::uint32_t uid, std::uint32_t gid) {
+Result<std::shared_ptr<AttachedDisk>> PersistStore::attach(const std::string& id,
+                                                           std::uint64_t size, std::uint32_t uid,
+                                                           std::uint32_t gid) {
   if (auto st = usable(); !st) return st.take_error();
   if (!valid_storage_id(id))
-    return Error::make(ErrorCode::kInvalidArgument, "storage id '" + id + "': [a-z0-9-], 1..64 characters");
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "storage id '" + id + "': [a-z0-9-], 1..64 characters");
   std::lock_guard lock(mu_);
   if (find_attached(id))
     return Error::make(ErrorCode::kFailedPrecondition,
@@ -272,7 +278,8 @@ Result<std::shared_ptr<AttachedDisk>> PersistStore::attach(const std::string& id
     {
       UniqueFd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
       if (!f) return Error::from_errno("create " + tmp);
-      if (::ftruncate(f.get(), static_cast<off_t>(size)) != 0) return Error::from_errno("size " + tmp);
+      if (::ftruncate(f.get(), static_cast<off_t>(size)) != 0)
+        return Error::from_errno("size " + tmp);
     }
     // The file is sparse and reads as zeros: inode tables and journal need
     // no zeroing (lazy init, and noinit_itable at mount).
@@ -290,12 +297,13 @@ Result<std::shared_ptr<AttachedDisk>> PersistStore::attach(const std::string& id
   // this storage that just ended, its namespace still being torn down)
   // must be gone first.
   const auto deadline = std::chrono::steady_clock::now() + kLoopGoneWait;
-  for (auto wait = std::chrono::milliseconds(1);; wait = std::min(wait * 2, std::chrono::milliseconds(50))) {
+  for (auto wait = std::chrono::milliseconds(1);;
+       wait = std::min(wait * 2, std::chrono::milliseconds(50))) {
     const std::string dev = loop_backed_by(img);
     if (dev.empty()) break;
     if (std::chrono::steady_clock::now() > deadline)
-      return Error::make(ErrorCode::kUnavailable,
-                         "storage " + id + " is still attached to " + dev + " (not by this server)");
+      return Error::make(ErrorCode::kUnavailable, "storage " + id + " is still attached to " + dev +
+                                                      " (not by this server)");
     std::this_thread::sleep_for(wait);
   }
   UniqueFd file(::open(img.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
@@ -309,7 +317,8 @@ Result<std::shared_ptr<AttachedDisk>> PersistStore::attach(const std::string& id
   // lacks on some hosts. A smaller limit keeps the image as it is:
   // shrinking could not keep files that no longer fit.
   if (!fresh && static_cast<std::uint64_t>(st.st_size) < size) {
-    if (::ftruncate(file.get(), static_cast<off_t>(size)) != 0) return Error::from_errno("grow " + img);
+    if (::ftruncate(file.get(), static_cast<off_t>(size)) != 0)
+      return Error::from_errno("grow " + img);
     auto checked = run_capture({tool_path("e2fsck"), "-fy", img});
     if (!checked) return checked.take_error();
     // 0: clean, 1: fixed; anything else is a filesystem we must not grow.
@@ -345,12 +354,9 @@ Result<std::shared_ptr<AttachedDisk>> PersistStore::attach(const std::string& id
   return disk;
 }
 
-Result<std::unique_ptr<DiskBind>> PersistStore::bind_for(const AttachedDisk& disk,
-                                                         const std::string& sandbox_id,
-                                                         std::uint32_t inside_uid,
-                                                         std::uint32_t inside_gid,
-                                                         std::uint32_t host_uid,
-                                                         std::uint32_t host_gid) {
+Result<std::unique_ptr<DiskBind>> PersistStore::bind_for(
+    const AttachedDisk& disk, const std::string& sandbox_id, std::uint32_t inside_uid,
+    std::uint32_t inside_gid, std::uint32_t host_uid, std::uint32_t host_gid) {
   std::unique_ptr<DiskBind> b(new DiskBind);
   const std::string dir = dirs_.base + "/pmap/" + sandbox_id;
   if (::mkdir(dir.c_str(), 0700) != 0) return Error::from_errno("mkdir " + dir);
@@ -379,7 +385,8 @@ Result<std::unique_ptr<DiskBind>> PersistStore::bind_for(const AttachedDisk& dis
 
 Status PersistStore::remove(const std::string& id) {
   if (!valid_storage_id(id))
-    return Error::make(ErrorCode::kInvalidArgument, "storage id '" + id + "': [a-z0-9-], 1..64 characters");
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "storage id '" + id + "': [a-z0-9-], 1..64 characters");
   if (storage_dir_.empty()) return {};
   std::lock_guard lock(mu_);
   if (find_attached(id))
@@ -406,7 +413,8 @@ std::vector<std::string> PersistStore::list() const {
 Status PersistStore::copy(const std::string& from, const std::string& to) {
   for (const auto* id : {&from, &to})
     if (!valid_storage_id(*id))
-      return Error::make(ErrorCode::kInvalidArgument, "storage id '" + *id + "': [a-z0-9-], 1..64 characters");
+      return Error::make(ErrorCode::kInvalidArgument,
+                         "storage id '" + *id + "': [a-z0-9-], 1..64 characters");
   if (auto st = usable(); !st) return st;
   std::lock_guard lock(mu_);
   const std::string src_path = dir_of(from) + "/" + kImage;
@@ -477,7 +485,8 @@ bool sweep_persist_mounts(const std::string& base) {
     unmount_own(m);
     struct statx sx {};
     if (::statx(AT_FDCWD, m.c_str(), AT_SYMLINK_NOFOLLOW, 0, &sx) == 0 &&
-        (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) && (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+        (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+        (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
       all = false;
   }
   ::umount2((base + "/pst").c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);

@@ -91,7 +91,8 @@ class PersistStore {
   Result<std::shared_ptr<AttachedDisk>> attach(const std::string& id, std::uint64_t size,
                                                std::uint32_t uid, std::uint32_t gid);
   // An idmapped bind of `disk`: on-disk inside_uid/gid <-> host_uid/gid.
-  Result<std::unique_ptr<DiskBind>> bind_for(const AttachedDisk& disk, const std::string& sandbox_id,
+  Result<std::unique_ptr<DiskBind>> bind_for(const AttachedDisk& disk,
+                                             const std::string& sandbox_id,
                                              std::uint32_t inside_uid, std::uint32_t inside_gid,
                                              std::uint32_t host_uid, std::uint32_t host_gid);
   Status remove(const std::string& id);

@@ -7,13 +7,13 @@
 // These need a backend with a storage directory; a backend's runtime
 // directory is named after its process, so they run in a child process
 // without the fixture's shared backend (Persist.TestsRunInAProcessOfTheirOwn).
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <grp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -192,8 +192,9 @@ class PersistTest : public ::testing::Test {
 TEST_F(PersistTest, FilesSurviveReleaseWithTheirOwnerModeAndIdsOnDisk) {
   auto sb = make(spec("files-1"));
   ASSERT_NE(sb, nullptr);
-  EXPECT_EQ(sh(*sb, "mkdir -p /workspace/d && echo hello > /workspace/d/f && chmod 640 /workspace/d/f "
-                    "&& ls -A /workspace && id -u"),
+  EXPECT_EQ(sh(*sb,
+               "mkdir -p /workspace/d && echo hello > /workspace/d/f && chmod 640 /workspace/d/f "
+               "&& ls -A /workspace && id -u"),
             "d\n1000\n");
   const std::string first_host_uid = status_field(init_pid(*sb), "Uid");
   ASSERT_TRUE(sb->release().ok());
@@ -204,13 +205,16 @@ TEST_F(PersistTest, FilesSurviveReleaseWithTheirOwnerModeAndIdsOnDisk) {
   auto again = make(spec("files-1"));
   ASSERT_NE(again, nullptr);
   EXPECT_NE(status_field(init_pid(*again), "Uid"), first_host_uid);
-  EXPECT_EQ(sh(*again, "stat -c '%u %g %a' /workspace/d/f && cat /workspace/d/f"), "1000 1000 640\nhello\n");
+  EXPECT_EQ(sh(*again, "stat -c '%u %g %a' /workspace/d/f && cat /workspace/d/f"),
+            "1000 1000 640\nhello\n");
   auto read = again->read_file("/workspace/d/f");
   ASSERT_TRUE(read.ok()) << read.error().message();
   EXPECT_EQ(read->data, "hello\n");
   ASSERT_TRUE(again->release().ok());
   // On disk: the sandbox's own ids, not a host id of either start.
-  ASSERT_EQ(run_cmd("debugfs -R 'stat /d/f' " + img("files-1") + " | grep -q 'User:  1000   Group:  1000'"), 0);
+  ASSERT_EQ(run_cmd("debugfs -R 'stat /d/f' " + img("files-1") +
+                    " | grep -q 'User:  1000   Group:  1000'"),
+            0);
 
   // destroy() removes the storage.
   auto last = make(spec("files-1"));
@@ -250,7 +254,9 @@ TEST_F(PersistTest, ALargerLimitGrowsTheStorage) {
   ASSERT_NE(big, nullptr);
   const std::string grown = df(*big);
   EXPECT_GT(std::stoll(grown), 3 * std::stoll(small)) << small << " -> " << grown;
-  EXPECT_EQ(sh(*big, "cat /workspace/f; dd if=/dev/zero of=/workspace/g bs=1M count=32 2>/dev/null && echo fits"),
+  EXPECT_EQ(sh(*big,
+               "cat /workspace/f; dd if=/dev/zero of=/workspace/g bs=1M count=32 2>/dev/null && "
+               "echo fits"),
             "small\nfits\n");
   ASSERT_TRUE(big->release().ok());
   struct stat st {};
@@ -294,7 +300,8 @@ TEST_F(PersistTest, CopyTakenWhileTheSourceRunsIsIndependentAndClean) {
     (void)src->exec(req, {}, &cancel);
   });
   CancelOnExit join{cancel, writer};
-  ASSERT_TRUE(eventually([&] { return sh(*src, "test -s /workspace/spin && echo y; true") == "y\n"; }));
+  ASSERT_TRUE(
+      eventually([&] { return sh(*src, "test -s /workspace/spin && echo y; true") == "y\n"; }));
   auto copied = backend()->copy_storage("copy-src", "copy-dst");
   ASSERT_TRUE(copied.ok()) << copied.error().message();
   cancel.cancel();
@@ -308,7 +315,8 @@ TEST_F(PersistTest, CopyTakenWhileTheSourceRunsIsIndependentAndClean) {
   sh(*src, "echo after > /workspace/a");
   auto dst = make(spec("copy-dst"));
   ASSERT_NE(dst, nullptr);
-  EXPECT_EQ(sh(*dst, "cat /workspace/a /workspace/pkgs/x; stat -c %u /workspace/a"), "before\nlib\n1000\n");
+  EXPECT_EQ(sh(*dst, "cat /workspace/a /workspace/pkgs/x; stat -c %u /workspace/a"),
+            "before\nlib\n1000\n");
   sh(*dst, "echo only-in-copy > /workspace/b");
   EXPECT_EQ(sh(*src, "cat /workspace/a; ls /workspace/b 2>/dev/null; echo end"), "after\nend\n");
   ASSERT_TRUE(dst->destroy().ok());
@@ -325,7 +333,8 @@ TEST_F(PersistTest, ImageSandboxKeepsItsRootAndWorkspace) {
   ASSERT_TRUE(sb->release().ok());
   auto again = make(spec("img-1", 64 * kMiB, "bb-persist"));
   ASSERT_NE(again, nullptr);
-  EXPECT_EQ(sh(*again, "cat /etc/added /workspace/w; stat -c %u /etc/added"), "root-change\nws\n1000\n");
+  EXPECT_EQ(sh(*again, "cat /etc/added /workspace/w; stat -c %u /etc/added"),
+            "root-change\nws\n1000\n");
   ExecRequest req;
   req.argv = {"/bin/sh", "-c", "dd if=/dev/zero of=/big bs=1M count=100"};
   auto r = again->exec(req);
@@ -395,7 +404,9 @@ TEST_F(PersistTest, ZygoteKilledTheBackendGoesOnAndCompletedWritesStay) {
   UniqueFd init_fd(static_cast<int>(::syscall(SYS_pidfd_open, init, 0)));
   ASSERT_TRUE(init_fd);
   ASSERT_EQ(::kill(zygote, SIGKILL), 0);
-  struct pollfd p {init_fd.get(), POLLIN, 0};
+  struct pollfd p {
+    init_fd.get(), POLLIN, 0
+  };
   ASSERT_EQ(::poll(&p, 1, 10'000), 1);  // the sandbox died with its zygote
   ASSERT_TRUE(sb->release().ok());
   auto again = make(spec("zyg-1"));
