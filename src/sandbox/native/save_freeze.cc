@@ -1,9 +1,11 @@
 #include "sandbox/native/save_freeze.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <fstream>
 #include <set>
@@ -159,6 +161,29 @@ SaveFreeze::~SaveFreeze() {
   }
   (void)write_small_file(group_ + (v1 ? "/freezer.state" : "/cgroup.freeze"), v1 ? "THAWED" : "0");
   (void)::rmdir(group_.c_str());
+}
+
+std::vector<std::string> sweep_stale_save_freezers() {
+  std::vector<std::string> removed;
+  const std::string home = own_v1_freezer();
+  if (home.empty()) return removed;
+  constexpr std::string_view kPrefix = "sandcastle-save-sandcastle-";
+  for (const auto& name : list_dir(home)) {
+    if (name.rfind(kPrefix, 0) != 0) continue;
+    const auto owner = owner_pid(std::string_view(name).substr(kPrefix.size() - 11), "sandcastle-");
+    if (!owner || ::kill(*owner, 0) == 0 || errno != ESRCH) continue;
+    // A server killed while its sandbox was frozen: the sandbox's processes
+    // got their SIGKILL but a frozen v1 task acts on it only once thawed.
+    const std::string group = home + "/" + name;
+    (void)write_small_file(group + "/freezer.state", "THAWED");
+    for (int pass = 0; pass < kMovePasses; ++pass) {
+      auto left = read_pids(group + "/cgroup.procs");
+      if (left.empty()) break;
+      for (pid_t p : left) (void)write_small_file(home + "/cgroup.procs", std::to_string(p));
+    }
+    if (::rmdir(group.c_str()) == 0) removed.push_back(group);
+  }
+  return removed;
 }
 
 }  // namespace sandcastle::sandbox::native

@@ -11,6 +11,7 @@
 #include "sandbox/native/fs_util.h"
 #include "sandbox/native/host_image.h"
 #include "sandbox/native/persist_disk.h"
+#include "sandbox/native/save_freeze.h"
 
 namespace sandcastle::sandbox::native {
 namespace {
@@ -21,6 +22,8 @@ bool pid_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
 SweepReport sweep_leftovers() {
   SweepReport rep;
+  // First: a frozen sandbox's processes keep its cgroups busy until thawed.
+  for (auto& g : sweep_stale_save_freezers()) rep.removed.push_back(std::move(g));
   CgroupSupport cg = detect_cgroups();
   for (const auto& dir : find_stale_cgroups(cg)) {
     if (auto st = remove_cgroup_dir(dir, cg.version); st) rep.removed.push_back(dir);

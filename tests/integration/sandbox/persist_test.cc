@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "fixture.h"
@@ -422,6 +423,11 @@ TEST_F(PersistTest, DoomedServerDiesHoldingItsStorage) {
   auto sb = make(spec("stale-1"));
   ASSERT_NE(sb, nullptr);
   sh(*sb, "echo survived > /workspace/s");
+  // And a sandbox frozen when the server dies (a v1 freezer keeps its
+  // processes, SIGKILLed or not, until thawed).
+  auto frozen = make(spec(""));
+  ASSERT_NE(frozen, nullptr);
+  ASSERT_TRUE(frozen->freeze().ok());
   ::kill(::getpid(), SIGKILL);
 }
 
@@ -432,6 +438,24 @@ TEST_F(PersistTest, StaleMountsOfAKilledServerAreSwept) {
   const std::string base = native::runtime_parent() + "/sandcastle-" + std::to_string(child.pid);
   EXPECT_TRUE(mounted_at(base + "/pst/stale-1")) << "the killed server's mount is gone already";
   EXPECT_FALSE(loop_backed_by(img("stale-1")).empty());
+  // Its frozen sandbox's processes (on a v1 freezer), still there.
+  std::vector<pid_t> frozen;
+  std::string freezer_group;
+  for (const auto& line : {native::read_small_file("/proc/self/cgroup")}) {
+    auto at = line.find(":freezer:");
+    if (at == std::string::npos) break;
+    std::string rel = line.substr(at + 9, line.find('\n', at) - at - 9);
+    if (rel == "/") rel.clear();
+    const std::string home = "/sys/fs/cgroup/freezer" + rel;
+    for (const auto& name : native::list_dir(home))
+      if (name.rfind("sandcastle-save-sandcastle-" + std::to_string(child.pid) + "-", 0) == 0)
+        freezer_group = home + "/" + name;
+  }
+  if (!freezer_group.empty()) {
+    std::istringstream procs(native::read_small_file(freezer_group + "/cgroup.procs"));
+    for (pid_t p; procs >> p;) frozen.push_back(p);
+    EXPECT_FALSE(frozen.empty());
+  }
   auto rep = native::sweep_leftovers();
   std::string failed;
   for (const auto& f : rep.failed) failed += f + "\n";
@@ -440,6 +464,11 @@ TEST_F(PersistTest, StaleMountsOfAKilledServerAreSwept) {
   EXPECT_NE(::access(base.c_str(), F_OK), 0);
   EXPECT_TRUE(eventually([&] { return loop_backed_by(img("stale-1")).empty(); }))
       << "loop device still attached: " << loop_backed_by(img("stale-1"));
+  if (!freezer_group.empty()) {
+    EXPECT_NE(::access(freezer_group.c_str(), F_OK), 0);
+    for (pid_t p : frozen)
+      EXPECT_TRUE(eventually([p] { return ::kill(p, 0) != 0 && errno == ESRCH; })) << p;
+  }
   // Never deleted: the storage and its completed write are there.
   auto sb = make(spec("stale-1"));
   ASSERT_NE(sb, nullptr);
