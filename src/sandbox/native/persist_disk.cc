@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -296,10 +297,16 @@ Result<std::shared_ptr<AttachedDisk>> PersistStore::attach(const std::string& id
   // Never two filesystems on one image: one still attached (a sandbox of
   // this storage that just ended, its namespace still being torn down)
   // must be gone first.
+  // (The kernel names a backing file by its resolved path.)
+  std::string resolved = img;
+  if (char* rp = ::realpath(img.c_str(), nullptr)) {
+    resolved = rp;
+    std::free(rp);
+  }
   const auto deadline = std::chrono::steady_clock::now() + kLoopGoneWait;
   for (auto wait = std::chrono::milliseconds(1);;
        wait = std::min(wait * 2, std::chrono::milliseconds(50))) {
-    const std::string dev = loop_backed_by(img);
+    const std::string dev = loop_backed_by(resolved);
     if (dev.empty()) break;
     if (std::chrono::steady_clock::now() > deadline)
       return Error::make(ErrorCode::kUnavailable, "storage " + id + " is still attached to " + dev +
@@ -424,11 +431,14 @@ Status PersistStore::copy(const std::string& from, const std::string& to) {
     return Error::from_errno("open " + src_path);
   }
   const std::string dir = dir_of(to);
-  if (::mkdir(dir.c_str(), 0700) != 0) {
-    if (errno == EEXIST) return Error::make(ErrorCode::kAlreadyExists, "storage " + to + " exists");
-    return Error::from_errno("mkdir " + dir);
-  }
   const std::string tmp = dir + "/" + kNewImage;
+  if (::mkdir(dir.c_str(), 0700) != 0) {
+    if (errno != EEXIST) return Error::from_errno("mkdir " + dir);
+    // Only the half-made copy of a server killed while copying: made again.
+    if (::access((dir + "/" + kImage).c_str(), F_OK) == 0 || find_attached(to))
+      return Error::make(ErrorCode::kAlreadyExists, "storage " + to + " exists");
+    ::unlink(tmp.c_str());
+  }
   auto fail = [&](Error e) -> Status {
     ::unlink(tmp.c_str());
     ::rmdir(dir.c_str());
