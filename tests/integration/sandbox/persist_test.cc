@@ -321,6 +321,13 @@ TEST_F(PersistTest, CopyTakenWhileTheSourceRunsIsIndependentAndClean) {
   sh(*dst, "echo only-in-copy > /workspace/b");
   EXPECT_EQ(sh(*src, "cat /workspace/a; ls /workspace/b 2>/dev/null; echo end"), "after\nend\n");
   ASSERT_TRUE(dst->destroy().ok());
+  // A copy a killed server left half-made (no disk.img yet) is made again.
+  ASSERT_EQ(::mkdir((g_storage + "/copy-half").c_str(), 0700), 0);
+  put(g_storage + "/copy-half/disk.img.new", "partial");
+  auto redone = backend()->copy_storage("copy-src", "copy-half");
+  ASSERT_TRUE(redone.ok()) << redone.error().message();
+  EXPECT_EQ(run_cmd("e2fsck -fn " + img("copy-half")), 0);
+  EXPECT_TRUE(backend()->remove_storage("copy-half").ok());
   ASSERT_TRUE(src->destroy().ok());
   auto missing = backend()->copy_storage("copy-src", "copy-x");
   ASSERT_FALSE(missing.ok());
