@@ -176,12 +176,18 @@ std::vector<std::string> sweep_stale_save_freezers() {
     // got their SIGKILL but a frozen v1 task acts on it only once thawed.
     const std::string group = home + "/" + name;
     (void)write_small_file(group + "/freezer.state", "THAWED");
-    for (int pass = 0; pass < kMovePasses; ++pass) {
-      auto left = read_pids(group + "/cgroup.procs");
-      if (left.empty()) break;
-      for (pid_t p : left) (void)write_small_file(home + "/cgroup.procs", std::to_string(p));
+    // Dying ones stay listed (and the group busy) until the kernel is done
+    // with them: up to a second.
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      for (pid_t p : read_pids(group + "/cgroup.procs"))
+        (void)write_small_file(home + "/cgroup.procs", std::to_string(p));
+      if (::rmdir(group.c_str()) == 0) {
+        removed.push_back(group);
+        break;
+      }
+      if (errno != EBUSY) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    if (::rmdir(group.c_str()) == 0) removed.push_back(group);
   }
   return removed;
 }
