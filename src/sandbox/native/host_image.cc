@@ -291,7 +291,10 @@ std::vector<MountOp> host_image_spec_plan(const SandboxSpec& spec) {
   b.p.push_back(MountOp{MountKind::kReadOnly, "", "dev", 0, 0, false, ""});
   // The disk limit: a tmpfs of exactly that size, so a full disk is ENOSPC
   // inside the sandbox and nothing on the host.
-  b.tmpfs("workspace", l.disk_bytes, 0755, "uid=1000,gid=1000,nr_inodes=262144");
+  // (A persistent sandbox's /workspace is its storage, bound by the base
+  // plan: an ext4 image of that size, persist_disk.h.)
+  if (spec.persistence() != Persistence::kPersistent)
+    b.tmpfs("workspace", l.disk_bytes, 0755, "uid=1000,gid=1000,nr_inodes=262144");
   // Last: the root mount itself becomes read-only (/tmp and /dev/shm are
   // mounts of their own and stay writable).
   b.p.push_back(MountOp{MountKind::kReadOnly, "", "", 0, 0, false, ""});

@@ -66,7 +66,8 @@ Status check_layer_paths(const std::vector<std::string>& layers) {
 }
 
 std::vector<MountOp> image_base_plan(const std::vector<std::string>& lowers_top_first,
-                                     const RuntimeDirs& dirs, const Limits& limits) {
+                                     const RuntimeDirs& dirs, const Limits& limits,
+                                     const std::string& storage) {
   std::vector<MountOp> p;
   auto op = [&p](MountKind kind, std::string src, std::string dst, std::uint64_t size = 0,
                  std::uint32_t mode = 0755, bool writable = false, std::string opts = "") {
@@ -83,7 +84,12 @@ std::vector<MountOp> image_base_plan(const std::vector<std::string>& lowers_top_
   // (a saved sandbox's files, save_sandbox) shows there, and what a sandbox
   // writes there lands in the upper dir with its other writes.
   mkdir("rw");
-  op(MountKind::kTmpfs, "", "rw", limits.disk_bytes, 0755, true, "nr_inodes=262144");
+  // Persistent: the same on the sandbox's storage (an ext4 image of
+  // disk_bytes), where upper/ and work/ stay from one start to the next.
+  if (storage.empty())
+    op(MountKind::kTmpfs, "", "rw", limits.disk_bytes, 0755, true, "nr_inodes=262144");
+  else
+    op(MountKind::kBind, storage, "rw", 0, 0, true);
   mkdir("rw/upper");
   mkdir("rw/work", 0700);
   // The root tmpfs (1 MiB so far) holds /dev, /dev/shm and /tmp, as in the
@@ -232,22 +238,24 @@ Result<ImageIds> resolve_image_user(const ImageRoot& image) {
   return ids;
 }
 
-namespace {
+// A child cloned into the namespace that only pauses while its maps are
+// written and the namespace is opened, then is killed. A copy of our address
+// space, not a sharer (CLONE_VM): a child running on our memory would also
+// run on this thread's sanitizer and libc state, which TSan reports as races
+// on whatever this thread touches next.
 
-// A user namespace mapping 0 to (uid, gid), for MOUNT_ATTR_IDMAP: a child
-// cloned into it that only pauses while its maps are written and the
-// namespace is opened, then is killed. A copy of our address space, not a
-// sharer (CLONE_VM): a child running on our memory would also run on this
-// thread's sanitizer and libc state, which TSan reports as races on
-// whatever this thread touches next.
-Result<UniqueFd> idmap_userns(std::uint32_t uid, std::uint32_t gid) {
+Result<UniqueFd> idmap_userns(std::uint32_t inside_uid, std::uint32_t inside_gid, std::uint32_t uid,
+                              std::uint32_t gid) {
   const auto pid = static_cast<pid_t>(::syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, nullptr, nullptr, nullptr, nullptr));
   if (pid == 0)
     for (;;) ::syscall(SYS_pause);
   if (pid < 0) return Error::from_errno("clone an idmap namespace");
   const std::string proc = "/proc/" + std::to_string(pid);
-  Status st = write_small_file(proc + "/uid_map", "0 " + std::to_string(uid) + " 1\n");
-  if (st) st = write_small_file(proc + "/gid_map", "0 " + std::to_string(gid) + " 1\n");
+  Status st = write_small_file(proc + "/uid_map",
+                               std::to_string(inside_uid) + " " + std::to_string(uid) + " 1\n");
+  if (st)
+    st = write_small_file(proc + "/gid_map",
+                          std::to_string(inside_gid) + " " + std::to_string(gid) + " 1\n");
   UniqueFd ns;
   if (st) {
     ns.reset(::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
@@ -260,6 +268,8 @@ Result<UniqueFd> idmap_userns(std::uint32_t uid, std::uint32_t gid) {
   if (!st) return st.take_error();
   return ns;
 }
+
+namespace {
 
 // The deepest directory holding every layer, when they are all on its
 // filesystem (an unrecursive bind shows no other) and it is not "/" (a
@@ -316,7 +326,7 @@ Result<LayerMounts> LayerMounts::make(const RuntimeDirs& dirs, const std::string
       ::mount(nullptr, lm.dir_.c_str(), nullptr, MS_PRIVATE, nullptr) != 0)
     return Error::from_errno("bind " + lm.dir_);
   lm.own_mount_ = true;
-  auto ns = idmap_userns(host_uid, host_gid);
+  auto ns = idmap_userns(0, 0, host_uid, host_gid);
   if (!ns) return ns.take_error();
   auto attach = [&](const std::string& src, const std::string& target) -> Status {
     UniqueFd tree(static_cast<int>(

@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/unique_fd.h"
 #include "sandbox/native/host_image.h"
 #include "sandbox/native/wire.h"
 #include "sandbox/spec.h"
@@ -93,8 +94,11 @@ inline constexpr const char* kImageRootSubdir = "merged";
 Status check_layer_paths(const std::vector<std::string>& layers);
 
 // The plan before pivot_root (relative to dirs.root_mount); lowers top first.
+// `storage`: a persistent sandbox's storage (a host path its init binds as
+// rw/ instead of the tmpfs; persist_disk.h), else "".
 std::vector<MountOp> image_base_plan(const std::vector<std::string>& lowers_top_first,
-                                     const RuntimeDirs& dirs, const Limits& limits);
+                                     const RuntimeDirs& dirs, const Limits& limits,
+                                     const std::string& storage = {});
 // After pivot_root: /dev read-only (/ stays writable: it is the overlay).
 std::vector<MountOp> image_finish_plan();
 
@@ -107,6 +111,11 @@ struct ImageIds {
   std::uint32_t gid = 1000;
 };
 Result<ImageIds> resolve_image_user(const ImageRoot& image);
+
+// A user namespace (an fd on it) mapping inside_uid/gid to uid/gid, one id
+// each: for MOUNT_ATTR_IDMAP (on-disk inside ids shown as the host ids).
+Result<UniqueFd> idmap_userns(std::uint32_t inside_uid, std::uint32_t inside_gid, std::uint32_t uid,
+                              std::uint32_t gid);
 
 // Root mode: each layer bound read-only and idmapped (on-disk uid/gid 0 ->
 // host_uid/host_gid) under dirs.base/img/<sandbox id>/<n>, for as long as

@@ -42,13 +42,28 @@ Result<Prespawned> BackendShared::new_prespawned(const Limits& limits) {
   return p;
 }
 
-Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits) {
+Result<std::string> BackendShared::bind_disk(Prespawned& p, const AttachedDisk& disk) {
+  auto b = persist->bind_for(disk, p.id, p.ids.inside_uid, p.ids.inside_gid, p.ids.host_uid,
+                             p.ids.host_gid);
+  if (!b) return b.take_error();
+  p.disk_bind = std::shared_ptr<DiskBind>(std::move(*b));
+  return p.disk_bind->path();
+}
+
+Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits, const AttachedDisk* disk) {
   auto made = new_prespawned(limits);
   if (!made) return made.take_error();
   Prespawned p = std::move(*made);
   InitConfig config;
   config.new_root = dirs.root_mount;
   config.mounts = host_image_base_plan(dirs);
+  if (disk) {
+    // Its storage as /workspace, bound before pivot_root (the bind's host
+    // path is gone afterwards); the spec plan then makes no tmpfs there.
+    auto path = bind_disk(p, *disk);
+    if (!path) return path.take_error();
+    config.mounts.push_back(MountOp{MountKind::kBind, *path, "workspace", 0, 0, true, ""});
+  }
   config.seccomp_bpf = seccomp_bpf;
   config.uid = p.ids.inside_uid;
   config.gid = p.ids.inside_gid;
@@ -60,7 +75,8 @@ Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits) {
 }
 
 Result<Prespawned> BackendShared::begin_image_sandbox(const Limits& limits, const ImageRoot& image,
-                                                      const ImageIds& ids) {
+                                                      const ImageIds& ids,
+                                                      const AttachedDisk* disk) {
   if (auto st = check_layer_paths(image.layers); !st) return st.take_error();
   auto made = new_prespawned(limits);
   if (!made) return made.take_error();
@@ -75,9 +91,15 @@ Result<Prespawned> BackendShared::begin_image_sandbox(const Limits& limits, cons
     p.layers = std::make_shared<LayerMounts>(std::move(*lm));
     lowers = p.layers->paths_top_first();
   }
+  std::string disk_path;  // persistent: its storage holds the overlay's upper dir
+  if (disk) {
+    auto path = bind_disk(p, *disk);
+    if (!path) return path.take_error();
+    disk_path = *path;
+  }
   InitConfig config;
   config.new_root = dirs.root_mount;
-  config.mounts = image_base_plan(lowers, dirs, limits);
+  config.mounts = image_base_plan(lowers, dirs, limits, disk_path);
   config.root_subdir = kImageRootSubdir;
   config.seccomp_bpf = seccomp_bpf;
   config.uid = p.ids.inside_uid;
@@ -89,9 +111,10 @@ Result<Prespawned> BackendShared::begin_image_sandbox(const Limits& limits, cons
   return p;
 }
 
-Result<ReadySandbox> BackendShared::make_image_sandbox(const SandboxSpec& spec, const ImageRoot& image,
-                                                      const ImageIds& ids) {
-  auto begun = begin_image_sandbox(spec.limits(), image, ids);
+Result<ReadySandbox> BackendShared::make_image_sandbox(const SandboxSpec& spec,
+                                                       const ImageRoot& image, const ImageIds& ids,
+                                                       const AttachedDisk* disk) {
+  auto begun = begin_image_sandbox(spec.limits(), image, ids, disk);
   if (!begun) return begun.take_error();
   // The idmapped layer binds (root mode) are unmounted on the reaper's
   // thread: unmounting waits for an RCU grace period (~5 ms).
@@ -111,16 +134,14 @@ std::string finish_bytes(const SandboxSpec& spec) {
   return encode(finish);
 }
 
-Status check_supported(const SandboxSpec& spec, bool have_images) {
+Status check_supported(const SandboxSpec& spec, bool have_images, const PersistStore* persist) {
   if (spec.image() != "host" && !have_images)
     return Error::make(ErrorCode::kInvalidArgument,
                        "native backend: image '" + spec.image() +
                            "' not supported (only \"host\": this server has no image store)");
   if (spec.network() != NetworkMode::kNone)
     return Error::make(ErrorCode::kInvalidArgument, "native backend: only network mode \"none\"");
-  if (spec.persistence() != Persistence::kEphemeral)
-    return Error::make(ErrorCode::kInvalidArgument, "persistent sandboxes (kept across server restarts) are not available "
-                       "yet: this server's sandboxes end with it; omit persistent, or set it to false");
+  if (spec.persistence() != Persistence::kEphemeral) return persist->usable();
   return {};
 }
 
@@ -130,6 +151,8 @@ Result<ReadySandbox> BackendShared::finish_sandbox(Prespawned p, const SandboxSp
   ReadySandbox r;
   r.finish = finish_bytes(spec);
   auto init = start_init(std::move(p.init), r.finish);
+  // The storage's idmapped bind: the init has its own copy now (or failed).
+  if (p.disk_bind) reaper.release(std::move(p.disk_bind));
   if (!init) return init.take_error();
   r.id = std::move(p.id);
   r.ids = p.ids;
@@ -366,12 +389,14 @@ void BackendShared::shutdown() {
     {
       // Sandboxes an owner still holds: destroyed now, so their inits die
       // while the zygote lives and reaps them. Their owners see "destroyed".
+      // release(), not destroy(): a persistent sandbox's files stay.
       std::lock_guard lock(live_mu);
-      for (NativeSandbox* sb : live) (void)sb->destroy();
+      for (NativeSandbox* sb : live) (void)sb->release();
     }
     reaper.drain();
     reaper.release_spares();
     zygote.stop();
+    if (persist) persist->detach_all();
     if (auto st = remove_tree(dirs.base); !st)
       spdlog::warn("native sandbox: runtime directory {}: {}", dirs.base, st.error().message());
   });
@@ -465,7 +490,13 @@ Result<std::unique_ptr<NativeBackend>> NativeBackend::create(NativeBackendOption
   }
   for (const auto& n : c.notes) spdlog::warn("native sandbox: {}", n);
   shared->images = std::move(options.images);
-  if (auto st = check_supported(options.pool_spec, bool(shared->images));
+  shared->persist = std::make_unique<PersistStore>(options.storage_dir, shared->dirs);
+  if (options.pool_spec.persistence() == Persistence::kPersistent && options.pool.min > 0) {
+    // A persistent sandbox is made for its storage: never ahead of demand.
+    spdlog::warn("native sandbox: no warm pool: its spec is persistent");
+    options.pool.min = 0;
+  }
+  if (auto st = check_supported(options.pool_spec, bool(shared->images), shared->persist.get());
       !st && options.pool.min > 0) {
     // No create could take one: the pool would only cost memory.
     spdlog::warn("native sandbox: no warm pool: its spec is one this backend cannot make ({})",
@@ -505,6 +536,7 @@ Result<SandboxSpec> spec_on_image(const SandboxSpec& spec, const ImageRoot& imag
   o.hostname = spec.hostname();
   o.network = spec.network();
   o.persistence = spec.persistence();
+  o.storage_id = spec.storage_id();
   auto s = SandboxSpec::create(std::move(o));
   if (!s)
     return Error::make(ErrorCode::kInvalidArgument,
@@ -527,23 +559,36 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create_from_image(const SandboxS
     BackendShared& s;
     ~Leave() { s.leave_create(); }
   } leave{*shared_};
-  // From the pool when it is one of this image (as the store has it now).
-  std::optional<ReadySandbox> pooled = shared_->take_ready(pool_key(requested));
+  std::shared_ptr<AttachedDisk> disk;
+  if (spec->persistence() == Persistence::kPersistent) {
+    // Its root owned by the image's user: the overlay's upper dir is theirs.
+    auto d =
+        shared_->persist->attach(spec->storage_id(), spec->limits().disk_bytes, ids->uid, ids->gid);
+    if (!d) return d.take_error();
+    disk = std::move(*d);
+  }
+  // From the pool when it is one of this image (as the store has it now);
+  // never for a persistent sandbox (made on its own storage).
+  std::optional<ReadySandbox> pooled;
+  if (!disk) pooled = shared_->take_ready(pool_key(requested));
   if (pooled && pooled->image_id != image->id) {
     shared_->reaper.kill_and_release(pooled->id, std::move(pooled->init), std::move(pooled->cgroup));
     pooled.reset();
   }
-  Result<ReadySandbox> ready = pooled ? Result<ReadySandbox>(std::move(*pooled))
-                                      : shared_->make_image_sandbox(*spec, *image, *ids);
+  Result<ReadySandbox> ready = pooled
+                                   ? Result<ReadySandbox>(std::move(*pooled))
+                                   : shared_->make_image_sandbox(*spec, *image, *ids, disk.get());
   if (!ready) return ready.take_error();
   auto sb = std::make_unique<NativeSandbox>(std::move(ready->id), std::move(*spec), shared_, ready->ids,
                                             std::move(ready->cgroup), std::move(ready->init));
+  sb->keep_disk(std::move(disk));
   if (image->lease) sb->keep_image_lease(image->lease(sb->id()));
   return std::unique_ptr<Sandbox>(std::move(sb));
 }
 
 Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) {
-  if (auto st = check_supported(spec, bool(shared_->images)); !st) return st.take_error();
+  if (auto st = check_supported(spec, bool(shared_->images), shared_->persist.get()); !st)
+    return st.take_error();
   if (spec.image() != "host") return create_from_image(spec);
 
   if (!shared_->enter_create())
@@ -552,19 +597,50 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) 
     BackendShared& s;
     ~Leave() { s.leave_create(); }
   } leave{*shared_};
+  std::shared_ptr<AttachedDisk> disk;
+  if (spec.persistence() == Persistence::kPersistent) {
+    auto d = shared_->persist->attach(spec.storage_id(), spec.limits().disk_bytes, 1000, 1000);
+    if (!d) return d.take_error();
+    disk = std::move(*d);
+  }
   // A sandbox made ahead of demand for this very spec if there is one (then
-  // refill in the background), otherwise one begun now.
-  std::optional<ReadySandbox> ready = shared_->take_ready(pool_key(spec));
+  // refill in the background), otherwise one begun now. A persistent one
+  // never comes from the pool: it is made on its own storage.
+  std::optional<ReadySandbox> ready;
+  if (!disk) ready = shared_->take_ready(pool_key(spec));
   if (!ready) {
-    auto begun = shared_->begin_sandbox(spec.limits());
+    auto begun = shared_->begin_sandbox(spec.limits(), disk.get());
     if (!begun) return begun.take_error();
     auto finished = shared_->finish_sandbox(std::move(*begun), spec);
     if (!finished) return finished.take_error();
     ready.emplace(std::move(*finished));
   }
-  return std::unique_ptr<Sandbox>(new NativeSandbox(std::move(ready->id), spec, shared_, ready->ids,
-                                                    std::move(ready->cgroup),
-                                                    std::move(ready->init)));
+  auto sb = std::make_unique<NativeSandbox>(std::move(ready->id), spec, shared_, ready->ids,
+                                            std::move(ready->cgroup), std::move(ready->init));
+  sb->keep_disk(std::move(disk));
+  return std::unique_ptr<Sandbox>(std::move(sb));
+}
+
+Status NativeBackend::checkpoint_support() const {
+  return criu_check_once();
+}
+
+Result<std::unique_ptr<Sandbox>> NativeBackend::restore(const SandboxSpec&, const std::string&) {
+  if (auto st = criu_check_once(); !st) return st.take_error();
+  return Error::make(ErrorCode::kUnavailable,
+                     "native backend: restoring a checkpoint is not implemented");
+}
+
+Status NativeBackend::copy_storage(const std::string& from, const std::string& to) {
+  return shared_->persist->copy(from, to);
+}
+
+Status NativeBackend::remove_storage(const std::string& id) {
+  return shared_->persist->remove(id);
+}
+
+std::vector<std::string> NativeBackend::list_storage() const {
+  return shared_->persist->list();
 }
 
 }  // namespace sandcastle::sandbox::native

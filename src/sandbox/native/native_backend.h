@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "sandbox/native/image_root.h"
@@ -37,6 +38,10 @@ struct NativeBackendOptions {
   // store); empty: "host" only. A pool_spec naming an image pools sandboxes
   // on it (a create takes one only while the store's image keeps its id).
   ImageResolver images;
+  // Where persistent sandboxes keep their files (persist_disk.h): one
+  // directory per storage id holding its disk.img. Empty: persistent specs
+  // are refused. The server passes <state dir>/sandboxes.
+  std::string storage_dir;
 };
 
 class NativeBackend : public Backend {
@@ -52,6 +57,13 @@ class NativeBackend : public Backend {
   // Also run by the destructor, even while sandboxes are still held.
   void shutdown() override;
   std::size_t warm_ready() const override;
+  // Issue 16 (persist_disk.h).
+  Status checkpoint_support() const override;
+  Result<std::unique_ptr<Sandbox>> restore(const SandboxSpec& spec,
+                                           const std::string& dir) override;
+  Status copy_storage(const std::string& from, const std::string& to) override;
+  Status remove_storage(const std::string& id) override;
+  std::vector<std::string> list_storage() const override;
 
   PoolStats pool_stats() const;
   // Waits until `done(stats)` holds (checked whenever the pool changes) or

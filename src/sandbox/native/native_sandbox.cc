@@ -1,5 +1,6 @@
 #include "sandbox/native/native_sandbox.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -28,8 +29,10 @@ NativeSandbox::NativeSandbox(std::string id, SandboxSpec spec,
 
 // Destroyed before it is untracked: a shutdown running meanwhile may still
 // call destroy() on it (a no-op then), never on a destructed object.
+// release(): dropping the handle keeps a persistent sandbox's files (only
+// destroy() removes them).
 NativeSandbox::~NativeSandbox() {
-  (void)destroy();
+  (void)release();
   shared_->untrack(this);
 }
 
@@ -139,19 +142,73 @@ bool NativeSandbox::has_shared(const std::string& name) const {
 }
 
 Status NativeSandbox::destroy() {
+  return end(true);
+}
+
+Status NativeSandbox::release() {
+  return end(false);
+}
+
+Status NativeSandbox::end(bool remove_files) {
+  UniqueFd exited;
+  std::shared_ptr<AttachedDisk> disk;
+  bool remove = false;
   {
     std::unique_lock lock(mu_);
-    if (destroyed_) return {};
-    destroyed_ = true;
-    // SIGKILL to PID 1 now: the kernel kills every process of the sandbox,
-    // and with the last one its mounts go. Waiting for that and removing the
-    // cgroup happen on the reaper thread, off the caller's path.
-    shared_->reaper.kill_and_release(id_, std::move(init_), cgroup_);
+    if (!destroyed_) {
+      destroyed_ = true;
+      // Thawed first: in a frozen v1 cgroup even SIGKILL waits for a thaw.
+      frozen_.reset();
+      if (disk_ && init_.pidfd) exited.reset(::fcntl(init_.pidfd.get(), F_DUPFD_CLOEXEC, 0));
+      // SIGKILL to PID 1 now: the kernel kills every process of the sandbox,
+      // and with the last one its mounts go. Waiting for that and removing
+      // the cgroup happen on the reaper thread, off the caller's path.
+      shared_->reaper.kill_and_release(id_, std::move(init_), cgroup_);
+    }
+    disk = std::move(disk_);
+    if (remove_files && spec_.persistence() == Persistence::kPersistent && !storage_removed_)
+      remove = storage_removed_ = true;
   }
   // Outside mu_: a call in progress holds the channel until its worker's
   // death reaches it (at once: the worker died with init).
   files_.close();
+  if (disk) {
+    // A persistent sandbox's storage is unmounted once its processes are
+    // gone (PID 1 exits after every other process of its namespace), so the
+    // caller may start it again at once.
+    if (exited) {
+      struct pollfd p {exited.get(), POLLIN, 0};
+      while (::poll(&p, 1, 30'000) < 0 && errno == EINTR) {
+      }
+    }
+    disk.reset();
+  }
+  if (remove) return shared_->persist->remove(spec_.storage_id());
   return {};
+}
+
+Status NativeSandbox::freeze() {
+  std::unique_lock lock(mu_);
+  if (auto st = check_alive(); !st) return st;
+  if (frozen_) return {};
+  // Every process, init and file workers too: calls that need them wait
+  // for thaw().
+  auto f = SaveFreeze::freeze(cgroup_.get(), -1, id_);
+  if (!f) return f.take_error();
+  frozen_ = std::move(*f);
+  return {};
+}
+
+Status NativeSandbox::thaw() {
+  std::unique_lock lock(mu_);
+  if (auto st = check_alive(); !st) return st;
+  frozen_.reset();
+  return {};
+}
+
+Status NativeSandbox::checkpoint(const std::string& /*dir*/) {
+  if (auto st = criu_check_once(); !st) return st;
+  return Error::make(ErrorCode::kUnavailable, "native backend: checkpoints are not implemented");
 }
 
 }  // namespace sandcastle::sandbox::native

@@ -22,8 +22,10 @@
 #include "sandbox/native/file_client.h"
 #include "sandbox/native/host_image.h"
 #include "sandbox/native/image_root.h"
+#include "sandbox/native/persist_disk.h"
 #include "sandbox/native/pool_sizer.h"
 #include "sandbox/native/reaper.h"
+#include "sandbox/native/save_freeze.h"
 #include "sandbox/native/spawn.h"
 #include "sandbox/native/userns.h"
 #include "sandbox/native/zygote.h"
@@ -40,6 +42,8 @@ struct Prespawned {
   PendingInit init;
   // An image sandbox as root: its idmapped layers, until its init is ready.
   std::shared_ptr<LayerMounts> layers;
+  // A persistent sandbox: the idmapped bind of its storage, likewise.
+  std::shared_ptr<DiskBind> disk_bind;
 };
 
 // A sandbox ready to hand out: its spec's mounts and hostname in place, the
@@ -70,6 +74,7 @@ struct BackendShared {
   Zygote zygote{spawner};
   Reaper reaper;
   ImageResolver images;  // empty: only image "host"
+  std::unique_ptr<PersistStore> persist;  // persistent sandboxes' storage
 
   // The one warm pool (the manager keeps none): sandboxes made ahead of
   // demand for pool_spec, handed out only to a create whose whole spec is
@@ -110,17 +115,21 @@ struct BackendShared {
   // An id, its id mapping and a cgroup (a spare one when it fits): what
   // every sandbox starts from, host image or not.
   Result<Prespawned> new_prespawned(const Limits& limits);
-  Result<Prespawned> begin_sandbox(const Limits& limits);
+  // `disk`: a persistent sandbox's storage, bound as its /workspace (host)
+  // or holding its overlay's upper dir (image).
+  Result<Prespawned> begin_sandbox(const Limits& limits, const AttachedDisk* disk = nullptr);
   // The same rooted in an image (image_root.h), with its whole plan in the
   // InitConfig (it depends on the image and the limits).
   Result<Prespawned> begin_image_sandbox(const Limits& limits, const ImageRoot& image,
-                                         const ImageIds& ids);
+                                         const ImageIds& ids, const AttachedDisk* disk = nullptr);
+  // The idmapped bind of `disk` for p (its ids), kept in p.
+  Result<std::string> bind_disk(Prespawned& p, const AttachedDisk& disk);
   // The spec's part: mounts and hostname, then the root opened.
   Result<ReadySandbox> finish_sandbox(Prespawned p, const SandboxSpec& spec);
   // Begun and finished, for `spec` on `image` (for a create, or the pool
   // when its spec names an image); records the image's id.
   Result<ReadySandbox> make_image_sandbox(const SandboxSpec& spec, const ImageRoot& image,
-                                          const ImageIds& ids);
+                                          const ImageIds& ids, const AttachedDisk* disk = nullptr);
   // One from the pool whose init is still alive when `key` is the pool's
   // (waiting for the one being made if the pool is empty), else nothing.
   // Counts the create for the sizer either way.
@@ -167,15 +176,26 @@ class NativeSandbox : public Sandbox {
   Status publish_shared(const std::string& name, std::string_view data) override;
   bool has_shared(const std::string& name) const override;
   Status destroy() override;
+  // Issue 16: a persistent sandbox's storage stays (release) or goes
+  // (destroy); freeze/thaw through the cgroup freezer (save_freeze.h).
+  Status release() override;
+  Status freeze() override;
+  Status thaw() override;
+  Status checkpoint(const std::string& dir) override;
 
   // Host pid of the sandbox init (tests and diagnostics).
   pid_t init_pid() const { return init_.pid; }
   // Held while the sandbox object lives: its image's "in use" mark in the
   // store (ImageRoot::lease), so `image rm` refuses meanwhile.
   void keep_image_lease(std::shared_ptr<void> lease) { image_lease_ = std::move(lease); }
+  // A persistent sandbox's storage, unmounted when the sandbox ends.
+  void keep_disk(std::shared_ptr<AttachedDisk> disk) { disk_ = std::move(disk); }
 
  private:
   Status check_alive() const;
+  // destroy() and release(): the processes killed, then (persistent) the
+  // storage unmounted once they are gone, and removed with remove_files.
+  Status end(bool remove_files);
   // Starts a file worker in the sandbox (FileChannel::Connect).
   Result<UniqueFd> connect_files();
   // The sandbox path as the worker's absolute path.
@@ -194,6 +214,9 @@ class NativeSandbox : public Sandbox {
   bool destroyed_ = false;
   FileChannel files_{[this] { return connect_files(); }};
   std::shared_ptr<void> image_lease_;
+  std::shared_ptr<AttachedDisk> disk_;  // under mu_
+  std::unique_ptr<SaveFreeze> frozen_;  // freeze() until thaw(); under mu_
+  bool storage_removed_ = false;
 };
 
 }  // namespace sandcastle::sandbox::native

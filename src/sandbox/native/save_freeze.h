@@ -17,6 +17,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "sandbox/native/cgroup.h"
@@ -41,5 +42,10 @@ class SaveFreeze {
   std::string group_;         // the freezer group made for the save
   std::string home_;          // where they go back (v1: the server's freezer group)
 };
+
+// The v1 freezer groups of servers that died while a sandbox was frozen
+// (freeze() or a save): thawed, so their processes act on the SIGKILL they
+// got, and removed. Returns the groups removed.
+std::vector<std::string> sweep_stale_save_freezers();
 
 }  // namespace sandcastle::sandbox::native

@@ -10,6 +10,8 @@
 #include "sandbox/native/cgroup.h"
 #include "sandbox/native/fs_util.h"
 #include "sandbox/native/host_image.h"
+#include "sandbox/native/persist_disk.h"
+#include "sandbox/native/save_freeze.h"
 
 namespace sandcastle::sandbox::native {
 namespace {
@@ -20,6 +22,8 @@ bool pid_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
 SweepReport sweep_leftovers() {
   SweepReport rep;
+  // First: a frozen sandbox's processes keep its cgroups busy until thawed.
+  for (auto& g : sweep_stale_save_freezers()) rep.removed.push_back(std::move(g));
   CgroupSupport cg = detect_cgroups();
   for (const auto& dir : find_stale_cgroups(cg)) {
     if (auto st = remove_cgroup_dir(dir, cg.version); st) rep.removed.push_back(dir);
@@ -40,6 +44,14 @@ SweepReport sweep_leftovers() {
         const std::string dir = path + "/img/" + sb;
         for (const auto& n : list_dir(dir)) ::umount2((dir + "/" + n).c_str(), MNT_DETACH);
         ::umount2(dir.c_str(), MNT_DETACH);
+      }
+      // Persistent storage mounted by it (persist_disk.h): unmounted (its
+      // loop device then detaches itself), never deleted. One that stays
+      // mounted keeps the directory: remove_tree would not cross into it,
+      // but nothing of it is touched at all.
+      if (!sweep_persist_mounts(path)) {
+        rep.failed.push_back(path + ": persistent storage still mounted");
+        continue;
       }
       if (auto st = remove_tree(path); st) rep.removed.push_back(path);
       else rep.failed.push_back(path + ": " + st.error().message());

@@ -84,6 +84,18 @@ struct ManualClock {
   void advance(std::chrono::nanoseconds d) const { ns->fetch_add(d.count()); }
 };
 
+// A storage dir for persistent sandboxes, removed with what is left in it.
+struct StorageDir {
+  std::string path;
+  StorageDir() {
+    char tmpl[] = "/var/tmp/sc-pool-storage-XXXXXX";
+    if (::mkdtemp(tmpl)) path = tmpl;
+  }
+  ~StorageDir() {
+    if (!path.empty()) (void)native::remove_tree(path);
+  }
+};
+
 class WarmPoolTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -161,6 +173,8 @@ TEST_F(WarmPoolTest, PooledSandboxOnlyForTheWholeSpec) {
   NativeBackendOptions o;
   o.pool.min = 2;
   o.pool.max = 2;
+  StorageDir storage;
+  o.storage_dir = storage.path;
   auto b = backend(o);
   ASSERT_NE(b, nullptr);
   auto full = [&] { return b->wait_pool([](const PoolStats& s) { return s.ready == 2; }, 60s); };
@@ -203,14 +217,21 @@ TEST_F(WarmPoolTest, PooledSandboxOnlyForTheWholeSpec) {
     EXPECT_EQ(run(**small, {"/bin/sh", "-c", "df -k /tmp | tail -1 | awk '{print $2}'"}),
               "32768\n");
   }
-  // Persistent: refused (this backend makes only ephemeral sandboxes), and
+  // Persistent: made on its own storage (as root, with a storage dir),
   // never answered with a pooled ephemeral one.
   {
     const auto taken = b->pool_stats().taken;
     auto p = b->create(spec(SpecOptions{.persistence = Persistence::kPersistent, .storage_id = "pool-test"}));
-    ASSERT_FALSE(p.ok());
-    EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument);
+    if (::geteuid() == 0) {
+      ASSERT_TRUE(p.ok()) << p.error().message();
+      EXPECT_EQ((*p)->spec().persistence(), Persistence::kPersistent);
+      EXPECT_TRUE((*p)->destroy().ok());
+    } else {
+      ASSERT_FALSE(p.ok());
+      EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument);
+    }
     EXPECT_EQ(b->pool_stats().taken, taken);
+    EXPECT_EQ(b->warm_ready(), 2u);
   }
   // The pool's own spec takes one.
   const auto taken = b->pool_stats().taken;
@@ -221,12 +242,15 @@ TEST_F(WarmPoolTest, PooledSandboxOnlyForTheWholeSpec) {
 }
 
 // The other way round: a pool whose spec is persistent is one no create may
-// take (and this backend cannot make), so none is kept and an ephemeral
+// take (a persistent sandbox is made on its own storage, never ahead of
+// demand), so none is kept, even with a storage dir, and an ephemeral
 // create is built for itself.
 TEST_F(WarmPoolTest, PersistentPoolSpecServesNoEphemeralCreate) {
   const auto before = zygotes_and_inits();
   NativeBackendOptions o;
   o.pool.min = 2;
+  StorageDir storage;
+  o.storage_dir = storage.path;
   o.pool_spec = spec(SpecOptions{.persistence = Persistence::kPersistent, .storage_id = "pool-test"});
   auto b = backend(o);
   ASSERT_NE(b, nullptr);

@@ -1,0 +1,538 @@
+#include "sandbox/native/persist_disk.h"
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <linux/loop.h>
+#include <linux/mount.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "common/log.h"
+#include "sandbox/native/fs_util.h"
+#include "sandbox/native/image_root.h"
+
+extern char** environ;
+
+namespace sandcastle::sandbox::native {
+namespace {
+
+constexpr const char* kImage = "disk.img";
+constexpr const char* kNewImage = "disk.img.new";
+// A loop device still attached to an image (the filesystem of a sandbox
+// just ended, whose mount namespace the kernel is still tearing down) goes
+// within milliseconds; past this it is someone else's and we refuse.
+constexpr auto kLoopGoneWait = std::chrono::seconds(10);
+
+// An e2fsprogs tool by name ("" when missing).
+std::string tool_path(const std::string& name) {
+  for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/"})
+    if (::access((dir + name).c_str(), X_OK) == 0) return dir + name;
+  return {};
+}
+
+std::string find_mkfs() {
+  return tool_path("mkfs.ext4");
+}
+
+struct ToolRun {
+  int status = -1;  // as from waitpid
+  std::string out;  // stdout and stderr, the first 16 KiB
+};
+
+// Runs argv (an absolute path first) with stdin closed and a bare PATH.
+Result<ToolRun> run_capture(const std::vector<std::string>& argv) {
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) return Error::from_errno("pipe");
+  UniqueFd rd(pipefd[0]), wr(pipefd[1]);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, wr.get(), 1);
+  posix_spawn_file_actions_adddup2(&fa, wr.get(), 2);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  char env0[] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
+  char* envp[] = {env0, nullptr};
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, args[0], &fa, nullptr, args.data(), envp);
+  posix_spawn_file_actions_destroy(&fa);
+  wr.reset();
+  if (rc != 0) return Error::from_errno("run " + argv[0], rc);
+  ToolRun r;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(rd.get(), buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0 && r.out.size() < 16384) r.out.append(buf, static_cast<std::size_t>(n));
+  while (::waitpid(pid, &r.status, 0) < 0 && errno == EINTR) {
+  }
+  return r;
+}
+
+Status run_tool(const std::vector<std::string>& argv) {
+  auto r = run_capture(argv);
+  if (!r) return r.take_error();
+  if (WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0) return {};
+  std::string out = r->out.substr(0, 4096);
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return Error::make(ErrorCode::kIo,
+                     argv[0] + " failed (status " + std::to_string(r->status) + "): " + out);
+}
+
+// The loop device whose backing file is `path` (as the kernel names it),
+// or "" when none is.
+std::string loop_backed_by(const std::string& path) {
+  for (const auto& name : list_dir("/sys/block")) {
+    if (name.rfind("loop", 0) != 0) continue;
+    std::string f = read_small_file("/sys/block/" + name + "/loop/backing_file");
+    while (!f.empty() && f.back() == '\n') f.pop_back();
+    if (f == path) return "/dev/" + name;
+  }
+  return {};
+}
+
+Result<UniqueFd> attach_loop(int file_fd, const std::string& path, std::string* dev_name) {
+  UniqueFd ctl(::open("/dev/loop-control", O_RDWR | O_CLOEXEC));
+  if (!ctl) return Error::from_errno("open /dev/loop-control");
+  for (int attempt = 0; attempt < 32; ++attempt) {
+    const int n = ::ioctl(ctl.get(), LOOP_CTL_GET_FREE);
+    if (n < 0) return Error::from_errno("LOOP_CTL_GET_FREE");
+    const std::string dev = "/dev/loop" + std::to_string(n);
+    UniqueFd lfd(::open(dev.c_str(), O_RDWR | O_CLOEXEC));
+    if (!lfd) return Error::from_errno("open " + dev);
+    struct loop_config cfg {};
+    cfg.fd = static_cast<std::uint32_t>(file_fd);
+    // Detached by the kernel when the filesystem lets go of it: a server
+    // killed with the mount in place leaves no device once it is unmounted.
+    cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+    std::strncpy(reinterpret_cast<char*>(cfg.info.lo_file_name), path.c_str(), LO_NAME_SIZE - 1);
+    if (::ioctl(lfd.get(), LOOP_CONFIGURE, &cfg) == 0) {
+      *dev_name = dev;
+      return lfd;
+    }
+    if (errno != EBUSY) return Error::from_errno("LOOP_CONFIGURE " + dev);
+    // Another taker got it between GET_FREE and CONFIGURE: the next one.
+  }
+  return Error::make(ErrorCode::kUnavailable, "no free loop device");
+}
+
+Status make_private_self_bind(const std::string& dir, mode_t mode) {
+  if (::mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) return Error::from_errno("mkdir " + dir);
+  if (::chmod(dir.c_str(), mode) != 0) return Error::from_errno("chmod " + dir);
+  // Private: the mounts below never propagate to the host's peers (which
+  // would hold the filesystem, and so its loop device, forever).
+  if (::mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+      ::mount(nullptr, dir.c_str(), nullptr, MS_PRIVATE, nullptr) != 0)
+    return Error::from_errno("bind " + dir);
+  return {};
+}
+
+// Unmounts `path` (its own mount point): at once when nothing uses it,
+// lazily when something still does.
+void unmount_own(const std::string& path) {
+  if (::umount2(path.c_str(), UMOUNT_NOFOLLOW) == 0) return;
+  if (errno == EINVAL || errno == ENOENT) return;  // not mounted
+  ::umount2(path.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+}
+
+// Copies [0, size) of `in` to `out`, data extents only (holes stay holes).
+Status sparse_copy(int in, int out, off_t size) {
+  if (::ftruncate(out, size) != 0) return Error::from_errno("size the copy");
+  off_t off = 0;
+  while (off < size) {
+    off_t data = ::lseek(in, off, SEEK_DATA);
+    if (data < 0) {
+      if (errno == ENXIO) break;  // only a hole is left
+      return Error::from_errno("SEEK_DATA");
+    }
+    off_t hole = ::lseek(in, data, SEEK_HOLE);
+    if (hole < 0) return Error::from_errno("SEEK_HOLE");
+    loff_t src = data, dst = data;
+    while (src < hole) {
+      ssize_t n = ::copy_file_range(in, &src, out, &dst, static_cast<std::size_t>(hole - src), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return Error::from_errno("copy_file_range");
+      if (n == 0) break;
+    }
+    off = hole;
+  }
+  return {};
+}
+
+}  // namespace
+
+bool valid_storage_id(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  return true;
+}
+
+AttachedDisk::~AttachedDisk() {
+  thaw_writes();
+  root_.reset();
+  if (mounted_) unmount_own(mount_);
+  // The device detaches itself once the filesystem lets go of it (AUTOCLEAR).
+  loop_.reset();
+  if (!mount_.empty()) ::rmdir(mount_.c_str());
+}
+
+Status AttachedDisk::freeze_writes() {
+  if (frozen_) return {};
+  if (::ioctl(root_.get(), FIFREEZE, 0) != 0) return Error::from_errno("FIFREEZE " + mount_);
+  frozen_ = true;
+  return {};
+}
+
+void AttachedDisk::thaw_writes() {
+  if (!frozen_) return;
+  if (::ioctl(root_.get(), FITHAW, 0) != 0)
+    spdlog::warn("native sandbox: FITHAW {}: {}", mount_, std::strerror(errno));
+  frozen_ = false;
+}
+
+DiskBind::~DiskBind() {
+  if (mounted_) ::umount2(path_.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+  if (!path_.empty()) ::rmdir(path_.c_str());
+  if (!dir_.empty()) ::rmdir(dir_.c_str());
+}
+
+PersistStore::PersistStore(std::string storage_dir, RuntimeDirs dirs)
+    : storage_dir_(std::move(storage_dir)), dirs_(std::move(dirs)) {
+  while (storage_dir_.size() > 1 && storage_dir_.back() == '/') storage_dir_.pop_back();
+}
+
+PersistStore::~PersistStore() {
+  detach_all();
+}
+
+Status PersistStore::usable() const {
+  if (storage_dir_.empty())
+    return Error::make(
+        ErrorCode::kInvalidArgument,
+        "persistent sandboxes (kept across server restarts) are not available: this "
+        "server has no storage directory for them; omit persistent, or set it to false");
+  if (::geteuid() != 0)
+    return Error::make(
+        ErrorCode::kInvalidArgument,
+        "persistent sandboxes need the server to run as root (their files are an ext4 "
+        "image mounted through a loop device, which an unprivileged server cannot "
+        "mount); omit persistent, or set it to false");
+  if (find_mkfs().empty())
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "persistent sandboxes need mkfs.ext4 (Debian's e2fsprogs package)");
+  return {};
+}
+
+Status PersistStore::prepare_dirs() {
+  if (dirs_ready_) return {};
+  if (::mkdir(storage_dir_.c_str(), 0700) != 0 && errno != EEXIST)
+    return Error::from_errno("mkdir " + storage_dir_);
+  // The server's mounts: only root may look; the sandboxes' binds: each in
+  // a directory only its own host id may enter.
+  if (auto st = make_private_self_bind(dirs_.base + "/pst", 0700); !st) return st;
+  if (auto st = make_private_self_bind(dirs_.base + "/pmap", 0711); !st) return st;
+  dirs_ready_ = true;
+  return {};
+}
+
+std::shared_ptr<AttachedDisk> PersistStore::find_attached(const std::string& id) {
+  auto it = attached_.find(id);
+  if (it == attached_.end()) return nullptr;
+  auto d = it->second.lock();
+  if (!d) attached_.erase(it);
+  return d;
+}
+
+Result<std::shared_ptr<AttachedDisk>> PersistStore::attach(const std::string& id,
+                                                           std::uint64_t size, std::uint32_t uid,
+                                                           std::uint32_t gid) {
+  if (auto st = usable(); !st) return st.take_error();
+  if (!valid_storage_id(id))
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "storage id '" + id + "': [a-z0-9-], 1..64 characters");
+  std::lock_guard lock(mu_);
+  if (find_attached(id))
+    return Error::make(ErrorCode::kFailedPrecondition,
+                       "storage " + id + " is in use by a running sandbox");
+  if (auto st = prepare_dirs(); !st) return st.take_error();
+  const std::string dir = dir_of(id);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return Error::from_errno("mkdir " + dir);
+  const std::string img = dir + "/" + kImage;
+  bool fresh = false;
+  if (::access(img.c_str(), F_OK) != 0) {
+    // Made under another name and renamed once whole: a crash mid-mkfs
+    // leaves no image that looks usable.
+    const std::string tmp = dir + "/" + kNewImage;
+    ::unlink(tmp.c_str());
+    {
+      UniqueFd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+      if (!f) return Error::from_errno("create " + tmp);
+      if (::ftruncate(f.get(), static_cast<off_t>(size)) != 0)
+        return Error::from_errno("size " + tmp);
+    }
+    // The file is sparse and reads as zeros: inode tables and journal need
+    // no zeroing (lazy init, and noinit_itable at mount).
+    const std::string owner = "root_owner=" + std::to_string(uid) + ":" + std::to_string(gid);
+    if (auto st = run_tool({find_mkfs(), "-q", "-F", "-m", "0", "-E",
+                            owner + ",lazy_itable_init=1,lazy_journal_init=1,nodiscard", tmp});
+        !st) {
+      ::unlink(tmp.c_str());
+      return st.take_error();
+    }
+    if (::rename(tmp.c_str(), img.c_str()) != 0) return Error::from_errno("rename " + tmp);
+    fresh = true;
+  }
+  // Never two filesystems on one image: one still attached (a sandbox of
+  // this storage that just ended, its namespace still being torn down)
+  // must be gone first.
+  // (The kernel names a backing file by its resolved path.)
+  std::string resolved = img;
+  if (char* rp = ::realpath(img.c_str(), nullptr)) {
+    resolved = rp;
+    std::free(rp);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kLoopGoneWait;
+  for (auto wait = std::chrono::milliseconds(1);;
+       wait = std::min(wait * 2, std::chrono::milliseconds(50))) {
+    const std::string dev = loop_backed_by(resolved);
+    if (dev.empty()) break;
+    if (std::chrono::steady_clock::now() > deadline)
+      return Error::make(ErrorCode::kUnavailable, "storage " + id + " is still attached to " + dev +
+                                                      " (not by this server)");
+    std::this_thread::sleep_for(wait);
+  }
+  UniqueFd file(::open(img.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+  if (!file) return Error::from_errno("open " + img);
+  struct stat st {};
+  if (::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode))
+    return Error::make(ErrorCode::kFailedPrecondition, img + " is not a regular file");
+  // A larger disk_bytes than the image has (a restart with a new limit):
+  // grown offline, checked first (e2fsck replays a journal a crash left).
+  // Online growth (EXT4_IOC_RESIZE_FS) needs CAP_SYS_RESOURCE, which root
+  // lacks on some hosts. A smaller limit keeps the image as it is:
+  // shrinking could not keep files that no longer fit.
+  if (!fresh && static_cast<std::uint64_t>(st.st_size) < size) {
+    if (::ftruncate(file.get(), static_cast<off_t>(size)) != 0)
+      return Error::from_errno("grow " + img);
+    auto checked = run_capture({tool_path("e2fsck"), "-fy", img});
+    if (!checked) return checked.take_error();
+    // 0: clean, 1: fixed; anything else is a filesystem we must not grow.
+    if (!WIFEXITED(checked->status) || WEXITSTATUS(checked->status) > 1)
+      return Error::make(ErrorCode::kIo, "storage " + id + ": e2fsck before growing it failed: " +
+                                             checked->out.substr(0, 2048));
+    if (auto st2 = run_tool({tool_path("resize2fs"), img}); !st2) return st2.take_error();
+  }
+  std::shared_ptr<AttachedDisk> disk(new AttachedDisk);
+  disk->id_ = id;
+  std::string dev;
+  auto loop = attach_loop(file.get(), img, &dev);
+  if (!loop) return loop.take_error();
+  disk->loop_ = std::move(*loop);
+  file.reset();
+  disk->mount_ = dirs_.base + "/pst/" + id;
+  if (::mkdir(disk->mount_.c_str(), 0700) != 0) {
+    Error e = Error::from_errno("mkdir " + disk->mount_);
+    disk->mount_.clear();
+    return e;
+  }
+  if (::mount(dev.c_str(), disk->mount_.c_str(), "ext4", MS_NOSUID | MS_NODEV,
+              "noinit_itable,errors=remount-ro") != 0)
+    return Error::from_errno("mount storage " + id);
+  disk->mounted_ = true;
+  disk->root_.reset(::open(disk->mount_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!disk->root_) return Error::from_errno("open " + disk->mount_);
+  // A fresh filesystem no sandbox has seen yet: its lost+found would only
+  // clutter the sandbox's /workspace (e2fsck makes one when it needs it).
+  if (fresh) ::unlinkat(disk->root_.get(), "lost+found", AT_REMOVEDIR);
+
+  attached_[id] = disk;
+  return disk;
+}
+
+Result<std::unique_ptr<DiskBind>> PersistStore::bind_for(
+    const AttachedDisk& disk, const std::string& sandbox_id, std::uint32_t inside_uid,
+    std::uint32_t inside_gid, std::uint32_t host_uid, std::uint32_t host_gid) {
+  std::unique_ptr<DiskBind> b(new DiskBind);
+  const std::string dir = dirs_.base + "/pmap/" + sandbox_id;
+  if (::mkdir(dir.c_str(), 0700) != 0) return Error::from_errno("mkdir " + dir);
+  b->dir_ = dir;
+  // Only this sandbox's init (host_uid) may reach its files through here.
+  if (::chown(dir.c_str(), host_uid, host_gid) != 0 || ::chmod(dir.c_str(), 0700) != 0)
+    return Error::from_errno("chown " + dir);
+  const std::string path = dir + "/d";
+  if (::mkdir(path.c_str(), 0755) != 0) return Error::from_errno("mkdir " + path);
+  b->path_ = path;
+  auto ns = idmap_userns(inside_uid, inside_gid, host_uid, host_gid);
+  if (!ns) return ns.take_error();
+  UniqueFd tree(static_cast<int>(syscall(SYS_open_tree, AT_FDCWD, disk.mount_point().c_str(),
+                                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
+  if (!tree) return Error::from_errno("open_tree " + disk.mount_point());
+  struct mount_attr attr {};
+  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  attr.userns_fd = static_cast<std::uint64_t>(ns->get());
+  if (syscall(SYS_mount_setattr, tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
+    return Error::from_errno("idmapped mount of storage " + disk.id());
+  if (syscall(SYS_move_mount, tree.get(), "", AT_FDCWD, path.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+    return Error::from_errno("attach idmapped storage " + disk.id());
+  b->mounted_ = true;
+  return b;
+}
+
+Status PersistStore::remove(const std::string& id) {
+  if (!valid_storage_id(id))
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "storage id '" + id + "': [a-z0-9-], 1..64 characters");
+  if (storage_dir_.empty()) return {};
+  std::lock_guard lock(mu_);
+  if (find_attached(id))
+    return Error::make(ErrorCode::kFailedPrecondition,
+                       "storage " + id + " is in use by a running sandbox (release it first)");
+  // Only the image and its temporary: never a walk of anything mounted.
+  const std::string dir = dir_of(id);
+  for (const char* name : {kImage, kNewImage})
+    if (::unlink((dir + "/" + name).c_str()) != 0 && errno != ENOENT)
+      return Error::from_errno("remove storage " + id);
+  if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) return Error::from_errno("rmdir " + dir);
+  return {};
+}
+
+std::vector<std::string> PersistStore::list() const {
+  std::vector<std::string> out;
+  if (storage_dir_.empty()) return out;
+  for (const auto& name : list_dir(storage_dir_))
+    if (valid_storage_id(name) && ::access((dir_of(name) + "/" + kImage).c_str(), F_OK) == 0)
+      out.push_back(name);
+  return out;
+}
+
+Status PersistStore::copy(const std::string& from, const std::string& to) {
+  for (const auto* id : {&from, &to})
+    if (!valid_storage_id(*id))
+      return Error::make(ErrorCode::kInvalidArgument,
+                         "storage id '" + *id + "': [a-z0-9-], 1..64 characters");
+  if (auto st = usable(); !st) return st;
+  std::lock_guard lock(mu_);
+  const std::string src_path = dir_of(from) + "/" + kImage;
+  UniqueFd src(::open(src_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!src) {
+    if (errno == ENOENT) return Error::make(ErrorCode::kNotFound, "no storage " + from);
+    return Error::from_errno("open " + src_path);
+  }
+  const std::string dir = dir_of(to);
+  const std::string tmp = dir + "/" + kNewImage;
+  if (::mkdir(dir.c_str(), 0700) != 0) {
+    if (errno != EEXIST) return Error::from_errno("mkdir " + dir);
+    // Only the half-made copy of a server killed while copying: made again.
+    if (::access((dir + "/" + kImage).c_str(), F_OK) == 0 || find_attached(to))
+      return Error::make(ErrorCode::kAlreadyExists, "storage " + to + " exists");
+    ::unlink(tmp.c_str());
+  }
+  auto fail = [&](Error e) -> Status {
+    ::unlink(tmp.c_str());
+    ::rmdir(dir.c_str());
+    return e;
+  };
+  UniqueFd dst(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!dst) return fail(Error::from_errno("create " + tmp));
+  // A running source's writes are held (FIFREEZE) for the copy: the kernel
+  // first writes everything out, so the copy is a clean filesystem (no
+  // journal to replay), and a process writing meanwhile only waits.
+  std::shared_ptr<AttachedDisk> running = find_attached(from);
+  if (running)
+    if (auto st = running->freeze_writes(); !st) return fail(st.take_error());
+  Status copied;
+  if (::ioctl(dst.get(), FICLONE, src.get()) != 0) {
+    // No reflinks here (ext4, or another filesystem): data extents only.
+    struct stat st {};
+    if (::fstat(src.get(), &st) != 0)
+      copied = Error::from_errno("stat " + src_path);
+    else
+      copied = sparse_copy(src.get(), dst.get(), st.st_size);
+  }
+  if (running) running->thaw_writes();
+  if (!copied) return fail(copied.take_error());
+  if (::rename(tmp.c_str(), (dir + "/" + kImage).c_str()) != 0)
+    return fail(Error::from_errno("rename " + tmp));
+  return {};
+}
+
+void PersistStore::detach_all() {
+  std::lock_guard lock(mu_);
+  attached_.clear();  // the disks go with their last holder
+  if (!dirs_ready_) return;
+  ::umount2((dirs_.base + "/pmap").c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+  ::umount2((dirs_.base + "/pst").c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+  dirs_ready_ = false;
+}
+
+bool sweep_persist_mounts(const std::string& base) {
+  bool all = true;
+  for (const auto& sb : list_dir(base + "/pmap")) {
+    const std::string d = base + "/pmap/" + sb + "/d";
+    ::umount2(d.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+  }
+  ::umount2((base + "/pmap").c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+  for (const auto& id : list_dir(base + "/pst")) {
+    const std::string m = base + "/pst/" + id;
+    // A server killed during copy_storage leaves its source frozen: thawed
+    // first, or the unmount would wait for it forever.
+    {
+      UniqueFd root(::open(m.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (root) (void)::ioctl(root.get(), FITHAW, 0);
+    }
+    unmount_own(m);
+    struct statx sx {};
+    if (::statx(AT_FDCWD, m.c_str(), AT_SYMLINK_NOFOLLOW, 0, &sx) == 0 &&
+        (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+        (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+      all = false;
+  }
+  ::umount2((base + "/pst").c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+  return all;
+}
+
+Status criu_check_once() {
+  static const Status result = []() -> Status {
+    std::string criu;
+    for (const char* p : {"/usr/sbin/criu", "/sbin/criu", "/usr/bin/criu"})
+      if (::access(p, X_OK) == 0) criu = p;
+    if (criu.empty())
+      return Error::make(ErrorCode::kUnavailable, "checkpoints need CRIU, which is not installed");
+    std::string version = "criu";
+    if (auto v = run_capture({criu, "--version"}); v && v->out.rfind("Version: ", 0) == 0)
+      version += " " + v->out.substr(9, v->out.find('\n') - 9);
+    auto r = run_capture({criu, "check"});
+    if (!r) return Error::make(ErrorCode::kUnavailable, version + ": " + r.error().message());
+    // Its first complaint, without the source location ("Error (file:line): ").
+    std::string first;
+    std::size_t at = 0;
+    while (at < r->out.size()) {
+      std::size_t nl = r->out.find('\n', at);
+      std::string line = r->out.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+      at = nl == std::string::npos ? r->out.size() : nl + 1;
+      if (line.rfind("Error", 0) == 0) {
+        if (auto c = line.find("): "); c != std::string::npos) line = line.substr(c + 3);
+        first = line;
+        break;
+      }
+    }
+    if (WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0) return {};
+    if (first.empty()) first = "criu check failed (status " + std::to_string(r->status) + ")";
+    return Error::make(ErrorCode::kUnavailable, version + ": " + first);
+  }();
+  return result;
+}
+
+}  // namespace sandcastle::sandbox::native
