@@ -57,7 +57,8 @@ std::string env_or(const char* name, const std::string& fallback) {
 std::unique_ptr<sandbox::Backend> make_backend(const std::string& name, bool allow_weak,
                                               const sandbox::SpecOptions& default_spec,
                                               const sandbox::native::PoolPolicy& pool,
-                                              sandbox::native::ImageResolver images) {
+                                              sandbox::native::ImageResolver images,
+                                              const std::string& storage_dir) {
   if (name != "native")
     return std::make_unique<sandbox::RefusingBackend>(
         "backend '" + name + "' is not available in this build; available backends: native "
@@ -78,6 +79,7 @@ std::unique_ptr<sandbox::Backend> make_backend(const std::string& name, bool all
   // ask for.
   options.pool = pool;
   options.images = std::move(images);
+  options.storage_dir = storage_dir;
   if (auto spec = sandbox::SandboxSpec::create(default_spec); spec.ok()) options.pool_spec = *spec;
   else options.pool.min = 0;
   auto native = sandbox::native::NativeBackend::create(options);
@@ -515,7 +517,10 @@ static int run(int argc, char** argv) {
   pool.server_cap = static_cast<size_t>(cfg.max_sandboxes);
   auto backend = make_backend(cfg.backend, allow_weak, pool_spec, pool,
                              image_store ? sandbox::native::store_resolver(*image_store)
-                                         : sandbox::native::ImageResolver{});
+                                         : sandbox::native::ImageResolver{},
+                             // Only the server holding the state dir's lock
+                             // mounts (and sweeps) persistent storage.
+                             state_lock ? cfg.state_dir + "/sandboxes" : std::string());
   tools::SandboxManager manager(*backend, manager_opts);
   // Persistent sandboxes of the last run come back as stopped (issue 16).
   if (auto s = manager.recover(); !s.ok()) {

@@ -279,7 +279,12 @@ void SandboxManager::release_reservation_locked(const std::string& owner) {
 
 Result<std::shared_ptr<SandboxEntry>> SandboxManager::create_impl(const CreateRequest& req,
                                                                   bool reserved) {
-  auto spec = sandbox::SandboxSpec::create(req.spec);
+  // A persistent sandbox's storage is named after its id, which is chosen
+  // below: checked with a stand-in name first.
+  sandbox::SpecOptions checked = req.spec;
+  if (checked.persistence == sandbox::Persistence::kPersistent && checked.storage_id.empty())
+    checked.storage_id = "pending";
+  auto spec = sandbox::SandboxSpec::create(checked);
   auto refuse = [&](Error e) -> Result<std::shared_ptr<SandboxEntry>> {
     if (reserved) {
       {
