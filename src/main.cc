@@ -28,6 +28,7 @@
 #include "sandbox/native/sweep.h"
 #include "sandbox/refusing_backend.h"
 #include "store/key_store.h"
+#include "store/sqlite_sandbox_store.h"
 #include "tools/file_transfer.h"
 #include "tools/languages.h"
 #include "tools/tool_env.h"
@@ -98,7 +99,10 @@ Status ensure_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Error::make(ErrorCode::kIo, "create state directory " + dir + ": " + ec.message());
-  ::chmod(dir.c_str(), 0700);
+  // Private to its owner; never made writable here (a read-only state
+  // directory is reported by the state database, not silently fixed).
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0 && (st.st_mode & 0077) != 0) ::chmod(dir.c_str(), st.st_mode & 0700);
   return ok_status();
 }
 
@@ -298,6 +302,7 @@ static int run(int argc, char** argv) {
   setting_flag("--pip-index-url", "packages.pip_index_url", "package index pip installs from");
   setting_flag("--npm-registry", "packages.npm_registry", "registry npm installs from");
   setting_flag("--max-image-bytes", "images.max_image_bytes", "largest unpacked size of one image");
+  setting_flag("--history-max-mb", "history.max_mb", "MiB of run history kept (default 256; 0: none recorded)");
 
   auto* doctor = app.add_subcommand("doctor", "print what this host allows and the isolation sandcastle will use");
   bool doctor_json = false;
@@ -381,13 +386,35 @@ static int run(int argc, char** argv) {
     return image_cli->run(cfg.state_dir, {static_cast<uint64_t>(cfg.max_image_bytes)}, std::cout, std::cerr);
   if (keys->parsed()) return run_keys(cfg, keys_create, keys_list, keys_revoke, key_name, revoke_id, keys_json);
 
+  // The state database (sandbox records, packages, run history) before
+  // anything else: a corrupt, read-only or full one stops the start with
+  // what to do, naming the path.
+  std::unique_ptr<store::SqliteSandboxStore> sandbox_store;
+  {
+    if (auto d = ensure_dir(cfg.state_dir); !d.ok()) {
+      std::cerr << "sandcastle: " << d.error().message() << "\n";
+      return 2;
+    }
+    auto db = store::StateDb::open(cfg.state_dir);
+    if (!db.ok()) {
+      std::cerr << "sandcastle: " << db.error().message() << "\n";
+      return 2;
+    }
+    store::HistoryLimits history;
+    history.max_bytes = static_cast<std::uint64_t>(cfg.history_max_mb) << 20;
+    auto st = store::SqliteSandboxStore::open(std::shared_ptr<store::StateDb>(std::move(db).value()), history);
+    if (!st.ok()) {
+      std::cerr << "sandcastle: " << st.error().message() << "\n";
+      return 2;
+    }
+    sandbox_store = std::move(st).value();
+  }
+
   // The image store (issue 15): images a sandbox may start from. Without
   // it, image "host" only.
   std::unique_ptr<images::ImageStore> image_store;
   std::string image_store_error;
-  if (auto d = ensure_dir(cfg.state_dir); !d.ok()) {
-    image_store_error = d.error().message();
-  } else if (auto st = images::ImageStore::open(
+  if (auto st = images::ImageStore::open(
                  cfg.state_dir, images::StoreLimits{static_cast<std::uint64_t>(cfg.max_image_bytes)});
              st.ok()) {
     image_store = std::move(*st);
@@ -506,7 +533,7 @@ static int run(int argc, char** argv) {
   auto backend = make_backend(cfg.backend, allow_weak, pool_spec, pool,
                              image_store ? sandbox::native::store_resolver(*image_store)
                                          : sandbox::native::ImageResolver{});
-  tools::SandboxManager manager(*backend, manager_opts);
+  tools::SandboxManager manager(*backend, manager_opts, sandbox_store.get());
 
   // File links (HTTP only): signed URLs served from the sandboxes.
   std::unique_ptr<transport::http::FileLinks> links;
@@ -532,7 +559,7 @@ static int run(int argc, char** argv) {
         });
     tool_cfg.file_link = [l = links.get()](const std::string& id, const std::string& path) { return l->link(id, path); };
   }
-  tools::ToolEnv tool_env{manager, tool_cfg, image_store.get()};
+  tools::ToolEnv tool_env{manager, tool_cfg, image_store.get(), sandbox_store.get()};
 
   mcp::ServerInfo info;
   info.instructions = kInstructions;

@@ -573,7 +573,12 @@ void register_exec_tools(mcp::Server& server, ToolEnv& env) {
        json{{"readOnlyHint", false}, {"destructiveHint", false}, {"idempotentHint", false},
             {"openWorldHint", false}},
        nullptr},
-      [&env](const json& args, RequestContext& ctx) { return execute_code(env, args, ctx); });
+      [&env](const json& args, RequestContext& ctx) {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto res = execute_code(env, args, ctx);
+        record_run(env, ctx, "execute_code", args, res, t0);
+        return res;
+      });
 
   server.tools().add(
       {"execute_command", "Execute shell command",
@@ -595,7 +600,12 @@ void register_exec_tools(mcp::Server& server, ToolEnv& env) {
        json{{"readOnlyHint", false}, {"destructiveHint", true}, {"idempotentHint", false},
             {"openWorldHint", false}},
        nullptr},
-      [&env](const json& args, RequestContext& ctx) { return execute_command(env, args, ctx); });
+      [&env](const json& args, RequestContext& ctx) {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto res = execute_command(env, args, ctx);
+        record_run(env, ctx, "execute_command", args, res, t0);
+        return res;
+      });
 
   server.tools().add(
       {"restart_kernel", "Restart interpreter",

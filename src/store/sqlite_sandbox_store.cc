@@ -1,0 +1,493 @@
+#include "store/sqlite_sandbox_store.h"
+
+#include <nlohmann/json.hpp>
+
+namespace sandcastle::store {
+
+namespace {
+
+using Clock = std::chrono::system_clock;
+
+// Names the server sets (caller, tool, language, reason): bounded anyway.
+constexpr std::size_t kMaxShortField = 256;
+constexpr std::size_t kMaxFileName = 4096;
+constexpr std::size_t kEntryOverhead = 128;  // the fixed columns and the row
+
+const char* const kSchemaV1 = R"sql(
+CREATE TABLE sandboxes (
+  id TEXT PRIMARY KEY, name TEXT NOT NULL, owner TEXT NOT NULL, language TEXT NOT NULL,
+  image TEXT NOT NULL, persistent INTEGER NOT NULL, created_at_us INTEGER NOT NULL,
+  last_used_at_us INTEGER NOT NULL, ttl_s INTEGER NOT NULL, ttl_action TEXT NOT NULL,
+  status TEXT NOT NULL, memory_saved INTEGER NOT NULL, spec_json TEXT NOT NULL);
+CREATE TABLE sandbox_packages (
+  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE, manager TEXT NOT NULL,
+  name TEXT NOT NULL, version TEXT NOT NULL, state TEXT NOT NULL, error TEXT NOT NULL,
+  updated_at_us INTEGER NOT NULL, PRIMARY KEY (sandbox_id, manager, name));
+CREATE TABLE sandbox_history (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, sandbox_id TEXT NOT NULL, at_us INTEGER NOT NULL,
+  caller TEXT NOT NULL, tool TEXT NOT NULL, language TEXT NOT NULL, input BLOB NOT NULL,
+  stdout BLOB NOT NULL, stderr BLOB NOT NULL, truncated INTEGER NOT NULL, exit_code INTEGER NOT NULL,
+  reason TEXT NOT NULL, duration_us INTEGER NOT NULL, files_created TEXT NOT NULL,
+  images INTEGER NOT NULL, bytes INTEGER NOT NULL);
+CREATE INDEX sandbox_history_by_sandbox ON sandbox_history(sandbox_id, seq);
+CREATE TABLE sandbox_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT INTO sandbox_meta(key, value) VALUES ('history_bytes', 0);
+)sql";
+
+constexpr const char* kSql[SqliteSandboxStore::kStmtCount] = {
+    // kPutRecord
+    "INSERT INTO sandboxes(id, name, owner, language, image, persistent, created_at_us, "
+    "last_used_at_us,"
+    " ttl_s, ttl_action, status, memory_saved, spec_json) "
+    "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)"
+    " ON CONFLICT(id) DO UPDATE SET name=?2, owner=?3, language=?4, image=?5, persistent=?6,"
+    " created_at_us=?7, last_used_at_us=?8, ttl_s=?9, ttl_action=?10, status=?11, memory_saved=?12,"
+    " spec_json=?13",
+    // kGetRecord
+    "SELECT id, name, owner, language, image, persistent, created_at_us, last_used_at_us, ttl_s, "
+    "ttl_action,"
+    " status, memory_saved, spec_json FROM sandboxes WHERE id = ?1",
+    // kListRecords
+    "SELECT id, name, owner, language, image, persistent, created_at_us, last_used_at_us, ttl_s, "
+    "ttl_action,"
+    " status, memory_saved, spec_json FROM sandboxes ORDER BY id",
+    // kDeleteRecord
+    "DELETE FROM sandboxes WHERE id = ?1",
+    // kSetStatus
+    "UPDATE sandboxes SET status = ?2, memory_saved = ?3 WHERE id = ?1",
+    // kTouch
+    "UPDATE sandboxes SET last_used_at_us = ?2 WHERE id = ?1",
+    // kPutPackage
+    "INSERT INTO sandbox_packages(sandbox_id, manager, name, version, state, error, updated_at_us)"
+    " VALUES(?1,?2,?3,?4,?5,?6,?7) ON CONFLICT(sandbox_id, manager, name) DO UPDATE SET version=?4,"
+    " state=?5, error=?6, updated_at_us=?7",
+    // kListPackages
+    "SELECT name, manager, version, state, error, updated_at_us FROM sandbox_packages WHERE "
+    "sandbox_id = ?1"
+    " ORDER BY manager, name",
+    // kDeletePackages
+    "DELETE FROM sandbox_packages WHERE sandbox_id = ?1",
+    // kAppendHistory
+    "INSERT INTO sandbox_history(sandbox_id, at_us, caller, tool, language, input, stdout, stderr, "
+    "truncated,"
+    " exit_code, reason, duration_us, files_created, images, bytes)"
+    " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)",
+    // kPageHistory
+    "SELECT seq, sandbox_id, at_us, caller, tool, language, input, stdout, stderr, truncated, "
+    "exit_code,"
+    " reason, duration_us, files_created, images FROM sandbox_history WHERE sandbox_id = ?1"
+    " ORDER BY seq DESC LIMIT ?2",
+    // kPageHistoryBefore
+    "SELECT seq, sandbox_id, at_us, caller, tool, language, input, stdout, stderr, truncated, "
+    "exit_code,"
+    " reason, duration_us, files_created, images FROM sandbox_history WHERE sandbox_id = ?1 AND "
+    "seq < ?3"
+    " ORDER BY seq DESC LIMIT ?2",
+    // kOldestHistory
+    "SELECT seq, bytes FROM sandbox_history ORDER BY seq LIMIT 64",
+    // kDeleteHistoryUpTo
+    "DELETE FROM sandbox_history WHERE seq <= ?1",
+    // kSandboxHistoryBytes
+    "SELECT COALESCE(SUM(bytes), 0) FROM sandbox_history WHERE sandbox_id = ?1",
+    // kDeleteSandboxHistory
+    "DELETE FROM sandbox_history WHERE sandbox_id = ?1",
+    // kSetHistoryBytes
+    "INSERT INTO sandbox_meta(key, value) VALUES('history_bytes', ?1)"
+    " ON CONFLICT(key) DO UPDATE SET value = ?1",
+    // kBegin, kCommit, kRollback
+    "BEGIN IMMEDIATE",
+    "COMMIT",
+    "ROLLBACK",
+};
+
+std::int64_t to_us(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+Clock::time_point from_us(std::int64_t us) {
+  return Clock::time_point(
+      std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(us)));
+}
+
+// Cuts `s` to at most `n` bytes without splitting a UTF-8 sequence.
+bool cap(std::string& s, std::size_t n) {
+  if (s.size() <= n) return false;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  s.resize(n);
+  return true;
+}
+
+// Binds, steps and resets one cached statement.
+class Use {
+ public:
+  explicit Use(sqlite3_stmt* st) : st_(st) {}
+  ~Use() {
+    sqlite3_reset(st_);
+    sqlite3_clear_bindings(st_);
+  }
+  Use(const Use&) = delete;
+  Use& operator=(const Use&) = delete;
+  Use& text(int i, const std::string& v) {
+    sqlite3_bind_text(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+    return *this;
+  }
+  Use& blob(int i, const std::string& v) {
+    // A zero-length blob still needs a non-null pointer to be a blob, not NULL.
+    sqlite3_bind_blob(st_, i, v.empty() ? "" : v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+    return *this;
+  }
+  Use& num(int i, std::int64_t v) {
+    sqlite3_bind_int64(st_, i, v);
+    return *this;
+  }
+  int step() { return sqlite3_step(st_); }
+  std::string col_text(int c) const {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_blob(st_, c));
+    return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(st_, c)))
+             : std::string();
+  }
+  std::int64_t col_num(int c) const { return sqlite3_column_int64(st_, c); }
+
+ private:
+  sqlite3_stmt* st_;
+};
+
+SandboxRecord read_record(const Use& u) {
+  SandboxRecord r;
+  r.id = u.col_text(0);
+  r.name = u.col_text(1);
+  r.owner = u.col_text(2);
+  r.language = u.col_text(3);
+  r.image = u.col_text(4);
+  r.persistent = u.col_num(5) != 0;
+  r.created_at = from_us(u.col_num(6));
+  r.last_used_at = from_us(u.col_num(7));
+  r.ttl = std::chrono::seconds(u.col_num(8));
+  r.ttl_action = u.col_text(9);
+  r.status = parse_sandbox_status(u.col_text(10)).value_or(SandboxStatus::kStopped);
+  r.memory_saved = u.col_num(11) != 0;
+  r.spec_json = u.col_text(12);
+  return r;
+}
+
+HistoryEntry read_entry(const Use& u) {
+  HistoryEntry e;
+  e.seq = u.col_num(0);
+  e.sandbox_id = u.col_text(1);
+  e.at = from_us(u.col_num(2));
+  e.caller = u.col_text(3);
+  e.tool = u.col_text(4);
+  e.language = u.col_text(5);
+  e.input = u.col_text(6);
+  e.stdout_data = u.col_text(7);
+  e.stderr_data = u.col_text(8);
+  e.truncated = u.col_num(9) != 0;
+  e.exit_code = static_cast<int>(u.col_num(10));
+  e.reason = u.col_text(11);
+  e.duration_us = u.col_num(12);
+  auto files = nlohmann::json::parse(u.col_text(13), nullptr, false);
+  if (files.is_array())
+    for (const auto& f : files)
+      if (f.is_string()) e.files_created.push_back(f.get<std::string>());
+  e.images = static_cast<int>(u.col_num(14));
+  return e;
+}
+
+}  // namespace
+
+const std::vector<Migration>& sandbox_migrations() {
+  static const std::vector<Migration> kMigrations = {{1, kSchemaV1}};
+  return kMigrations;
+}
+
+HistoryEntry cap_history_entry(HistoryEntry e, const HistoryLimits& limits) {
+  bool cut = false;
+  cut |= cap(e.input, limits.max_input_bytes);
+  cut |= cap(e.stdout_data, limits.max_output_bytes);
+  cut |= cap(e.stderr_data, limits.max_output_bytes);
+  if (e.files_created.size() > limits.max_files) {
+    e.files_created.resize(limits.max_files);
+    cut = true;
+  }
+  for (auto& f : e.files_created) cut |= cap(f, kMaxFileName);
+  for (auto* s : {&e.sandbox_id, &e.caller, &e.tool, &e.language, &e.reason})
+    (void)cap(*s, kMaxShortField);
+  e.truncated = e.truncated || cut;
+  return e;
+}
+
+std::uint64_t history_entry_bytes(const HistoryEntry& e) {
+  std::uint64_t n = kEntryOverhead + e.sandbox_id.size() + e.caller.size() + e.tool.size() +
+                    e.language.size() + e.input.size() + e.stdout_data.size() +
+                    e.stderr_data.size() + e.reason.size();
+  for (const auto& f : e.files_created) n += f.size() + 4;
+  return n;
+}
+
+Result<std::unique_ptr<SqliteSandboxStore>> SqliteSandboxStore::open(std::shared_ptr<StateDb> db,
+                                                                     HistoryLimits limits) {
+  std::unique_ptr<SqliteSandboxStore> s(new SqliteSandboxStore(std::move(db), limits));
+  if (auto p = s->prepare_all(); !p.ok()) return p.error();
+  {
+    sqlite3_stmt* st = nullptr;
+    int rc = sqlite3_prepare_v2(s->db_->handle(),
+                                "SELECT value FROM sandbox_meta WHERE key = 'history_bytes'", -1,
+                                &st, nullptr);
+    if (rc != SQLITE_OK) return s->db_->error(rc, "read history size");
+    rc = sqlite3_step(st);
+    s->total_bytes_ =
+        rc == SQLITE_ROW ? static_cast<std::uint64_t>(sqlite3_column_int64(st, 0)) : 0;
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return s->db_->error(rc, "read history size");
+  }
+  std::lock_guard lock(s->mu_);
+  if (s->total_bytes_ > s->limits_.max_bytes) {
+    if (auto b = s->step_done(kBegin, "begin"); !b.ok()) return b.error();
+    auto t = s->trim_locked();
+    if (t.ok()) t = s->step_done(kCommit, "commit");
+    if (!t.ok()) {
+      (void)s->step_done(kRollback, "rollback");
+      return t.error();
+    }
+  }
+  return s;
+}
+
+SqliteSandboxStore::~SqliteSandboxStore() {
+  for (auto* st : stmts_) sqlite3_finalize(st);
+}
+
+Status SqliteSandboxStore::prepare_all() {
+  for (std::size_t i = 0; i < kStmtCount; ++i) {
+    int rc = sqlite3_prepare_v3(db_->handle(), kSql[i], -1, SQLITE_PREPARE_PERSISTENT, &stmts_[i],
+                                nullptr);
+    if (rc != SQLITE_OK) return db_->error(rc, "prepare statement " + std::to_string(i));
+  }
+  return ok_status();
+}
+
+sqlite3_stmt* SqliteSandboxStore::stmt(StmtId id) const {
+  return stmts_[id];
+}
+
+Status SqliteSandboxStore::step_done(StmtId id, const char* what) const {
+  Use u(stmt(id));
+  int rc = u.step();
+  if (rc == SQLITE_DONE || rc == SQLITE_ROW) return ok_status();
+  return db_->error(rc, what);
+}
+
+Status SqliteSandboxStore::put(const SandboxRecord& r) {
+  std::lock_guard lock(mu_);
+  Use u(stmt(kPutRecord));
+  u.text(1, r.id).text(2, r.name).text(3, r.owner).text(4, r.language).text(5, r.image);
+  u.num(6, r.persistent)
+      .num(7, to_us(r.created_at))
+      .num(8, to_us(r.last_used_at))
+      .num(9, r.ttl.count());
+  u.text(10, r.ttl_action)
+      .text(11, sandbox_status_name(r.status))
+      .num(12, r.memory_saved)
+      .text(13, r.spec_json);
+  int rc = u.step();
+  return rc == SQLITE_DONE ? ok_status() : Status(db_->error(rc, "store sandbox " + r.id));
+}
+
+Status SqliteSandboxStore::remove(const std::string& id) {
+  std::lock_guard lock(mu_);
+  std::uint64_t freed = 0;
+  if (auto s = step_done(kBegin, "begin"); !s.ok()) return s;
+  auto run = [&]() -> Status {
+    {
+      Use u(stmt(kSandboxHistoryBytes));
+      u.text(1, id);
+      int rc = u.step();
+      if (rc != SQLITE_ROW) return db_->error(rc, "size history of " + id);
+      freed = static_cast<std::uint64_t>(u.col_num(0));
+    }
+    for (StmtId del : {kDeleteSandboxHistory, kDeletePackages, kDeleteRecord}) {
+      Use u(stmt(del));
+      u.text(1, id);
+      if (int rc = u.step(); rc != SQLITE_DONE) return db_->error(rc, "remove sandbox " + id);
+    }
+    if (freed == 0) return ok_status();
+    return set_total_locked(total_bytes_ - std::min(freed, total_bytes_));
+  };
+  auto s = run();
+  if (s.ok()) s = step_done(kCommit, "commit");
+  if (!s.ok()) {
+    (void)step_done(kRollback, "rollback");
+    return s;
+  }
+  total_bytes_ -= std::min(freed, total_bytes_);
+  return ok_status();
+}
+
+std::optional<SandboxRecord> SqliteSandboxStore::get(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  Use u(stmt(kGetRecord));
+  u.text(1, id);
+  if (u.step() != SQLITE_ROW) return std::nullopt;
+  return read_record(u);
+}
+
+std::vector<SandboxRecord> SqliteSandboxStore::list() const {
+  std::lock_guard lock(mu_);
+  std::vector<SandboxRecord> out;
+  Use u(stmt(kListRecords));
+  while (u.step() == SQLITE_ROW) out.push_back(read_record(u));
+  return out;
+}
+
+Status SqliteSandboxStore::set_status(const std::string& id, SandboxStatus status,
+                                      bool memory_saved) {
+  std::lock_guard lock(mu_);
+  Use u(stmt(kSetStatus));
+  u.text(1, id).text(2, sandbox_status_name(status)).num(3, memory_saved);
+  if (int rc = u.step(); rc != SQLITE_DONE) return db_->error(rc, "set status of " + id);
+  if (sqlite3_changes(db_->handle()) == 0)
+    return Error::make(ErrorCode::kNotFound, "no sandbox record " + id);
+  return ok_status();
+}
+
+Status SqliteSandboxStore::touch(const std::string& id, Clock::time_point at) {
+  std::lock_guard lock(mu_);
+  Use u(stmt(kTouch));
+  u.text(1, id).num(2, to_us(at));
+  if (int rc = u.step(); rc != SQLITE_DONE) return db_->error(rc, "touch " + id);
+  return ok_status();
+}
+
+Status SqliteSandboxStore::put_package(const std::string& id, const PackageEntry& p) {
+  std::lock_guard lock(mu_);
+  Use u(stmt(kPutPackage));
+  u.text(1, id)
+      .text(2, p.manager)
+      .text(3, p.name)
+      .text(4, p.version)
+      .text(5, p.state)
+      .text(6, p.error);
+  u.num(7, to_us(p.updated));
+  int rc = u.step();
+  if (rc == SQLITE_DONE) return ok_status();
+  if (rc == SQLITE_CONSTRAINT_FOREIGNKEY)
+    return Error::make(ErrorCode::kNotFound, "no sandbox record " + id);
+  return db_->error(rc, "store package " + p.name + " of " + id);
+}
+
+std::vector<PackageEntry> SqliteSandboxStore::packages(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  std::vector<PackageEntry> out;
+  Use u(stmt(kListPackages));
+  u.text(1, id);
+  while (u.step() == SQLITE_ROW) {
+    PackageEntry p;
+    p.name = u.col_text(0);
+    p.manager = u.col_text(1);
+    p.version = u.col_text(2);
+    p.state = u.col_text(3);
+    p.error = u.col_text(4);
+    p.updated = from_us(u.col_num(5));
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+Status SqliteSandboxStore::set_total_locked(std::uint64_t total) {
+  Use u(stmt(kSetHistoryBytes));
+  u.num(1, static_cast<std::int64_t>(total));
+  if (int rc = u.step(); rc != SQLITE_DONE) return db_->error(rc, "update history size");
+  return ok_status();
+}
+
+Status SqliteSandboxStore::trim_locked() {
+  std::uint64_t total = total_bytes_;
+  while (total > limits_.max_bytes) {
+    std::int64_t upto = 0;
+    std::uint64_t freed = 0;
+    {
+      Use u(stmt(kOldestHistory));
+      while (freed < total && total - freed > limits_.max_bytes && u.step() == SQLITE_ROW) {
+        upto = u.col_num(0);
+        freed += static_cast<std::uint64_t>(u.col_num(1));
+      }
+    }
+    if (upto == 0) {  // nothing left to drop: the total was stale
+      total = 0;
+      break;
+    }
+    Use d(stmt(kDeleteHistoryUpTo));
+    d.num(1, upto);
+    if (int rc = d.step(); rc != SQLITE_DONE) return db_->error(rc, "drop old history");
+    total -= std::min(freed, total);
+  }
+  if (auto s = set_total_locked(total); !s.ok()) return s;
+  total_bytes_ = total;
+  return ok_status();
+}
+
+Result<std::int64_t> SqliteSandboxStore::append_history(const HistoryEntry& in) {
+  if (limits_.max_bytes == 0) return std::int64_t{0};
+  const HistoryEntry e = cap_history_entry(in, limits_);
+  const std::uint64_t bytes = history_entry_bytes(e);
+  const std::string files = nlohmann::json(e.files_created)
+                                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::lock_guard lock(mu_);
+  const std::uint64_t before = total_bytes_;
+  if (auto s = step_done(kBegin, "begin"); !s.ok()) return s.error();
+  std::int64_t seq = 0;
+  auto run = [&]() -> Status {
+    {
+      Use u(stmt(kAppendHistory));
+      u.text(1, e.sandbox_id)
+          .num(2, to_us(e.at))
+          .text(3, e.caller)
+          .text(4, e.tool)
+          .text(5, e.language);
+      u.blob(6, e.input).blob(7, e.stdout_data).blob(8, e.stderr_data).num(9, e.truncated);
+      u.num(10, e.exit_code)
+          .text(11, e.reason)
+          .num(12, e.duration_us)
+          .text(13, files)
+          .num(14, e.images);
+      u.num(15, static_cast<std::int64_t>(bytes));
+      if (int rc = u.step(); rc != SQLITE_DONE) return db_->error(rc, "record history");
+      seq = sqlite3_last_insert_rowid(db_->handle());
+    }
+    total_bytes_ = before + bytes;
+    if (total_bytes_ > limits_.max_bytes) return trim_locked();
+    return set_total_locked(total_bytes_);
+  };
+  auto s = run();
+  if (s.ok()) s = step_done(kCommit, "commit");
+  if (!s.ok()) {
+    (void)step_done(kRollback, "rollback");
+    total_bytes_ = before;
+    return s.error();
+  }
+  return seq;
+}
+
+HistoryPage SqliteSandboxStore::history(const std::string& id, std::size_t limit,
+                                        std::optional<std::int64_t> before) const {
+  HistoryPage page;
+  if (limit == 0) return page;
+  std::lock_guard lock(mu_);
+  Use u(stmt(before ? kPageHistoryBefore : kPageHistory));
+  u.text(1, id).num(2, static_cast<std::int64_t>(limit) + 1);
+  if (before) u.num(3, *before);
+  while (u.step() == SQLITE_ROW) {
+    if (page.entries.size() == limit) {
+      page.next_before = page.entries.back().seq;
+      break;
+    }
+    page.entries.push_back(read_entry(u));
+  }
+  return page;
+}
+
+std::uint64_t SqliteSandboxStore::history_bytes() const {
+  std::lock_guard lock(mu_);
+  return total_bytes_;
+}
+
+}  // namespace sandcastle::store

@@ -1,0 +1,101 @@
+// SandboxStore in the state database (state_db.h): the sandbox records,
+// their packages and the run history, so persistent sandboxes and their
+// history survive a restart. One connection, guarded by a mutex, with its
+// statements prepared once.
+//
+// The history is bounded by a byte budget: after each append, while the
+// stored bytes are over it, the oldest entries of any sandbox go. The total
+// is kept in a meta row updated in the same transaction, so an append costs
+// the same however long the history is.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "store/sandbox_store.h"
+#include "store/state_db.h"
+
+namespace sandcastle::store {
+
+struct HistoryLimits {
+  std::uint64_t max_bytes = 256ull << 20;   // --history-max-mb; 0: nothing is recorded
+  std::size_t max_input_bytes = 64 << 10;   // the code or command
+  std::size_t max_output_bytes = 64 << 10;  // stdout and stderr, each
+  std::size_t max_files = 1000;             // names in files_created
+};
+
+// `e` with every field cut to `limits` (UTF-8 sequences kept whole);
+// truncated is set when anything was cut.
+HistoryEntry cap_history_entry(HistoryEntry e, const HistoryLimits& limits);
+// The bytes an entry counts against the budget.
+std::uint64_t history_entry_bytes(const HistoryEntry& e);
+
+class SqliteSandboxStore : public SandboxStore {
+ public:
+  // `db` has been migrated (StateDb::open). Trims the history to the
+  // budget at once (a budget lowered since the last start).
+  static Result<std::unique_ptr<SqliteSandboxStore>> open(std::shared_ptr<StateDb> db,
+                                                          HistoryLimits limits = {});
+  ~SqliteSandboxStore() override;
+
+  Status put(const SandboxRecord& record) override;
+  Status remove(const std::string& id) override;
+  std::optional<SandboxRecord> get(const std::string& id) const override;
+  std::vector<SandboxRecord> list() const override;
+  Status set_status(const std::string& id, SandboxStatus status, bool memory_saved) override;
+  Status touch(const std::string& id, std::chrono::system_clock::time_point at) override;
+  Status put_package(const std::string& id, const PackageEntry& p) override;
+  std::vector<PackageEntry> packages(const std::string& id) const override;
+  // Returns 0 without writing when the budget is 0.
+  Result<std::int64_t> append_history(const HistoryEntry& e) override;
+  HistoryPage history(const std::string& id, std::size_t limit,
+                      std::optional<std::int64_t> before) const override;
+
+  // The bytes the history holds now (the running total).
+  std::uint64_t history_bytes() const;
+  const HistoryLimits& limits() const { return limits_; }
+
+  enum StmtId : std::size_t {
+    kPutRecord,
+    kGetRecord,
+    kListRecords,
+    kDeleteRecord,
+    kSetStatus,
+    kTouch,
+    kPutPackage,
+    kListPackages,
+    kDeletePackages,
+    kAppendHistory,
+    kPageHistory,
+    kPageHistoryBefore,
+    kOldestHistory,
+    kDeleteHistoryUpTo,
+    kSandboxHistoryBytes,
+    kDeleteSandboxHistory,
+    kSetHistoryBytes,
+    kBegin,
+    kCommit,
+    kRollback,
+    kStmtCount
+  };
+
+ private:
+  SqliteSandboxStore(std::shared_ptr<StateDb> db, HistoryLimits limits)
+      : db_(std::move(db)), limits_(limits) {}
+  Status prepare_all();
+  sqlite3_stmt* stmt(StmtId id) const;
+  Status step_done(StmtId id, const char* what) const;
+  // Drops the oldest entries while over budget (mu_ held, in a transaction).
+  Status trim_locked();
+  Status set_total_locked(std::uint64_t total);
+
+  std::shared_ptr<StateDb> db_;
+  HistoryLimits limits_;
+  mutable std::mutex mu_;
+  std::array<sqlite3_stmt*, kStmtCount> stmts_{};
+  std::uint64_t total_bytes_ = 0;
+};
+
+}  // namespace sandcastle::store
