@@ -1,5 +1,8 @@
 #include "store/sqlite_sandbox_store.h"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 namespace sandcastle::store {
@@ -70,8 +73,8 @@ constexpr const char* kSql[SqliteSandboxStore::kStmtCount] = {
     // kAppendHistory
     "INSERT INTO sandbox_history(sandbox_id, at_us, caller, tool, language, input, stdout, stderr, "
     "truncated,"
-    " exit_code, reason, duration_us, files_created, images, bytes)"
-    " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)",
+    " exit_code, reason, duration_us, files_created, images, bytes, seq)"
+    " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)",
     // kPageHistory
     "SELECT seq, sandbox_id, at_us, caller, tool, language, input, stdout, stderr, truncated, "
     "exit_code,"
@@ -238,22 +241,82 @@ Result<std::unique_ptr<SqliteSandboxStore>> SqliteSandboxStore::open(std::shared
         rc == SQLITE_ROW ? static_cast<std::uint64_t>(sqlite3_column_int64(st, 0)) : 0;
     sqlite3_finalize(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) return s->db_->error(rc, "read history size");
+    // The next seq: past every one ever used (AUTOINCREMENT's record), so
+    // seqs keep increasing across restarts even when the newest were dropped.
+    rc = sqlite3_prepare_v2(
+        s->db_->handle(),
+        "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = "
+        "'sandbox_history'), 0), COALESCE((SELECT MAX(seq) FROM sandbox_history), 0))",
+        -1, &st, nullptr);
+    if (rc != SQLITE_OK) return s->db_->error(rc, "read history seq");
+    rc = sqlite3_step(st);
+    s->written_seq_ = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW) return s->db_->error(rc, "read history seq");
+    s->next_seq_ = s->written_seq_ + 1;
   }
-  std::lock_guard lock(s->mu_);
-  if (s->total_bytes_ > s->limits_.max_bytes) {
-    if (auto b = s->step_done(kBegin, "begin"); !b.ok()) return b.error();
-    auto t = s->trim_locked();
-    if (t.ok()) t = s->step_done(kCommit, "commit");
-    if (!t.ok()) {
-      (void)s->step_done(kRollback, "rollback");
-      return t.error();
+  {
+    std::lock_guard lock(s->mu_);
+    if (s->total_bytes_ > s->limits_.max_bytes) {
+      if (auto b = s->step_done(kBegin, "begin"); !b.ok()) return b.error();
+      auto t = s->trim_locked();
+      if (t.ok()) t = s->step_done(kCommit, "commit");
+      if (!t.ok()) {
+        (void)s->step_done(kRollback, "rollback");
+        return t.error();
+      }
     }
   }
+  if (s->limits_.max_bytes > 0) s->writer_ = std::thread([p = s.get()] { p->writer_loop(); });
   return s;
 }
 
 SqliteSandboxStore::~SqliteSandboxStore() {
+  {
+    std::lock_guard lock(q_mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  if (writer_.joinable()) writer_.join();  // writes what is still queued first
   for (auto* st : stmts_) sqlite3_finalize(st);
+}
+
+void SqliteSandboxStore::writer_loop() {
+  std::unique_lock lock(q_mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and everything is written
+    // Gathers more: one transaction for many runs, and no wake-up per run.
+    const std::size_t enough = std::max<std::size_t>(1, limits_.max_queued / 2);
+    work_cv_.wait_for(lock, limits_.batch_window,
+                      [&] { return stop_ || flushing_ > 0 || queue_.size() >= enough; });
+    std::vector<HistoryEntry> batch(std::make_move_iterator(queue_.begin()),
+                                    std::make_move_iterator(queue_.end()));
+    queue_.clear();
+    lock.unlock();
+    Status s;
+    {
+      std::lock_guard db_lock(mu_);
+      s = write_batch_locked(batch);
+    }
+    // A failed batch is lost (logged); the runs it recorded have answered.
+    if (!s.ok())
+      spdlog::warn("run history: {} entries not recorded: {}", batch.size(), s.error().message());
+    lock.lock();
+    unwritten_ -= batch.size();
+    written_seq_ = batch.back().seq;
+    written_cv_.notify_all();
+  }
+}
+
+void SqliteSandboxStore::flush() const {
+  std::unique_lock lock(q_mu_);
+  const std::int64_t target = next_seq_ - 1;
+  if (written_seq_ >= target || !writer_.joinable()) return;
+  ++flushing_;
+  work_cv_.notify_one();
+  written_cv_.wait(lock, [&] { return written_seq_ >= target; });
+  --flushing_;
 }
 
 Status SqliteSandboxStore::prepare_all() {
@@ -293,6 +356,7 @@ Status SqliteSandboxStore::put(const SandboxRecord& r) {
 }
 
 Status SqliteSandboxStore::remove(const std::string& id) {
+  flush();  // runs of this sandbox still queued go with it
   std::lock_guard lock(mu_);
   std::uint64_t freed = 0;
   if (auto s = step_done(kBegin, "begin"); !s.ok()) return s;
@@ -427,16 +491,33 @@ Status SqliteSandboxStore::trim_locked() {
 
 Result<std::int64_t> SqliteSandboxStore::append_history(const HistoryEntry& in) {
   if (limits_.max_bytes == 0) return std::int64_t{0};
-  const HistoryEntry e = cap_history_entry(in, limits_);
-  const std::uint64_t bytes = history_entry_bytes(e);
-  const std::string files = nlohmann::json(e.files_created)
-                                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  std::lock_guard lock(mu_);
+  HistoryEntry e = cap_history_entry(in, limits_);
+  std::unique_lock lock(q_mu_);
+  // Bounded: a writer that falls behind (a slow disk) slows the runs down
+  // rather than holding ever more entries that a crash would lose.
+  written_cv_.wait(lock, [&] { return unwritten_ < limits_.max_queued || stop_; });
+  e.seq = next_seq_++;
+  const std::int64_t seq = e.seq;
+  queue_.push_back(std::move(e));
+  ++unwritten_;
+  // The writer needs a wake-up for the first entry of a batch and when the
+  // batch is full; in between it is gathering on a timer.
+  const bool wake =
+      queue_.size() == 1 || queue_.size() >= std::max<std::size_t>(1, limits_.max_queued / 2);
+  lock.unlock();
+  if (wake) work_cv_.notify_one();
+  return seq;
+}
+
+Status SqliteSandboxStore::write_batch_locked(const std::vector<HistoryEntry>& batch) {
   const std::uint64_t before = total_bytes_;
-  if (auto s = step_done(kBegin, "begin"); !s.ok()) return s.error();
-  std::int64_t seq = 0;
+  if (auto s = step_done(kBegin, "begin"); !s.ok()) return s;
   auto run = [&]() -> Status {
-    {
+    std::uint64_t total = before;
+    for (const auto& e : batch) {
+      const std::uint64_t bytes = history_entry_bytes(e);
+      const std::string files = nlohmann::json(e.files_created)
+                                    .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       Use u(stmt(kAppendHistory));
       u.text(1, e.sandbox_id)
           .num(2, to_us(e.at))
@@ -449,11 +530,11 @@ Result<std::int64_t> SqliteSandboxStore::append_history(const HistoryEntry& in) 
           .num(12, e.duration_us)
           .text(13, files)
           .num(14, e.images);
-      u.num(15, static_cast<std::int64_t>(bytes));
+      u.num(15, static_cast<std::int64_t>(bytes)).num(16, e.seq);
       if (int rc = u.step(); rc != SQLITE_DONE) return db_->error(rc, "record history");
-      seq = sqlite3_last_insert_rowid(db_->handle());
+      total += bytes;
     }
-    total_bytes_ = before + bytes;
+    total_bytes_ = total;
     if (total_bytes_ > limits_.max_bytes) return trim_locked();
     return set_total_locked(total_bytes_);
   };
@@ -462,15 +543,15 @@ Result<std::int64_t> SqliteSandboxStore::append_history(const HistoryEntry& in) 
   if (!s.ok()) {
     (void)step_done(kRollback, "rollback");
     total_bytes_ = before;
-    return s.error();
   }
-  return seq;
+  return s;
 }
 
 HistoryPage SqliteSandboxStore::history(const std::string& id, std::size_t limit,
                                         std::optional<std::int64_t> before) const {
   HistoryPage page;
   if (limit == 0) return page;
+  flush();
   std::lock_guard lock(mu_);
   Use u(stmt(before ? kPageHistoryBefore : kPageHistory));
   u.text(1, id).num(2, static_cast<std::int64_t>(limit) + 1);
@@ -486,6 +567,7 @@ HistoryPage SqliteSandboxStore::history(const std::string& id, std::size_t limit
 }
 
 std::uint64_t SqliteSandboxStore::history_bytes() const {
+  flush();
   std::lock_guard lock(mu_);
   return total_bytes_;
 }

@@ -7,12 +7,23 @@
 // stored bytes are over it, the oldest entries of any sandbox go. The total
 // is kept in a meta row updated in the same transaction, so an append costs
 // the same however long the history is.
+//
+// Appends are written by one writer thread in batches (one transaction
+// each, gathered for up to HistoryLimits::batch_window or half the queue),
+// so a run does not wait for SQLite: append_history assigns the seq and
+// queues the entry. At most HistoryLimits::max_queued entries are unwritten
+// at any time (an append waits for room beyond that); a kill -9 loses
+// those (the runs of the last batch window), nothing else. Reads (history, history_bytes) and
+// remove wait for the entries queued before them, so they see every append.
 #pragma once
 
 #include <array>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "store/sandbox_store.h"
 #include "store/state_db.h"
@@ -24,6 +35,8 @@ struct HistoryLimits {
   std::size_t max_input_bytes = 64 << 10;   // the code or command
   std::size_t max_output_bytes = 64 << 10;  // stdout and stderr, each
   std::size_t max_files = 1000;             // names in files_created
+  std::size_t max_queued = 256;  // appended but not yet written (what a kill -9 can lose)
+  std::chrono::milliseconds batch_window{200};  // how long the writer gathers a batch
 };
 
 // `e` with every field cut to `limits` (UTF-8 sequences kept whole);
@@ -55,6 +68,8 @@ class SqliteSandboxStore : public SandboxStore {
 
   // The bytes the history holds now (the running total).
   std::uint64_t history_bytes() const;
+  // Waits until every entry appended so far is written (or failed to be).
+  void flush() const;
   const HistoryLimits& limits() const { return limits_; }
 
   enum StmtId : std::size_t {
@@ -90,12 +105,27 @@ class SqliteSandboxStore : public SandboxStore {
   // Drops the oldest entries while over budget (mu_ held, in a transaction).
   Status trim_locked();
   Status set_total_locked(std::uint64_t total);
+  void writer_loop();
+  // Writes `batch` in one transaction (mu_ held).
+  Status write_batch_locked(const std::vector<HistoryEntry>& batch);
 
   std::shared_ptr<StateDb> db_;
   HistoryLimits limits_;
   mutable std::mutex mu_;
   std::array<sqlite3_stmt*, kStmtCount> stmts_{};
   std::uint64_t total_bytes_ = 0;
+
+  // The writer's queue. The writer takes mu_ without holding q_mu_.
+  mutable std::mutex q_mu_;
+  mutable std::condition_variable work_cv_;     // the writer waits for entries (or a flush)
+  mutable std::condition_variable written_cv_;  // appenders and readers wait for the writer
+  std::deque<HistoryEntry> queue_;
+  std::size_t unwritten_ = 0;         // queued plus the batch being written
+  mutable std::size_t flushing_ = 0;  // readers waiting for the writer: no gathering
+  std::int64_t next_seq_ = 1;
+  std::int64_t written_seq_ = 0;  // every seq up to this one is written (or failed)
+  bool stop_ = false;
+  std::thread writer_;
 };
 
 }  // namespace sandcastle::store

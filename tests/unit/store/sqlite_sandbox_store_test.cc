@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
+#include <thread>
 
 namespace sandcastle::store {
 namespace {
@@ -274,6 +276,41 @@ TEST_F(SqliteSandboxStoreTest, ReopenKeepsEverything) {
   auto next = store_->append_history(entry("sb-a", "print(2)"));
   ASSERT_TRUE(next.ok());
   EXPECT_GT(*next, *seq);
+}
+
+TEST_F(SqliteSandboxStoreTest, ConcurrentAppendsAreAllWrittenWithUniqueSeqs) {
+  std::vector<std::thread> threads;
+  std::mutex mu;
+  std::set<std::int64_t> seqs;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 300; ++i) {
+        auto s = store_->append_history(entry("sb-" + std::to_string(t), std::to_string(i)));
+        ASSERT_TRUE(s.ok());
+        std::lock_guard lock(mu);
+        seqs.insert(*s);
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(seqs.size(), 1200u);
+  for (int t = 0; t < 4; ++t) {
+    auto h = store_->history("sb-" + std::to_string(t), 1000, std::nullopt).entries;
+    ASSERT_EQ(h.size(), 300u);
+    EXPECT_EQ(h.front().input, "299");  // each thread's newest first
+    EXPECT_EQ(h.back().input, "0");
+  }
+}
+
+TEST_F(SqliteSandboxStoreTest, ClosingWritesWhatIsStillQueued) {
+  HistoryLimits limits;
+  limits.max_queued = 1000;
+  reopen(limits);
+  for (int i = 0; i < 500; ++i)
+    ASSERT_TRUE(store_->append_history(entry("sb-a", std::to_string(i))).ok());
+  reopen();  // destroys the store right after the appends
+  auto h = store_->history("sb-a", 1000, std::nullopt).entries;
+  ASSERT_EQ(h.size(), 500u);
+  EXPECT_EQ(h.front().input, "499");
 }
 
 }  // namespace
