@@ -14,7 +14,8 @@ using Clock = std::chrono::system_clock;
 // Names the server sets (caller, tool, language, reason): bounded anyway.
 constexpr std::size_t kMaxShortField = 256;
 constexpr std::size_t kMaxFileName = 4096;
-constexpr std::size_t kEntryOverhead = 128;  // the fixed columns and the row
+constexpr std::size_t kEntryOverhead = 128;
+const std::string kHistoryBytesKey = "history_bytes";  // the fixed columns and the row
 
 const char* const kSchemaV1 = R"sql(
 CREATE TABLE sandboxes (
@@ -33,8 +34,9 @@ CREATE TABLE sandbox_history (
   reason TEXT NOT NULL, duration_us INTEGER NOT NULL, files_created TEXT NOT NULL,
   images INTEGER NOT NULL, bytes INTEGER NOT NULL);
 CREATE INDEX sandbox_history_by_sandbox ON sandbox_history(sandbox_id, seq);
+CREATE INDEX sandbox_history_by_time ON sandbox_history(at_us, seq);
 CREATE TABLE sandbox_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-INSERT INTO sandbox_meta(key, value) VALUES ('history_bytes', 0);
+INSERT INTO sandbox_meta(key, value) VALUES ('history_bytes', 0), ('seq_reserved', 0);
 )sql";
 
 constexpr const char* kSql[SqliteSandboxStore::kStmtCount] = {
@@ -87,9 +89,10 @@ constexpr const char* kSql[SqliteSandboxStore::kStmtCount] = {
     "seq < ?3"
     " ORDER BY seq DESC LIMIT ?2",
     // kOldestHistory
-    "SELECT seq, bytes FROM sandbox_history ORDER BY seq LIMIT 64",
+    // (by time: servers sharing the file hand out seqs from separate blocks)
+    "SELECT seq, bytes, at_us FROM sandbox_history ORDER BY at_us, seq LIMIT 64",
     // kDeleteHistoryUpTo
-    "DELETE FROM sandbox_history WHERE seq <= ?1",
+    "DELETE FROM sandbox_history WHERE at_us < ?1 OR (at_us = ?1 AND seq <= ?2)",
     // kSandboxHistoryBytes
     "SELECT COALESCE(SUM(bytes), 0) FROM sandbox_history WHERE sandbox_id = ?1",
     // kDeleteSandboxHistory
@@ -97,6 +100,12 @@ constexpr const char* kSql[SqliteSandboxStore::kStmtCount] = {
     // kSetHistoryBytes
     "INSERT INTO sandbox_meta(key, value) VALUES('history_bytes', ?1)"
     " ON CONFLICT(key) DO UPDATE SET value = ?1",
+    // kGetMeta
+    "SELECT value FROM sandbox_meta WHERE key = ?1",
+    // kReserveSeqs: past every seq reserved or used, by any server on this file
+    "UPDATE sandbox_meta SET value = MAX(value, (SELECT COALESCE(MAX(seq), 0) FROM "
+    "sandbox_history)) + ?1"
+    " WHERE key = 'seq_reserved' RETURNING value",
     // kBegin, kCommit, kRollback
     "BEGIN IMMEDIATE",
     "COMMIT",
@@ -231,40 +240,15 @@ Result<std::unique_ptr<SqliteSandboxStore>> SqliteSandboxStore::open(std::shared
   std::unique_ptr<SqliteSandboxStore> s(new SqliteSandboxStore(std::move(db), limits));
   if (auto p = s->prepare_all(); !p.ok()) return p.error();
   {
-    sqlite3_stmt* st = nullptr;
-    int rc = sqlite3_prepare_v2(s->db_->handle(),
-                                "SELECT value FROM sandbox_meta WHERE key = 'history_bytes'", -1,
-                                &st, nullptr);
-    if (rc != SQLITE_OK) return s->db_->error(rc, "read history size");
-    rc = sqlite3_step(st);
-    s->total_bytes_ =
-        rc == SQLITE_ROW ? static_cast<std::uint64_t>(sqlite3_column_int64(st, 0)) : 0;
-    sqlite3_finalize(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return s->db_->error(rc, "read history size");
-    // The next seq: past every one ever used (AUTOINCREMENT's record), so
-    // seqs keep increasing across restarts even when the newest were dropped.
-    rc = sqlite3_prepare_v2(
-        s->db_->handle(),
-        "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = "
-        "'sandbox_history'), 0), COALESCE((SELECT MAX(seq) FROM sandbox_history), 0))",
-        -1, &st, nullptr);
-    if (rc != SQLITE_OK) return s->db_->error(rc, "read history seq");
-    rc = sqlite3_step(st);
-    s->written_seq_ = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-    sqlite3_finalize(st);
-    if (rc != SQLITE_ROW) return s->db_->error(rc, "read history seq");
-    s->next_seq_ = s->written_seq_ + 1;
-  }
-  {
     std::lock_guard lock(s->mu_);
-    if (s->total_bytes_ > s->limits_.max_bytes) {
-      if (auto b = s->step_done(kBegin, "begin"); !b.ok()) return b.error();
-      auto t = s->trim_locked();
-      if (t.ok()) t = s->step_done(kCommit, "commit");
-      if (!t.ok()) {
-        (void)s->step_done(kRollback, "rollback");
-        return t.error();
-      }
+    // A budget lowered since the last start applies at once.
+    if (auto b = s->step_done(kBegin, "begin"); !b.ok()) return b.error();
+    auto t = s->read_total_locked();
+    if (t.ok() && s->total_bytes_ > s->limits_.max_bytes) t = s->trim_locked();
+    if (t.ok()) t = s->step_done(kCommit, "commit");
+    if (!t.ok()) {
+      (void)s->step_done(kRollback, "rollback");
+      return t.error();
     }
   }
   if (s->limits_.max_bytes > 0) s->writer_ = std::thread([p = s.get()] { p->writer_loop(); });
@@ -293,6 +277,7 @@ void SqliteSandboxStore::writer_loop() {
     std::vector<HistoryEntry> batch(std::make_move_iterator(queue_.begin()),
                                     std::make_move_iterator(queue_.end()));
     queue_.clear();
+    for (const auto& e : batch) inflight_ids_.push_back(e.sandbox_id);
     lock.unlock();
     Status s;
     {
@@ -303,20 +288,48 @@ void SqliteSandboxStore::writer_loop() {
     if (!s.ok())
       spdlog::warn("run history: {} entries not recorded: {}", batch.size(), s.error().message());
     lock.lock();
+    inflight_ids_.clear();
     unwritten_ -= batch.size();
-    written_seq_ = batch.back().seq;
+    written_count_ += batch.size();
     written_cv_.notify_all();
   }
 }
 
 void SqliteSandboxStore::flush() const {
   std::unique_lock lock(q_mu_);
-  const std::int64_t target = next_seq_ - 1;
-  if (written_seq_ >= target || !writer_.joinable()) return;
+  const std::uint64_t target = appended_count_;
+  if (written_count_ >= target) return;
   ++flushing_;
   work_cv_.notify_one();
-  written_cv_.wait(lock, [&] { return written_seq_ >= target; });
+  written_cv_.wait(lock, [&] { return written_count_ >= target; });
   --flushing_;
+}
+
+bool SqliteSandboxStore::pending_for(const std::string& id) const {
+  std::lock_guard lock(q_mu_);
+  for (const auto& e : queue_)
+    if (e.sandbox_id == id) return true;
+  return std::find(inflight_ids_.begin(), inflight_ids_.end(), id) != inflight_ids_.end();
+}
+
+Status SqliteSandboxStore::read_total_locked() {
+  Use u(stmt(kGetMeta));
+  u.text(1, kHistoryBytesKey);
+  int rc = u.step();
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_->error(rc, "read history size");
+  total_bytes_ = rc == SQLITE_ROW ? static_cast<std::uint64_t>(u.col_num(0)) : 0;
+  return ok_status();
+}
+
+Status SqliteSandboxStore::reserve_seqs_locked() {
+  Use u(stmt(kReserveSeqs));
+  u.num(1, kSeqBlock);
+  int rc = u.step();
+  if (rc != SQLITE_ROW)
+    return db_->error(rc == SQLITE_DONE ? SQLITE_CORRUPT : rc, "reserve history seqs");
+  seq_end_ = u.col_num(0);
+  next_seq_ = seq_end_ - kSeqBlock + 1;
+  return ok_status();
 }
 
 Status SqliteSandboxStore::prepare_all() {
@@ -356,7 +369,7 @@ Status SqliteSandboxStore::put(const SandboxRecord& r) {
 }
 
 Status SqliteSandboxStore::remove(const std::string& id) {
-  flush();  // runs of this sandbox still queued go with it
+  if (pending_for(id)) flush();  // its runs still queued go with it
   std::lock_guard lock(mu_);
   std::uint64_t freed = 0;
   if (auto s = step_done(kBegin, "begin"); !s.ok()) return s;
@@ -374,16 +387,14 @@ Status SqliteSandboxStore::remove(const std::string& id) {
       if (int rc = u.step(); rc != SQLITE_DONE) return db_->error(rc, "remove sandbox " + id);
     }
     if (freed == 0) return ok_status();
-    return set_total_locked(total_bytes_ - std::min(freed, total_bytes_));
+    if (auto t = read_total_locked(); !t.ok()) return t;
+    total_bytes_ -= std::min(freed, total_bytes_);
+    return set_total_locked(total_bytes_);
   };
   auto s = run();
   if (s.ok()) s = step_done(kCommit, "commit");
-  if (!s.ok()) {
-    (void)step_done(kRollback, "rollback");
-    return s;
-  }
-  total_bytes_ -= std::min(freed, total_bytes_);
-  return ok_status();
+  if (!s.ok()) (void)step_done(kRollback, "rollback");
+  return s;
 }
 
 std::optional<SandboxRecord> SqliteSandboxStore::get(const std::string& id) const {
@@ -466,13 +477,14 @@ Status SqliteSandboxStore::set_total_locked(std::uint64_t total) {
 Status SqliteSandboxStore::trim_locked() {
   std::uint64_t total = total_bytes_;
   while (total > limits_.max_bytes) {
-    std::int64_t upto = 0;
+    std::int64_t upto = 0, upto_at = 0;
     std::uint64_t freed = 0;
     {
       Use u(stmt(kOldestHistory));
       while (freed < total && total - freed > limits_.max_bytes && u.step() == SQLITE_ROW) {
         upto = u.col_num(0);
         freed += static_cast<std::uint64_t>(u.col_num(1));
+        upto_at = u.col_num(2);
       }
     }
     if (upto == 0) {  // nothing left to drop: the total was stale
@@ -480,7 +492,7 @@ Status SqliteSandboxStore::trim_locked() {
       break;
     }
     Use d(stmt(kDeleteHistoryUpTo));
-    d.num(1, upto);
+    d.num(1, upto_at).num(2, upto);
     if (int rc = d.step(); rc != SQLITE_DONE) return db_->error(rc, "drop old history");
     total -= std::min(freed, total);
   }
@@ -496,10 +508,15 @@ Result<std::int64_t> SqliteSandboxStore::append_history(const HistoryEntry& in) 
   // Bounded: a writer that falls behind (a slow disk) slows the runs down
   // rather than holding ever more entries that a crash would lose.
   written_cv_.wait(lock, [&] { return unwritten_ < limits_.max_queued || stop_; });
+  if (next_seq_ > seq_end_) {  // once every kSeqBlock appends: a write now
+    std::lock_guard db_lock(mu_);
+    if (auto s = reserve_seqs_locked(); !s.ok()) return s.error();
+  }
   e.seq = next_seq_++;
   const std::int64_t seq = e.seq;
   queue_.push_back(std::move(e));
   ++unwritten_;
+  ++appended_count_;
   // The writer needs a wake-up for the first entry of a batch and when the
   // batch is full; in between it is gathering on a timer.
   const bool wake =
@@ -510,10 +527,10 @@ Result<std::int64_t> SqliteSandboxStore::append_history(const HistoryEntry& in) 
 }
 
 Status SqliteSandboxStore::write_batch_locked(const std::vector<HistoryEntry>& batch) {
-  const std::uint64_t before = total_bytes_;
   if (auto s = step_done(kBegin, "begin"); !s.ok()) return s;
   auto run = [&]() -> Status {
-    std::uint64_t total = before;
+    if (auto t = read_total_locked(); !t.ok()) return t;
+    std::uint64_t total = total_bytes_;
     for (const auto& e : batch) {
       const std::uint64_t bytes = history_entry_bytes(e);
       const std::string files = nlohmann::json(e.files_created)
@@ -540,10 +557,7 @@ Status SqliteSandboxStore::write_batch_locked(const std::vector<HistoryEntry>& b
   };
   auto s = run();
   if (s.ok()) s = step_done(kCommit, "commit");
-  if (!s.ok()) {
-    (void)step_done(kRollback, "rollback");
-    total_bytes_ = before;
-  }
+  if (!s.ok()) (void)step_done(kRollback, "rollback");
   return s;
 }
 
@@ -569,7 +583,9 @@ HistoryPage SqliteSandboxStore::history(const std::string& id, std::size_t limit
 std::uint64_t SqliteSandboxStore::history_bytes() const {
   flush();
   std::lock_guard lock(mu_);
-  return total_bytes_;
+  Use u(stmt(kGetMeta));
+  u.text(1, kHistoryBytesKey);
+  return u.step() == SQLITE_ROW ? static_cast<std::uint64_t>(u.col_num(0)) : 0;
 }
 
 }  // namespace sandcastle::store

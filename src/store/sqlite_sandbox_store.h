@@ -90,6 +90,8 @@ class SqliteSandboxStore : public SandboxStore {
     kSandboxHistoryBytes,
     kDeleteSandboxHistory,
     kSetHistoryBytes,
+    kGetMeta,
+    kReserveSeqs,
     kBegin,
     kCommit,
     kRollback,
@@ -106,6 +108,13 @@ class SqliteSandboxStore : public SandboxStore {
   Status trim_locked();
   Status set_total_locked(std::uint64_t total);
   void writer_loop();
+  // Whether entries of `id` are queued or being written.
+  bool pending_for(const std::string& id) const;
+  // The running total as the database has it: other servers sharing the
+  // state dir append too (mu_ held, in a transaction).
+  Status read_total_locked();
+  // Takes the next kSeqBlock seqs for this server (mu_ held).
+  Status reserve_seqs_locked();
   // Writes `batch` in one transaction (mu_ held).
   Status write_batch_locked(const std::vector<HistoryEntry>& batch);
 
@@ -120,10 +129,16 @@ class SqliteSandboxStore : public SandboxStore {
   mutable std::condition_variable work_cv_;     // the writer waits for entries (or a flush)
   mutable std::condition_variable written_cv_;  // appenders and readers wait for the writer
   std::deque<HistoryEntry> queue_;
-  std::size_t unwritten_ = 0;         // queued plus the batch being written
-  mutable std::size_t flushing_ = 0;  // readers waiting for the writer: no gathering
+  std::size_t unwritten_ = 0;              // queued plus the batch being written
+  mutable std::size_t flushing_ = 0;       // readers waiting for the writer: no gathering
+  std::uint64_t appended_count_ = 0;       // entries queued since open
+  std::uint64_t written_count_ = 0;        // of which written (or failed)
+  std::vector<std::string> inflight_ids_;  // sandboxes of the batch being written
+  // Seqs come in blocks reserved in the database, so servers sharing the
+  // file never hand out the same one (append assigns them without a write).
+  static constexpr std::int64_t kSeqBlock = 1024;
   std::int64_t next_seq_ = 1;
-  std::int64_t written_seq_ = 0;  // every seq up to this one is written (or failed)
+  std::int64_t seq_end_ = 0;  // the last seq of the block reserved
   bool stop_ = false;
   std::thread writer_;
 };

@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <set>
 #include <thread>
@@ -57,7 +58,9 @@ class SqliteSandboxStoreTest : public ::testing::Test {
                             std::size_t out_bytes = 10) {
     HistoryEntry e;
     e.sandbox_id = sandbox;
-    e.at = Clock::time_point(std::chrono::microseconds(1'700'000'200'000'000));
+    // Each entry a microsecond after the last: the budget drops the oldest.
+    static std::atomic<std::int64_t> tick{0};
+    e.at = Clock::time_point(std::chrono::microseconds(1'700'000'200'000'000 + tick++));
     e.caller = "key-1";
     e.tool = "execute_code";
     e.language = "python";
@@ -143,8 +146,10 @@ TEST_F(SqliteSandboxStoreTest, PackagesAreUniquePerNameAndManager) {
 
 TEST_F(SqliteSandboxStoreTest, HistoryRoundTripsAndPagesNewestFirst) {
   std::vector<std::int64_t> seqs;
+  std::vector<HistoryEntry> sent;
   for (int i = 0; i < 5; ++i) {
-    auto s = store_->append_history(entry("sb-a", "x = " + std::to_string(i)));
+    sent.push_back(entry("sb-a", "x = " + std::to_string(i)));
+    auto s = store_->append_history(sent.back());
     ASSERT_TRUE(s.ok()) << s.error().message();
     seqs.push_back(*s);
     ASSERT_TRUE(store_->append_history(entry("sb-b", "other")).ok());
@@ -167,7 +172,7 @@ TEST_F(SqliteSandboxStoreTest, HistoryRoundTripsAndPagesNewestFirst) {
   EXPECT_TRUE(store_->history("sb-none", 10, std::nullopt).entries.empty());
 
   const auto& e = p3.entries[0];
-  const auto want = entry("sb-a", "x = 0");
+  const auto& want = sent[0];
   EXPECT_EQ(e.seq, seqs[0]);
   EXPECT_EQ(e.sandbox_id, "sb-a");
   EXPECT_EQ(e.at, want.at);
@@ -311,6 +316,41 @@ TEST_F(SqliteSandboxStoreTest, ClosingWritesWhatIsStillQueued) {
   auto h = store_->history("sb-a", 1000, std::nullopt).entries;
   ASSERT_EQ(h.size(), 500u);
   EXPECT_EQ(h.front().input, "499");
+}
+
+// Two servers on one state dir (two connections to the file): seqs never
+// collide and the budget counts both servers' entries.
+TEST_F(SqliteSandboxStoreTest, TwoServersOnOneFileShareSeqsAndTheBudget) {
+  HistoryLimits limits;
+  limits.max_bytes = 1 << 20;
+  reopen(limits);
+  auto db2 = StateDb::open(dir_.string());
+  ASSERT_TRUE(db2.ok());
+  auto other = SqliteSandboxStore::open(std::shared_ptr<StateDb>(std::move(db2).value()), limits);
+  ASSERT_TRUE(other.ok());
+  std::set<std::int64_t> seqs;
+  for (int i = 0; i < 150; ++i) {
+    auto a = store_->append_history(entry("sb-a", std::to_string(i), 10'000));
+    auto b = (*other)->append_history(entry("sb-b", std::to_string(i), 10'000));
+    ASSERT_TRUE(a.ok() && b.ok());
+    seqs.insert(*a);
+    seqs.insert(*b);
+  }
+  EXPECT_EQ(seqs.size(), 300u);
+  (*other)->flush();
+  store_->flush();
+  const auto one = history_entry_bytes(entry("sb-a", "100", 10'000));
+  auto a = store_->history("sb-a", 300, std::nullopt).entries;
+  auto b = store_->history("sb-b", 300, std::nullopt).entries;
+  EXPECT_LE(store_->history_bytes(), limits.max_bytes);
+  EXPECT_LE((a.size() + b.size()) * one, limits.max_bytes);
+  EXPECT_GT((a.size() + b.size() + 2) * one, limits.max_bytes);  // entries of ~10 KB: little slack
+  EXPECT_EQ(store_->history_bytes(), (*other)->history_bytes());
+  // Each sandbox's newest entries are kept.
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+  EXPECT_EQ(a.front().input, "149");
+  EXPECT_EQ(b.front().input, "149");
 }
 
 }  // namespace
