@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 namespace sandcastle::store {
 
@@ -102,7 +104,7 @@ Result<std::unique_ptr<StateDb>> StateDb::open(const std::string& state_dir,
     return state_db_error(SQLITE_READONLY, path, "open", nullptr);
   // journal_mode reads the header first: a file that is not a database
   // fails here.
-  if (auto s = db->exec("PRAGMA journal_mode=WAL", "set WAL mode"); !s.ok()) return s.error();
+  if (auto s = db->set_wal(); !s.ok()) return s.error();
   if (auto s = db->exec("PRAGMA synchronous=NORMAL", "set synchronous"); !s.ok()) return s.error();
   if (auto s = db->exec("PRAGMA foreign_keys=ON", "enable foreign keys"); !s.ok()) return s.error();
   if (auto s = db->check_integrity(); !s.ok()) return s.error();
@@ -113,6 +115,20 @@ Result<std::unique_ptr<StateDb>> StateDb::open(const std::string& state_dir,
 
 StateDb::~StateDb() {
   sqlite3_close_v2(db_);
+}
+
+// Switching a new file to WAL takes an exclusive lock that the busy
+// handler does not wait for: servers starting together retry here.
+Status StateDb::set_wal() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (;;) {
+    auto s = exec("PRAGMA journal_mode=WAL", "set WAL mode");
+    const int rc = sqlite3_errcode(db_) & 0xff;
+    if (s.ok() || (rc != SQLITE_BUSY && rc != SQLITE_LOCKED) ||
+        std::chrono::steady_clock::now() > deadline)
+      return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 Status StateDb::exec(const std::string& sql, const std::string& what) {
@@ -140,20 +156,27 @@ Status StateDb::check_integrity() {
   return ok_status();
 }
 
+Result<int> StateDb::read_version() {
+  sqlite3_stmt* st = nullptr;
+  int rc = sqlite3_prepare_v2(
+      db_, "SELECT version FROM schema_migrations WHERE component = 'sandboxes'", -1, &st, nullptr);
+  if (rc != SQLITE_OK) return error(rc, "read schema version");
+  rc = sqlite3_step(st);
+  const int version = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return error(rc, "read schema version");
+  return version;
+}
+
 Status StateDb::migrate(const std::vector<Migration>& migrations) {
   if (auto s = exec("CREATE TABLE IF NOT EXISTS schema_migrations (component TEXT PRIMARY KEY,"
                     " version INTEGER NOT NULL, checked_at INTEGER NOT NULL DEFAULT 0)",
                     "create schema_migrations");
       !s.ok())
     return s;
-  sqlite3_stmt* st = nullptr;
-  int rc = sqlite3_prepare_v2(
-      db_, "SELECT version FROM schema_migrations WHERE component = 'sandboxes'", -1, &st, nullptr);
-  if (rc != SQLITE_OK) return error(rc, "read schema version");
-  rc = sqlite3_step(st);
-  version_ = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
-  sqlite3_finalize(st);
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return error(rc, "read schema version");
+  auto v = read_version();
+  if (!v.ok()) return v.take_error();
+  version_ = *v;
   const int known = migrations.empty() ? 0 : migrations.back().version;
   if (version_ > known)
     return Error::make(
@@ -165,8 +188,12 @@ Status StateDb::migrate(const std::vector<Migration>& migrations) {
     if (m.version <= version_) continue;
     // Each step whole or not at all: a crash mid-way leaves the old version.
     if (auto s = exec("BEGIN IMMEDIATE", "begin migration"); !s.ok()) return s;
-    auto s = exec(m.sql, "migration to version " + std::to_string(m.version));
-    if (s.ok())
+    // Another server starting on the same file may have just done it.
+    auto now = read_version();
+    Status s = now.ok() ? Status{} : Status(now.take_error());
+    const bool done = now.ok() && *now >= m.version;
+    if (s.ok() && !done) s = exec(m.sql, "migration to version " + std::to_string(m.version));
+    if (s.ok() && !done)
       s = exec("INSERT INTO schema_migrations(component, version) VALUES('sandboxes', " +
                    std::to_string(m.version) +
                    ") ON CONFLICT(component) DO UPDATE SET version = excluded.version",
@@ -176,7 +203,7 @@ Status StateDb::migrate(const std::vector<Migration>& migrations) {
       (void)exec("ROLLBACK", "rollback migration");
       return s;
     }
-    version_ = m.version;
+    version_ = done ? *now : m.version;
   }
   return ok_status();
 }

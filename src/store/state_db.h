@@ -53,6 +53,8 @@ class StateDb {
  private:
   StateDb(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   Status check_integrity();
+  Result<int> read_version();
+  Status set_wal();
   Status migrate(const std::vector<Migration>& migrations);
   Status probe_write();
 

@@ -10,8 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "store/sqlite_sandbox_store.h"
 
@@ -127,6 +129,27 @@ TEST_F(StateDbTest, AFailedMigrationLeavesThePreviousVersion) {
   // t2 was rolled back with the version bump.
   EXPECT_EQ(sqlite3_exec((*again)->handle(), "SELECT * FROM t2", nullptr, nullptr, nullptr),
             SQLITE_ERROR);
+}
+
+// Several servers starting at once on a new state dir: one migrates, the
+// others find it done (no "table already exists").
+TEST_F(StateDbTest, ServersStartingTogetherOnANewFileAllOpenIt) {
+  for (int round = 0; round < 5; ++round) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    std::atomic<int> ready{0};
+    std::vector<std::string> errors(6);
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < errors.size(); ++i)
+      threads.emplace_back([&, i] {
+        ++ready;
+        while (ready.load() < static_cast<int>(errors.size())) {
+        }
+        errors[i] = open_message(dir_.string());
+      });
+    for (auto& t : threads) t.join();
+    for (const auto& e : errors) EXPECT_EQ(e, "OK");
+  }
 }
 
 TEST_F(StateDbTest, RefusesADatabaseFromANewerSandcastle) {
