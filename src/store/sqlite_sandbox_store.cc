@@ -220,7 +220,17 @@ HistoryEntry cap_history_entry(HistoryEntry e, const HistoryLimits& limits) {
     e.files_created.resize(limits.max_files);
     cut = true;
   }
-  for (auto& f : e.files_created) cut |= cap(f, kMaxFileName);
+  // The names together are bounded too (1,000 paths of 4 KiB would be 4 MiB).
+  std::size_t names = 0;
+  for (std::size_t i = 0; i < e.files_created.size(); ++i) {
+    cut |= cap(e.files_created[i], kMaxFileName);
+    names += e.files_created[i].size();
+    if (names > limits.max_output_bytes) {
+      e.files_created.resize(i);
+      cut = true;
+      break;
+    }
+  }
   for (auto* s : {&e.sandbox_id, &e.caller, &e.tool, &e.language, &e.reason})
     (void)cap(*s, kMaxShortField);
   e.truncated = e.truncated || cut;
@@ -272,8 +282,10 @@ void SqliteSandboxStore::writer_loop() {
     if (queue_.empty()) return;  // stopping, and everything is written
     // Gathers more: one transaction for many runs, and no wake-up per run.
     const std::size_t enough = std::max<std::size_t>(1, limits_.max_queued / 2);
-    work_cv_.wait_for(lock, limits_.batch_window,
-                      [&] { return stop_ || flushing_ > 0 || queue_.size() >= enough; });
+    work_cv_.wait_for(lock, limits_.batch_window, [&] {
+      return stop_ || flushing_ > 0 || queue_.size() >= enough ||
+             unwritten_bytes_ >= limits_.max_queued_bytes / 2;
+    });
     std::vector<HistoryEntry> batch(std::make_move_iterator(queue_.begin()),
                                     std::make_move_iterator(queue_.end()));
     queue_.clear();
@@ -290,6 +302,7 @@ void SqliteSandboxStore::writer_loop() {
     lock.lock();
     inflight_ids_.clear();
     unwritten_ -= batch.size();
+    for (const auto& e : batch) unwritten_bytes_ -= history_entry_bytes(e);
     written_count_ += batch.size();
     written_cv_.notify_all();
   }
@@ -507,7 +520,12 @@ Result<std::int64_t> SqliteSandboxStore::append_history(const HistoryEntry& in) 
   std::unique_lock lock(q_mu_);
   // Bounded: a writer that falls behind (a slow disk) slows the runs down
   // rather than holding ever more entries that a crash would lose.
-  written_cv_.wait(lock, [&] { return unwritten_ < limits_.max_queued || stop_; });
+  const std::uint64_t bytes = history_entry_bytes(e);
+  written_cv_.wait(lock, [&] {
+    return stop_ || unwritten_ == 0 ||
+           (unwritten_ < limits_.max_queued &&
+            unwritten_bytes_ + bytes <= limits_.max_queued_bytes);
+  });
   if (next_seq_ > seq_end_) {  // once every kSeqBlock appends: a write now
     std::lock_guard db_lock(mu_);
     if (auto s = reserve_seqs_locked(); !s.ok()) return s.error();
@@ -516,11 +534,13 @@ Result<std::int64_t> SqliteSandboxStore::append_history(const HistoryEntry& in) 
   const std::int64_t seq = e.seq;
   queue_.push_back(std::move(e));
   ++unwritten_;
+  unwritten_bytes_ += bytes;
   ++appended_count_;
   // The writer needs a wake-up for the first entry of a batch and when the
   // batch is full; in between it is gathering on a timer.
-  const bool wake =
-      queue_.size() == 1 || queue_.size() >= std::max<std::size_t>(1, limits_.max_queued / 2);
+  const bool wake = queue_.size() == 1 ||
+                    queue_.size() >= std::max<std::size_t>(1, limits_.max_queued / 2) ||
+                    unwritten_bytes_ >= limits_.max_queued_bytes / 2;
   lock.unlock();
   if (wake) work_cv_.notify_one();
   return seq;

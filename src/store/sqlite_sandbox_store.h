@@ -11,10 +11,11 @@
 // Appends are written by one writer thread in batches (one transaction
 // each, gathered for up to HistoryLimits::batch_window or half the queue),
 // so a run does not wait for SQLite: append_history assigns the seq and
-// queues the entry. At most HistoryLimits::max_queued entries are unwritten
-// at any time (an append waits for room beyond that); a kill -9 loses
-// those (the runs of the last batch window), nothing else. Reads (history, history_bytes) and
-// remove wait for the entries queued before them, so they see every append.
+// queues the entry. At most HistoryLimits::max_queued entries (and
+// max_queued_bytes) are unwritten at any time; an append waits for room
+// beyond that. A kill -9 loses those, the runs of the last batch window,
+// nothing else. Reads (history, history_bytes) and remove wait for the
+// entries queued before them, so they see every append.
 #pragma once
 
 #include <array>
@@ -36,6 +37,7 @@ struct HistoryLimits {
   std::size_t max_output_bytes = 64 << 10;  // stdout and stderr, each
   std::size_t max_files = 1000;             // names in files_created
   std::size_t max_queued = 256;  // appended but not yet written (what a kill -9 can lose)
+  std::uint64_t max_queued_bytes = 16 << 20;    // and their bytes (the server's memory)
   std::chrono::milliseconds batch_window{200};  // how long the writer gathers a batch
 };
 
@@ -129,6 +131,7 @@ class SqliteSandboxStore : public SandboxStore {
   mutable std::condition_variable work_cv_;     // the writer waits for entries (or a flush)
   mutable std::condition_variable written_cv_;  // appenders and readers wait for the writer
   std::deque<HistoryEntry> queue_;
+  std::uint64_t unwritten_bytes_ = 0;
   std::size_t unwritten_ = 0;              // queued plus the batch being written
   mutable std::size_t flushing_ = 0;       // readers waiting for the writer: no gathering
   std::uint64_t appended_count_ = 0;       // entries queued since open

@@ -200,6 +200,14 @@ TEST_F(SqliteSandboxStoreTest, FieldsAreCappedAndMarkedTruncated) {
   EXPECT_EQ(got.stderr_data.size(), 65535u);  // the character is not split
   EXPECT_EQ(got.files_created.size(), 1000u);
   EXPECT_TRUE(got.truncated);
+
+  // Long names: their total is held to 64 KiB as well.
+  auto longer = entry("sb-b", "x");
+  longer.files_created.assign(100, std::string(4000, 'n'));
+  ASSERT_TRUE(store_->append_history(longer).ok());
+  auto kept = store_->history("sb-b", 1, std::nullopt).entries.at(0);
+  EXPECT_EQ(kept.files_created.size(), 16u);  // 16 x 4000 <= 65536 < 17 x 4000
+  EXPECT_TRUE(kept.truncated);
 }
 
 TEST_F(SqliteSandboxStoreTest, BudgetDropsOldestEntriesOfAnySandboxFirst) {
