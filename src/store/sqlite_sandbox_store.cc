@@ -138,10 +138,18 @@ class Use {
   }
   Use(const Use&) = delete;
   Use& operator=(const Use&) = delete;
+  // Bound without a copy: the value must outlive the step (no temporaries).
   Use& text(int i, const std::string& v) {
     sqlite3_bind_text(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
     return *this;
   }
+  Use& text(int i, std::string&& v) = delete;
+  // A string literal (sandbox_status_name).
+  Use& text(int i, const char* literal) {
+    sqlite3_bind_text(st_, i, literal, -1, SQLITE_STATIC);
+    return *this;
+  }
+  Use& blob(int i, std::string&& v) = delete;
   Use& blob(int i, const std::string& v) {
     // A zero-length blob still needs a non-null pointer to be a blob, not NULL.
     sqlite3_bind_blob(st_, i, v.empty() ? "" : v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
