@@ -100,19 +100,25 @@ ToolResult get_sandbox_history(ToolEnv& env, const json& args, RequestContext& c
   if (args.contains("before")) before = args["before"].get<std::int64_t>();
   const auto& store = reader(env);
 
-  // A live sandbox by id or name; an ended one by id, when its record or
-  // its runs say it was the caller's.
+  // The caller's sandbox by id or name, from the store's records (live,
+  // paused or stopped alike: looking does not start a stopped one), or an
+  // ended one whose runs say they were the caller's. Anything else gets
+  // the manager's not-found, the same as for every other tool.
   std::string id;
-  auto live = env.manager.get(asked, owner);
-  if (live.ok()) {
-    id = (*live)->id();
-  } else if (auto rec = store.get(asked); rec && rec->owner == owner) {
+  if (auto rec = store.get(asked); rec && rec->owner == owner) {
     id = rec->id;
   } else {
-    auto probe = store.history(asked, 1, std::nullopt);
-    if (probe.entries.empty() || probe.entries[0].caller != owner)
-      return error_result(live.error());
-    id = asked;
+    for (const auto& r : store.list())
+      if (r.owner == owner && r.name == asked) id = r.id;
+    if (id.empty()) {
+      auto probe = store.history(asked, 1, std::nullopt);
+      if (!probe.entries.empty() && probe.entries[0].caller == owner) id = asked;
+    }
+  }
+  if (id.empty()) {
+    auto live = env.manager.get(asked, owner);
+    if (!live.ok()) return error_result(live.error());
+    id = (*live)->id();  // a sandbox the store does not list (no store records)
   }
 
   auto page = store.history(id, limit, before);
