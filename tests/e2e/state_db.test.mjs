@@ -11,6 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BIN } from './lib/harness.mjs';
 
+// setpriv, chown and mount namespaces need root (as the tests run here).
+const ROOT = { skip: process.getuid() !== 0 && 'needs root' };
 const dirs = [];
 function stateDir() {
   const d = mkdtempSync(join(tmpdir(), 'sandcastle-statedb-'));
@@ -37,7 +39,7 @@ test('a corrupt database stops the start and is left as it was', () => {
   assert.deepEqual(readFileSync(db), garbage, 'never reset');
 });
 
-test('a state directory the user cannot write stops the start (setpriv, unprivileged user)', () => {
+test('a state directory the user cannot write stops the start (setpriv, unprivileged user)', ROOT, () => {
   const dir = stateDir();
   chmodSync(dir, 0o755);  // root's, not writable by nobody
   const r = start('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', BIN, '--stdio', '--state-dir', dir]);
@@ -46,7 +48,7 @@ test('a state directory the user cannot write stops the start (setpriv, unprivil
   assert.match(r.stderr, /Permission denied/);
 });
 
-test('a 0500 state directory of the unprivileged user itself stops the start', () => {
+test('a 0500 state directory of the unprivileged user itself stops the start', ROOT, () => {
   const dir = stateDir();
   chownSync(dir, 65534, 65534);
   chmodSync(dir, 0o500);
@@ -56,7 +58,7 @@ test('a 0500 state directory of the unprivileged user itself stops the start', (
   assert.match(r.stderr, /Permission denied/);
 });
 
-test('a read-only database file of the unprivileged user stops the start', () => {
+test('a read-only database file of the unprivileged user stops the start', ROOT, () => {
   const dir = stateDir();
   chownSync(dir, 65534, 65534);
   const made = start('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', BIN, '--state-dir', dir,
@@ -69,7 +71,7 @@ test('a read-only database file of the unprivileged user stops the start', () =>
   assert.ok(r.stderr.includes(`state database ${db} is read-only`), r.stderr);
 });
 
-test('a read-only bind mount stops the start', () => {
+test('a read-only bind mount stops the start', ROOT, () => {
   const dir = stateDir();
   const script = `mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && exec "$2" --stdio --state-dir "$1"`;
   const r = start('unshare', ['-m', '--propagation', 'private', 'sh', '-c', script, 'sh', dir, BIN]);
@@ -79,7 +81,7 @@ test('a read-only bind mount stops the start', () => {
 });
 
 for (const existing of [false, true]) {
-  test(`a full disk stops the start (${existing ? 'existing' : 'new'} database)`, () => {
+  test(`a full disk stops the start (${existing ? 'existing' : 'new'} database)`, ROOT, () => {
     const dir = stateDir();
     const script = `mount -t tmpfs -o size=512k tmpfs "$1" && ${existing ? '"$2" --state-dir "$1" keys list >/dev/null &&' : ''}
       (dd if=/dev/zero of="$1/filler" bs=4k 2>/dev/null; true) && exec "$2" --stdio --state-dir "$1"`;
