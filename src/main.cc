@@ -2,13 +2,13 @@
 // composition root: it reads the configuration (config.toml < environment <
 // flags), builds the backend, the sandbox manager and the tools, and hands
 // them to a transport (stdio, or HTTP with API keys and file links).
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/proc_identity.h"
 #include "config/config.h"
 #include "config/start_checks.h"
 #include "images/image_cli.h"
@@ -28,6 +29,7 @@
 #include "sandbox/native/sweep.h"
 #include "sandbox/refusing_backend.h"
 #include "store/key_store.h"
+#include "store/sqlite_sandbox_store.h"
 #include "store/state_lock.h"
 #include "tools/file_transfer.h"
 #include "tools/languages.h"
@@ -55,13 +57,14 @@ std::string env_or(const char* name, const std::string& fallback) {
 }
 
 std::unique_ptr<sandbox::Backend> make_backend(const std::string& name, bool allow_weak,
-                                              const sandbox::SpecOptions& default_spec,
-                                              const sandbox::native::PoolPolicy& pool,
-                                              sandbox::native::ImageResolver images,
-                                              const std::string& storage_dir) {
+                                               const sandbox::SpecOptions& default_spec,
+                                               const sandbox::native::PoolPolicy& pool,
+                                               sandbox::native::ImageResolver images,
+                                               const std::string& storage_dir) {
   if (name != "native")
     return std::make_unique<sandbox::RefusingBackend>(
-        "backend '" + name + "' is not available in this build; available backends: native "
+        "backend '" + name +
+        "' is not available in this build; available backends: native "
         "(set --backend native or INTERPRETER_TYPE=native)");
   auto report = sandbox::native::check_isolation();
   if (!report.adequate && !allow_weak) {
@@ -80,14 +83,16 @@ std::unique_ptr<sandbox::Backend> make_backend(const std::string& name, bool all
   options.pool = pool;
   options.images = std::move(images);
   options.storage_dir = storage_dir;
-  if (auto spec = sandbox::SandboxSpec::create(default_spec); spec.ok()) options.pool_spec = *spec;
-  else options.pool.min = 0;
+  if (auto spec = sandbox::SandboxSpec::create(default_spec); spec.ok())
+    options.pool_spec = *spec;
+  else
+    options.pool.min = 0;
   auto native = sandbox::native::NativeBackend::create(options);
   if (!native.ok()) {
     spdlog::error("native backend unavailable: {}", native.error().message());
-    return std::make_unique<sandbox::RefusingBackend>("the native sandbox backend could not start: " +
-                                                      native.error().message() +
-                                                      ". Run `sandcastle doctor` for details");
+    return std::make_unique<sandbox::RefusingBackend>(
+        "the native sandbox backend could not start: " + native.error().message() +
+        ". Run `sandcastle doctor` for details");
   }
   return std::move(native).value();
 }
@@ -101,7 +106,11 @@ Status ensure_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Error::make(ErrorCode::kIo, "create state directory " + dir + ": " + ec.message());
-  ::chmod(dir.c_str(), 0700);
+  // Private to its owner; never made writable here (a read-only state
+  // directory is reported by the state database, not silently fixed).
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0 && (st.st_mode & 0077) != 0)
+    ::chmod(dir.c_str(), st.st_mode & 0700);
   return ok_status();
 }
 
@@ -124,11 +133,14 @@ int run_keys(const config::Config& cfg, CLI::App* create, CLI::App* list, CLI::A
       return 1;
     }
     if (as_json) {
-      std::cout << nlohmann::json{{"id", k->info.id}, {"name", k->info.name}, {"key", k->secret}}.dump() << "\n";
+      std::cout
+          << nlohmann::json{{"id", k->info.id}, {"name", k->info.name}, {"key", k->secret}}.dump()
+          << "\n";
     } else {
       std::cout << k->secret << "\n";
       std::cerr << "created API key " << k->info.id << " (" << k->info.name
-                << "); it is shown only now. Send it as 'Authorization: Bearer <key>', 'X-API-Key: <key>' or "
+                << "); it is shown only now. Send it as 'Authorization: Bearer <key>', 'X-API-Key: "
+                   "<key>' or "
                    "?api_key=<key>.\n";
     }
     return 0;
@@ -142,8 +154,11 @@ int run_keys(const config::Config& cfg, CLI::App* create, CLI::App* list, CLI::A
     if (as_json) {
       nlohmann::json arr = nlohmann::json::array();
       for (const auto& k : *keys)
-        arr.push_back({{"id", k.id}, {"name", k.name}, {"created_at", k.created_at},
-                       {"revoked_at", k.revoked_at.empty() ? nlohmann::json() : nlohmann::json(k.revoked_at)}});
+        arr.push_back({{"id", k.id},
+                       {"name", k.name},
+                       {"created_at", k.created_at},
+                       {"revoked_at",
+                        k.revoked_at.empty() ? nlohmann::json() : nlohmann::json(k.revoked_at)}});
       std::cout << arr.dump(2) << "\n";
     } else {
       std::cout << "ID            NAME                  CREATED               STATUS\n";
@@ -237,7 +252,8 @@ static int run(int argc, char** argv) {
   // applied after config.toml and the environment, so they win.
   std::map<std::string, std::string> flag_values;
   std::map<std::string, CLI::Option*> flag_opts;
-  auto setting_flag = [&](const std::string& flag, const std::string& setting, const std::string& help) {
+  auto setting_flag = [&](const std::string& flag, const std::string& setting,
+                          const std::string& help) {
     flag_opts[setting] = app.add_option(flag, flag_values[setting], help + " [" + setting + "]");
     return flag_opts[setting];
   };
@@ -250,17 +266,23 @@ static int run(int argc, char** argv) {
   std::string pass_through;
 
   app.footer(
-      "Transports: stdio (the default: an MCP client starts sandcastle and speaks over stdin/stdout) or HTTP\n"
-      "(--transport http: Streamable HTTP at /mcp and HTTP+SSE at /sse, on 127.0.0.1:8181 unless --host/--port\n"
+      "Transports: stdio (the default: an MCP client starts sandcastle and speaks over "
+      "stdin/stdout) or HTTP\n"
+      "(--transport http: Streamable HTTP at /mcp and HTTP+SSE at /sse, on 127.0.0.1:8181 unless "
+      "--host/--port\n"
       "say otherwise). Once listening, the HTTP server prints the client configuration to paste.\n"
-      "From the source tree: `make run` builds and starts HTTP; `make run ARGS=\"--port 9000\"` keeps HTTP on\n"
+      "From the source tree: `make run` builds and starts HTTP; `make run ARGS=\"--port 9000\"` "
+      "keeps HTTP on\n"
       "another port; `make run ARGS=--stdio` serves stdio instead.\n"
-      "Listings take --json: keys list, keys create, keys revoke, config show, doctor, image list, image inspect, image import.");
-  app.add_option("--config", config_path, "config.toml to read (default: <state dir>/config.toml when present)");
+      "Listings take --json: keys list, keys create, keys revoke, config show, doctor, image list, "
+      "image inspect, image import.");
+  app.add_option("--config", config_path,
+                 "config.toml to read (default: <state dir>/config.toml when present)");
   auto* transport_opt = setting_flag("--transport", "server.transport", "stdio (default) or http")
                             ->check(CLI::IsMember({"stdio", "http"}));
   bool stdio_flag = false;
-  app.add_flag("--stdio", stdio_flag, "serve MCP over stdin/stdout (shorthand for --transport stdio)")
+  app.add_flag("--stdio", stdio_flag,
+               "serve MCP over stdin/stdout (shorthand for --transport stdio)")
       ->excludes(transport_opt);
   // Flags of other code-sandbox servers (seed c), accepted only to be
   // refused at start with what to do instead (config/start_checks.h).
@@ -269,43 +291,63 @@ static int run(int argc, char** argv) {
     app.add_option(f, foreign_flags[f])->group("");
   setting_flag("--host", "server.host", "address the HTTP server binds (default 127.0.0.1)");
   setting_flag("--port", "server.port", "HTTP port (default 8181; 0 picks a free one)");
-  setting_flag("--public-url", "server.public_url", "base URL of file links (default http://host:port)");
+  setting_flag("--public-url", "server.public_url",
+               "base URL of file links (default http://host:port)");
   setting_flag("--http-threads", "server.threads", "HTTP I/O threads");
   setting_flag("--max-body-bytes", "server.max_body_bytes", "largest HTTP request body");
-  setting_flag("--request-timeout-ms", "server.request_timeout_ms", "time allowed to send one HTTP request");
+  setting_flag("--request-timeout-ms", "server.request_timeout_ms",
+               "time allowed to send one HTTP request");
   setting_flag("--keepalive-ms", "server.keepalive_ms", "interval of SSE keep-alive comments");
   app.add_flag("--auth", auth, "require an API key (see `sandcastle keys`) [auth.enabled]");
-  app.add_flag("--insecure", insecure, "allow listening on a non-loopback address without API keys [auth.insecure]");
-  setting_flag("--allowed-origins", "http.allowed_origins", "comma-separated Origins accepted besides loopback");
+  app.add_flag("--insecure", insecure,
+               "allow listening on a non-loopback address without API keys [auth.insecure]");
+  setting_flag("--allowed-origins", "http.allowed_origins",
+               "comma-separated Origins accepted besides loopback");
   setting_flag("--allowed-hosts", "http.allowed_hosts", "comma-separated Host names accepted");
-  setting_flag("--cors-origins", "http.cors_origins", "comma-separated Origins given CORS headers ('*' any)");
+  setting_flag("--cors-origins", "http.cors_origins",
+               "comma-separated Origins given CORS headers ('*' any)");
   setting_flag("--state-dir", "state_dir", "where keys and state live");
   setting_flag("--log-level", "server.log_level", "trace, debug, info, warn, error or off (stderr)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
-  app.add_flag("--test-fixtures", test_fixtures, "expose the conformance-suite fixtures (testing only)");
-  setting_flag("--max-message-bytes", "server.max_message_bytes", "largest accepted message (stdio line)");
+  app.add_flag("--test-fixtures", test_fixtures,
+               "expose the conformance-suite fixtures (testing only)");
+  setting_flag("--max-message-bytes", "server.max_message_bytes",
+               "largest accepted message (stdio line)");
   setting_flag("--page-size", "server.page_size", "items per page of list results");
   setting_flag("--backend", "sandbox.backend", "sandbox backend (env INTERPRETER_TYPE): native");
-  app.add_flag("--allow-weak-isolation", allow_weak, "run code even when `sandcastle doctor` finds isolation inadequate");
-  app.add_option("--pass-through-env", pass_through, "comma-separated host variables copied into every sandbox");
-  app.add_option("--allow-host-path", host_paths, "host directory upload_file/download_file may use (repeatable)");
+  app.add_flag("--allow-weak-isolation", allow_weak,
+               "run code even when `sandcastle doctor` finds isolation inadequate");
+  app.add_option("--pass-through-env", pass_through,
+                 "comma-separated host variables copied into every sandbox");
+  app.add_option("--allow-host-path", host_paths,
+                 "host directory upload_file/download_file may use (repeatable)");
   setting_flag("--max-sandboxes", "sandbox.max_sandboxes", "server-wide cap on live sandboxes");
-  setting_flag("--max-per-key", "sandbox.max_per_key", "live sandboxes per API key or session (0: no quota)");
-  setting_flag("--pool-size", "sandbox.pool_size", "warm sandboxes kept ready when idle (0: none made ahead)");
-  setting_flag("--pool-max", "sandbox.pool_max", "most warm sandboxes a burst grows the pool to (default 64)");
-  setting_flag("--pool-memory-mb", "sandbox.pool_memory_mb", "memory the warm pool may hold (default 64)");
-  setting_flag("--max-queued-runs", "sandbox.max_queued_runs",
-               "one-shot execute_code calls that may wait for a sandbox at the cap (0: refuse at once)");
+  setting_flag("--max-per-key", "sandbox.max_per_key",
+               "live sandboxes per API key or session (0: no quota)");
+  setting_flag("--pool-size", "sandbox.pool_size",
+               "warm sandboxes kept ready when idle (0: none made ahead)");
+  setting_flag("--pool-max", "sandbox.pool_max",
+               "most warm sandboxes a burst grows the pool to (default 64)");
+  setting_flag("--pool-memory-mb", "sandbox.pool_memory_mb",
+               "memory the warm pool may hold (default 64)");
+  setting_flag(
+      "--max-queued-runs", "sandbox.max_queued_runs",
+      "one-shot execute_code calls that may wait for a sandbox at the cap (0: refuse at once)");
   setting_flag("--sandbox-ttl", "sandbox.ttl_s", "seconds an idle sandbox lives (default 1800)");
-  setting_flag("--default-language", "sandbox.default_language", "language of execute_code without one");
+  setting_flag("--default-language", "sandbox.default_language",
+               "language of execute_code without one");
   setting_flag("--pip-index-url", "packages.pip_index_url", "package index pip installs from");
   setting_flag("--npm-registry", "packages.npm_registry", "registry npm installs from");
   setting_flag("--max-image-bytes", "images.max_image_bytes", "largest unpacked size of one image");
+  setting_flag("--history-max-mb", "history.max_mb",
+               "MiB of run history kept (default 256; 0: none recorded)");
 
-  auto* doctor = app.add_subcommand("doctor", "print what this host allows and the isolation sandcastle will use");
+  auto* doctor = app.add_subcommand(
+      "doctor", "print what this host allows and the isolation sandcastle will use");
   bool doctor_json = false;
   doctor->add_flag("--json", doctor_json, "print JSON");
-  auto* keys = app.add_subcommand("keys", "manage API keys (stored hashed in <state dir>/sandcastle.db)");
+  auto* keys =
+      app.add_subcommand("keys", "manage API keys (stored hashed in <state dir>/sandcastle.db)");
   keys->require_subcommand(1);
   bool keys_json = false;
   keys->add_flag("--json", keys_json, "print JSON");
@@ -316,22 +358,26 @@ static int run(int argc, char** argv) {
   auto* keys_revoke = keys->add_subcommand("revoke", "revoke a key by id or name");
   keys_revoke->add_option("id", revoke_id, "key id or name")->required();
   // --json before or after the verb: `keys --json list` and `keys list --json`.
-  for (auto* sub : {keys_create, keys_list, keys_revoke}) sub->add_flag("--json", keys_json, "print JSON");
+  for (auto* sub : {keys_create, keys_list, keys_revoke})
+    sub->add_flag("--json", keys_json, "print JSON");
   auto* cfg_cmd = app.add_subcommand("config", "configuration");
   cfg_cmd->require_subcommand(1);
-  auto* cfg_show = cfg_cmd->add_subcommand("show", "print the effective configuration and where each value came from");
+  auto* cfg_show = cfg_cmd->add_subcommand(
+      "show", "print the effective configuration and where each value came from");
   bool cfg_json = false;
   cfg_show->add_flag("--json", cfg_json, "print JSON");
   auto image_cli = images::register_image_cli(app);
   CLI11_PARSE(app, argc, argv);
 
-  if (doctor->parsed()) return doctor_json ? run_doctor_json() : sandbox::native::run_doctor(std::cout);
+  if (doctor->parsed())
+    return doctor_json ? run_doctor_json() : sandbox::native::run_doctor(std::cout);
 
   // --- configuration: defaults < config.toml < environment < flags ---------
   config::Loader loader;
   {
     // Legacy variable names of the seeds, below the SANDCASTLE_* ones.
-    if (const char* v = std::getenv("INTERPRETER_TYPE"); v && *v) (void)loader.set("sandbox.backend", v, config::Source::kEnv);
+    if (const char* v = std::getenv("INTERPRETER_TYPE"); v && *v)
+      (void)loader.set("sandbox.backend", v, config::Source::kEnv);
     if (const char* v = std::getenv("CONTAINER_LANGUAGE"); v && *v)
       (void)loader.set("sandbox.default_language", v, config::Source::kEnv);
     auto env = config::sandcastle_env();
@@ -339,7 +385,8 @@ static int run(int argc, char** argv) {
     if (auto it = env.find(config::env_name("state_dir")); it != env.end()) state_dir = it->second;
     if (flag_opts["state_dir"]->count()) state_dir = flag_values["state_dir"];
     std::string file = config_path;
-    if (file.empty() && std::filesystem::exists(state_dir + "/config.toml")) file = state_dir + "/config.toml";
+    if (file.empty() && std::filesystem::exists(state_dir + "/config.toml"))
+      file = state_dir + "/config.toml";
     if (!config_path.empty() && !std::filesystem::exists(config_path)) {
       std::cerr << "sandcastle: --config " << config_path << ": no such file\n";
       return 2;
@@ -381,18 +428,43 @@ static int run(int argc, char** argv) {
     return 0;
   }
   if (image_cli->parsed())
-    return image_cli->run(cfg.state_dir, {static_cast<uint64_t>(cfg.max_image_bytes)}, std::cout, std::cerr);
-  if (keys->parsed()) return run_keys(cfg, keys_create, keys_list, keys_revoke, key_name, revoke_id, keys_json);
+    return image_cli->run(cfg.state_dir, {static_cast<uint64_t>(cfg.max_image_bytes)}, std::cout,
+                          std::cerr);
+  if (keys->parsed())
+    return run_keys(cfg, keys_create, keys_list, keys_revoke, key_name, revoke_id, keys_json);
+
+  // The state database (sandbox records, packages, run history) before
+  // anything else: a corrupt, read-only or full one stops the start with
+  // what to do, naming the path.
+  std::unique_ptr<store::SqliteSandboxStore> sandbox_store;
+  {
+    if (auto d = ensure_dir(cfg.state_dir); !d.ok()) {
+      std::cerr << "sandcastle: " << d.error().message() << "\n";
+      return 2;
+    }
+    auto db = store::StateDb::open(cfg.state_dir);
+    if (!db.ok()) {
+      std::cerr << "sandcastle: " << db.error().message() << "\n";
+      return 2;
+    }
+    store::HistoryLimits history;
+    history.max_bytes = static_cast<std::uint64_t>(cfg.history_max_mb) << 20;
+    auto st = store::SqliteSandboxStore::open(
+        std::shared_ptr<store::StateDb>(std::move(db).value()), history);
+    if (!st.ok()) {
+      std::cerr << "sandcastle: " << st.error().message() << "\n";
+      return 2;
+    }
+    sandbox_store = std::move(st).value();
+  }
 
   // The image store (issue 15): images a sandbox may start from. Without
   // it, image "host" only.
   std::unique_ptr<images::ImageStore> image_store;
   std::string image_store_error;
-  if (auto d = ensure_dir(cfg.state_dir); !d.ok()) {
-    image_store_error = d.error().message();
-  } else if (auto st = images::ImageStore::open(
-                 cfg.state_dir, images::StoreLimits{static_cast<std::uint64_t>(cfg.max_image_bytes)});
-             st.ok()) {
+  if (auto st = images::ImageStore::open(
+          cfg.state_dir, images::StoreLimits{static_cast<std::uint64_t>(cfg.max_image_bytes)});
+      st.ok()) {
     image_store = std::move(*st);
   } else {
     image_store_error = st.error().message();
@@ -404,7 +476,8 @@ static int run(int argc, char** argv) {
     in.default_language = tools::canonical_language(cfg.default_language);
     in.no_store_reason = image_store_error;
     if (image_store)
-      in.image_languages = [&image_store](const std::string& ref) -> Result<std::vector<std::string>> {
+      in.image_languages =
+          [&image_store](const std::string& ref) -> Result<std::vector<std::string>> {
         auto rec = image_store->find(ref);
         if (!rec.ok()) return rec.take_error();
         return rec->languages;
@@ -429,7 +502,9 @@ static int run(int argc, char** argv) {
   }
 
   init_logging(cfg.log_level);
-  if (!image_store) spdlog::info("image store unavailable ({}): sandboxes use image \"host\" only", image_store_error);
+  if (!image_store)
+    spdlog::info("image store unavailable ({}): sandboxes use image \"host\" only",
+                 image_store_error);
   // Before any thread starts (the backend and the pool start some).
   transport::block_termination_signals();
 
@@ -437,9 +512,11 @@ static int run(int argc, char** argv) {
   std::unique_ptr<store::KeyStore> key_store;
   if (http_mode) {
     if (!cfg.auth_enabled && !is_loopback_host(cfg.host) && !cfg.insecure) {
-      spdlog::error("refusing to listen on {} without API keys: anyone who can reach it could run code. "
-                    "Enable auth (--auth, [auth] enabled = true, after `sandcastle keys create`) or pass --insecure",
-                    cfg.host);
+      spdlog::error(
+          "refusing to listen on {} without API keys: anyone who can reach it could run code. "
+          "Enable auth (--auth, [auth] enabled = true, after `sandcastle keys create`) or pass "
+          "--insecure",
+          cfg.host);
       return 2;
     }
     auto ks = open_keys(cfg);
@@ -452,7 +529,8 @@ static int run(int argc, char** argv) {
     } else {
       key_store = std::move(ks).value();
       if (cfg.auth_enabled && key_store->active_count() == 0)
-        spdlog::warn("auth is on but no API key exists yet: create one with `sandcastle keys create`");
+        spdlog::warn(
+            "auth is on but no API key exists yet: create one with `sandcastle keys create`");
     }
   }
 
@@ -464,6 +542,7 @@ static int run(int argc, char** argv) {
   if (http_mode) manager_opts.max_per_owner = static_cast<size_t>(cfg.max_per_key);
   // One server per state dir runs its persistent sandboxes (issue 16);
   // others share the rest of the state and refuse persistent: true.
+  manager_opts.server_identity = self_identity();
   std::optional<store::StateLock> state_lock;
   if (auto l = store::StateLock::try_acquire(cfg.state_dir); l.ok()) {
     state_lock = std::move(*l);
@@ -474,8 +553,10 @@ static int run(int argc, char** argv) {
   tools::ToolConfig tool_cfg;
   tool_cfg.default_image = env_or("CONTAINER_IMAGE", "host");
   // Checked at start (config/start_checks.h): the images exist and have these.
-  for (const auto& [flag, language] : {std::pair{"--python-image", "python"}, {"--js-image", "javascript"}})
-    if (app.count(flag) && !foreign_flags[flag].empty()) tool_cfg.language_images[language] = foreign_flags[flag];
+  for (const auto& [flag, language] :
+       {std::pair{"--python-image", "python"}, {"--js-image", "javascript"}})
+    if (app.count(flag) && !foreign_flags[flag].empty())
+      tool_cfg.language_images[language] = foreign_flags[flag];
   tool_cfg.default_language = cfg.default_language;
   tool_cfg.pip_index_url = cfg.pip_index_url;
   tool_cfg.npm_registry = cfg.npm_registry;
@@ -503,7 +584,8 @@ static int run(int argc, char** argv) {
   }
 
   auto swept = sandbox::native::sweep_leftovers();
-  for (const auto& r : swept.removed) spdlog::info("removed leftover of a crashed predecessor: {}", r);
+  for (const auto& r : swept.removed)
+    spdlog::info("removed leftover of a crashed predecessor: {}", r);
   for (const auto& f : swept.failed) spdlog::warn("could not remove leftover: {}", f);
 
   sandbox::SpecOptions pool_spec;
@@ -516,12 +598,12 @@ static int run(int argc, char** argv) {
   pool.memory_budget_bytes = static_cast<uint64_t>(cfg.pool_memory_mb) * sandbox::kMiB;
   pool.server_cap = static_cast<size_t>(cfg.max_sandboxes);
   auto backend = make_backend(cfg.backend, allow_weak, pool_spec, pool,
-                             image_store ? sandbox::native::store_resolver(*image_store)
-                                         : sandbox::native::ImageResolver{},
-                             // Only the server holding the state dir's lock
-                             // mounts (and sweeps) persistent storage.
-                             state_lock ? cfg.state_dir + "/sandboxes" : std::string());
-  tools::SandboxManager manager(*backend, manager_opts);
+                              image_store ? sandbox::native::store_resolver(*image_store)
+                                          : sandbox::native::ImageResolver{},
+                              // Only the server holding the state dir's lock
+                              // mounts (and sweeps) persistent storage.
+                              state_lock ? cfg.state_dir + "/sandboxes" : std::string());
+  tools::SandboxManager manager(*backend, manager_opts, sandbox_store.get());
   // Persistent sandboxes of the last run come back as stopped (issue 16).
   if (auto s = manager.recover(); !s.ok()) {
     spdlog::error("recovering sandboxes: {}", s.error().message());
@@ -534,25 +616,31 @@ static int run(int argc, char** argv) {
     const uint64_t max_file = tool_cfg.max_file_bytes;
     links = std::make_unique<transport::http::FileLinks>(
         "", std::chrono::seconds(cfg.file_link_ttl_s),
-        [&manager, max_file, budget = tool_cfg.transfer_budget](const std::string& id, const std::string& owner, const std::string& path) -> Result<std::string> {
+        [&manager, max_file, budget = tool_cfg.transfer_budget](
+            const std::string& id, const std::string& owner,
+            const std::string& path) -> Result<std::string> {
           auto e = manager.get(id, owner);
-          if (!e.ok()) return Error::make(ErrorCode::kNotFound, "sandbox " + id + " not found (closed or expired)");
+          if (!e.ok())
+            return Error::make(ErrorCode::kNotFound,
+                               "sandbox " + id + " not found (closed or expired)");
           tools::EntryUse use(*e);
           // The lease ends with this call: the link's body copy is what
           // the transport holds while it sends.
-          auto read =
-              tools::read_bounded(use->sandbox(), *budget, path, 0, std::nullopt, max_file, tools::kLinkCopies);
+          auto read = tools::read_bounded(use->sandbox(), *budget, path, 0, std::nullopt, max_file,
+                                          tools::kLinkCopies);
           if (!read.ok()) return read.take_error();
           auto* file = &read->file;
           if (file->too_large)
-            return Error::make(ErrorCode::kFailedPrecondition, "the file is " + std::to_string(file->size) +
-                                                                  " bytes, above the " + std::to_string(max_file) +
-                                                                  "-byte limit of a file link");
+            return Error::make(ErrorCode::kFailedPrecondition,
+                               "the file is " + std::to_string(file->size) + " bytes, above the " +
+                                   std::to_string(max_file) + "-byte limit of a file link");
           return std::move(file->data);
         });
-    tool_cfg.file_link = [l = links.get()](const std::string& id, const std::string& path) { return l->link(id, path); };
+    tool_cfg.file_link = [l = links.get()](const std::string& id, const std::string& path) {
+      return l->link(id, path);
+    };
   }
-  tools::ToolEnv tool_env{manager, tool_cfg, image_store.get()};
+  tools::ToolEnv tool_env{manager, tool_cfg, image_store.get(), sandbox_store.get()};
 
   mcp::ServerInfo info;
   info.instructions = kInstructions;
@@ -579,13 +667,16 @@ static int run(int argc, char** argv) {
     if (hopts.allowed_hosts.empty() && is_loopback_host(cfg.host))
       hopts.allowed_hosts = {"localhost", "127.0.0.1", "[::1]"};
     hopts.auth_required = cfg.auth_enabled;
-    if (key_store) hopts.verify_key = [ks = key_store.get()](const std::string& k) { return ks->verify(k); };
+    if (key_store)
+      hopts.verify_key = [ks = key_store.get()](const std::string& k) { return ks->verify(k); };
     hopts.on_owner_gone = [&manager](const std::string& owner) {
       size_t n = manager.close_owned_by(owner);
       if (n) spdlog::info("closed {} sandbox(es) of ended {}", n, owner);
     };
     hopts.files_handler = [l = links.get()](const transport::http::Request& req,
-                                            std::shared_ptr<transport::http::Exchange> ex) { l->serve(req, ex); };
+                                            std::shared_ptr<transport::http::Exchange> ex) {
+      l->serve(req, ex);
+    };
     hopts.landing.public_url = cfg.public_url;
     hopts.keepalive = std::chrono::milliseconds(cfg.keepalive_ms);
     hopts.session_idle_ttl = std::chrono::seconds(cfg.session_idle_ttl_s);
@@ -608,21 +699,25 @@ static int run(int argc, char** argv) {
       backend->shutdown();
       _exit(2);
     }
-    std::string host_for_url = cfg.host.find(':') != std::string::npos ? "[" + cfg.host + "]" : cfg.host;
+    std::string host_for_url =
+        cfg.host.find(':') != std::string::npos ? "[" + cfg.host + "]" : cfg.host;
     if (cfg.host == "0.0.0.0") host_for_url = "127.0.0.1";
     std::string base = "http://" + host_for_url + ":" + std::to_string(*port);
     links->set_base_url(cfg.public_url.empty() ? base : cfg.public_url);
     mcp_http.attach(http);
     http.start();
     // Tests and scripts read this line to find an ephemeral port.
-    (void)std::fprintf(stderr, "listening on %s/mcp (Streamable HTTP), %s/sse (HTTP+SSE); auth %s\n", base.c_str(),
-                 base.c_str(), cfg.auth_enabled ? "required" : "off");
+    (void)std::fprintf(stderr,
+                       "listening on %s/mcp (Streamable HTTP), %s/sse (HTTP+SSE); auth %s\n",
+                       base.c_str(), base.c_str(), cfg.auth_enabled ? "required" : "off");
     // What to paste into a client. stderr: stdout is never written in any
     // transport (it is the stdio transport's MCP channel).
     std::string shown_base = cfg.public_url.empty() ? base : cfg.public_url;
     while (!shown_base.empty() && shown_base.back() == '/') shown_base.pop_back();
-    transport::http::ClientEndpoint endpoint{shown_base + "/mcp", cfg.auth_enabled, is_loopback_host(host_for_url)};
-    (void)std::fputs(transport::http::startup_client_text(endpoint, shown_base, self_path()).c_str(), stderr);
+    transport::http::ClientEndpoint endpoint{shown_base + "/mcp", cfg.auth_enabled,
+                                             is_loopback_host(host_for_url)};
+    (void)std::fputs(
+        transport::http::startup_client_text(endpoint, shown_base, self_path()).c_str(), stderr);
     (void)std::fflush(stderr);
     wait_for_termination();
     http.stop_accepting();

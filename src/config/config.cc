@@ -83,6 +83,8 @@ const std::vector<Entry>& entries() {
       {{"packages.npm_registry", "string", "registry npm installs from"}, &Config::npm_registry},
       {{"images.max_image_bytes", "integer", "largest unpacked size of one image"}, &Config::max_image_bytes,
        int64_t{1} << 20, int64_t{1} << 50},
+      {{"history.max_mb", "integer", "MiB of run history kept in the state database (0: none recorded)"},
+       &Config::history_max_mb, 0, 1 << 20},
       {{"state_dir", "string", "where keys and state live"}, &Config::state_dir},
   };
   return kEntries;

@@ -63,6 +63,8 @@ struct Config {
   std::string npm_registry = "https://registry.npmjs.org";
   // [images]
   int64_t max_image_bytes = int64_t{8} << 30;  // unpacked size of one image
+  // [history]
+  int64_t history_max_mb = 256;  // run history kept in the state database (0: none)
   // top level
   std::string state_dir;  // default $XDG_STATE_HOME/sandcastle or ~/.local/state/sandcastle
 };

@@ -40,6 +40,10 @@ struct SandboxRecord {
   // or lost (resume starts its processes afresh).
   bool memory_saved = false;
   std::string spec_json;  // the whole SpecOptions, to recreate the sandbox
+  // The server that runs it ("pid:start time", common/proc_identity.h):
+  // at start a server removes an ephemeral record only when its server is
+  // gone, as several servers may share one state dir.
+  std::string server;
 };
 
 struct PackageEntry {

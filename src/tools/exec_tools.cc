@@ -399,6 +399,7 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
     req.spec.image = image;
     req.spec.limits = env.config.default_limits;
     req.spec.env = env.config.pass_through_env;
+    req.one_shot = true;
     // At the server's cap a one-shot waits its turn (tools/admission.h) for
     // as long as its own timeout, saying where it stands in line.
     const auto wait_limit = args.contains("timeout_s")
@@ -602,7 +603,12 @@ void register_exec_tools(mcp::Server& server, ToolEnv& env) {
        json{{"readOnlyHint", false}, {"destructiveHint", false}, {"idempotentHint", false},
             {"openWorldHint", false}},
        nullptr},
-      [&env](const json& args, RequestContext& ctx) { return execute_code(env, args, ctx); });
+      [&env](const json& args, RequestContext& ctx) {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto res = execute_code(env, args, ctx);
+        record_run(env, ctx, "execute_code", args, res, t0);
+        return res;
+      });
 
   server.tools().add(
       {"execute_command", "Execute shell command",
@@ -624,7 +630,12 @@ void register_exec_tools(mcp::Server& server, ToolEnv& env) {
        json{{"readOnlyHint", false}, {"destructiveHint", true}, {"idempotentHint", false},
             {"openWorldHint", false}},
        nullptr},
-      [&env](const json& args, RequestContext& ctx) { return execute_command(env, args, ctx); });
+      [&env](const json& args, RequestContext& ctx) {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto res = execute_command(env, args, ctx);
+        record_run(env, ctx, "execute_command", args, res, t0);
+        return res;
+      });
 
   server.tools().add(
       {"restart_kernel", "Restart interpreter",

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/metrics.h"
+#include "common/proc_identity.h"
 #include "tools/sandbox_manager.h"
 #include "tools/spec_record.h"
 
@@ -87,6 +88,7 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::wake(const store::SandboxR
   dormant_.erase(rec.id);
   insert_locked(entry);
   store::SandboxRecord now = rec;
+  now.server = options_.server_identity;
   now.status = store::SandboxStatus::kRunning;
   now.memory_saved = false;
   (void)store_->put(now);
@@ -112,6 +114,7 @@ void SandboxManager::stop_persistent(SandboxEntry& e, store::SandboxStatus statu
   r.status = status;
   r.memory_saved = false;
   r.spec_json = spec_to_json(e.spec().options());
+  r.server = options_.server_identity;
   if (auto s = store_->put(r); !s.ok())
     spdlog::warn("recording stopped sandbox {}: {}", e.id(), s.error().message());
   std::lock_guard lock(mu_);
@@ -123,8 +126,9 @@ Status SandboxManager::recover() {
   std::set<std::string> kept;
   for (auto& rec : store_->list()) {
     if (!rec.persistent) {
-      // Its processes and tmpfs died with the last server.
-      (void)store_->remove(rec.id);
+      // Its processes and tmpfs died with its server; another server's
+      // live sandbox on the same state dir is left alone.
+      if (!identity_alive(rec.server)) (void)store_->remove(rec.id);
       continue;
     }
     if (rec.status == store::SandboxStatus::kRunning) {

@@ -155,8 +155,9 @@ SandboxManager::SandboxManager(sandbox::Backend& backend, ManagerOptions options
       admission_(options.max_queued_runs) {}
 
 namespace {
-store::SandboxRecord record_of(const SandboxEntry& e) {
+store::SandboxRecord record_of(const SandboxEntry& e, const std::string& server) {
   store::SandboxRecord r;
+  r.server = server;
   r.id = e.id();
   r.name = e.name();
   r.owner = e.owner();
@@ -189,7 +190,7 @@ void SandboxManager::shutdown() {
     stopping_ = true;
     live.swap(by_id_);
     for (const auto& [id, e] : live)
-      if (!e->persistent()) (void)store_->remove(id);
+      if (!e->persistent() && e->recorded()) (void)store_->remove(id);
   }
   cv_.notify_all();
   admission_.notify();  // waiting one-shots learn the server is stopping
@@ -350,7 +351,8 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::create_impl(const CreateRe
     spec = sandbox::SandboxSpec::create(std::move(o));
   }
   // The backend hands out a warm sandbox only for the spec it was made for.
-  auto sb = spec.ok() ? backend_.create(*spec) : Result<std::unique_ptr<sandbox::Sandbox>>(spec.error());
+  auto sb =
+      spec.ok() ? backend_.create(*spec) : Result<std::unique_ptr<sandbox::Sandbox>>(spec.error());
   std::unique_lock lock(mu_);
   release_reservation_locked(req.owner);
   if (!sb.ok()) {
@@ -364,18 +366,20 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::create_impl(const CreateRe
   entry->set_ttl_action(req.ttl_action);
   insert_locked(entry);
   if (persistent) {
-    if (auto s = store_->put(record_of(*entry)); !s.ok()) {
+    if (auto s = store_->put(record_of(*entry, options_.server_identity)); !s.ok()) {
       // A persistent sandbox the store does not know would be lost at the
       // next restart: refuse it now rather than later.
       by_id_.erase(id);
       lock.unlock();
       admission_.notify();
       destroy_counted(entry->sandbox(), id);
-      return Error::make(s.error().code, "recording the persistent sandbox: " + s.error().message());
+      return Error::make(s.error().code,
+                         "recording the persistent sandbox: " + s.error().message());
     }
-  } else {
-    (void)store_->put(record_of(*entry));
+  } else if (!req.one_shot) {
+    (void)store_->put(record_of(*entry, options_.server_identity));
   }
+  entry->set_recorded(persistent || !req.one_shot);
   count_created();
   return entry;
 }
@@ -406,7 +410,8 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::get(const std::string& id_
     return wake(*rec, /*state_lost=*/true);
   }
   if (auto why = ended_.reason(id_or_name))
-    return Error::make(ErrorCode::kNotFound, "sandbox '" + id_or_name + "' no longer exists: " + *why);
+    return Error::make(ErrorCode::kNotFound,
+                       "sandbox '" + id_or_name + "' no longer exists: " + *why);
   return Error::make(ErrorCode::kNotFound,
                      "no sandbox '" + id_or_name +
                          "' (it may have been closed, or reaped after its idle TTL); call "
@@ -427,13 +432,14 @@ Status SandboxManager::close(const std::string& id_or_name, const std::string& o
       return store_->remove(rec->id);
     }
   }
-  if (live && live->frozen()) (void)live->sandbox().thaw();  // a frozen process ignores SIGKILL until thawed on v1
+  if (live && live->frozen())
+    (void)live->sandbox().thaw();  // a frozen process ignores SIGKILL until thawed on v1
   auto entry = live ? Result<std::shared_ptr<SandboxEntry>>(live) : get(id_or_name, owner);
   if (!entry.ok()) return entry.take_error();
   {
     std::lock_guard lock(mu_);
     by_id_.erase((*entry)->id());
-    (void)store_->remove((*entry)->id());
+    if ((*entry)->recorded()) (void)store_->remove((*entry)->id());
   }
   admission_.notify();
   Status st = (*entry)->sandbox().destroy();
@@ -449,7 +455,7 @@ void SandboxManager::retire(const std::string& id, const std::string& owner) {
     if (it == by_id_.end() || it->second->owner() != owner) return;
     entry = it->second;
     by_id_.erase(it);
-    (void)store_->remove(id);
+    if (entry->recorded()) (void)store_->remove(id);
     if (reaper_thread_.joinable() && !stopping_) {
       retiring_.push_back(std::move(entry));
       cv_.notify_all();
@@ -468,7 +474,7 @@ size_t SandboxManager::close_owned_by(const std::string& owner) {
     for (auto it = by_id_.begin(); it != by_id_.end();) {
       if (it->second->owner() == owner) {
         mine.push_back(it->second);
-        (void)store_->remove(it->first);
+        if (it->second->recorded()) (void)store_->remove(it->first);
         it = by_id_.erase(it);
       } else {
         ++it;
@@ -516,7 +522,7 @@ size_t SandboxManager::reap_expired() {
           continue;
         }
         expired.push_back(e);
-        (void)store_->remove(it->first);
+        if (e->recorded()) (void)store_->remove(it->first);
         it = by_id_.erase(it);
       } else {
         ++it;
@@ -534,9 +540,11 @@ size_t SandboxManager::reap_expired() {
   if (!expired.empty()) admission_.notify();
   for (auto& e : expired) {
     spdlog::info("sandbox {} idle for {} s: reaping it", e->id(), e->ttl().count());
-    ended_.remember(e->id(), "it was idle for its TTL of " + std::to_string(e->ttl().count()) +
-                                 " s and was destroyed (create_sandbox takes a longer ttl_s). Call create_sandbox "
-                                 "for a new one");
+    ended_.remember(
+        e->id(),
+        "it was idle for its TTL of " + std::to_string(e->ttl().count()) +
+            " s and was destroyed (create_sandbox takes a longer ttl_s). Call create_sandbox "
+            "for a new one");
     destroy_counted(e->sandbox(), e->id());
   }
   return expired.size() + to_pause.size();

@@ -5,12 +5,12 @@
 // hand one out only to a create whose whole spec it was made for).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,9 +21,9 @@
 
 #include "common/result.h"
 #include "sandbox/sandbox.h"
-#include "tools/ended_sandboxes.h"
 #include "store/sandbox_store.h"
 #include "tools/admission.h"
+#include "tools/ended_sandboxes.h"
 
 namespace sandcastle::tools {
 
@@ -71,6 +71,9 @@ class SandboxEntry {
   void set_state_lost() { state_lost_.store(true); }
   // Told of every package change (the manager records them in the store).
   void on_package(std::function<void(const PackageRecord&)> fn);
+  // Whether the store holds a record of it (not for one-shot sandboxes).
+  bool recorded() const { return recorded_; }
+  void set_recorded(bool r) { recorded_ = r; }
 
   void touch();
   std::chrono::steady_clock::time_point last_used_steady() const;
@@ -109,6 +112,7 @@ class SandboxEntry {
   std::map<std::string, PackageRecord> packages_;
   std::function<void(const PackageRecord&)> on_package_;
   std::string ttl_action_ = "destroy";
+  bool recorded_ = true;
   std::atomic<bool> frozen_{false};
   std::atomic<bool> state_lost_{false};
   std::shared_ptr<void> attachment_;  // declared after sandbox_: released first
@@ -138,6 +142,8 @@ struct ManagerOptions {
   // Non-empty: persistent sandboxes are refused with this message (another
   // server owns the state dir's), and recover() leaves the store alone.
   std::string persistent_refusal;
+  // This server, as records name it (common/proc_identity.h).
+  std::string server_identity;
 };
 
 struct CreateRequest {
@@ -147,24 +153,27 @@ struct CreateRequest {
   std::optional<std::chrono::seconds> ttl;
   std::string ttl_action = "destroy";  // or "pause"
   sandbox::SpecOptions spec;
+  // A one-shot run's sandbox lives for one call and no one can name it: it
+  // is not written to the store (two transactions saved per call).
+  bool one_shot = false;
 };
 
 // How pause_sandbox stops a sandbox.
 enum class PauseMode {
-  kAuto,        // checkpoint where the backend can, else stop (persistent) or freeze (ephemeral)
-  kFreeze,      // processes stopped in memory: resume is instant, the state is kept
-  kStop,        // processes ended, files kept on disk (persistent only)
+  kAuto,    // checkpoint where the backend can, else stop (persistent) or freeze (ephemeral)
+  kFreeze,  // processes stopped in memory: resume is instant, the state is kept
+  kStop,    // processes ended, files kept on disk (persistent only)
 };
 struct PauseOutcome {
-  std::string mode;          // "checkpoint" | "freeze" | "stop"
-  bool memory_saved = false; // resume brings the processes' state back
-  std::string note;          // why the memory is not saved, when it is not
+  std::string mode;           // "checkpoint" | "freeze" | "stop"
+  bool memory_saved = false;  // resume brings the processes' state back
+  std::string note;           // why the memory is not saved, when it is not
 };
 
 // A sandbox as list_sandboxes shows it: a live entry, or a persistent one
 // whose processes are not running (stopped by a restart, or paused).
 struct SandboxListing {
-  std::shared_ptr<SandboxEntry> live;   // null when dormant
+  std::shared_ptr<SandboxEntry> live;  // null when dormant
   std::optional<store::SandboxRecord> dormant;
 };
 
@@ -187,12 +196,14 @@ class SandboxManager {
   // as dormant (started again on first use, or by resume_sandbox when
   // paused); other records and storage no record names are removed.
   Status recover();
-  Result<PauseOutcome> pause(const std::string& id_or_name, const std::string& owner, PauseMode mode);
-  Result<std::shared_ptr<SandboxEntry>> resume(const std::string& id_or_name, const std::string& owner);
+  Result<PauseOutcome> pause(const std::string& id_or_name, const std::string& owner,
+                             PauseMode mode);
+  Result<std::shared_ptr<SandboxEntry>> resume(const std::string& id_or_name,
+                                               const std::string& owner);
   // A new sandbox with a copy of the files of `id_or_name` (which keeps
   // running); named `name` (empty: its id).
-  Result<std::shared_ptr<SandboxEntry>> fork(const std::string& id_or_name, const std::string& owner,
-                                             const std::string& name);
+  Result<std::shared_ptr<SandboxEntry>> fork(const std::string& id_or_name,
+                                             const std::string& owner, const std::string& name);
   // Live and dormant sandboxes of `owner`, oldest first.
   std::vector<SandboxListing> list_all(const std::string& owner) const;
   store::SandboxStore& mutable_store() { return *store_; }
@@ -263,7 +274,7 @@ class SandboxManager {
   size_t creating_ = 0;  // reservations against the cap while a create runs
   std::map<std::string, size_t> reserved_by_owner_;  // creating_, per owner (quotas)
   std::thread reaper_thread_;
-  EndedSandboxes ended_;  // why recent ones ended, for get()'s not-found message
+  EndedSandboxes ended_;      // why recent ones ended, for get()'s not-found message
   AdmissionQueue admission_;  // told (outside mu_) whenever a slot frees
 };
 

@@ -70,6 +70,8 @@ struct ToolEnv {
   ToolConfig config;
   // The image store (images/image_store.h); null: only image "host".
   images::ImageStore* images = nullptr;
+  // Where runs are recorded (the manager's store); null: not recorded.
+  store::SandboxStore* store = nullptr;
 };
 
 // Registers create_sandbox, list_sandboxes, get_sandbox_status, close_sandbox.
@@ -107,6 +109,13 @@ void register_durable_tools(mcp::Server& server, ToolEnv& env);
 mcp::json sandbox_json(const SandboxEntry& e);
 // Registers export_dockerfile.
 void register_export_tools(mcp::Server& server, ToolEnv& env);
+// Registers get_sandbox_history (history_tools.cc).
+void register_history_tools(mcp::Server& server, ToolEnv& env);
+// Appends one execute_code / execute_command call to the run history
+// (history_tools.cc): what ran, its capped output and how it ended. Calls
+// that ran nothing (unknown sandbox, bad arguments) are not recorded.
+void record_run(ToolEnv& env, const mcp::RequestContext& ctx, const char* tool, const mcp::json& args,
+                const mcp::ToolResult& res, std::chrono::steady_clock::time_point started);
 
 inline void register_sandbox_tools(mcp::Server& server, ToolEnv& env) {
   register_lifecycle_tools(server, env);
@@ -117,6 +126,7 @@ inline void register_sandbox_tools(mcp::Server& server, ToolEnv& env) {
   register_image_tools(server, env);
   register_save_tools(server, env);
   register_export_tools(server, env);
+  register_history_tools(server, env);
   register_resource_methods(server, env);
 }
 
