@@ -36,7 +36,7 @@ describe(`kill -9 loop: ${ROUNDS} rounds`, () => {
     state?.cleanup();
   });
 
-  test('every completed write survives, nothing is left behind, the database is intact', async () => {
+  test('every completed write survives, nothing is left behind, the database is intact', async (t) => {
     const start = () => connectSandcastle({
       args: ['--state-dir', state.dir, '--pip-index-url', `http://127.0.0.1:${index.port}/simple/`],
       timeoutMs: 120000,
@@ -111,14 +111,20 @@ describe(`kill -9 loop: ${ROUNDS} rounds`, () => {
       assert.equal(r.stdout, last.map((c) => c.content).join(''));
     }
     const count = await sc.ok('execute_command', { sandbox_id: 'sh', command: 'ls r*-*.txt | wc -l' });
-    assert.equal(Number(count.stdout.trim()), new Set(completed.map((c) => c.name)).size);
+    // At least the completed ones: a write can land and its server die
+    // before the answer leaves.
+    assert.ok(Number(count.stdout.trim()) >= new Set(completed.map((c) => c.name)).size, count.stdout);
     const exitedClean = new Promise((r) => sc.transport._process.once('exit', (code) => r(code)));
     await sc.close();
     assert.equal(await exitedClean, 0);
 
-    const left = { processes: [], cgroups: [], runtimeDirs: [], mounts: [] };
+    // A killed server's children go to the host's pid 1, which reaps the
+    // dead among them in its own time: zombies get a few seconds for that;
+    // anything still running is left behind at once.
+    const alive = () => killed.flatMap((k) => survivors(k.procs));
+    for (let i = 0; i < 100 && alive().some((p) => p.endsWith('(Z)')); i++) await new Promise((r) => setTimeout(r, 100));
+    const left = { processes: alive(), cgroups: [], runtimeDirs: [], mounts: [] };
     for (const k of killed) {
-      left.processes.push(...survivors(k.procs));
       left.cgroups.push(...ownCgroups(k.parents, k.pid));
       if (existsSync(k.runDir)) left.runtimeDirs.push(k.runDir);
       left.mounts.push(...runMounts(k.runDir));
@@ -130,5 +136,8 @@ describe(`kill -9 loop: ${ROUNDS} rounds`, () => {
       join(state.dir, 'sandcastle.db')], { encoding: 'utf8' });
     assert.equal(check.trim(), 'ok');
     assert.ok(completed.length > ROUNDS, `enough writes completed to prove something (${completed.length})`);
+    const attempted = ROUNDS * IN_FLIGHT;
+    t.diagnostic(`${ROUNDS} kills; writes answered before the kill: ${completed.length} of ${attempted}, ` +
+      `commands: ${logged.length} of ${attempted}; files on disk: ${count.stdout.trim()}`);
   });
 });
