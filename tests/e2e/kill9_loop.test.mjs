@@ -90,7 +90,7 @@ describe(`kill -9 loop: ${ROUNDS} rounds`, () => {
             .then((r) => { if (!r.isError && r.sc?.exit_code === 0) logged.push(line); }, () => {}));
           flight.push(sc.call('execute_code', { sandbox_id: 'py', code: `open('py-${round}-${i}.txt','w').write('x')` }).catch(() => {}));
         }
-        await new Promise((r) => setTimeout(r, Math.floor(rand() * 300)));
+        await new Promise((r) => setTimeout(r, Math.floor(rand() * 25)));
         const procs = descendants(pid);
         const parents = cgroupParents(pid);
         const exited = new Promise((r) => sc.transport._process.once('exit', r));
