@@ -22,8 +22,7 @@ CREATE TABLE sandboxes (
   id TEXT PRIMARY KEY, name TEXT NOT NULL, owner TEXT NOT NULL, language TEXT NOT NULL,
   image TEXT NOT NULL, persistent INTEGER NOT NULL, created_at_us INTEGER NOT NULL,
   last_used_at_us INTEGER NOT NULL, ttl_s INTEGER NOT NULL, ttl_action TEXT NOT NULL,
-  status TEXT NOT NULL, memory_saved INTEGER NOT NULL, spec_json TEXT NOT NULL,
-  server TEXT NOT NULL DEFAULT '');
+  status TEXT NOT NULL, memory_saved INTEGER NOT NULL, spec_json TEXT NOT NULL);
 CREATE TABLE sandbox_packages (
   sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE, manager TEXT NOT NULL,
   name TEXT NOT NULL, version TEXT NOT NULL, state TEXT NOT NULL, error TEXT NOT NULL,
@@ -39,6 +38,10 @@ CREATE INDEX sandbox_history_by_time ON sandbox_history(at_us, seq);
 CREATE TABLE sandbox_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT INTO sandbox_meta(key, value) VALUES ('history_bytes', 0), ('seq_reserved', 0);
 )sql";
+
+// Version 2: the server running each sandbox ("pid:start"), so a start
+// removes only the ephemeral records of servers that are gone.
+const char* const kSchemaV2 = "ALTER TABLE sandboxes ADD COLUMN server TEXT NOT NULL DEFAULT ''";
 
 constexpr const char* kSql[SqliteSandboxStore::kStmtCount] = {
     // kPutRecord
@@ -217,7 +220,7 @@ HistoryEntry read_entry(const Use& u) {
 }  // namespace
 
 const std::vector<Migration>& sandbox_migrations() {
-  static const std::vector<Migration> kMigrations = {{1, kSchemaV1}};
+  static const std::vector<Migration> kMigrations = {{1, kSchemaV1}, {2, kSchemaV2}};
   return kMigrations;
 }
 

@@ -281,7 +281,40 @@ Result<std::string> render_dockerfile(const DockerfilePlan& plan) {
     d += "# The files written and created in /workspace.\n";
     d += "COPY " + exec_form({std::string(kContextWorkspaceDir) + "/", "/workspace/"}) + "\n";
   }
+  if (!plan.commands.empty()) {
+    // Not RUN lines: a command's effect on /workspace is already in the
+    // COPY above, and running them again could do anything twice.
+    d += "\n# Commands this session ran (execute_command, from its run history), oldest first.\n"
+         "# Those that set up the environment can become RUN lines:\n";
+    const std::size_t first =
+        plan.commands.size() > kMaxCommands ? plan.commands.size() - kMaxCommands : 0;
+    if (first > 0) d += "#   (" + std::to_string(first) + " earlier commands left out)\n";
+    for (std::size_t i = first; i < plan.commands.size(); ++i)
+      d += "#   " + comment_safe(plan.commands[i], kMaxCommandChars) + "\n";
+  }
   return d;
+}
+
+std::string comment_safe(std::string_view text, std::size_t max_chars) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : text) {
+    if (out.size() >= max_chars) {
+      out += "...";
+      break;
+    }
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
 }
 
 }  // namespace sandcastle::tools

@@ -74,7 +74,18 @@ struct DockerfilePlan {
   std::string pip_index_url;  // default for the PIP_INDEX_URL build arg ("" = none)
   std::string npm_registry;   // default for NPM_CONFIG_REGISTRY ("" = none)
   bool has_files = false;     // the context has workspace/ to COPY
+  // Commands the session ran (execute_command, from the run history), oldest
+  // first: written as comments only, for the reader to turn into RUN lines.
+  std::vector<std::string> commands;
 };
+
+// At most this many commands, each cut to kMaxCommandChars, go in the
+// Dockerfile's comment block.
+inline constexpr std::size_t kMaxCommands = 50;
+inline constexpr std::size_t kMaxCommandChars = 300;
+// One command as a single comment line's text: control characters (a
+// newline above all, which would end the comment) shown as \n, \t, \xNN.
+std::string comment_safe(std::string_view text, std::size_t max_chars);
 
 // Context paths the Dockerfile refers to.
 inline constexpr const char* kContextWorkspaceDir = "workspace";

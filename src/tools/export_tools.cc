@@ -266,6 +266,23 @@ json file_ref(const ToolEnv& env, const std::string& sandbox_id, const std::stri
   return j;
 }
 
+// The execute_command commands of the sandbox's run history, oldest first
+// (the newest kMaxCommands; pages of the history, newest first, bounded).
+std::vector<std::string> session_commands(ToolEnv& env, const std::string& id) {
+  std::vector<std::string> newest_first;
+  if (!env.store) return newest_first;
+  std::optional<std::int64_t> before;
+  for (int page = 0; page < 20 && newest_first.size() < kMaxCommands; ++page) {
+    auto h = env.store->history(id, 200, before);
+    for (const auto& e : h.entries)
+      if (e.tool == "execute_command" && newest_first.size() < kMaxCommands)
+        newest_first.push_back(e.input);
+    if (!h.next_before) break;
+    before = h.next_before;
+  }
+  return {newest_first.rbegin(), newest_first.rend()};
+}
+
 ToolResult export_dockerfile(ToolEnv& env, const json& args, RequestContext& ctx) {
   auto got = env.manager.get(args["sandbox_id"], owner_of(ctx));
   if (!got.ok()) return error_result(got.error());
@@ -325,6 +342,7 @@ ToolResult export_dockerfile(ToolEnv& env, const json& args, RequestContext& ctx
       !s.ok())
     return error_result(s.error());
   plan.has_files = st.files + st.directories > 0;
+  plan.commands = session_commands(env, use->id());
 
   auto dockerfile = render_dockerfile(plan);
   if (!dockerfile.ok()) return error_result(dockerfile.error());

@@ -103,6 +103,8 @@ test('export_dockerfile: packages pinned, files copied, hostile records refused'
   assert.match(x.dockerfile, /^ENV GREETING="hi \\"there\\" \\\$USER"$/m);
   assert.match(x.dockerfile, /^WORKDIR \/workspace$/m);
   assert.match(x.dockerfile, /^COPY \["workspace\/", "\/workspace\/"\]$/m);
+  // The session's commands, from its run history, as comments after the COPY.
+  assert.match(x.dockerfile, /^# Commands this session ran \(execute_command, from its run history\), oldest first\.\n# Those that set up the environment can become RUN lines:\n#   python3 main\.py\n$/m);
   assert.equal(x.files, 3);
   assert.deepEqual(x.skipped, [{ path: 'link', reason: 'a symlink (not followed; recreate it in the Dockerfile)' }]);
   // Inline, and as links to the two files saved in the sandbox.

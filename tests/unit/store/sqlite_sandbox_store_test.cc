@@ -362,4 +362,33 @@ TEST_F(SqliteSandboxStoreTest, TwoServersOnOneFileShareSeqsAndTheBudget) {
 }
 
 }  // namespace
+// A database made by the first release of the schema (no server column)
+// is migrated in place: its records stay, and gain an empty server.
+TEST_F(SqliteSandboxStoreTest, VersionOneDatabaseIsMigratedKeepingItsRecords) {
+  store_.reset();
+  std::filesystem::remove_all(dir_);
+  std::filesystem::create_directories(dir_);
+  {
+    auto v1 = StateDb::open(dir_.string(), {sandbox_migrations().front()});
+    ASSERT_TRUE(v1.ok()) << v1.error().message();
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open((dir_ / "sandcastle.db").c_str(), &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw,
+                           "INSERT INTO sandboxes VALUES('sb-old','n','o','python','host',1,1,1,60,"
+                           "'destroy','stopped',0,'{}')",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK)
+        << sqlite3_errmsg(raw);
+    sqlite3_close(raw);
+  }
+  reopen();
+  auto old = store_->get("sb-old");
+  ASSERT_TRUE(old.has_value());
+  EXPECT_EQ(old->server, "");
+  SandboxRecord r = record("sb-new");
+  r.server = "123:456";
+  ASSERT_TRUE(store_->put(r).ok());
+  EXPECT_EQ(store_->get("sb-new")->server, "123:456");
+}
+
 }  // namespace sandcastle::store

