@@ -41,7 +41,7 @@ std::optional<SandboxRecord> MemorySandboxStore::get(const std::string& id) cons
   return it->second;
 }
 
-std::vector<SandboxRecord> MemorySandboxStore::list() const {
+Result<std::vector<SandboxRecord>> MemorySandboxStore::list() const {
   std::lock_guard lock(mu_);
   std::vector<SandboxRecord> out;
   out.reserve(records_.size());

@@ -85,7 +85,9 @@ class SandboxStore {
   // Removes the record with its packages and history.
   virtual Status remove(const std::string& id) = 0;
   virtual std::optional<SandboxRecord> get(const std::string& id) const = 0;
-  virtual std::vector<SandboxRecord> list() const = 0;
+  // Every record; an error when the store could not be read whole (a
+  // caller that deletes what is not listed must not act on a partial list).
+  virtual Result<std::vector<SandboxRecord>> list() const = 0;
   virtual Status set_status(const std::string& id, SandboxStatus status, bool memory_saved) = 0;
   virtual Status touch(const std::string& id, std::chrono::system_clock::time_point at) = 0;
 
@@ -105,7 +107,7 @@ class MemorySandboxStore : public SandboxStore {
   Status put(const SandboxRecord& record) override;
   Status remove(const std::string& id) override;
   std::optional<SandboxRecord> get(const std::string& id) const override;
-  std::vector<SandboxRecord> list() const override;
+  Result<std::vector<SandboxRecord>> list() const override;
   Status set_status(const std::string& id, SandboxStatus status, bool memory_saved) override;
   Status touch(const std::string& id, std::chrono::system_clock::time_point at) override;
   Status put_package(const std::string& id, const PackageEntry& p) override;

@@ -432,11 +432,13 @@ std::optional<SandboxRecord> SqliteSandboxStore::get(const std::string& id) cons
   return read_record(u);
 }
 
-std::vector<SandboxRecord> SqliteSandboxStore::list() const {
+Result<std::vector<SandboxRecord>> SqliteSandboxStore::list() const {
   std::lock_guard lock(mu_);
   std::vector<SandboxRecord> out;
   Use u(stmt(kListRecords));
-  while (u.step() == SQLITE_ROW) out.push_back(read_record(u));
+  int rc;
+  while ((rc = u.step()) == SQLITE_ROW) out.push_back(read_record(u));
+  if (rc != SQLITE_DONE) return db_->error(rc, "list sandbox records");
   return out;
 }
 

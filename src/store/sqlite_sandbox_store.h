@@ -58,7 +58,7 @@ class SqliteSandboxStore : public SandboxStore {
   Status put(const SandboxRecord& record) override;
   Status remove(const std::string& id) override;
   std::optional<SandboxRecord> get(const std::string& id) const override;
-  std::vector<SandboxRecord> list() const override;
+  Result<std::vector<SandboxRecord>> list() const override;
   Status set_status(const std::string& id, SandboxStatus status, bool memory_saved) override;
   Status touch(const std::string& id, std::chrono::system_clock::time_point at) override;
   Status put_package(const std::string& id, const PackageEntry& p) override;

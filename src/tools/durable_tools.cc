@@ -1,5 +1,6 @@
 // pause_sandbox, resume_sandbox, fork_sandbox (issue 16): the MCP face of
 // SandboxManager's persistent half (sandbox_durable.cc).
+#include "tools/file_transfer.h"
 #include "tools/tool_env.h"
 
 namespace sandcastle::tools {
@@ -12,6 +13,49 @@ namespace {
 
 json id_schema(const char* what) {
   return json{{"type", "string"}, {"description", what}};
+}
+
+// fork_sandbox of an ephemeral sandbox: its workspace copied file by file
+// through both sandboxes' in-sandbox file channels (never by the server on
+// their trees). Each file is held once in the server's memory, under the
+// transfer budget every file tool shares and at most max_file_bytes; the
+// whole copy is bounded by the fork's disk limit and kForkMaxEntries.
+constexpr std::size_t kForkMaxEntries = 100'000;
+
+Status copy_workspace(const ToolEnv& env, sandbox::Sandbox& from, sandbox::Sandbox& to) {
+  const std::string root = from.spec().workdir();
+  sandbox::ListOptions lo;
+  lo.recursive = true;
+  lo.max_entries = kForkMaxEntries;
+  auto listing = from.list(root, lo);
+  if (!listing.ok()) return listing.take_error();
+  if (listing->truncated)
+    return Error::make(ErrorCode::kResourceExhausted,
+                       "more than " + std::to_string(kForkMaxEntries) + " files under " + root +
+                           ": fork a persistent sandbox instead (its disk is copied whole)");
+  std::uint64_t left = to.spec().limits().disk_bytes;
+  const std::uint64_t cap = env.config.max_file_bytes;
+  for (const auto& f : listing->entries) {
+    const std::string path = root + "/" + f.name;
+    if (f.type == sandbox::FileType::kDirectory) {
+      if (auto s = to.mkdir(path, true); !s.ok()) return s;
+      continue;
+    }
+    if (f.type != sandbox::FileType::kRegular) continue;  // symlinks and special files are not copied
+    auto read = read_bounded(from, *env.config.transfer_budget, path, 0, std::nullopt, cap, 1);
+    if (!read.ok()) return read.take_error();
+    if (read->file.too_large)
+      return Error::make(ErrorCode::kResourceExhausted,
+                         path + " is " + std::to_string(read->file.size) +
+                             " bytes: an ephemeral sandbox's fork copies files up to " +
+                             std::to_string(cap) +
+                             " bytes each; fork a persistent sandbox instead (its disk is copied whole)");
+    if (read->file.data.size() > left)
+      return Error::make(ErrorCode::kResourceExhausted, "the files exceed the fork's disk limit");
+    left -= read->file.data.size();
+    if (auto s = to.write_file(path, read->file.data, f.mode & 07777, true); !s.ok()) return s;
+  }
+  return ok_status();
 }
 
 std::optional<PauseMode> pause_mode(const std::string& s) {
@@ -121,7 +165,9 @@ void register_durable_tools(mcp::Server& server, ToolEnv& env) {
              nullptr},
             [&env](const json& args, RequestContext& ctx) {
               const std::string from = args["sandbox_id"].get<std::string>();
-              auto e = env.manager.fork(from, ctx.owner(), args.value("name", std::string()));
+              auto e = env.manager.fork(
+                  from, ctx.owner(), args.value("name", std::string()),
+                  [&env](sandbox::Sandbox& a, sandbox::Sandbox& b) { return copy_workspace(env, a, b); });
               if (!e.ok()) return error_result(e.error());
               start_kernel_async(*e);
               json out = sandbox_json(**e);

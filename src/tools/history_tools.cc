@@ -51,9 +51,15 @@ std::optional<std::string> sandbox_of(ToolEnv& env, const RequestContext& ctx, c
     return std::string();  // one-shot: the sandbox is gone with the call
   }
   if (!args.contains("sandbox_id") || !args["sandbox_id"].is_string()) return std::nullopt;
-  auto e = env.manager.get(args["sandbox_id"].get<std::string>(), owner_of(ctx));
-  if (!e.ok()) return std::nullopt;
-  return (*e)->id();
+  // Looked up without get(), which would start a stopped sandbox (the
+  // failed call may have been refused for that very reason).
+  const std::string asked = args["sandbox_id"].get<std::string>();
+  for (const auto& l : env.manager.list_all(owner_of(ctx))) {
+    const std::string& id = l.live ? l.live->id() : l.dormant->id;
+    const std::string& name = l.live ? l.live->name() : l.dormant->name;
+    if (id == asked || name == asked) return id;
+  }
+  return std::nullopt;
 }
 
 const store::SandboxStore& reader(ToolEnv& env) {
@@ -108,8 +114,9 @@ ToolResult get_sandbox_history(ToolEnv& env, const json& args, RequestContext& c
   if (auto rec = store.get(asked); rec && rec->owner == owner) {
     id = rec->id;
   } else {
-    for (const auto& r : store.list())
-      if (r.owner == owner && r.name == asked) id = r.id;
+    if (auto all = store.list(); all.ok())
+      for (const auto& r : *all)
+        if (r.owner == owner && r.name == asked) id = r.id;
     if (id.empty()) {
       auto probe = store.history(asked, 1, std::nullopt);
       if (!probe.entries.empty() && probe.entries[0].caller == owner) id = asked;

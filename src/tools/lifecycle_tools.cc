@@ -171,9 +171,11 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
                                               "restart or crash (its processes start again on the next "
                                               "call, which reports state_lost), and pause_sandbox can "
                                               "stop it without holding memory. Needs an API key over HTTP."}}},
-              {"ttl_action", {{"type", "string"}, {"enum", {"destroy", "pause"}}, {"default", "destroy"},
+              {"ttl_action", {{"type", "string"}, {"enum", {"destroy", "pause"}},
                               {"description", "What happens when the sandbox is idle for ttl_s: destroy "
-                                              "it, or pause it (see pause_sandbox)."}}},
+                                              "it, or pause it (see pause_sandbox). Default: pause for a "
+                                              "persistent sandbox (its files are what it is for), "
+                                              "destroy otherwise."}}},
               {"env", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}},
                        {"description", "Environment variables for every command in this sandbox."}}},
               {"limits", limits_schema()},
@@ -202,7 +204,10 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
         if (args.contains("env"))
           for (const auto& [k, v] : args["env"].items()) req.spec.env[k] = v.get<std::string>();
         if (args["persistent"].get<bool>()) req.spec.persistence = sandbox::Persistence::kPersistent;
-        req.ttl_action = args["ttl_action"].get<std::string>();
+        req.ttl_action = args.contains("ttl_action")
+                             ? args["ttl_action"].get<std::string>()
+                             : (req.spec.persistence == sandbox::Persistence::kPersistent ? "pause"
+                                                                                          : "destroy");
         auto entry = env.manager.create(req);
         if (!entry.ok()) return error_result(entry.error());
         start_kernel_async(*entry);  // python/javascript: the interpreter warms up meanwhile

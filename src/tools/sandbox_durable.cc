@@ -23,10 +23,6 @@ PackageState package_state_of(const std::string& s) {
   return PackageState::kInstalling;
 }
 
-// fork_sandbox of an ephemeral sandbox copies file by file through the
-// backend's in-sandbox file channel: bounded like every other transfer.
-constexpr std::size_t kForkMaxEntries = 100'000;
-
 }  // namespace
 
 std::shared_ptr<SandboxEntry> SandboxManager::insert_locked(std::shared_ptr<SandboxEntry> entry) {
@@ -71,6 +67,13 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::wake(const store::SandboxR
           ErrorCode::kResourceExhausted,
           cap_text() + ", so stopped sandbox '" + rec.id +
               "' cannot start; close one you no longer need (close_sandbox) and retry");
+    // The owner's quota counts running sandboxes: one woken is one more.
+    if (options_.max_per_owner > 0 && owned_locked(rec.owner) >= options_.max_per_owner)
+      return Error::make(ErrorCode::kResourceExhausted,
+                         "you already run " + std::to_string(options_.max_per_owner) +
+                             " sandboxes, the quota per user, so '" + rec.id +
+                             "' cannot start; pause or close one (pause_sandbox, close_sandbox) "
+                             "and retry");
   }
   auto opts = spec_from_json(rec.spec_json);
   if (!opts.ok()) return opts.take_error();
@@ -84,7 +87,12 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::wake(const store::SandboxR
   for (const auto& p : store_->packages(rec.id))
     entry->set_package({p.name, p.manager, package_state_of(p.state), p.error, {}});
   if (state_lost) entry->set_state_lost();
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
+  if (stopping_) {
+    lock.unlock();
+    (void)entry->sandbox().release();
+    return Error::make(ErrorCode::kUnavailable, "the server is shutting down");
+  }
   dormant_.erase(rec.id);
   insert_locked(entry);
   store::SandboxRecord now = rec;
@@ -124,7 +132,14 @@ void SandboxManager::stop_persistent(SandboxEntry& e, store::SandboxStatus statu
 Status SandboxManager::recover() {
   if (!options_.persistent_refusal.empty()) return ok_status();  // not this server's to sweep
   std::set<std::string> kept;
-  for (auto& rec : store_->list()) {
+  auto records = store_->list();
+  // Without the whole list nothing may be judged orphaned: a busy or
+  // damaged database would otherwise cost every persistent sandbox its disk.
+  if (!records.ok())
+    return Error::make(records.error().code,
+                       "reading the sandbox records: " + records.error().message() +
+                           " (nothing was removed; check the state database and start again)");
+  for (auto& rec : *records) {
     if (!rec.persistent) {
       // Its processes and tmpfs died with its server; another server's
       // live sandbox on the same state dir is left alone.
@@ -157,23 +172,20 @@ Status SandboxManager::recover() {
 Result<PauseOutcome> SandboxManager::pause(const std::string& id_or_name, const std::string& owner,
                                            PauseMode mode) {
   std::shared_ptr<SandboxEntry> e;
+  std::optional<store::SandboxRecord> dormant;
   {
     std::lock_guard lock(mu_);
-    auto live = find_live_locked(id_or_name, owner);
-    if (!live.ok()) {
-      if (auto rec = find_dormant_locked(id_or_name, owner))
-        return rec->status == store::SandboxStatus::kPaused
-                   ? Result<PauseOutcome>(
-                         PauseOutcome{"stop", rec->memory_saved, "it was already paused"})
-                   : Error::make(ErrorCode::kFailedPrecondition,
-                                 "sandbox '" + id_or_name +
-                                     "' is stopped (its server restarted): "
-                                     "nothing runs in it to pause");
-      return get(id_or_name, owner).take_error();  // the usual not-found text
-    }
-    e = *live;
+    if (auto live = find_live_locked(id_or_name, owner); live.ok()) e = *live;
+    else dormant = find_dormant_locked(id_or_name, owner);
   }
-  if (e->frozen()) return PauseOutcome{"freeze", true, "it was already paused"};
+  if (!e) {
+    if (!dormant) return get(id_or_name, owner).take_error();  // the usual not-found text
+    if (dormant->status == store::SandboxStatus::kPaused)
+      return PauseOutcome{"stop", dormant->memory_saved, "it was already paused"};
+    return Error::make(ErrorCode::kFailedPrecondition,
+                       "sandbox '" + id_or_name +
+                           "' is stopped (its server restarted): nothing runs in it to pause");
+  }
   if (mode == PauseMode::kAuto) mode = e->persistent() ? PauseMode::kStop : PauseMode::kFreeze;
   if (mode == PauseMode::kStop && !e->persistent())
     return Error::make(
@@ -181,9 +193,23 @@ Result<PauseOutcome> SandboxManager::pause(const std::string& id_or_name, const 
         "an ephemeral sandbox's files live in memory, so it can only pause with mode "
         "\"freeze\" (its processes stop, memory kept); create it with persistent: true "
         "to pause it to disk");
-  if (mode == PauseMode::kFreeze) {
-    if (auto s = e->sandbox().freeze(); !s.ok()) return s.take_error();
+  {
+    // Checked and claimed in one step: a call that begins after this sees
+    // the sandbox paused (frozen is set before the processes stop).
+    std::lock_guard lock(mu_);
+    if (e->frozen()) return PauseOutcome{"freeze", true, "it was already paused"};
+    if (e->active_uses() > 0)
+      return Error::make(ErrorCode::kFailedPrecondition,
+                         "sandbox '" + id_or_name +
+                             "' is running a call; pause it when the call ends");
     e->set_frozen(true);
+    if (mode == PauseMode::kStop) by_id_.erase(e->id());
+  }
+  if (mode == PauseMode::kFreeze) {
+    if (auto s = e->sandbox().freeze(); !s.ok()) {
+      e->set_frozen(false);
+      return s.take_error();
+    }
     // memory_saved stays false in the record: a frozen sandbox's memory is
     // in this server's processes, which a restart does not bring back.
     if (e->persistent()) (void)store_->set_status(e->id(), store::SandboxStatus::kPaused, false);
@@ -192,18 +218,11 @@ Result<PauseOutcome> SandboxManager::pause(const std::string& id_or_name, const 
                         "and a server restart loses it (the files stay)"};
   }
   // Stop: the processes end, the files stay on disk.
-  if (e->active_uses() > 0)
-    return Error::make(
-        ErrorCode::kFailedPrecondition,
-        "sandbox '" + id_or_name + "' is running a call; pause it when the call ends");
-  {
-    std::lock_guard lock(mu_);
-    by_id_.erase(e->id());
-  }
   admission_.notify();
   std::string why = "the memory state was lost: ";
   auto support = backend_.checkpoint_support();
   why += support.ok() ? "this sandbox was stopped without a checkpoint" : support.error().message();
+  e->set_frozen(false);  // not frozen: released (stop_persistent would thaw it)
   stop_persistent(*e, store::SandboxStatus::kPaused);
   return PauseOutcome{"stop", false,
                       why + "; its files are kept and resume_sandbox starts it again"};
@@ -211,21 +230,21 @@ Result<PauseOutcome> SandboxManager::pause(const std::string& id_or_name, const 
 
 Result<std::shared_ptr<SandboxEntry>> SandboxManager::resume(const std::string& id_or_name,
                                                              const std::string& owner) {
+  std::shared_ptr<SandboxEntry> e;
   std::optional<store::SandboxRecord> rec;
   {
     std::lock_guard lock(mu_);
-    if (auto live = find_live_locked(id_or_name, owner); live.ok()) {
-      auto e = *live;
-      if (e->frozen()) {
-        if (auto s = e->sandbox().thaw(); !s.ok()) return s.take_error();
-        e->set_frozen(false);
-        e->touch();
-        if (e->persistent())
-          (void)store_->set_status(e->id(), store::SandboxStatus::kRunning, false);
-      }
-      return e;
+    if (auto live = find_live_locked(id_or_name, owner); live.ok()) e = *live;
+    else rec = find_dormant_locked(id_or_name, owner);
+  }
+  if (e) {
+    if (e->frozen()) {
+      if (auto s = e->sandbox().thaw(); !s.ok()) return s.take_error();
+      e->set_frozen(false);
+      e->touch();
+      if (e->persistent()) (void)store_->set_status(e->id(), store::SandboxStatus::kRunning, false);
     }
-    rec = find_dormant_locked(id_or_name, owner);
+    return e;
   }
   if (!rec) return get(id_or_name, owner);  // the usual not-found text
   return wake(*rec, /*state_lost=*/true);
@@ -242,7 +261,8 @@ std::vector<SandboxListing> SandboxManager::list_all(const std::string& owner) c
 
 Result<std::shared_ptr<SandboxEntry>> SandboxManager::fork(const std::string& id_or_name,
                                                            const std::string& owner,
-                                                           const std::string& name) {
+                                                           const std::string& name,
+                                                           const FileCopier& copy_files) {
   std::shared_ptr<SandboxEntry> live;
   std::optional<store::SandboxRecord> rec;
   {
@@ -271,10 +291,15 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::fork(const std::string& id
   }
   const bool persistent = req.spec.persistence == sandbox::Persistence::kPersistent;
   if (!persistent) {
+    // Its files are read through its own processes: a frozen one would
+    // hold every read until its timeout.
+    if (live->frozen())
+      return Error::make(ErrorCode::kFailedPrecondition,
+                         "sandbox '" + id_or_name + "' is paused: resume_sandbox it, then fork it");
     auto child = create(req);
     if (!child.ok()) return child;
     EntryUse from(live), to(*child);
-    if (auto s = copy_files(*from, *to); !s.ok()) {
+    if (auto s = copy_files(from->sandbox(), to->sandbox()); !s.ok()) {
       (void)close((*child)->id(), owner);
       return Error::make(s.error().code, "copying the files: " + s.error().message());
     }
@@ -290,14 +315,13 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::fork(const std::string& id
     for (const auto& [_, e] : by_id_)
       if (!name.empty() && e->owner() == owner && e->name() == name)
         return Error::make(ErrorCode::kAlreadyExists,
-                           "a sandbox named '" + name + "' already exists");
+                           "a sandbox named '" + name + "' already exists; pick another name");
     for (const auto& [_, d] : dormant_)
       if (!name.empty() && d.owner == owner && d.name == name)
         return Error::make(ErrorCode::kAlreadyExists,
-                           "a sandbox named '" + name + "' already exists");
+                           "a sandbox named '" + name + "' already exists; pick another name");
   }
   const std::string from_id = live ? live->id() : rec->id;
-  if (auto s = backend_.copy_storage(from_id, r.id); !s.ok()) return s.take_error();
   sandbox::SpecOptions o = req.spec;
   o.storage_id = r.id;
   r.name = name.empty() ? r.id : name;
@@ -310,6 +334,11 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::fork(const std::string& id
   r.ttl_action = req.ttl_action;
   r.status = store::SandboxStatus::kStopped;
   r.spec_json = spec_to_json(o);
+  r.server = options_.server_identity;
+  // The copy before the record: a crash between them leaves storage no
+  // record names, which the next start removes (the call never answered,
+  // so nobody knows the fork's id).
+  if (auto s = backend_.copy_storage(from_id, r.id); !s.ok()) return s.take_error();
   if (auto s = store_->put(r); !s.ok()) {
     (void)backend_.remove_storage(r.id);
     return s.take_error();
@@ -320,42 +349,14 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::fork(const std::string& id
     dormant_[r.id] = r;
   }
   // Its processes start fresh: nothing to report as lost.
-  return wake(r, /*state_lost=*/false);
-}
-
-Status SandboxManager::copy_files(SandboxEntry& from, SandboxEntry& to) {
-  const std::string root = from.spec().workdir();
-  sandbox::ListOptions lo;
-  lo.recursive = true;
-  lo.max_entries = kForkMaxEntries;
-  auto listing = from.sandbox().list(root, lo);
-  if (!listing.ok()) return listing.take_error();
-  if (listing->truncated)
-    return Error::make(ErrorCode::kResourceExhausted,
-                       "more than " + std::to_string(kForkMaxEntries) + " files under " + root);
-  std::uint64_t budget = to.spec().limits().disk_bytes;
-  for (const auto& f : listing->entries) {
-    const std::string path = root + "/" + f.name;
-    if (f.type == sandbox::FileType::kDirectory) {
-      if (auto s = to.sandbox().mkdir(path, true); !s.ok()) return s;
-    } else if (f.type == sandbox::FileType::kRegular) {
-      if (f.size > budget)
-        return Error::make(ErrorCode::kResourceExhausted, "the files exceed the fork's disk limit");
-      sandbox::ReadRange range;
-      range.length = budget;
-      range.whole = true;
-      auto data = from.sandbox().read_file(path, range);
-      if (!data.ok()) return data.take_error();
-      if (data->too_large)
-        return Error::make(ErrorCode::kResourceExhausted, "the files exceed the fork's disk limit");
-      budget -= data->data.size();
-      if (auto s = to.sandbox().write_file(path, data->data, f.mode & 07777, true); !s.ok())
-        return s;
-    }
-    // Symlinks and special files are not copied (the file channel makes
-    // regular files and directories only).
-  }
-  return ok_status();
+  auto woken = wake(r, /*state_lost=*/false);
+  if (!woken.ok())
+    return Error::make(woken.error().code,
+                       "the fork " + r.id + " was made (its files are copied) but could not start: " +
+                           woken.error().message() +
+                           "; it is listed as stopped: resume_sandbox starts it, close_sandbox "
+                           "deletes it");
+  return woken;
 }
 
 }  // namespace sandcastle::tools

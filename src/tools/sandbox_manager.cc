@@ -358,6 +358,9 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::create_impl(const CreateRe
   if (!sb.ok()) {
     lock.unlock();
     admission_.notify();
+    // Storage the backend may have made for it before failing: nobody
+    // will ever name this id again.
+    if (persistent) (void)backend_.remove_storage(id);
     return sb.take_error();
   }
   auto entry =
@@ -420,17 +423,29 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::get(const std::string& id_
 
 Status SandboxManager::close(const std::string& id_or_name, const std::string& owner) {
   std::shared_ptr<SandboxEntry> live;
+  std::string dormant;
   {
-    std::unique_lock lock(mu_);
-    if (auto l = find_live_locked(id_or_name, owner); l.ok()) {
-      live = *l;
-    } else if (auto rec = find_dormant_locked(id_or_name, owner)) {
-      // Not running: its files are all there is to delete.
-      dormant_.erase(rec->id);
-      lock.unlock();
-      if (auto s = backend_.remove_storage(rec->id); !s.ok()) return s;
-      return store_->remove(rec->id);
+    std::lock_guard lock(mu_);
+    if (auto l = find_live_locked(id_or_name, owner); l.ok()) live = *l;
+    else if (auto rec = find_dormant_locked(id_or_name, owner)) dormant = rec->id;
+  }
+  if (!dormant.empty()) {
+    // Not running: its files are all there is to delete. No wake of it
+    // runs meanwhile (wake_mu_), or the wake would make it again, empty.
+    std::unique_lock wake_lock(wake_mu_);
+    bool still = false;
+    {
+      std::lock_guard lock(mu_);
+      still = dormant_.erase(dormant) > 0;
     }
+    if (!still) {  // woken before this call got here: close it live
+      wake_lock.unlock();
+      return close(dormant, owner);
+    }
+    // The record first: a crash between the two leaves storage no record
+    // names, which the next start removes (never a record without files).
+    if (auto s = store_->remove(dormant); !s.ok()) return s;
+    return backend_.remove_storage(dormant);
   }
   if (live && live->frozen())
     (void)live->sandbox().thaw();  // a frozen process ignores SIGKILL until thawed on v1
@@ -509,45 +524,68 @@ size_t SandboxManager::pool_ready() const {
 }
 
 size_t SandboxManager::reap_expired() {
-  std::vector<std::shared_ptr<SandboxEntry>> expired, to_pause;
+  std::vector<std::shared_ptr<SandboxEntry>> expired, to_pause, to_stop;
   auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard lock(mu_);
     for (auto it = by_id_.begin(); it != by_id_.end();) {
       auto& e = it->second;
-      if (e->active_uses() == 0 && !e->frozen() && now - e->last_used_steady() >= e->ttl()) {
-        if (e->ttl_action() == "pause") {
-          to_pause.push_back(e);
-          ++it;
-          continue;
-        }
-        expired.push_back(e);
-        if (e->recorded()) (void)store_->remove(it->first);
-        it = by_id_.erase(it);
-      } else {
+      const auto idle = now - e->last_used_steady();
+      if (e->active_uses() > 0 || idle < e->ttl()) {
         ++it;
+        continue;
       }
+      if (!e->frozen() && e->ttl_action() == "pause") {
+        to_pause.push_back(e);
+        ++it;
+        continue;
+      }
+      // A frozen sandbox holds its memory: idle for a second TTL, a
+      // persistent one goes to disk and an ephemeral one is destroyed.
+      if (e->frozen() && idle < 2 * e->ttl()) {
+        ++it;
+        continue;
+      }
+      if (e->frozen() && e->persistent()) {
+        to_stop.push_back(e);
+        it = by_id_.erase(it);
+        continue;
+      }
+      expired.push_back(e);
+      if (e->recorded()) (void)store_->remove(it->first);
+      it = by_id_.erase(it);
     }
   }
   for (auto& e : to_pause) {
     auto r = pause(e->id(), e->owner(), PauseMode::kAuto);
-    if (r.ok())
+    if (r.ok()) {
       spdlog::info("sandbox {} idle for {} s: paused ({})", e->id(), e->ttl().count(), r->mode);
-    else
+    } else {
+      e->touch();  // tried again after another TTL, not at every reap
       spdlog::warn("sandbox {} idle for {} s: pausing failed: {}", e->id(), e->ttl().count(),
                    r.error().message());
+    }
   }
-  if (!expired.empty()) admission_.notify();
+  for (auto& e : to_stop) {
+    spdlog::info("sandbox {} frozen and idle for another {} s: stopped to disk", e->id(),
+                 e->ttl().count());
+    stop_persistent(*e, store::SandboxStatus::kPaused);
+  }
+  if (!expired.empty() || !to_stop.empty()) admission_.notify();
   for (auto& e : expired) {
     spdlog::info("sandbox {} idle for {} s: reaping it", e->id(), e->ttl().count());
     ended_.remember(
         e->id(),
-        "it was idle for its TTL of " + std::to_string(e->ttl().count()) +
-            " s and was destroyed (create_sandbox takes a longer ttl_s). Call create_sandbox "
-            "for a new one");
-    destroy_counted(e->sandbox(), e->id());
+        e->frozen() ? "it was paused (frozen) and then idle for another TTL of " +
+                          std::to_string(e->ttl().count()) +
+                          " s, and was destroyed; a persistent sandbox would have gone to disk. "
+                          "Call create_sandbox for a new one"
+                    : "it was idle for its TTL of " + std::to_string(e->ttl().count()) +
+                          " s and was destroyed (create_sandbox takes a longer ttl_s). Call "
+                          "create_sandbox for a new one");
+    destroy_counted(e->sandbox(), e->id(), e->frozen());
   }
-  return expired.size() + to_pause.size();
+  return expired.size() + to_pause.size() + to_stop.size();
 }
 
 void SandboxManager::reaper_loop() {

@@ -200,10 +200,15 @@ class SandboxManager {
                              PauseMode mode);
   Result<std::shared_ptr<SandboxEntry>> resume(const std::string& id_or_name,
                                                const std::string& owner);
+  // Copies an ephemeral sandbox's files into its fork (the tools do it,
+  // bounded by their transfer budget).
+  using FileCopier = std::function<Status(sandbox::Sandbox& from, sandbox::Sandbox& to)>;
   // A new sandbox with a copy of the files of `id_or_name` (which keeps
-  // running); named `name` (empty: its id).
+  // running); named `name` (empty: its id). A persistent sandbox's storage
+  // is copied by the backend; an ephemeral one's by `copy_files`.
   Result<std::shared_ptr<SandboxEntry>> fork(const std::string& id_or_name,
-                                             const std::string& owner, const std::string& name);
+                                             const std::string& owner, const std::string& name,
+                                             const FileCopier& copy_files);
   // Live and dormant sandboxes of `owner`, oldest first.
   std::vector<SandboxListing> list_all(const std::string& owner) const;
   store::SandboxStore& mutable_store() { return *store_; }
@@ -256,7 +261,6 @@ class SandboxManager {
   Result<std::shared_ptr<SandboxEntry>> find_live_locked(const std::string& id_or_name,
                                                          const std::string& owner) const;
   void stop_persistent(SandboxEntry& e, store::SandboxStatus status);
-  Status copy_files(SandboxEntry& from, SandboxEntry& to);
 
   sandbox::Backend& backend_;
   const ManagerOptions options_;

@@ -126,7 +126,7 @@ TEST_F(SandboxManagerTest, IdleSandboxesAreReapedButBusyOnesAreNot) {
   }
   EXPECT_EQ(m.get("idle", "").error().code, ErrorCode::kNotFound);
   EXPECT_FALSE(m.store().get((*idle)->id()).has_value());
-  EXPECT_EQ(m.store().list().size(), 1u);
+  EXPECT_EQ(m.store().list()->size(), 1u);
   EXPECT_TRUE(m.get("busy", "").ok());
   EXPECT_FALSE((*idle)->sandbox().exec(argv({"/bin/true"})).ok());
   m.shutdown();

@@ -106,7 +106,9 @@ TEST_F(SqliteSandboxStoreTest, RecordsRoundTripEveryField) {
   r.status = SandboxStatus::kRunning;
   ASSERT_TRUE(store_->put(r).ok());  // put replaces
   ASSERT_TRUE(store_->put(record("sb-000000000002")).ok());
-  auto all = store_->list();
+  auto listed = store_->list();
+  ASSERT_TRUE(listed.ok());
+  auto& all = *listed;
   ASSERT_EQ(all.size(), 2u);
   expect_same(all[0], r);
 
