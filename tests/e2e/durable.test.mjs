@@ -178,6 +178,29 @@ describe('durable sandboxes', () => {
     assert.equal(r.stdout, 'still here');
   });
 
+  test('unknown or busy: pause, resume and fork say what to do, and the server keeps answering', async () => {
+    for (const tool of ['pause_sandbox', 'resume_sandbox', 'fork_sandbox']) {
+      const r = await sc.err(tool, { sandbox_id: 'no-such-sandbox' });
+      assert.match(r.text, /no sandbox 'no-such-sandbox'.*list_sandboxes/);
+    }
+    const { sandbox_id } = await sc.create({ language: 'bash' });
+    const running = sc.call('execute_command', { sandbox_id, command: 'sleep 1; echo done' });
+    // The call is in flight once the sandbox's process list shows the sleep.
+    for (let i = 0; i < 100; i++) {
+      const st = await sc.ok('get_sandbox_status', { sandbox_id });
+      if (st.usage?.processes >= 3) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const busy = await sc.err('pause_sandbox', { sandbox_id, mode: 'freeze' });
+    assert.match(busy.text, /is running a call; pause it when the call ends \[FAILED_PRECONDITION\]/i);
+    assert.equal((await running).sc.stdout, 'done\n');
+    await sc.ok('pause_sandbox', { sandbox_id });
+    const fork = await sc.err('fork_sandbox', { sandbox_id });
+    assert.match(fork.text, /is paused: resume_sandbox it, then fork it/);
+    await sc.ok('resume_sandbox', { sandbox_id });
+    assert.ok((await sc.ok('list_sandboxes')).count >= 1);
+  });
+
   test('a second server on the same state dir refuses persistent sandboxes and says which server has them', async () => {
     const other = await start();
     try {
@@ -226,6 +249,24 @@ describe('durable sandboxes over HTTP', () => {
       assert.equal(r.structuredContent.stdout, 'over http');
       assert.equal(r.structuredContent.state_lost, true);
       await c.callTool({ name: 'close_sandbox', arguments: { sandbox_id: 'kept' } });
+      await c.close();
+      await srv.stop();
+
+      // The per-key quota counts running sandboxes, also one started again.
+      srv = await startHttp(['--auth', '--pool-size', '0', '--max-per-key', '1'], { stateDir: state });
+      c = await connect(srv.url, auth);
+      const q1 = await c.callTool({ name: 'create_sandbox', arguments: { persistent: true, language: 'bash', name: 'q1' } });
+      assert.ok(!q1.isError, JSON.stringify(q1.content));
+      const paused = await c.callTool({ name: 'pause_sandbox', arguments: { sandbox_id: 'q1' } });
+      assert.equal(paused.structuredContent.mode, 'stop');
+      const q2 = await c.callTool({ name: 'create_sandbox', arguments: { language: 'bash' } });
+      assert.ok(!q2.isError, JSON.stringify(q2.content));
+      const over = await c.callTool({ name: 'resume_sandbox', arguments: { sandbox_id: 'q1' } });
+      assert.equal(over.isError, true);
+      assert.match(over.content[0].text, /quota per user.*pause or close one.*\[resource_exhausted\]/);
+      await c.callTool({ name: 'close_sandbox', arguments: { sandbox_id: q2.structuredContent.sandbox_id } });
+      const back = await c.callTool({ name: 'resume_sandbox', arguments: { sandbox_id: 'q1' } });
+      assert.ok(!back.isError, JSON.stringify(back.content));
       await c.close();
       await srv.stop();
     } finally {
