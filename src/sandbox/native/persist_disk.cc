@@ -118,15 +118,14 @@ Status wait_until_unattached(const std::string& img, const std::string& id) {
     const std::string dev = loop_backed_by(resolved);
     if (dev.empty()) return {};
     if (std::chrono::steady_clock::now() > deadline)
-      return Error::make(
-          ErrorCode::kUnavailable,
-          "storage " + id + " is still attached to " + dev + " (not by this server): a " +
-              "mount of it may live on in another mount namespace that copied it (find it "
-              "with `grep " +
-              dev +
-              " /proc/*/mountinfo`; end that process or unmount it "
-              "there), or another program attached it (`losetup -d " +
-              dev + "` once it is unmounted)");
+      return Error::make(ErrorCode::kUnavailable,
+                         "storage " + id + " is still attached to " + dev +
+                             " (not by this server): another mount namespace may hold a copy "
+                             "of its mount (find the process with `grep " +
+                             dev +
+                             " /proc/*/mountinfo`, then end it or unmount it there), or "
+                             "another program attached it (detach with `losetup -d " +
+                             dev + "` once nothing mounts it)");
     std::this_thread::sleep_for(wait);
   }
 }
@@ -299,7 +298,9 @@ Result<std::shared_ptr<AttachedDisk>> PersistStore::attach(const std::string& id
   std::lock_guard lock(mu_);
   if (find_attached(id))
     return Error::make(ErrorCode::kFailedPrecondition,
-                       "storage " + id + " is in use by a running sandbox");
+                       "storage " + id +
+                           " is in use by a running sandbox: close it (close_sandbox) or "
+                           "pause it (pause_sandbox) first");
   if (auto st = prepare_dirs(); !st) return st.take_error();
   const std::string dir = dir_of(id);
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return Error::from_errno("mkdir " + dir);
@@ -418,8 +419,8 @@ Status PersistStore::remove(const std::string& id) {
   if (find_attached(id))
     return Error::make(ErrorCode::kFailedPrecondition,
                        "storage " + id +
-                           " is in use by a running sandbox: close or pause the sandbox that "
-                           "uses it first");
+                           " is in use by a running sandbox: close it (close_sandbox) or "
+                           "pause it (pause_sandbox) first");
   // Only the image and its temporary: never a walk of anything mounted.
   const std::string dir = dir_of(id);
   for (const char* name : {kImage, kNewImage})

@@ -11,7 +11,9 @@
 #include <grp.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -579,6 +581,35 @@ TEST(Persist, UnprivilegedChild) {
 TEST(Persist, RefusedWithoutRoot) {
   if (::geteuid() != 0) GTEST_SKIP() << "drops root in a child: needs it first";
   auto child = run_tests_in_child("Persist.UnprivilegedChild", kUnprivilegedEnv);
+  EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.out;
+  EXPECT_NE(child.out.find("[  PASSED  ] 1 test."), std::string::npos) << child.out;
+}
+
+constexpr const char* kNoToolEnv = "SANDCASTLE_PERSIST_NO_TOOL";
+
+// resize2fs hidden (in a mount namespace of this process only): refused
+// up front, naming it, rather than failing later as "run : No such file".
+TEST(Persist, NoToolChild) {
+  if (!std::getenv(kNoToolEnv)) GTEST_SKIP() << "started by Persist.RefusedWithoutE2fsprogsTools";
+  ASSERT_EQ(::unshare(CLONE_NEWNS), 0) << errno;
+  ASSERT_EQ(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0) << errno;
+  for (const char* p : {"/usr/sbin/resize2fs", "/sbin/resize2fs"}) {
+    if (::access(p, F_OK) != 0) continue;
+    ASSERT_EQ(::mount("/dev/null", p, nullptr, MS_BIND, nullptr), 0) << p << ": " << errno;
+  }
+  native::PersistStore store("/var/tmp/sc-persist-no-tool", native::RuntimeDirs{});
+  auto st = store.usable();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(st.error().message(),
+            "persistent sandboxes need resize2fs, which is not installed (Debian's e2fsprogs "
+            "package)");
+  EXPECT_NE(::access("/var/tmp/sc-persist-no-tool", F_OK), 0);  // nothing made
+}
+
+TEST(Persist, RefusedWithoutE2fsprogsTools) {
+  if (::geteuid() != 0) GTEST_SKIP() << "hides a tool with a bind mount: needs root";
+  auto child = run_tests_in_child("Persist.NoToolChild", kNoToolEnv);
   EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.out;
   EXPECT_NE(child.out.find("[  PASSED  ] 1 test."), std::string::npos) << child.out;
 }

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "fixture.h"
@@ -166,10 +167,27 @@ TEST(Sweep, ThawsADeadServersFrozenStorageBeforeItsCgroups) {
   const pid_t dead = dead_pid();
   const std::string base = native::runtime_parent() + "/sandcastle-" + std::to_string(dead);
   const std::string mnt = base + "/pst/t";
-  for (const auto& d : {base, base + "/pst", mnt}) ASSERT_EQ(::mkdir(d.c_str(), 0700), 0) << d;
+  const std::string group =
+      cg.v1_parents.begin()->second + "/sandcastle-" + std::to_string(dead) + "-0";
   char tmpl[] = "/var/tmp/sc-sweep-frozen-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const std::string img = std::string(tmpl) + "/disk.img";
+  pid_t writer = -1;
+  // Whatever happens, nothing stays frozen, mounted or stuck.
+  struct Cleanup {
+    std::function<void()> f;
+    ~Cleanup() { f(); }
+  } cleanup{[&] {
+    if (UniqueFd root{::open(mnt.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)})
+      ::ioctl(root.get(), FITHAW, 0);
+    if (writer > 0 && ::kill(writer, SIGKILL) == 0) ::waitpid(writer, nullptr, 0);
+    ::umount2(mnt.c_str(), MNT_DETACH);
+    ::rmdir(group.c_str());
+    (void)native::remove_tree(base);
+    ::unlink(img.c_str());
+    ::rmdir(tmpl);
+  }};
+  for (const auto& d : {base, base + "/pst", mnt}) ASSERT_EQ(::mkdir(d.c_str(), 0700), 0) << d;
   ASSERT_EQ(std::system(("truncate -s 16M " + img + " && mkfs.ext4 -q -F " + img +
                          " && mount -o loop " + img + " " + mnt)
                             .c_str()),
@@ -180,12 +198,10 @@ TEST(Sweep, ThawsADeadServersFrozenStorageBeforeItsCgroups) {
     ASSERT_EQ(::ioctl(root.get(), FIFREEZE, 0), 0) << errno;
   }
   // The dead server's sandbox: a writer in a group of its, stuck on the freeze.
-  const std::string group =
-      cg.v1_parents.begin()->second + "/sandcastle-" + std::to_string(dead) + "-0";
   ASSERT_EQ(::mkdir(group.c_str(), 0755), 0) << group << ": " << errno;
   const std::string procs = group + "/cgroup.procs";
   const std::string file = mnt + "/f";
-  const pid_t writer = ::fork();
+  writer = ::fork();
   if (writer == 0) {
     int g = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
     if (g < 0 || ::write(g, "0", 1) != 1) _exit(2);
@@ -211,18 +227,10 @@ TEST(Sweep, ThawsADeadServersFrozenStorageBeforeItsCgroups) {
   EXPECT_TRUE(contains(rep.removed, base)) << joined(rep.failed);
   int status = 0;
   EXPECT_EQ(::waitpid(writer, &status, 0), writer);
+  writer = -1;
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
   EXPECT_FALSE(exists(group));
   EXPECT_FALSE(exists(base));
-  // Whatever happened, nothing stays frozen or mounted.
-  if (exists(mnt)) {
-    UniqueFd root(::open(mnt.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (root) ::ioctl(root.get(), FITHAW, 0);
-    ::umount2(mnt.c_str(), MNT_DETACH);
-    ::rmdir(group.c_str());
-    (void)native::remove_tree(base);
-  }
-  (void)native::remove_tree(tmpl);
 }
 
 }  // namespace
