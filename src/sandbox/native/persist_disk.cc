@@ -229,7 +229,7 @@ Status AttachedDisk::freeze_writes() {
 void AttachedDisk::thaw_writes() {
   if (!frozen_) return;
   if (::ioctl(root_.get(), FITHAW, 0) != 0)
-    spdlog::warn("native sandbox: FITHAW {}: {}", mount_, std::strerror(errno));
+    spdlog::warn("native sandbox: FITHAW {}: {}", mount_, errno_text(errno));
   frozen_ = false;
 }
 
