@@ -102,6 +102,34 @@ std::string loop_backed_by(const std::string& path) {
   return {};
 }
 
+// Waits until no loop device backs the image `img` (a sandbox of storage
+// `id` that just ended: its mount namespace, and so its filesystem, goes
+// within milliseconds); past kLoopGoneWait it is someone else's: refused.
+Status wait_until_unattached(const std::string& img, const std::string& id) {
+  // The kernel names a backing file by its resolved path.
+  std::string resolved = img;
+  if (char* rp = ::realpath(img.c_str(), nullptr)) {
+    resolved = rp;
+    std::free(rp);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kLoopGoneWait;
+  for (auto wait = std::chrono::milliseconds(1);;
+       wait = std::min(wait * 2, std::chrono::milliseconds(50))) {
+    const std::string dev = loop_backed_by(resolved);
+    if (dev.empty()) return {};
+    if (std::chrono::steady_clock::now() > deadline)
+      return Error::make(ErrorCode::kUnavailable,
+                         "storage " + id + " is still attached to " + dev +
+                             " (not by this server): another mount namespace may hold a copy "
+                             "of its mount (find the process with `grep " +
+                             dev +
+                             " /proc/*/mountinfo`, then end it or unmount it there), or "
+                             "another program attached it (detach with `losetup -d " +
+                             dev + "` once nothing mounts it)");
+    std::this_thread::sleep_for(wait);
+  }
+}
+
 Result<UniqueFd> attach_loop(int file_fd, const std::string& path, std::string* dev_name) {
   UniqueFd ctl(::open("/dev/loop-control", O_RDWR | O_CLOEXEC));
   if (!ctl) return Error::from_errno("open /dev/loop-control");
@@ -124,7 +152,10 @@ Result<UniqueFd> attach_loop(int file_fd, const std::string& path, std::string* 
     if (errno != EBUSY) return Error::from_errno("LOOP_CONFIGURE " + dev);
     // Another taker got it between GET_FREE and CONFIGURE: the next one.
   }
-  return Error::make(ErrorCode::kUnavailable, "no free loop device");
+  return Error::make(ErrorCode::kUnavailable,
+                     "no free loop device: they are all in use (see `losetup -a`; `losetup -f` "
+                     "names a free one); load the loop module (`modprobe loop`) or allow more "
+                     "devices (the loop module's max_loop parameter)");
 }
 
 Status make_private_self_bind(const std::string& dir, mode_t mode) {
@@ -198,7 +229,7 @@ Status AttachedDisk::freeze_writes() {
 void AttachedDisk::thaw_writes() {
   if (!frozen_) return;
   if (::ioctl(root_.get(), FITHAW, 0) != 0)
-    spdlog::warn("native sandbox: FITHAW {}: {}", mount_, std::strerror(errno));
+    spdlog::warn("native sandbox: FITHAW {}: {}", mount_, errno_text(errno));
   frozen_ = false;
 }
 
@@ -229,9 +260,11 @@ Status PersistStore::usable() const {
         "persistent sandboxes need the server to run as root (their files are an ext4 "
         "image mounted through a loop device, which an unprivileged server cannot "
         "mount); omit persistent, or set it to false");
-  if (find_mkfs().empty())
-    return Error::make(ErrorCode::kInvalidArgument,
-                       "persistent sandboxes need mkfs.ext4 (Debian's e2fsprogs package)");
+  for (const char* tool : {"mkfs.ext4", "e2fsck", "resize2fs"})
+    if (tool_path(tool).empty())
+      return Error::make(ErrorCode::kInvalidArgument,
+                         std::string("persistent sandboxes need ") + tool +
+                             ", which is not installed (Debian's e2fsprogs package)");
   return {};
 }
 
@@ -265,7 +298,9 @@ Result<std::shared_ptr<AttachedDisk>> PersistStore::attach(const std::string& id
   std::lock_guard lock(mu_);
   if (find_attached(id))
     return Error::make(ErrorCode::kFailedPrecondition,
-                       "storage " + id + " is in use by a running sandbox");
+                       "storage " + id +
+                           " is in use by a running sandbox: close it (close_sandbox) or "
+                           "pause it (pause_sandbox) first");
   if (auto st = prepare_dirs(); !st) return st.take_error();
   const std::string dir = dir_of(id);
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return Error::from_errno("mkdir " + dir);
@@ -297,22 +332,7 @@ Result<std::shared_ptr<AttachedDisk>> PersistStore::attach(const std::string& id
   // Never two filesystems on one image: one still attached (a sandbox of
   // this storage that just ended, its namespace still being torn down)
   // must be gone first.
-  // (The kernel names a backing file by its resolved path.)
-  std::string resolved = img;
-  if (char* rp = ::realpath(img.c_str(), nullptr)) {
-    resolved = rp;
-    std::free(rp);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + kLoopGoneWait;
-  for (auto wait = std::chrono::milliseconds(1);;
-       wait = std::min(wait * 2, std::chrono::milliseconds(50))) {
-    const std::string dev = loop_backed_by(resolved);
-    if (dev.empty()) break;
-    if (std::chrono::steady_clock::now() > deadline)
-      return Error::make(ErrorCode::kUnavailable, "storage " + id + " is still attached to " + dev +
-                                                      " (not by this server)");
-    std::this_thread::sleep_for(wait);
-  }
+  if (auto st = wait_until_unattached(img, id); !st) return st.take_error();
   UniqueFd file(::open(img.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
   if (!file) return Error::from_errno("open " + img);
   struct stat st {};
@@ -398,7 +418,9 @@ Status PersistStore::remove(const std::string& id) {
   std::lock_guard lock(mu_);
   if (find_attached(id))
     return Error::make(ErrorCode::kFailedPrecondition,
-                       "storage " + id + " is in use by a running sandbox (release it first)");
+                       "storage " + id +
+                           " is in use by a running sandbox: close it (close_sandbox) or "
+                           "pause it (pause_sandbox) first");
   // Only the image and its temporary: never a walk of anything mounted.
   const std::string dir = dir_of(id);
   for (const char* name : {kImage, kNewImage})
@@ -411,9 +433,14 @@ Status PersistStore::remove(const std::string& id) {
 std::vector<std::string> PersistStore::list() const {
   std::vector<std::string> out;
   if (storage_dir_.empty()) return out;
-  for (const auto& name : list_dir(storage_dir_))
-    if (valid_storage_id(name) && ::access((dir_of(name) + "/" + kImage).c_str(), F_OK) == 0)
+  // Every storage's directory, whole or not: one a kill left without its
+  // image (mid-mkfs, mid-copy, mid-remove) is listed too, so the server can
+  // remove those no sandbox names (remove() copes with them).
+  for (const auto& name : list_dir(storage_dir_)) {
+    struct stat st {};
+    if (valid_storage_id(name) && ::lstat(dir_of(name).c_str(), &st) == 0 && S_ISDIR(st.st_mode))
       out.push_back(name);
+  }
   return out;
 }
 
@@ -425,6 +452,12 @@ Status PersistStore::copy(const std::string& from, const std::string& to) {
   if (auto st = usable(); !st) return st;
   std::lock_guard lock(mu_);
   const std::string src_path = dir_of(from) + "/" + kImage;
+  // A source no sandbox of this server runs may still be mounted by one
+  // that just ended (release() returns before the kernel lets go of its
+  // filesystem): copying it then would copy a live, dirty ext4.
+  std::shared_ptr<AttachedDisk> running = find_attached(from);
+  if (!running && ::access(src_path.c_str(), F_OK) == 0)
+    if (auto st = wait_until_unattached(src_path, from); !st) return st;
   UniqueFd src(::open(src_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!src) {
     if (errno == ENOENT) return Error::make(ErrorCode::kNotFound, "no storage " + from);
@@ -449,7 +482,6 @@ Status PersistStore::copy(const std::string& from, const std::string& to) {
   // A running source's writes are held (FIFREEZE) for the copy: the kernel
   // first writes everything out, so the copy is a clean filesystem (no
   // journal to replay), and a process writing meanwhile only waits.
-  std::shared_ptr<AttachedDisk> running = find_attached(from);
   if (running)
     if (auto st = running->freeze_writes(); !st) return fail(st.take_error());
   Status copied;
@@ -475,32 +507,6 @@ void PersistStore::detach_all() {
   ::umount2((dirs_.base + "/pmap").c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
   ::umount2((dirs_.base + "/pst").c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
   dirs_ready_ = false;
-}
-
-bool sweep_persist_mounts(const std::string& base) {
-  bool all = true;
-  for (const auto& sb : list_dir(base + "/pmap")) {
-    const std::string d = base + "/pmap/" + sb + "/d";
-    ::umount2(d.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
-  }
-  ::umount2((base + "/pmap").c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
-  for (const auto& id : list_dir(base + "/pst")) {
-    const std::string m = base + "/pst/" + id;
-    // A server killed during copy_storage leaves its source frozen: thawed
-    // first, or the unmount would wait for it forever.
-    {
-      UniqueFd root(::open(m.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (root) (void)::ioctl(root.get(), FITHAW, 0);
-    }
-    unmount_own(m);
-    struct statx sx {};
-    if (::statx(AT_FDCWD, m.c_str(), AT_SYMLINK_NOFOLLOW, 0, &sx) == 0 &&
-        (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
-        (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
-      all = false;
-  }
-  ::umount2((base + "/pst").c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
-  return all;
 }
 
 Status criu_check_once() {

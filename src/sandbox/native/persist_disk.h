@@ -96,6 +96,7 @@ class PersistStore {
                                              std::uint32_t inside_uid, std::uint32_t inside_gid,
                                              std::uint32_t host_uid, std::uint32_t host_gid);
   Status remove(const std::string& id);
+  // Every storage directory (a valid id), with or without its image yet.
   std::vector<std::string> list() const;
   Status copy(const std::string& from, const std::string& to);
   // Unmounts whatever is still attached (shutdown).
@@ -117,10 +118,6 @@ class PersistStore {
 
 // A valid storage id: [a-z0-9-], 1..64 characters.
 bool valid_storage_id(const std::string& id);
-
-// Stale persistent mounts of a dead server's runtime dir `base` unmounted
-// (thawed first), never deleted; false if one stayed mounted.
-bool sweep_persist_mounts(const std::string& base);
 
 // `criu check`, run once (cached): ok, or its first error line
 // ("criu 3.17.1: vdso: Unexpected rt vDSO area bounds" on kernel 6.18).

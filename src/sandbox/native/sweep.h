@@ -1,7 +1,10 @@
 // Cleanup after a crashed predecessor: its inits died with it (PDEATHSIG),
 // but cgroup directories and runtime directories stay. Everything sandcastle
 // creates is named sandcastle-<server pid>[-...]; entries whose pid is no
-// longer alive are removed.
+// longer alive are removed. Runtime dirs are looked for only where this
+// server makes its own (runtime_parent(): /run as root, never /tmp), only
+// real directories it owns, and nothing under them is reached through a
+// symlink (a planted one would make root unmount the host's own mounts).
 #pragma once
 
 #include <string>
