@@ -60,7 +60,10 @@ json limits_schema() {
 json sandbox_json(const SandboxEntry& e) {
   json packages = json::array();
   for (const auto& p : e.packages())
-    packages.push_back({{"name", p.name}, {"manager", p.manager}, {"status", package_state_name(p.state)}});
+    packages.push_back({{"name", p.name},
+                        {"manager", p.manager},
+                        {"status", package_state_name(p.state)},
+                        {"version", p.version}});
   return json{{"sandbox_id", e.id()},
               {"name", e.name()},
               {"language", e.language()},
@@ -78,7 +81,8 @@ json sandbox_json(const SandboxEntry& e) {
 json dormant_json(const store::SandboxRecord& r, const store::SandboxStore& store) {
   json packages = json::array();
   for (const auto& p : store.packages(r.id))
-    packages.push_back({{"name", p.name}, {"manager", p.manager}, {"status", p.state}});
+    packages.push_back(
+        {{"name", p.name}, {"manager", p.manager}, {"status", p.state}, {"version", p.version}});
   json out{{"sandbox_id", r.id},
            {"name", r.name},
            {"language", r.language},

@@ -25,11 +25,14 @@
 #include <set>
 #include <thread>
 #include <tuple>
+#include <sstream>
+#include <map>
 
 #include "sandbox/egress_proxy.h"
 #include "tools/install_diagnosis.h"
 #include "tools/languages.h"
 #include "tools/resource_methods.h"
+#include "tools/dockerfile.h"
 #include "tools/tool_env.h"
 
 namespace sandcastle::tools {
@@ -60,6 +63,44 @@ std::string base_name(const std::string& manager, const std::string& spec) {
   }
   auto end = spec.find_first_of("[=<>!~ ");
   return end == std::string::npos ? spec : spec.substr(0, end);
+}
+
+// PEP 503 normalisation (npm names are compared as they are).
+std::string normalized_name(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (c == '-' || c == '_' || c == '.') {
+      if (out.empty() || out.back() != '-') out += '-';
+    } else {
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+  }
+  return out;
+}
+
+// The versions pip reports on its last line ("Successfully installed
+// a-1.0 b_c-2.0"), by normalised name. The text is the sandbox's (hostile):
+// only the first 64 KiB of that line is read, and a version that is not a
+// PEP 440 version is dropped. npm says no versions in its summary: none.
+std::map<std::string, std::string> installed_versions(const std::string& manager,
+                                                      const std::string& out) {
+  std::map<std::string, std::string> v;
+  if (manager != "pip") return v;
+  const std::string marker = "Successfully installed ";
+  auto at = out.rfind(marker);
+  if (at == std::string::npos) return v;
+  auto end = out.find('\n', at);
+  std::istringstream words(out.substr(at + marker.size(),
+                                      std::min<std::size_t>(end == std::string::npos ? out.size() - at - marker.size()
+                                                                                       : end - at - marker.size(),
+                                                            64 * 1024)));
+  for (std::string w; words >> w && v.size() < 1000;) {
+    auto dash = w.rfind('-');
+    if (dash == std::string::npos || dash == 0) continue;
+    const std::string version = w.substr(dash + 1);
+    if (valid_pep440_version(version)) v[normalized_name(w.substr(0, dash))] = version;
+  }
+  return v;
 }
 
 // The proxy's port in the installer's own network namespace. Every port is
@@ -281,7 +322,7 @@ json run_install(ToolEnv& env, const InstallJob& job) {
   auto fail_all = [&](const std::string& cause, const std::string& why, const std::string& log) {
     std::string record = why + (log.empty() ? "" : "; full installer log: " + log);
     for (const auto& s : job.specs)
-      use->set_package({base_name(job.manager, s), job.manager, PackageState::kFailed, record, {}});
+      use->set_package({base_name(job.manager, s), job.manager, PackageState::kFailed, record, {}, {}});
     json out{{"status", "failed"}, {"cause", cause}, {"error", why}};
     if (!log.empty()) {
       std::string rel = log.substr(std::string("/workspace/").size());
@@ -310,8 +351,13 @@ json run_install(ToolEnv& env, const InstallJob& job) {
         save_log(use->sandbox(), job.manager, req.argv, *r,
                  "exit status " + std::to_string(r->status()) + "; cause: " + d.summary));
   }
-  for (const auto& s : job.specs)
-    use->set_package({base_name(job.manager, s), job.manager, PackageState::kSuccess, "", {}});
+  const auto versions = installed_versions(job.manager, r->stdout_data);
+  for (const auto& s : job.specs) {
+    const std::string name = base_name(job.manager, s);
+    auto v = versions.find(normalized_name(name));
+    use->set_package({name, job.manager, PackageState::kSuccess, "", {},
+                      v == versions.end() ? std::string() : v->second});
+  }
   return json{{"status", "success"}, {"output", tail(r->stdout_data, 2000)}};
 }
 
@@ -323,6 +369,7 @@ json packages_json(const SandboxEntry& e) {
            {"status", package_state_name(p.state)},
            {"updated", iso_time(p.updated)}};
     if (!p.error.empty()) j["error"] = p.error;
+    if (!p.version.empty()) j["version"] = p.version;
     out.push_back(j);
   }
   return out;
@@ -410,7 +457,7 @@ void register_package_tools(mcp::Server& server, ToolEnv& env) {
           job.specs.push_back(spec);
         }
         for (const auto& s : job.specs)
-          (*e)->set_package({base_name(manager, s), manager, PackageState::kInstalling, "", {}});
+          (*e)->set_package({base_name(manager, s), manager, PackageState::kInstalling, "", {}, {}});
         if (!args["wait"].get<bool>()) {
           std::thread([&env, job] { run_install(env, job); }).detach();
           return ToolResult::from_structured(

@@ -35,6 +35,7 @@ std::shared_ptr<SandboxEntry> SandboxManager::insert_locked(std::shared_ptr<Sand
       pe.state = package_state_name(p.state);
       pe.error = p.error;
       pe.updated = p.updated;
+      pe.version = p.version;
       if (auto s = store->put_package(id, pe); !s.ok())
         spdlog::warn("recording package {} of {}: {}", p.name, id, s.error().message());
     });
@@ -85,7 +86,7 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::wake(const store::SandboxR
                                             "' again: " + sb.error().message());
   auto entry = std::make_shared<SandboxEntry>(rec, std::move(sb).value());
   for (const auto& p : store_->packages(rec.id))
-    entry->set_package({p.name, p.manager, package_state_of(p.state), p.error, {}});
+    entry->set_package({p.name, p.manager, package_state_of(p.state), p.error, {}, p.version});
   if (state_lost) entry->set_state_lost();
   std::unique_lock lock(mu_);
   if (stopping_) {

@@ -36,6 +36,7 @@ struct PackageRecord {
   PackageState state = PackageState::kInstalling;
   std::string error;  // the installer's own words when it failed
   std::chrono::system_clock::time_point updated;
+  std::string version;  // as installed, when the installer said (validated); else empty
 };
 
 // One sandbox as the tools see it.

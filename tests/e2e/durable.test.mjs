@@ -68,7 +68,7 @@ describe('durable sandboxes', () => {
     assert.ok(after, 'listed after the restart');
     assert.equal(after.name, 'keep');
     assert.equal(after.status, 'stopped');
-    assert.deepEqual(after.packages.map((p) => [p.name, p.status]), [['sandcastle_demo', 'success']]);
+    assert.deepEqual(after.packages.map((p) => [p.name, p.status, p.version]), [['sandcastle_demo', 'success', '1.2.3']]);
 
     const run = await sc.ok('execute_code', {
       sandbox_id: 'keep',
