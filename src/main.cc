@@ -437,6 +437,9 @@ static int run(int argc, char** argv) {
   // anything else: a corrupt, read-only or full one stops the start with
   // what to do, naming the path.
   std::unique_ptr<store::SqliteSandboxStore> sandbox_store;
+  // Before any thread starts (the run history's writer, the backend and
+  // the pool start some): SIGTERM and SIGINT then reach only sigwait.
+  transport::block_termination_signals();
   {
     if (auto d = ensure_dir(cfg.state_dir); !d.ok()) {
       std::cerr << "sandcastle: " << d.error().message() << "\n";
@@ -505,8 +508,6 @@ static int run(int argc, char** argv) {
   if (!image_store)
     spdlog::info("image store unavailable ({}): sandboxes use image \"host\" only",
                  image_store_error);
-  // Before any thread starts (the backend and the pool start some).
-  transport::block_termination_signals();
 
   const bool http_mode = cfg.transport == "http";
   std::unique_ptr<store::KeyStore> key_store;

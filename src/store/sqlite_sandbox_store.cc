@@ -15,7 +15,7 @@ using Clock = std::chrono::system_clock;
 constexpr std::size_t kMaxShortField = 256;
 constexpr std::size_t kMaxFileName = 4096;
 constexpr std::size_t kEntryOverhead = 128;
-const std::string kHistoryBytesKey = "history_bytes";  // the fixed columns and the row
+constexpr const char* kHistoryBytesKey = "history_bytes";  // the fixed columns and the row
 
 const char* const kSchemaV1 = R"sql(
 CREATE TABLE sandboxes (

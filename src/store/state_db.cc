@@ -64,7 +64,7 @@ Error StateDb::error(int rc, const std::string& what) const {
   const int sys = sqlite3_system_errno(db_);
   std::string detail = sqlite3_errmsg(db_);
   if ((rc & 0xff) == SQLITE_IOERR && sys != 0) {
-    detail += std::string(" (") + std::strerror(sys) + ")";
+    detail += std::string(" (") + errno_text(sys) + ")";
     if (sys == ENOSPC || sys == EDQUOT) rc = SQLITE_FULL;
     if (sys == EROFS || sys == EACCES || sys == EPERM) rc = SQLITE_READONLY;
   }
@@ -81,10 +81,10 @@ Result<std::unique_ptr<StateDb>> StateDb::open(const std::string& state_dir,
     if (err == ENOENT)
       return Error::make(ErrorCode::kNotFound, "state directory " + state_dir + " does not exist");
     return state_db_error(SQLITE_READONLY, path, "state directory " + state_dir,
-                          std::strerror(err));
+                          errno_text(err));
   }
   if (::access(path.c_str(), F_OK) == 0 && ::access(path.c_str(), R_OK | W_OK) != 0)
-    return state_db_error(SQLITE_READONLY, path, "open", std::strerror(errno));
+    return state_db_error(SQLITE_READONLY, path, "open", errno_text(errno));
 
   sqlite3* raw = nullptr;
   int rc =

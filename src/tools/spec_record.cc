@@ -38,7 +38,7 @@ Error bad(const std::string& what) {
 
 Result<sandbox::SpecOptions> spec_from_json(const std::string& text) {
   // Depth and size: the record is ours and small; anything else is damage.
-  if (text.size() > 1024 * 1024) return bad("larger than 1 MiB");
+  if (text.size() > (std::size_t{1} << 20)) return bad("larger than 1 MiB");
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || j.value("version", 0) != 1) return bad("not a version 1 record");
   sandbox::SpecOptions o;
