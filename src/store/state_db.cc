@@ -80,8 +80,7 @@ Result<std::unique_ptr<StateDb>> StateDb::open(const std::string& state_dir,
     const int err = errno;
     if (err == ENOENT)
       return Error::make(ErrorCode::kNotFound, "state directory " + state_dir + " does not exist");
-    return state_db_error(SQLITE_READONLY, path, "state directory " + state_dir,
-                          errno_text(err));
+    return state_db_error(SQLITE_READONLY, path, "state directory " + state_dir, errno_text(err));
   }
   if (::access(path.c_str(), F_OK) == 0 && ::access(path.c_str(), R_OK | W_OK) != 0)
     return state_db_error(SQLITE_READONLY, path, "open", errno_text(errno));

@@ -303,9 +303,12 @@ std::string comment_safe(std::string_view text, std::size_t max_chars) {
       out += "...";
       break;
     }
-    if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else if (c == '\r') out += "\\r";
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '\r')
+      out += "\\r";
     else if (c < 0x20 || c == 0x7f) {
       out += "\\x";
       out += kHex[c >> 4];

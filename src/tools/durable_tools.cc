@@ -41,15 +41,16 @@ Status copy_workspace(const ToolEnv& env, sandbox::Sandbox& from, sandbox::Sandb
       if (auto s = to.mkdir(path, true); !s.ok()) return s;
       continue;
     }
-    if (f.type != sandbox::FileType::kRegular) continue;  // symlinks and special files are not copied
+    if (f.type != sandbox::FileType::kRegular)
+      continue;  // symlinks and special files are not copied
     auto read = read_bounded(from, *env.config.transfer_budget, path, 0, std::nullopt, cap, 1);
     if (!read.ok()) return read.take_error();
     if (read->file.too_large)
-      return Error::make(ErrorCode::kResourceExhausted,
-                         path + " is " + std::to_string(read->file.size) +
-                             " bytes: an ephemeral sandbox's fork copies files up to " +
-                             std::to_string(cap) +
-                             " bytes each; fork a persistent sandbox instead (its disk is copied whole)");
+      return Error::make(
+          ErrorCode::kResourceExhausted,
+          path + " is " + std::to_string(read->file.size) +
+              " bytes: an ephemeral sandbox's fork copies files up to " + std::to_string(cap) +
+              " bytes each; fork a persistent sandbox instead (its disk is copied whole)");
     if (read->file.data.size() > left)
       return Error::make(ErrorCode::kResourceExhausted, "the files exceed the fork's disk limit");
     left -= read->file.data.size();
@@ -165,9 +166,10 @@ void register_durable_tools(mcp::Server& server, ToolEnv& env) {
              nullptr},
             [&env](const json& args, RequestContext& ctx) {
               const std::string from = args["sandbox_id"].get<std::string>();
-              auto e = env.manager.fork(
-                  from, ctx.owner(), args.value("name", std::string()),
-                  [&env](sandbox::Sandbox& a, sandbox::Sandbox& b) { return copy_workspace(env, a, b); });
+              auto e = env.manager.fork(from, ctx.owner(), args.value("name", std::string()),
+                                        [&env](sandbox::Sandbox& a, sandbox::Sandbox& b) {
+                                          return copy_workspace(env, a, b);
+                                        });
               if (!e.ok()) return error_result(e.error());
               start_kernel_async(*e);
               json out = sandbox_json(**e);

@@ -14,8 +14,8 @@
 #include "mcp/pagination.h"
 #include "tools/kernel.h"
 #include "tools/languages.h"
-#include "tools/simple_command.h"
 #include "tools/resource_methods.h"
+#include "tools/simple_command.h"
 #include "tools/tool_env.h"
 #include "tools/workspace_diff.h"
 
@@ -30,25 +30,26 @@ namespace {
 std::atomic<uint64_t> g_run_counter{0};
 
 json exec_output_schema() {
-  return json{{"type", "object"},
-              {"properties",
-               {{"stdout", {{"type", "string"}}},
-                {"stderr", {{"type", "string"}}},
-                {"exit_code", {{"type", "integer"}}},
-                {"duration_ms", {{"type", "number"}}},
-                {"truncated", {{"type", "boolean"}}},
-                {"reason", {{"type", "string"}}},
-                {"stage", {{"type", "string"}}},
-                {"files_created", {{"type", "array"}}},
-                {"mode", {{"type", "string"}, {"enum", {"kernel", "process"}}}},
-                {"execution_count", {{"type", "integer"}}},
-                {"result", {{"type", "object"}}},
-                {"error", {{"type", "object"}}},
-                {"displays", {{"type", "array"}}},
-                {"kernel", {{"type", "object"}}},
-                {"hint", {{"type", "string"}}},
-                {"state_lost", {{"type", "boolean"}}}}},
-              {"required", {"stdout", "stderr", "exit_code", "duration_ms", "truncated", "reason"}}};
+  return json{
+      {"type", "object"},
+      {"properties",
+       {{"stdout", {{"type", "string"}}},
+        {"stderr", {{"type", "string"}}},
+        {"exit_code", {{"type", "integer"}}},
+        {"duration_ms", {{"type", "number"}}},
+        {"truncated", {{"type", "boolean"}}},
+        {"reason", {{"type", "string"}}},
+        {"stage", {{"type", "string"}}},
+        {"files_created", {{"type", "array"}}},
+        {"mode", {{"type", "string"}, {"enum", {"kernel", "process"}}}},
+        {"execution_count", {{"type", "integer"}}},
+        {"result", {{"type", "object"}}},
+        {"error", {{"type", "object"}}},
+        {"displays", {{"type", "array"}}},
+        {"kernel", {{"type", "object"}}},
+        {"hint", {{"type", "string"}}},
+        {"state_lost", {{"type", "boolean"}}}}},
+      {"required", {"stdout", "stderr", "exit_code", "duration_ms", "truncated", "reason"}}};
 }
 
 // The first run after a persistent sandbox came back without its processes'
@@ -59,9 +60,10 @@ ToolResult with_state_lost(ToolResult res, bool lost) {
   res.structured["state_lost"] = true;
   res.content.push_back(
       {{"type", "text"},
-       {"text", "state_lost: this sandbox's processes were started again (a server restart, or a "
-                "resume without a memory checkpoint): its files and installed packages are kept, but "
-                "variables, imports and background processes from before are gone."}});
+       {"text",
+        "state_lost: this sandbox's processes were started again (a server restart, or a "
+        "resume without a memory checkpoint): its files and installed packages are kept, but "
+        "variables, imports and background processes from before are gone."}});
   return res;
 }
 
@@ -70,7 +72,8 @@ ToolResult with_state_lost(ToolResult res, bool lost) {
 // when the client asked for neither.
 // `sent` progress notifications went before (a one-shot's place in line):
 // the count goes on from there, as progress must rise.
-std::function<void(const char*, std::string_view)> output_streamer(RequestContext& ctx, const std::string& stage,
+std::function<void(const char*, std::string_view)> output_streamer(RequestContext& ctx,
+                                                                   const std::string& stage,
                                                                    uint64_t sent = 0) {
   if (!ctx.wants_progress() && !ctx.log_enabled("info")) return nullptr;
   struct State {
@@ -124,7 +127,8 @@ json result_json(const sandbox::ExecResult& r, const std::string& stage) {
 void add_links(const ToolEnv& env, const std::string& sandbox_id, json& files) {
   for (auto& f : files) {
     f["uri"] = sandbox_resource_uri(sandbox_id, f["path"].get<std::string>());
-    if (env.config.file_link) f["url"] = env.config.file_link(sandbox_id, f["path"].get<std::string>());
+    if (env.config.file_link)
+      f["url"] = env.config.file_link(sandbox_id, f["path"].get<std::string>());
   }
 }
 
@@ -168,7 +172,9 @@ std::string utf8_tail(const std::string& s, size_t n) {
 }
 
 std::string text_mirror(const json& out) {
-  auto size_of = [&](const char* k) { return out.contains(k) ? out[k].get_ref<const std::string&>().size() : 0; };
+  auto size_of = [&](const char* k) {
+    return out.contains(k) ? out[k].get_ref<const std::string&>().size() : 0;
+  };
   if (size_of("stdout") + size_of("stderr") <= kMirrorWhole) return mcp::dump_message(out);
   json brief = out;
   std::string note;
@@ -178,14 +184,16 @@ std::string text_mirror(const json& out) {
     std::string head = utf8_head(s, kMirrorEnd);
     std::string tail = utf8_tail(s, kMirrorEnd);
     const size_t left_out = s.size() - head.size() - tail.size();
-    brief[k] = head + "\n[… " + std::to_string(left_out) + " bytes of " + k + " not repeated here …]\n" + tail;
+    brief[k] = head + "\n[… " + std::to_string(left_out) + " bytes of " + k +
+               " not repeated here …]\n" + tail;
     note += std::string(note.empty() ? "" : "; ") + k + ": " + std::to_string(left_out) + " of " +
             std::to_string(s.size()) + " bytes";
   }
-  brief["text_excerpt"] = "this text shows the head and tail of large output (" + note +
-                          " left out); the whole output is in the result's structuredContent. Without "
-                          "it, write the output to a file in /workspace and read it with read_file "
-                          "(offset, length).";
+  brief["text_excerpt"] =
+      "this text shows the head and tail of large output (" + note +
+      " left out); the whole output is in the result's structuredContent. Without "
+      "it, write the output to a file in /workspace and read it with read_file "
+      "(offset, length).";
   return mcp::dump_message(brief);
 }
 
@@ -199,16 +207,17 @@ ToolResult finish(json out, const sandbox::ExecResult& r, std::chrono::milliseco
                     " s timeout and was killed; pass a larger timeout_s or make it faster";
       break;
     case sandbox::EndReason::kOutOfMemory:
-      out["hint"] = "the sandbox ran out of memory and the process was killed; use less memory "
-                    "or create a sandbox with a larger limits.memory_mb";
+      out["hint"] =
+          "the sandbox ran out of memory and the process was killed; use less memory "
+          "or create a sandbox with a larger limits.memory_mb";
       break;
-    default:
-      break;
+    default: break;
   }
   ToolResult res;
   res.content.push_back({{"type", "text"}, {"text", text_mirror(out)}});
   res.structured = std::move(out);
-  res.is_error = r.reason == sandbox::EndReason::kTimeout || r.reason == sandbox::EndReason::kOutOfMemory;
+  res.is_error =
+      r.reason == sandbox::EndReason::kTimeout || r.reason == sandbox::EndReason::kOutOfMemory;
   return res;
 }
 
@@ -226,7 +235,8 @@ const std::map<std::string, std::string>& run_env() {
     auto env = package_env();
     env["MPLBACKEND"] = "Agg";
     env["MPLCONFIGDIR"] = "/tmp/.sandcastle/mpl";
-    env["XDG_CACHE_HOME"] = "/tmp/.sandcastle/cache";  // fontconfig's cache is not the program's output
+    env["XDG_CACHE_HOME"] =
+        "/tmp/.sandcastle/cache";  // fontconfig's cache is not the program's output
     if (::access("/usr/share/matplotlib/mpl-data/matplotlibrc", R_OK) == 0)
       env["MATPLOTLIBRC"] = "/usr/share/matplotlib/mpl-data/matplotlibrc";
     return env;
@@ -235,13 +245,13 @@ const std::map<std::string, std::string>& run_env() {
 }
 
 std::shared_ptr<Kernel> kernel_of(SandboxEntry& e, KernelLanguage lang) {
-  return std::static_pointer_cast<Kernel>(e.attachment([&e, lang] {
-    return std::make_shared<Kernel>(e.sandbox(), lang, run_env());
-  }));
+  return std::static_pointer_cast<Kernel>(
+      e.attachment([&e, lang] { return std::make_shared<Kernel>(e.sandbox(), lang, run_env()); }));
 }
 
 bool is_image_mime(const std::string& m) {
-  return m == "image/png" || m == "image/jpeg" || m == "image/gif" || m == "image/webp" || m == "image/svg+xml";
+  return m == "image/png" || m == "image/jpeg" || m == "image/gif" || m == "image/webp" ||
+         m == "image/svg+xml";
 }
 
 // A MIME bundle from the kernel, as structured data: images become MCP image
@@ -253,7 +263,8 @@ json bundle_to_content(const json& bundle, ToolResult& res) {
       const std::string& s = v.get_ref<const std::string&>();
       // SVG arrives as text; the other images as base64 already.
       std::string data = mime == "image/svg+xml" ? base64_encode(s) : s;
-      entry[mime] = {{"content_index", res.content.size()}, {"bytes", mime == "image/svg+xml" ? s.size() : data.size() / 4 * 3}};
+      entry[mime] = {{"content_index", res.content.size()},
+                     {"bytes", mime == "image/svg+xml" ? s.size() : data.size() / 4 * 3}};
       res.content.push_back({{"type", "image"}, {"data", std::move(data)}, {"mimeType", mime}});
     } else {
       entry[mime] = v;
@@ -266,8 +277,8 @@ json bundle_to_content(const json& bundle, ToolResult& res) {
 // named; a larger change is counted (files_created_total, itself bounded by
 // the listing's cap) and flagged.
 // Returns the listing taken (for a kernel's next call), unless it was cut short.
-std::optional<WorkspaceSnapshot> report_files(json& out, const WorkspaceSnapshot& before, sandbox::Sandbox& sb,
-                                              size_t max_listed) {
+std::optional<WorkspaceSnapshot> report_files(json& out, const WorkspaceSnapshot& before,
+                                              sandbox::Sandbox& sb, size_t max_listed) {
   size_t changed = 0;
   bool listing_truncated = false;
   auto after = snapshot_workspace(sb, max_listed, &listing_truncated);
@@ -290,7 +301,8 @@ ToolResult execute_in_kernel(ToolEnv& env, EntryUse& use, KernelLanguage lang, c
   req.max_output_bytes = env.config.max_output_bytes;
   CellCallbacks cb;
   auto emit = output_streamer(ctx, "run");
-  if (emit) cb.on_output = [&emit](const char* stream, std::string_view text) { emit(stream, text); };
+  if (emit)
+    cb.on_output = [&emit](const char* stream, std::string_view text) { emit(stream, text); };
 
   // The listing the previous call ended with, if nothing else used the
   // sandbox since: files the kernel's own background work wrote between
@@ -314,7 +326,8 @@ ToolResult execute_in_kernel(ToolEnv& env, EntryUse& use, KernelLanguage lang, c
            {"language", kernel_language_name(lang)},
            {"sandbox_id", use->id()},
            {"execution_count", c.execution_count}};
-  json kinfo{{"state_lost", c.state_lost}, {"restarted", c.kernel_restarted}, {"fresh", c.fresh_kernel}};
+  json kinfo{
+      {"state_lost", c.state_lost}, {"restarted", c.kernel_restarted}, {"fresh", c.fresh_kernel}};
   if (!c.death.empty()) kinfo["death"] = c.death;
   out["kernel"] = kinfo;
 
@@ -340,28 +353,32 @@ ToolResult execute_in_kernel(ToolEnv& env, EntryUse& use, KernelLanguage lang, c
   const char* what = c.end == CellEnd::kCancelled ? "was cancelled" : nullptr;
   std::string ran_past = "ran past its " + secs + " s timeout";
   switch (c.end) {
-    case CellEnd::kCompleted:
-      break;
+    case CellEnd::kCompleted: break;
     case CellEnd::kTimeout:
     case CellEnd::kCancelled:
       if (c.state_lost) {
-        out["hint"] = "the code " + (what ? std::string(what) : ran_past) +
-                      " and ignored the interrupt for 2 s, so the kernel was killed and restarted: "
-                      "variables, imports and functions from earlier calls are lost; run the set-up "
-                      "code again" + (what ? "" : ", and pass a larger timeout_s or make the code faster");
+        out["hint"] =
+            "the code " + (what ? std::string(what) : ran_past) +
+            " and ignored the interrupt for 2 s, so the kernel was killed and restarted: "
+            "variables, imports and functions from earlier calls are lost; run the set-up "
+            "code again" +
+            (what ? "" : ", and pass a larger timeout_s or make the code faster");
       } else {
-        out["hint"] = "the code " + (what ? std::string(what) : ran_past) +
-                      " and was interrupted (KeyboardInterrupt); the kernel and its state are intact" +
-                      (what ? "" : "; pass a larger timeout_s or make the code faster");
+        out["hint"] =
+            "the code " + (what ? std::string(what) : ran_past) +
+            " and was interrupted (KeyboardInterrupt); the kernel and its state are intact" +
+            (what ? "" : "; pass a larger timeout_s or make the code faster");
       }
       break;
     case CellEnd::kKernelDied:
-      out["hint"] = "the kernel died (" + c.death + ") while running this code; its state was lost "
-                    "(variables, imports, functions). A fresh kernel answers the next call: run the "
-                    "set-up code again" +
-                    std::string(c.death.rfind("out of memory", 0) == 0
-                                    ? "; use less memory or create a sandbox with a larger limits.memory_mb"
-                                    : "");
+      out["hint"] =
+          "the kernel died (" + c.death +
+          ") while running this code; its state was lost "
+          "(variables, imports, functions). A fresh kernel answers the next call: run the "
+          "set-up code again" +
+          std::string(c.death.rfind("out of memory", 0) == 0
+                          ? "; use less memory or create a sandbox with a larger limits.memory_mb"
+                          : "");
       break;
   }
   res.content[0] = {{"type", "text"}, {"text", text_mirror(out)}};
@@ -372,7 +389,8 @@ ToolResult execute_in_kernel(ToolEnv& env, EntryUse& use, KernelLanguage lang, c
 }
 
 ToolResult run_code(ToolEnv& env, EntryUse& use, const Language* lang, bool one_shot,
-                    uint64_t progress_sent, double queued_ms, const json& args, RequestContext& ctx);
+                    uint64_t progress_sent, double queued_ms, const json& args,
+                    RequestContext& ctx);
 ToolResult run_command(ToolEnv& env, EntryUse& use, const json& args, RequestContext& ctx);
 
 ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
@@ -386,8 +404,8 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
     entry = *e;
   }
   std::string lang_name = args.contains("language") ? args["language"].get<std::string>()
-                          : entry                  ? entry->language()
-                                                   : env.config.default_language;
+                          : entry                   ? entry->language()
+                                                    : env.config.default_language;
   const std::string image =
       entry ? entry->spec().image() : default_image_for(env.config, lang_name);
   auto lang = language_for_image(env, lang_name, image);
@@ -441,20 +459,25 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
 }
 
 ToolResult run_code(ToolEnv& env, EntryUse& use, const Language* lang, bool one_shot,
-                    uint64_t progress_sent, double queued_ms, const json& args, RequestContext& ctx) {
+                    uint64_t progress_sent, double queued_ms, const json& args,
+                    RequestContext& ctx) {
   // A python/javascript sandbox keeps a kernel; one-shot runs, `fresh` runs
   // and other languages get a process of their own.
   if (!one_shot && !args.value("fresh", false) && lang->name == use->language()) {
-    if (auto kl = kernel_language_for(lang->name)) return execute_in_kernel(env, use, *kl, args, ctx);
+    if (auto kl = kernel_language_for(lang->name))
+      return execute_in_kernel(env, use, *kl, args, ctx);
   }
 
   const std::string dir = "/tmp/.sandcastle/run-" + std::to_string(++g_run_counter);
   const std::string src = dir + "/" + lang->source_file;
   const std::string bin = dir + "/main";
-  if (auto s = use->sandbox().write_file(src, args["code"].get<std::string>(), 0644, /*parents=*/true); !s.ok())
+  if (auto s =
+          use->sandbox().write_file(src, args["code"].get<std::string>(), 0644, /*parents=*/true);
+      !s.ok())
     return error_result(s.error());
 
-  auto before = one_shot ? WorkspaceSnapshot{} : snapshot_workspace(use->sandbox(), env.config.max_listed_files);
+  auto before = one_shot ? WorkspaceSnapshot{}
+                         : snapshot_workspace(use->sandbox(), env.config.max_listed_files);
   const auto timeout = timeout_of(args, *use);
   json out;
   sandbox::ExecRequest req;
@@ -507,7 +530,8 @@ ToolResult run_command(ToolEnv& env, EntryUse& use, const json& args, RequestCon
   if (use->spec().image() == "host")
     req.argv = {"/bin/bash", "-c", command};
   else  // an image may have no bash (busybox, alpine): then its sh
-    req.argv = {"/bin/sh", "-c", "[ -x /bin/bash ] && exec /bin/bash -c \"$1\"; exec /bin/sh -c \"$1\"", "sh",
+    req.argv = {"/bin/sh", "-c",
+                "[ -x /bin/bash ] && exec /bin/bash -c \"$1\"; exec /bin/sh -c \"$1\"", "sh",
                 command};
   if (args.contains("workdir")) req.cwd = args["workdir"].get<std::string>();
   if (args.contains("env"))
@@ -531,7 +555,8 @@ ToolResult run_command(ToolEnv& env, EntryUse& use, const json& args, RequestCon
   auto r = try_direct ? run(*use, direct, ctx, "run") : run(*use, req, ctx, "run");
   // The program could not be executed (not found, not executable, a script
   // without #!): bash reports it in its own words, or runs the script.
-  if (try_direct && !r.ok() && r.error().context.rfind("execve ", 0) == 0) r = run(*use, req, ctx, "run");
+  if (try_direct && !r.ok() && r.error().context.rfind("execve ", 0) == 0)
+    r = run(*use, req, ctx, "run");
   if (!r.ok()) return error_result(r.error());
   json out = result_json(*r, "run");
   out["sandbox_id"] = use->id();
@@ -548,21 +573,25 @@ ToolResult restart_kernel(ToolEnv& env, const json& args, RequestContext& ctx) {
   EntryUse use(*e);
   auto lang = kernel_language_for(use->language());
   if (!lang)
-    return ToolResult::error("sandbox " + use->id() + " runs " + use->language() +
-                             ", which has no kernel: every execute_code there already starts fresh. "
-                             "Kernels exist for python and javascript sandboxes.");
+    return ToolResult::error(
+        "sandbox " + use->id() + " runs " + use->language() +
+        ", which has no kernel: every execute_code there already starts fresh. "
+        "Kernels exist for python and javascript sandboxes.");
   auto kernel = kernel_of(*use, *lang);
   kernel->restart();
   return ToolResult::from_structured(json{{"sandbox_id", use->id()},
                                           {"language", use->language()},
                                           {"restarted", true},
-                                          {"note", "a fresh kernel is starting: earlier variables, imports "
-                                                   "and functions are gone; files in /workspace and "
-                                                   "installed packages remain"}});
+                                          {"note",
+                                           "a fresh kernel is starting: earlier variables, imports "
+                                           "and functions are gone; files in /workspace and "
+                                           "installed packages remain"}});
 }
 
 json timeout_schema() {
-  return json{{"type", "number"}, {"minimum", 0.1}, {"maximum", 3600},
+  return json{{"type", "number"},
+              {"minimum", 0.1},
+              {"maximum", 3600},
               {"description", "Seconds before the run is killed (default: the sandbox's, 30)."}};
 }
 
@@ -588,19 +617,28 @@ void register_exec_tools(mcp::Server& server, ToolEnv& env) {
        json{{"type", "object"},
             {"properties",
              {{"code", {{"type", "string"}, {"description", "The source code to run."}}},
-              {"language", {{"type", "string"},
-                            {"description", "Language (default: the sandbox's, else " +
-                                                env.config.default_language + ")."}}},
-              {"sandbox_id", {{"type", "string"}, {"description", "Sandbox id or name; omit for a one-shot run."}}},
+              {"language",
+               {{"type", "string"},
+                {"description",
+                 "Language (default: the sandbox's, else " + env.config.default_language + ")."}}},
+              {"sandbox_id",
+               {{"type", "string"},
+                {"description", "Sandbox id or name; omit for a one-shot run."}}},
               {"timeout_s", timeout_schema()},
-              {"stdin", {{"type", "string"}, {"description", "Bytes fed to the program's standard input."}}},
-              {"fresh", {{"type", "boolean"}, {"default", false},
-                         {"description", "Run in a new process instead of the sandbox's persistent "
-                                         "kernel (no access to earlier variables)."}}}}},
+              {"stdin",
+               {{"type", "string"}, {"description", "Bytes fed to the program's standard input."}}},
+              {"fresh",
+               {{"type", "boolean"},
+                {"default", false},
+                {"description",
+                 "Run in a new process instead of the sandbox's persistent "
+                 "kernel (no access to earlier variables)."}}}}},
             {"required", {"code"}},
             {"additionalProperties", false}},
        exec_output_schema(),
-       json{{"readOnlyHint", false}, {"destructiveHint", false}, {"idempotentHint", false},
+       json{{"readOnlyHint", false},
+            {"destructiveHint", false},
+            {"idempotentHint", false},
             {"openWorldHint", false}},
        nullptr},
       [&env](const json& args, RequestContext& ctx) {
@@ -618,16 +656,22 @@ void register_exec_tools(mcp::Server& server, ToolEnv& env) {
        json{{"type", "object"},
             {"properties",
              {{"sandbox_id", {{"type", "string"}, {"description", "Sandbox id or name."}}},
-              {"command", {{"type", "string"}, {"minLength", 1}, {"description", "The shell command."}}},
-              {"workdir", {{"type", "string"}, {"description", "Working directory inside the sandbox."}}},
+              {"command",
+               {{"type", "string"}, {"minLength", 1}, {"description", "The shell command."}}},
+              {"workdir",
+               {{"type", "string"}, {"description", "Working directory inside the sandbox."}}},
               {"timeout_s", timeout_schema()},
-              {"env", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}},
-                       {"description", "Extra environment variables for this command."}}},
+              {"env",
+               {{"type", "object"},
+                {"additionalProperties", {{"type", "string"}}},
+                {"description", "Extra environment variables for this command."}}},
               {"stdin", {{"type", "string"}, {"description", "Bytes fed to standard input."}}}}},
             {"required", {"sandbox_id", "command"}},
             {"additionalProperties", false}},
        exec_output_schema(),
-       json{{"readOnlyHint", false}, {"destructiveHint", true}, {"idempotentHint", false},
+       json{{"readOnlyHint", false},
+            {"destructiveHint", true},
+            {"idempotentHint", false},
             {"openWorldHint", false}},
        nullptr},
       [&env](const json& args, RequestContext& ctx) {
@@ -644,7 +688,8 @@ void register_exec_tools(mcp::Server& server, ToolEnv& env) {
        "/workspace and installed packages stay. Use it to start over or to recover a wedged "
        "interpreter.",
        json{{"type", "object"},
-            {"properties", {{"sandbox_id", {{"type", "string"}, {"description", "Sandbox id or name."}}}}},
+            {"properties",
+             {{"sandbox_id", {{"type", "string"}, {"description", "Sandbox id or name."}}}}},
             {"required", {"sandbox_id"}},
             {"additionalProperties", false}},
        json{{"type", "object"},
@@ -654,7 +699,9 @@ void register_exec_tools(mcp::Server& server, ToolEnv& env) {
               {"restarted", {{"type", "boolean"}}},
               {"note", {{"type", "string"}}}}},
             {"required", {"sandbox_id", "restarted"}}},
-       json{{"readOnlyHint", false}, {"destructiveHint", true}, {"idempotentHint", true},
+       json{{"readOnlyHint", false},
+            {"destructiveHint", true},
+            {"idempotentHint", true},
             {"openWorldHint", false}},
        nullptr},
       [&env](const json& args, RequestContext& ctx) { return restart_kernel(env, args, ctx); });

@@ -11,7 +11,9 @@ using mcp::json;
 using mcp::RequestContext;
 using mcp::ToolResult;
 
-std::string owner_of(const RequestContext& ctx) { return ctx.owner(); }
+std::string owner_of(const RequestContext& ctx) {
+  return ctx.owner();
+}
 
 ToolResult error_result(const Error& err) {
   // No structuredContent: clients check it against the tool's outputSchema
@@ -42,16 +44,31 @@ json limits_schema() {
   return json{{"type", "object"},
               {"description", "Resource limits; omitted fields keep the server defaults."},
               {"properties",
-               {{"memory_mb", {{"type", "integer"}, {"minimum", 16}, {"maximum", 65536},
-                               {"description", "Memory limit in MiB (default 512)."}}},
-                {"cpus", {{"type", "number"}, {"minimum", 0.05}, {"maximum", 64},
-                          {"description", "CPU quota in cores (default 1)."}}},
-                {"pids", {{"type", "integer"}, {"minimum", 8}, {"maximum", 32768},
-                          {"description", "Maximum number of processes (default 256)."}}},
-                {"disk_mb", {{"type", "integer"}, {"minimum", 1}, {"maximum", 65536},
-                             {"description", "Size of the writable /workspace in MiB (default 256)."}}},
-                {"timeout_s", {{"type", "number"}, {"minimum", 0.1}, {"maximum", 3600},
-                               {"description", "Default per-command timeout in seconds (default 30)."}}}}},
+               {{"memory_mb",
+                 {{"type", "integer"},
+                  {"minimum", 16},
+                  {"maximum", 65536},
+                  {"description", "Memory limit in MiB (default 512)."}}},
+                {"cpus",
+                 {{"type", "number"},
+                  {"minimum", 0.05},
+                  {"maximum", 64},
+                  {"description", "CPU quota in cores (default 1)."}}},
+                {"pids",
+                 {{"type", "integer"},
+                  {"minimum", 8},
+                  {"maximum", 32768},
+                  {"description", "Maximum number of processes (default 256)."}}},
+                {"disk_mb",
+                 {{"type", "integer"},
+                  {"minimum", 1},
+                  {"maximum", 65536},
+                  {"description", "Size of the writable /workspace in MiB (default 256)."}}},
+                {"timeout_s",
+                 {{"type", "number"},
+                  {"minimum", 0.1},
+                  {"maximum", 3600},
+                  {"description", "Default per-command timeout in seconds (default 30)."}}}}},
               {"additionalProperties", false}};
 }
 
@@ -96,15 +113,16 @@ json dormant_json(const store::SandboxRecord& r, const store::SandboxStore& stor
            {"ttl_action", r.ttl_action},
            {"packages", packages}};
   if (auto o = spec_from_json(r.spec_json); o.ok()) out["limits"] = limits_json(o->limits);
-  out["note"] = r.status == store::SandboxStatus::kPaused
-                    ? "paused: resume_sandbox starts it again"
-                    : "stopped when its server ended: the next call to it starts it again, with its "
-                      "files and packages (variables and processes from before are gone)";
+  out["note"] =
+      r.status == store::SandboxStatus::kPaused
+          ? "paused: resume_sandbox starts it again"
+          : "stopped when its server ended: the next call to it starts it again, with its "
+            "files and packages (variables and processes from before are gone)";
   return out;
 }
 
-std::optional<json> find_listing(ToolEnv& env, const std::string& id_or_name, const std::string& owner,
-                                 std::string* id) {
+std::optional<json> find_listing(ToolEnv& env, const std::string& id_or_name,
+                                 const std::string& owner, std::string* id) {
   for (const auto& l : env.manager.list_all(owner)) {
     const std::string lid = l.live ? l.live->id() : l.dormant->id;
     const std::string lname = l.live ? l.live->name() : l.dormant->name;
@@ -120,23 +138,27 @@ namespace {
 
 sandbox::Limits apply_limits(sandbox::Limits l, const json& in) {
   if (!in.is_object()) return l;
-  if (in.contains("memory_mb")) l.memory_bytes = in["memory_mb"].get<std::uint64_t>() * sandbox::kMiB;
-  if (in.contains("cpus")) l.cpu_millis = static_cast<std::uint32_t>(in["cpus"].get<double>() * 1000);
+  if (in.contains("memory_mb"))
+    l.memory_bytes = in["memory_mb"].get<std::uint64_t>() * sandbox::kMiB;
+  if (in.contains("cpus"))
+    l.cpu_millis = static_cast<std::uint32_t>(in["cpus"].get<double>() * 1000);
   if (in.contains("pids")) l.pids = in["pids"].get<std::uint32_t>();
   if (in.contains("disk_mb")) l.disk_bytes = in["disk_mb"].get<std::uint64_t>() * sandbox::kMiB;
   if (in.contains("timeout_s"))
-    l.exec_timeout = std::chrono::milliseconds(static_cast<int64_t>(in["timeout_s"].get<double>() * 1000));
+    l.exec_timeout =
+        std::chrono::milliseconds(static_cast<int64_t>(in["timeout_s"].get<double>() * 1000));
   return l;
 }
 
 json sandbox_output_schema() {
   return json{{"type", "object"},
-              {"properties", {{"sandbox_id", {{"type", "string"}}},
-                              {"name", {{"type", "string"}}},
-                              {"language", {{"type", "string"}}},
-                              {"image", {{"type", "string"}}},
-                              {"limits", {{"type", "object"}}},
-                              {"created_at", {{"type", "string"}}}}},
+              {"properties",
+               {{"sandbox_id", {{"type", "string"}}},
+                {"name", {{"type", "string"}}},
+                {"language", {{"type", "string"}}},
+                {"image", {{"type", "string"}}},
+                {"limits", {{"type", "object"}}},
+                {"created_at", {{"type", "string"}}}}},
               {"required", {"sandbox_id", "name", "language", "image", "limits", "created_at"}}};
 }
 
@@ -162,39 +184,56 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
        "execute_code, execute_command and the file tools; state (files, installed packages, "
        "interpreter variables) persists between calls until close_sandbox or until it is idle "
        "for ttl_s seconds. Code inside has no network, runs as an unprivileged user, and is "
-       "limited in memory, CPU, processes and disk. Languages: " + langs + ".",
+       "limited in memory, CPU, processes and disk. Languages: " +
+           langs + ".",
        json{{"type", "object"},
             {"properties",
-             {{"language", {{"type", "string"}, {"default", env.config.default_language},
-                            {"description", "Default language for execute_code in this sandbox."}}},
+             {{"language",
+               {{"type", "string"},
+                {"default", env.config.default_language},
+                {"description", "Default language for execute_code in this sandbox."}}},
               {"image", image_schema},
-              {"name", {{"type", "string"}, {"maxLength", 64},
-                        {"description", "Optional name; usable wherever a sandbox_id is."}}},
-              {"persistent", {{"type", "boolean"}, {"default", false},
-                              {"description", "Keep the sandbox's files on disk: it survives a server "
-                                              "restart or crash (its processes start again on the next "
-                                              "call, which reports state_lost), and pause_sandbox can "
-                                              "stop it without holding memory. Needs an API key over HTTP."}}},
-              {"ttl_action", {{"type", "string"}, {"enum", {"destroy", "pause"}},
-                              {"description", "What happens when the sandbox is idle for ttl_s: destroy "
-                                              "it, or pause it (see pause_sandbox). Default: pause for a "
-                                              "persistent sandbox (its files are what it is for), "
-                                              "destroy otherwise."}}},
-              {"env", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}},
-                       {"description", "Environment variables for every command in this sandbox."}}},
+              {"name",
+               {{"type", "string"},
+                {"maxLength", 64},
+                {"description", "Optional name; usable wherever a sandbox_id is."}}},
+              {"persistent",
+               {{"type", "boolean"},
+                {"default", false},
+                {"description",
+                 "Keep the sandbox's files on disk: it survives a server "
+                 "restart or crash (its processes start again on the next "
+                 "call, which reports state_lost), and pause_sandbox can "
+                 "stop it without holding memory. Needs an API key over HTTP."}}},
+              {"ttl_action",
+               {{"type", "string"},
+                {"enum", {"destroy", "pause"}},
+                {"description",
+                 "What happens when the sandbox is idle for ttl_s: destroy "
+                 "it, or pause it (see pause_sandbox). Default: pause for a "
+                 "persistent sandbox (its files are what it is for), "
+                 "destroy otherwise."}}},
+              {"env",
+               {{"type", "object"},
+                {"additionalProperties", {{"type", "string"}}},
+                {"description", "Environment variables for every command in this sandbox."}}},
               {"limits", limits_schema()},
-              {"ttl_s", {{"type", "integer"}, {"minimum", 10}, {"maximum", 7 * 24 * 3600},
-                         {"description", "Idle seconds before the ttl_action (default 1800)."}}}}},
+              {"ttl_s",
+               {{"type", "integer"},
+                {"minimum", 10},
+                {"maximum", 7 * 24 * 3600},
+                {"description", "Idle seconds before the ttl_action (default 1800)."}}}}},
             {"additionalProperties", false}},
        sandbox_output_schema(),
-       json{{"readOnlyHint", false}, {"destructiveHint", false}, {"idempotentHint", false},
+       json{{"readOnlyHint", false},
+            {"destructiveHint", false},
+            {"idempotentHint", false},
             {"openWorldHint", false}},
        nullptr},
       [&env](const json& args, RequestContext& ctx) {
         const std::string lang_arg = args["language"].get<std::string>();
-        const std::string image = args.contains("image")
-                                      ? args["image"].get<std::string>()
-                                      : default_image_for(env.config, lang_arg);
+        const std::string image = args.contains("image") ? args["image"].get<std::string>()
+                                                         : default_image_for(env.config, lang_arg);
         auto lang = language_for_image(env, lang_arg, image);
         if (!lang.ok()) return error_result(lang.error());
         CreateRequest req;
@@ -203,15 +242,17 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
         req.owner = owner_of(ctx);
         if (args.contains("ttl_s")) req.ttl = std::chrono::seconds(args["ttl_s"].get<int64_t>());
         req.spec.image = image;
-        req.spec.limits = apply_limits(env.config.default_limits, args.value("limits", json::object()));
+        req.spec.limits =
+            apply_limits(env.config.default_limits, args.value("limits", json::object()));
         req.spec.env = env.config.pass_through_env;
         if (args.contains("env"))
           for (const auto& [k, v] : args["env"].items()) req.spec.env[k] = v.get<std::string>();
-        if (args["persistent"].get<bool>()) req.spec.persistence = sandbox::Persistence::kPersistent;
-        req.ttl_action = args.contains("ttl_action")
-                             ? args["ttl_action"].get<std::string>()
-                             : (req.spec.persistence == sandbox::Persistence::kPersistent ? "pause"
-                                                                                          : "destroy");
+        if (args["persistent"].get<bool>())
+          req.spec.persistence = sandbox::Persistence::kPersistent;
+        req.ttl_action =
+            args.contains("ttl_action")
+                ? args["ttl_action"].get<std::string>()
+                : (req.spec.persistence == sandbox::Persistence::kPersistent ? "pause" : "destroy");
         auto entry = env.manager.create(req);
         if (!entry.ok()) return error_result(entry.error());
         start_kernel_async(*entry);  // python/javascript: the interpreter warms up meanwhile
@@ -230,7 +271,8 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
       [&env](const json&, RequestContext& ctx) {
         json list = json::array();
         for (const auto& l : env.manager.list_all(owner_of(ctx)))
-          list.push_back(l.live ? sandbox_json(*l.live) : dormant_json(*l.dormant, env.manager.store()));
+          list.push_back(l.live ? sandbox_json(*l.live)
+                                : dormant_json(*l.dormant, env.manager.store()));
         size_t n = list.size();
         return ToolResult::from_structured(json{{"sandboxes", std::move(list)}, {"count", n}});
       });
@@ -240,19 +282,20 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
        "Reports one sandbox's state and current resource use (memory, CPU time, disk, "
        "processes). Without sandbox_id, summarises all your sandboxes.",
        json{{"type", "object"},
-            {"properties", {{"sandbox_id", {{"type", "string"}, {"description", "Sandbox id or name."}}}}},
+            {"properties",
+             {{"sandbox_id", {{"type", "string"}, {"description", "Sandbox id or name."}}}}},
             {"additionalProperties", false}},
-       json{{"type", "object"}},
-       json{{"readOnlyHint", true}, {"openWorldHint", false}}, nullptr},
+       json{{"type", "object"}}, json{{"readOnlyHint", true}, {"openWorldHint", false}}, nullptr},
       [&env](const json& args, RequestContext& ctx) {
         if (!args.contains("sandbox_id")) {
           auto all = env.manager.list(owner_of(ctx));
           json ids = json::array();
           for (const auto& e : all) ids.push_back(e->id());
-          return ToolResult::from_structured(json{{"active_sandboxes", all.size()},
-                                                  {"sandbox_ids", ids},
-                                                  {"server_live_sandboxes", env.manager.live_count()},
-                                                  {"server_max_sandboxes", env.manager.options().max_sandboxes}});
+          return ToolResult::from_structured(
+              json{{"active_sandboxes", all.size()},
+                   {"sandbox_ids", ids},
+                   {"server_live_sandboxes", env.manager.live_count()},
+                   {"server_max_sandboxes", env.manager.options().max_sandboxes}});
         }
         // A paused or stopped sandbox is reported, not started.
         if (auto j = find_listing(env, args["sandbox_id"], owner_of(ctx), nullptr);
@@ -281,13 +324,17 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
        "Destroys a sandbox: kills its processes and deletes its files (a persistent or paused "
        "sandbox's too). An unknown id is an error.",
        json{{"type", "object"},
-            {"properties", {{"sandbox_id", {{"type", "string"}, {"description", "Sandbox id or name."}}}}},
+            {"properties",
+             {{"sandbox_id", {{"type", "string"}, {"description", "Sandbox id or name."}}}}},
             {"required", {"sandbox_id"}},
             {"additionalProperties", false}},
        json{{"type", "object"},
-            {"properties", {{"sandbox_id", {{"type", "string"}}}, {"closed", {{"type", "boolean"}}}}},
+            {"properties",
+             {{"sandbox_id", {{"type", "string"}}}, {"closed", {{"type", "boolean"}}}}},
             {"required", {"sandbox_id", "closed"}}},
-       json{{"readOnlyHint", false}, {"destructiveHint", true}, {"idempotentHint", false},
+       json{{"readOnlyHint", false},
+            {"destructiveHint", true},
+            {"idempotentHint", false},
             {"openWorldHint", false}},
        nullptr},
       [&env](const json& args, RequestContext& ctx) {

@@ -20,19 +20,19 @@
 #include <atomic>
 #include <climits>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <tuple>
-#include <sstream>
-#include <map>
 
 #include "sandbox/egress_proxy.h"
+#include "tools/dockerfile.h"
 #include "tools/install_diagnosis.h"
 #include "tools/languages.h"
 #include "tools/resource_methods.h"
-#include "tools/dockerfile.h"
 #include "tools/tool_env.h"
 
 namespace sandcastle::tools {
@@ -90,10 +90,9 @@ std::map<std::string, std::string> installed_versions(const std::string& manager
   auto at = out.rfind(marker);
   if (at == std::string::npos) return v;
   auto end = out.find('\n', at);
-  std::istringstream words(out.substr(at + marker.size(),
-                                      std::min<std::size_t>(end == std::string::npos ? out.size() - at - marker.size()
-                                                                                       : end - at - marker.size(),
-                                                            64 * 1024)));
+  const std::size_t from = at + marker.size();
+  const std::size_t line = (end == std::string::npos ? out.size() : end) - from;
+  std::istringstream words(out.substr(from, std::min<std::size_t>(line, std::size_t{64} << 10)));
   for (std::string w; words >> w && v.size() < 1000;) {
     auto dash = w.rfind('-');
     if (dash == std::string::npos || dash == 0) continue;
@@ -322,7 +321,8 @@ json run_install(ToolEnv& env, const InstallJob& job) {
   auto fail_all = [&](const std::string& cause, const std::string& why, const std::string& log) {
     std::string record = why + (log.empty() ? "" : "; full installer log: " + log);
     for (const auto& s : job.specs)
-      use->set_package({base_name(job.manager, s), job.manager, PackageState::kFailed, record, {}, {}});
+      use->set_package(
+          {base_name(job.manager, s), job.manager, PackageState::kFailed, record, {}, {}});
     json out{{"status", "failed"}, {"cause", cause}, {"error", why}};
     if (!log.empty()) {
       std::string rel = log.substr(std::string("/workspace/").size());
@@ -355,7 +355,11 @@ json run_install(ToolEnv& env, const InstallJob& job) {
   for (const auto& s : job.specs) {
     const std::string name = base_name(job.manager, s);
     auto v = versions.find(normalized_name(name));
-    use->set_package({name, job.manager, PackageState::kSuccess, "", {},
+    use->set_package({name,
+                      job.manager,
+                      PackageState::kSuccess,
+                      "",
+                      {},
                       v == versions.end() ? std::string() : v->second});
   }
   return json{{"status", "success"}, {"output", tail(r->stdout_data, 2000)}};
@@ -457,7 +461,8 @@ void register_package_tools(mcp::Server& server, ToolEnv& env) {
           job.specs.push_back(spec);
         }
         for (const auto& s : job.specs)
-          (*e)->set_package({base_name(manager, s), manager, PackageState::kInstalling, "", {}, {}});
+          (*e)->set_package(
+              {base_name(manager, s), manager, PackageState::kInstalling, "", {}, {}});
         if (!args["wait"].get<bool>()) {
           std::thread([&env, job] { run_install(env, job); }).detach();
           return ToolResult::from_structured(

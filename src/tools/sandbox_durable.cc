@@ -176,8 +176,10 @@ Result<PauseOutcome> SandboxManager::pause(const std::string& id_or_name, const 
   std::optional<store::SandboxRecord> dormant;
   {
     std::lock_guard lock(mu_);
-    if (auto live = find_live_locked(id_or_name, owner); live.ok()) e = *live;
-    else dormant = find_dormant_locked(id_or_name, owner);
+    if (auto live = find_live_locked(id_or_name, owner); live.ok())
+      e = *live;
+    else
+      dormant = find_dormant_locked(id_or_name, owner);
   }
   if (!e) {
     if (!dormant) return get(id_or_name, owner).take_error();  // the usual not-found text
@@ -200,9 +202,9 @@ Result<PauseOutcome> SandboxManager::pause(const std::string& id_or_name, const 
     std::lock_guard lock(mu_);
     if (e->frozen()) return PauseOutcome{"freeze", true, "it was already paused"};
     if (e->active_uses() > 0)
-      return Error::make(ErrorCode::kFailedPrecondition,
-                         "sandbox '" + id_or_name +
-                             "' is running a call; pause it when the call ends");
+      return Error::make(
+          ErrorCode::kFailedPrecondition,
+          "sandbox '" + id_or_name + "' is running a call; pause it when the call ends");
     e->set_frozen(true);
     if (mode == PauseMode::kStop) by_id_.erase(e->id());
   }
@@ -235,8 +237,10 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::resume(const std::string& 
   std::optional<store::SandboxRecord> rec;
   {
     std::lock_guard lock(mu_);
-    if (auto live = find_live_locked(id_or_name, owner); live.ok()) e = *live;
-    else rec = find_dormant_locked(id_or_name, owner);
+    if (auto live = find_live_locked(id_or_name, owner); live.ok())
+      e = *live;
+    else
+      rec = find_dormant_locked(id_or_name, owner);
   }
   if (e) {
     if (e->frozen()) {
@@ -352,11 +356,12 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::fork(const std::string& id
   // Its processes start fresh: nothing to report as lost.
   auto woken = wake(r, /*state_lost=*/false);
   if (!woken.ok())
-    return Error::make(woken.error().code,
-                       "the fork " + r.id + " was made (its files are copied) but could not start: " +
-                           woken.error().message() +
-                           "; it is listed as stopped: resume_sandbox starts it, close_sandbox "
-                           "deletes it");
+    return Error::make(
+        woken.error().code,
+        "the fork " + r.id +
+            " was made (its files are copied) but could not start: " + woken.error().message() +
+            "; it is listed as stopped: resume_sandbox starts it, close_sandbox "
+            "deletes it");
   return woken;
 }
 

@@ -426,8 +426,10 @@ Status SandboxManager::close(const std::string& id_or_name, const std::string& o
   std::string dormant;
   {
     std::lock_guard lock(mu_);
-    if (auto l = find_live_locked(id_or_name, owner); l.ok()) live = *l;
-    else if (auto rec = find_dormant_locked(id_or_name, owner)) dormant = rec->id;
+    if (auto l = find_live_locked(id_or_name, owner); l.ok())
+      live = *l;
+    else if (auto rec = find_dormant_locked(id_or_name, owner))
+      dormant = rec->id;
   }
   if (!dormant.empty()) {
     // Not running: its files are all there is to delete. No wake of it
@@ -575,14 +577,14 @@ size_t SandboxManager::reap_expired() {
   for (auto& e : expired) {
     spdlog::info("sandbox {} idle for {} s: reaping it", e->id(), e->ttl().count());
     ended_.remember(
-        e->id(),
-        e->frozen() ? "it was paused (frozen) and then idle for another TTL of " +
-                          std::to_string(e->ttl().count()) +
-                          " s, and was destroyed; a persistent sandbox would have gone to disk. "
-                          "Call create_sandbox for a new one"
-                    : "it was idle for its TTL of " + std::to_string(e->ttl().count()) +
-                          " s and was destroyed (create_sandbox takes a longer ttl_s). Call "
-                          "create_sandbox for a new one");
+        e->id(), e->frozen()
+                     ? "it was paused (frozen) and then idle for another TTL of " +
+                           std::to_string(e->ttl().count()) +
+                           " s, and was destroyed; a persistent sandbox would have gone to disk. "
+                           "Call create_sandbox for a new one"
+                     : "it was idle for its TTL of " + std::to_string(e->ttl().count()) +
+                           " s and was destroyed (create_sandbox takes a longer ttl_s). Call "
+                           "create_sandbox for a new one");
     destroy_counted(e->sandbox(), e->id(), e->frozen());
   }
   return expired.size() + to_pause.size() + to_stop.size();
