@@ -44,6 +44,13 @@ std::shared_ptr<SandboxEntry> SandboxManager::insert_locked(std::shared_ptr<Sand
   return entry;
 }
 
+SandboxListing SandboxManager::find_any(const std::string& id_or_name,
+                                        const std::string& owner) const {
+  std::lock_guard lock(mu_);
+  if (auto live = find_live_locked(id_or_name, owner); live.ok()) return {*live, std::nullopt};
+  return {nullptr, find_dormant_locked(id_or_name, owner)};
+}
+
 std::optional<store::SandboxRecord> SandboxManager::find_dormant_locked(
     const std::string& id_or_name, const std::string& owner) const {
   if (auto it = dormant_.find(id_or_name); it != dormant_.end() && it->second.owner == owner)
@@ -172,15 +179,7 @@ Status SandboxManager::recover() {
 
 Result<PauseOutcome> SandboxManager::pause(const std::string& id_or_name, const std::string& owner,
                                            PauseMode mode) {
-  std::shared_ptr<SandboxEntry> e;
-  std::optional<store::SandboxRecord> dormant;
-  {
-    std::lock_guard lock(mu_);
-    if (auto live = find_live_locked(id_or_name, owner); live.ok())
-      e = *live;
-    else
-      dormant = find_dormant_locked(id_or_name, owner);
-  }
+  auto [e, dormant] = find_any(id_or_name, owner);
   if (!e) {
     if (!dormant) return get(id_or_name, owner).take_error();  // the usual not-found text
     if (dormant->status == store::SandboxStatus::kPaused)
@@ -233,15 +232,7 @@ Result<PauseOutcome> SandboxManager::pause(const std::string& id_or_name, const 
 
 Result<std::shared_ptr<SandboxEntry>> SandboxManager::resume(const std::string& id_or_name,
                                                              const std::string& owner) {
-  std::shared_ptr<SandboxEntry> e;
-  std::optional<store::SandboxRecord> rec;
-  {
-    std::lock_guard lock(mu_);
-    if (auto live = find_live_locked(id_or_name, owner); live.ok())
-      e = *live;
-    else
-      rec = find_dormant_locked(id_or_name, owner);
-  }
+  auto [e, rec] = find_any(id_or_name, owner);
   if (e) {
     if (e->frozen()) {
       if (auto s = e->sandbox().thaw(); !s.ok()) return s.take_error();
@@ -268,15 +259,7 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::fork(const std::string& id
                                                            const std::string& owner,
                                                            const std::string& name,
                                                            const FileCopier& copy_files) {
-  std::shared_ptr<SandboxEntry> live;
-  std::optional<store::SandboxRecord> rec;
-  {
-    std::lock_guard lock(mu_);
-    if (auto l = find_live_locked(id_or_name, owner); l.ok())
-      live = *l;
-    else
-      rec = find_dormant_locked(id_or_name, owner);
-  }
+  auto [live, rec] = find_any(id_or_name, owner);
   if (!live && !rec) return get(id_or_name, owner).take_error();
   CreateRequest req;
   req.name = name;

@@ -422,15 +422,8 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::get(const std::string& id_
 }
 
 Status SandboxManager::close(const std::string& id_or_name, const std::string& owner) {
-  std::shared_ptr<SandboxEntry> live;
-  std::string dormant;
-  {
-    std::lock_guard lock(mu_);
-    if (auto l = find_live_locked(id_or_name, owner); l.ok())
-      live = *l;
-    else if (auto rec = find_dormant_locked(id_or_name, owner))
-      dormant = rec->id;
-  }
+  auto [live, rec] = find_any(id_or_name, owner);
+  const std::string dormant = rec ? rec->id : std::string();
   if (!dormant.empty()) {
     // Not running: its files are all there is to delete. No wake of it
     // runs meanwhile (wake_mu_), or the wake would make it again, empty.
