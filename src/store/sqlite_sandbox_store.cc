@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "common/json_parse.h"
+
 namespace sandcastle::store {
 
 namespace {
@@ -209,9 +211,12 @@ HistoryEntry read_entry(const Use& u) {
   e.exit_code = static_cast<int>(u.col_num(10));
   e.reason = u.col_text(11);
   e.duration_us = u.col_num(12);
-  auto files = nlohmann::json::parse(u.col_text(13), nullptr, false);
-  if (files.is_array())
-    for (const auto& f : files)
+  // Written by append_history (a flat array of capped names), but read back
+  // from a file: bounded like any other JSON from outside.
+  auto files =
+      parse_json(u.col_text(13), JsonLimits{.max_bytes = std::size_t{1} << 20, .max_depth = 2});
+  if (files.ok() && files->is_array())
+    for (const auto& f : *files)
       if (f.is_string()) e.files_created.push_back(f.get<std::string>());
   e.images = static_cast<int>(u.col_num(14));
   return e;

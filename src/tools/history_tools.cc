@@ -53,12 +53,9 @@ std::optional<std::string> sandbox_of(ToolEnv& env, const RequestContext& ctx, c
   if (!args.contains("sandbox_id") || !args["sandbox_id"].is_string()) return std::nullopt;
   // Looked up without get(), which would start a stopped sandbox (the
   // failed call may have been refused for that very reason).
-  const std::string asked = args["sandbox_id"].get<std::string>();
-  for (const auto& l : env.manager.list_all(owner_of(ctx))) {
-    const std::string& id = l.live ? l.live->id() : l.dormant->id;
-    const std::string& name = l.live ? l.live->name() : l.dormant->name;
-    if (id == asked || name == asked) return id;
-  }
+  auto [live, dormant] = env.manager.find_any(args["sandbox_id"].get<std::string>(), owner_of(ctx));
+  if (live) return live->id();
+  if (dormant) return dormant->id;
   return std::nullopt;
 }
 

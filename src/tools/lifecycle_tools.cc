@@ -121,16 +121,13 @@ json dormant_json(const store::SandboxRecord& r, const store::SandboxStore& stor
   return out;
 }
 
+// The caller's sandbox as list_sandboxes shows it, live or dormant, without
+// starting a stopped one.
 std::optional<json> find_listing(ToolEnv& env, const std::string& id_or_name,
-                                 const std::string& owner, std::string* id) {
-  for (const auto& l : env.manager.list_all(owner)) {
-    const std::string lid = l.live ? l.live->id() : l.dormant->id;
-    const std::string lname = l.live ? l.live->name() : l.dormant->name;
-    if (lid == id_or_name || lname == id_or_name) {
-      if (id) *id = lid;
-      return l.live ? sandbox_json(*l.live) : dormant_json(*l.dormant, env.manager.store());
-    }
-  }
+                                 const std::string& owner) {
+  auto [live, dormant] = env.manager.find_any(id_or_name, owner);
+  if (live) return sandbox_json(*live);
+  if (dormant) return dormant_json(*dormant, env.manager.store());
   return std::nullopt;
 }
 
@@ -298,7 +295,7 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
                    {"server_max_sandboxes", env.manager.options().max_sandboxes}});
         }
         // A paused or stopped sandbox is reported, not started.
-        if (auto j = find_listing(env, args["sandbox_id"], owner_of(ctx), nullptr);
+        if (auto j = find_listing(env, args["sandbox_id"], owner_of(ctx));
             j && (*j)["status"] != "running")
           return ToolResult::from_structured(*j);
         auto entry = env.manager.get(args["sandbox_id"], owner_of(ctx));
@@ -338,12 +335,13 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
             {"openWorldHint", false}},
        nullptr},
       [&env](const json& args, RequestContext& ctx) {
-        std::string id;
-        if (!find_listing(env, args["sandbox_id"], owner_of(ctx), &id)) {
-          auto entry = env.manager.get(args["sandbox_id"], owner_of(ctx));  // the not-found text
-          if (!entry.ok()) return error_result(entry.error());
-          id = (*entry)->id();
+        auto [live, dormant] = env.manager.find_any(args["sandbox_id"], owner_of(ctx));
+        if (!live && !dormant) {
+          auto made = env.manager.get(args["sandbox_id"], owner_of(ctx));  // the not-found text
+          if (!made.ok()) return error_result(made.error());
+          live = *made;  // created meanwhile
         }
+        const std::string id = live ? live->id() : dormant->id;
         if (auto s = env.manager.close(id, owner_of(ctx)); !s.ok()) return error_result(s.error());
         return ToolResult::from_structured(json{{"sandbox_id", id}, {"closed", true}});
       });

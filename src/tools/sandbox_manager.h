@@ -210,6 +210,9 @@ class SandboxManager {
   Result<std::shared_ptr<SandboxEntry>> fork(const std::string& id_or_name,
                                              const std::string& owner, const std::string& name,
                                              const FileCopier& copy_files);
+  // The live sandbox, else the dormant record, of that id or name among
+  // `owner`'s (neither: both empty). Never starts a stopped one.
+  SandboxListing find_any(const std::string& id_or_name, const std::string& owner) const;
   // Live and dormant sandboxes of `owner`, oldest first.
   std::vector<SandboxListing> list_all(const std::string& owner) const;
   store::SandboxStore& mutable_store() { return *store_; }
@@ -257,9 +260,6 @@ class SandboxManager {
   // Persistent sandboxes (sandbox_durable.cc).
   std::shared_ptr<SandboxEntry> insert_locked(std::shared_ptr<SandboxEntry> entry);
   Result<std::shared_ptr<SandboxEntry>> wake(const store::SandboxRecord& rec, bool state_lost);
-  // The live sandbox, else the dormant record, of that id or name (neither:
-  // both empty); takes mu_.
-  SandboxListing find_any(const std::string& id_or_name, const std::string& owner) const;
   std::optional<store::SandboxRecord> find_dormant_locked(const std::string& id_or_name,
                                                           const std::string& owner) const;
   Result<std::shared_ptr<SandboxEntry>> find_live_locked(const std::string& id_or_name,

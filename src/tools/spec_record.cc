@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_parse.h"
+
 namespace sandcastle::tools {
 
 using nlohmann::json;
@@ -37,9 +39,11 @@ Error bad(const std::string& what) {
 }  // namespace
 
 Result<sandbox::SpecOptions> spec_from_json(const std::string& text) {
-  // Depth and size: the record is ours and small; anything else is damage.
-  if (text.size() > (std::size_t{1} << 20)) return bad("larger than 1 MiB");
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // Depth and size: the record is ours and small (an env map at most two
+  // levels down); anything else is damage.
+  auto parsed = parse_json(text, JsonLimits{.max_bytes = std::size_t{1} << 20, .max_depth = 4});
+  if (!parsed.ok()) return bad(parsed.error().message());
+  const json& j = *parsed;
   if (!j.is_object() || j.value("version", 0) != 1) return bad("not a version 1 record");
   sandbox::SpecOptions o;
   try {
