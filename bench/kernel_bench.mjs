@@ -25,7 +25,8 @@
 //          [--baseline-bin OTHER_BUILD] [--iterations 2000] [--count 200]
 //          [--rounds 3] [--json]
 import { spawn, spawnSync } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from './lib/args.mjs';
@@ -230,7 +231,9 @@ async function main() {
     const n = Math.min(opts.count, 50);
     const c = new LineClient(opts.sandcastle, ['--max-sandboxes', String(n + 10), '--pool-size', '0']);
     await c.initialize('kernel-bench');
-    const driver = join(root, 'src', 'kernels', 'python_driver.py');
+    // The driver as the build embeds it: the cell compiler, then the driver.
+    const driver = join(mkdtempSync(join(tmpdir(), 'sc-driver-')), 'python_driver.py');
+    writeFileSync(driver, ['python_cells.py', 'python_driver.py'].map((f) => readFileSync(join(root, 'src', 'kernels', f), 'utf8')).join(''));
     // Each series starts n of its kind, lets them go idle, and says how to end them.
     const series = {
       kernel_sandbox: async () => {

@@ -1,9 +1,11 @@
 # Embeds the kernel drivers (src/kernels/*) in the binary: each file becomes a
 # raw string literal in a generated .cc, so the server can write the drivers
 # into a sandbox without shipping loose files next to the binary. Editing a
-# driver re-runs this step (the files are configure dependencies).
+# driver re-runs this step (the files are configure dependencies). A driver
+# made of several files names them joined by "|": they are concatenated in
+# that order into one source.
 set(SANDCASTLE_EMBEDDED_KERNELS
-  python_driver ${PROJECT_SOURCE_DIR}/src/kernels/python_driver.py
+  python_driver "${PROJECT_SOURCE_DIR}/src/kernels/python_cells.py|${PROJECT_SOURCE_DIR}/src/kernels/python_driver.py"
   node_driver ${PROJECT_SOURCE_DIR}/src/kernels/node_driver.js)
 
 set(_embed_out ${PROJECT_BINARY_DIR}/generated/kernel_sources.cc)
@@ -13,12 +15,17 @@ math(EXPR _embed_last "${_embed_len} - 1")
 foreach(i RANGE 0 ${_embed_last} 2)
   math(EXPR j "${i} + 1")
   list(GET SANDCASTLE_EMBEDDED_KERNELS ${i} _name)
-  list(GET SANDCASTLE_EMBEDDED_KERNELS ${j} _file)
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_file})
-  file(READ ${_file} _content)
+  list(GET SANDCASTLE_EMBEDDED_KERNELS ${j} _files)
+  string(REPLACE "|" ";" _files "${_files}")
+  set(_content "")
+  foreach(_file IN LISTS _files)
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_file})
+    file(READ ${_file} _part)
+    string(APPEND _content "${_part}")
+  endforeach()
   string(FIND "${_content}" ")sc_embed\"" _clash)
   if(NOT _clash EQUAL -1)
-    message(FATAL_ERROR "${_file} contains the raw-string delimiter )sc_embed\"")
+    message(FATAL_ERROR "${_files} contain the raw-string delimiter )sc_embed\"")
   endif()
   string(APPEND _embed_body
     "std::string_view ${_name}_source() {\n"

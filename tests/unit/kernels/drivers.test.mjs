@@ -5,10 +5,16 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const SRC = fileURLToPath(new URL('../../../src/kernels/', import.meta.url));
+// The Python driver as the build embeds it (cmake/embed.cmake): the cell
+// compiler, then the driver, in one file.
+const PY_DRIVER = join(mkdtempSync(join(tmpdir(), 'sc-driver-')), 'python_driver.py');
+writeFileSync(PY_DRIVER, ['python_cells.py', 'python_driver.py'].map((f) => readFileSync(SRC + f, 'utf8')).join(''));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // The driver process, its channel at fd 3 ('pipe' there is a unix socketpair).
@@ -84,7 +90,7 @@ async function startDriver(argv, env = {}) {
 }
 
 const DRIVERS = [
-  { name: 'python', argv: ['python3', '-X', 'utf8', `${SRC}python_driver.py`],
+  { name: 'python', argv: ['python3', '-X', 'utf8', PY_DRIVER],
     cell: (i) => `import time\nprint('a', ${i})\ntime.sleep(0.002)\nprint('b', ${i})\n${i}`,
     spin: 'while True:\n    pass', syncSpin: 'while True:\n    pass', value: (r) => r.value?.['text/plain'], interrupted: 'KeyboardInterrupt' },
   { name: 'javascript', argv: ['node', '--expose-internals', `${SRC}node_driver.js`],
