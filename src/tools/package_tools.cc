@@ -28,6 +28,7 @@
 #include <thread>
 #include <tuple>
 
+#include "common/json_parse.h"
 #include "sandbox/egress_proxy.h"
 #include "tools/dockerfile.h"
 #include "tools/install_diagnosis.h"
@@ -81,7 +82,8 @@ std::string normalized_name(const std::string& name) {
 // The versions pip reports on its last line ("Successfully installed
 // a-1.0 b_c-2.0"), by normalised name. The text is the sandbox's (hostile):
 // only the first 64 KiB of that line is read, and a version that is not a
-// PEP 440 version is dropped. npm says no versions in its summary: none.
+// PEP 440 version is dropped. npm names no versions in its summary: see
+// npm_versions.
 std::map<std::string, std::string> installed_versions(const std::string& manager,
                                                       const std::string& out) {
   std::map<std::string, std::string> v;
@@ -98,6 +100,32 @@ std::map<std::string, std::string> installed_versions(const std::string& manager
     if (dash == std::string::npos || dash == 0) continue;
     const std::string version = w.substr(dash + 1);
     if (valid_pep440_version(version)) v[normalized_name(w.substr(0, dash))] = version;
+  }
+  return v;
+}
+
+// The versions npm installed, read from each named package's package.json
+// inside the sandbox (through its file worker: the file is the sandbox's, a
+// hostile input): at most 64 KiB each, parsed with a depth and value limit,
+// and kept only when "version" is an exact semver. 64 packages at most: a
+// long list is a rare install, and each read is a round trip.
+constexpr std::size_t kPackageJsonMax = std::size_t{64} << 10;
+
+std::map<std::string, std::string> npm_versions(sandbox::Sandbox& sb,
+                                                const std::vector<std::string>& names) {
+  std::map<std::string, std::string> v;
+  for (const auto& name : names) {
+    if (v.size() >= 64) break;
+    if (!valid_npm_name(name)) continue;
+    const std::string path = std::string(kNodePackages) + "/node_modules/" + name + "/package.json";
+    auto f = sb.read_file(path, {0, kPackageJsonMax, true});
+    if (!f.ok() || f->too_large) continue;
+    auto j = parse_json(f->data, {kPackageJsonMax, 16, 4096, nullptr});
+    if (!j.ok() || !j->is_object()) continue;
+    auto it = j->find("version");
+    if (it == j->end() || !it->is_string()) continue;
+    const std::string version = it->get<std::string>();
+    if (valid_semver(version)) v[name] = version;
   }
   return v;
 }
@@ -351,10 +379,17 @@ json run_install(ToolEnv& env, const InstallJob& job) {
         save_log(use->sandbox(), job.manager, req.argv, *r,
                  "exit status " + std::to_string(r->status()) + "; cause: " + d.summary));
   }
-  const auto versions = installed_versions(job.manager, r->stdout_data);
+  std::map<std::string, std::string> versions;
+  if (job.manager == "npm") {
+    std::vector<std::string> names;
+    for (const auto& s : job.specs) names.push_back(base_name(job.manager, s));
+    versions = npm_versions(use->sandbox(), names);
+  } else {
+    versions = installed_versions(job.manager, r->stdout_data);
+  }
   for (const auto& s : job.specs) {
     const std::string name = base_name(job.manager, s);
-    auto v = versions.find(normalized_name(name));
+    auto v = versions.find(job.manager == "npm" ? name : normalized_name(name));
     use->set_package({name,
                       job.manager,
                       PackageState::kSuccess,
@@ -513,6 +548,7 @@ void register_package_tools(mcp::Server& server, ToolEnv& env) {
           json j{{"package", rec->name},
                  {"manager", rec->manager},
                  {"status", package_state_name(rec->state)}};
+          if (!rec->version.empty()) j["version"] = rec->version;
           if (!rec->error.empty()) j["error"] = rec->error;
           return ToolResult::from_structured(j);
         }

@@ -106,6 +106,8 @@ describe('package installs through the egress proxy', () => {
       await sleep(250);
     }
     assert.equal(status.status, 'success', JSON.stringify(status));
+    // npm's summary names no versions: the installed package.json says it.
+    assert.equal(status.version, '4.5.6');
     const run = await sc.ok('execute_code', { sandbox_id, code: 'console.log(require("sandcastle-demo").greet("node"))' });
     assert.equal(run.stdout, 'hello node from the local registry\n');
   });
