@@ -650,11 +650,6 @@ void PersistStore::join_syncs() {
   for (auto& s : all) s.thread.join();
 }
 
-std::size_t PersistStore::prepared_count() const {
-  std::lock_guard lock(mu_);
-  return prepared_.size();
-}
-
 void PersistStore::detach_all() {
   join_syncs();
   std::lock_guard lock(mu_);

@@ -125,8 +125,6 @@ class PersistStore {
                     std::uint32_t inside_gid, std::uint32_t host_uid, std::uint32_t host_gid);
   // Unmounts whatever is still attached (shutdown).
   void detach_all();
-  // Loop devices attached to copies no sandbox has mounted yet (tests).
-  std::size_t prepared_count() const;
 
   const std::string& storage_dir() const { return storage_dir_; }
 
