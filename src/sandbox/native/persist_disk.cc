@@ -437,7 +437,7 @@ Result<std::shared_ptr<AttachedDisk>> PersistStore::take_prepared(const std::str
   // the whole copy, 25-45 ms here. Turned on again once written out.
   auto disk = mount_loop(id, std::move(p.loop), p.dev, /*barrier=*/false);
   if (!disk) return disk.take_error();
-  write_out_later(std::move(p.file), *disk);
+  write_out_later(std::move(p.file), id);
   return disk;
 }
 
@@ -613,7 +613,7 @@ Status PersistStore::copy(const std::string& from, const std::string& to) {
   return {};
 }
 
-void PersistStore::write_out_later(UniqueFd file, const std::shared_ptr<AttachedDisk>& disk) {
+void PersistStore::write_out_later(UniqueFd file, const std::string& id) {
   std::lock_guard lock(sync_mu_);
   // The ones done by now are joined (each ends after one fdatasync).
   for (auto it = syncs_.begin(); it != syncs_.end();) {
@@ -625,17 +625,21 @@ void PersistStore::write_out_later(UniqueFd file, const std::shared_ptr<Attached
     }
   }
   auto done = std::make_shared<std::atomic<bool>>(false);
-  std::weak_ptr<AttachedDisk> weak = disk;
   syncs_.push_back(
-      Sync{std::thread([f = std::move(file), weak, done]() mutable {
+      Sync{std::thread([this, f = std::move(file), id, done]() mutable {
              // On the host disk soon, off the caller's path (the
              // kernel's own writeback would take ~30 s), then
              // barriers on: from here a flush is a small fsync.
-             if (::fdatasync(f.get()) != 0)
-               spdlog::warn("native sandbox: writing a storage copy out: {}", errno_text(errno));
-             else if (auto d = weak.lock())
-               if (auto st = d->set_barrier(); !st)
-                 spdlog::warn("native sandbox: storage {}: {}", d->id(), st.error().message());
+             if (::fdatasync(f.get()) != 0) {
+               spdlog::warn("native sandbox: writing storage {} out: {}", id, errno_text(errno));
+             } else {
+               // Under mu_: a remove() of this id waits, and then
+               // finds the disk gone if this was its last holder.
+               std::lock_guard store_lock(mu_);
+               if (auto d = find_attached(id))
+                 if (auto st = d->set_barrier(); !st)
+                   spdlog::warn("native sandbox: storage {}: {}", id, st.error().message());
+             }
              done->store(true);
            }),
            done});

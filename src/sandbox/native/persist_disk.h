@@ -139,7 +139,7 @@ class PersistStore {
   Result<std::shared_ptr<AttachedDisk>> take_prepared(const std::string& id, std::uint64_t size);
   // fdatasync of a copy's image, then barriers on for its disk (if still
   // mounted), on a thread of its own.
-  void write_out_later(UniqueFd file, const std::shared_ptr<AttachedDisk>& disk);
+  void write_out_later(UniqueFd file, const std::string& id);
   void join_syncs();
 
   std::string storage_dir_;

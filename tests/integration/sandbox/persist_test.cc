@@ -492,6 +492,16 @@ TEST_F(PersistTest, ACopysDeviceIsAttachedAheadAndBarriersComeBackOnceWrittenOut
   })) << super_options("/pst/pre-dst");
   sh(*dst, "echo b > /workspace/b");
   ASSERT_TRUE(dst->destroy().ok());
+  // Destroyed at once, while its copy may still be being written out:
+  // removed all the same.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(backend()->copy_storage("pre-src", "pre-now").ok());
+    auto now = make(spec("pre-now"));
+    ASSERT_NE(now, nullptr);
+    auto gone = now->destroy();
+    ASSERT_TRUE(gone.ok()) << gone.error().message();
+    EXPECT_NE(::access((g_storage + "/pre-now").c_str(), F_OK), 0);
+  }
 
   const std::string dev = loop_backed_by(img("pre-dst2"));
   EXPECT_FALSE(dev.empty());
