@@ -50,14 +50,14 @@ try {
   client = new LineClient(opts.sandcastle, ['--state-dir', join(work, 'state'), '--log-level', 'debug']);
   await client.initialize('durable-bench');
   // The fork's steps, from the server's debug log.
-  const steps = { device: [], freeze: [], copy: [], mount: [], start: [], server: [] };
+  const steps = { freeze: [], copy: [], mount: [], start: [], server: [] };
   let partial = '';
   client.proc.stderr.on('data', (d) => {
     const lines = (partial + d).split('\n');
     partial = lines.pop();
     for (const l of lines) {
-      let m = l.match(/copy \S+ -> \S+: device ([\d.]+) ms, freeze ([\d.]+) ms, copy ([\d.]+) ms/);
-      if (m) { steps.device.push(+m[1]); steps.freeze.push(+m[2]); steps.copy.push(+m[3]); }
+      let m = l.match(/copy \S+ -> \S+: frozen \(copied meanwhile\) ([\d.]+) ms, changed pages ([\d.]+) ms/);
+      if (m) { steps.freeze.push(+m[1]); steps.copy.push(+m[2]); }
       m = l.match(/storage \S+: mounted in ([\d.]+) ms, (?:a warm sandbox took it|started) in ([\d.]+) ms/);
       if (m) { steps.mount.push(+m[1]); steps.start.push(+m[2]); }
       m = l.match(/fork \S+ -> \S+: storage copied in ([\d.]+) ms, started in ([\d.]+) ms/);
@@ -122,7 +122,7 @@ try {
       rows.push([`${what}, ${persistent ? 'persistent (disk image copy)' : 'ephemeral (file by file)'}`, ms(median(t[0])), '']);
       if (persistent) {
         const m = (k) => ms(median(steps[k]));
-        rows.push([`  its steps (medians): loop device ${m('device')}, freeze (FIFREEZE) ${m('freeze')}, copy ${m('copy')}; ` +
+        rows.push([`  its steps (medians): source frozen (FIFREEZE; meanwhile the copy's loop device and a first copy) ${m('freeze')}, changed pages copied again ${m('copy')}; ` +
           `mount ${m('mount')}, warm sandbox takes it ${m('start')}; server total ${m('server')}`, '', '']);
       }
       if (servers.length > 1)

@@ -159,8 +159,8 @@ std::optional<ReadySandbox> BackendShared::take_shell(const SandboxSpec& spec,
   if (!shell_spec) return std::nullopt;
   auto r = take_ready(pool_key(*shell_spec));
   if (!r) return std::nullopt;
-  auto st = persist->mount_into(disk, r->init.pidfd.get(), r->ids.inside_uid, r->ids.inside_gid,
-                                r->ids.host_uid, r->ids.host_gid);
+  auto st = persist->mount_into(disk, r->init.pid, r->init.pidfd.get(), r->ids.inside_uid,
+                                r->ids.inside_gid, r->ids.host_uid, r->ids.host_gid);
   if (!st) {
     spdlog::warn("native sandbox: a warm sandbox for storage {}: {} (made anew)", disk.id(),
                  st.error().message());

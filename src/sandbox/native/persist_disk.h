@@ -28,6 +28,8 @@
 // Without root there are no loop mounts: persistent specs are refused.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -59,6 +61,8 @@ class AttachedDisk {
   // disk.img is then a clean filesystem.
   Status freeze_writes();
   void thaw_writes();
+  // The same on a thread of its own (joined by the next freeze or thaw).
+  void thaw_writes_later();
   // Write barriers on (a copy is mounted without them until it is on the
   // host disk: PersistStore::copy).
   Status set_barrier();
@@ -72,6 +76,7 @@ class AttachedDisk {
   UniqueFd root_;      // the mount's root, for FIFREEZE/FITHAW
   bool mounted_ = false;
   bool frozen_ = false;
+  std::thread thaw_;
 };
 
 // An idmapped bind of an attached disk for one sandbox, until destroyed
@@ -121,7 +126,7 @@ class PersistStore {
   // host_uid/gid, nosuid, nodev) over /workspace in the mount namespace of
   // the process `pidfd` names: a warm sandbox's init that no code has run
   // in yet (the path is resolved in its tree).
-  Status mount_into(const AttachedDisk& disk, int pidfd, std::uint32_t inside_uid,
+  Status mount_into(const AttachedDisk& disk, pid_t pid, int pidfd, std::uint32_t inside_uid,
                     std::uint32_t inside_gid, std::uint32_t host_uid, std::uint32_t host_gid);
   // Unmounts whatever is still attached (shutdown).
   void detach_all();

@@ -347,6 +347,12 @@ TEST_F(PersistTest, CopyTakenWhileTheSourceRunsIsIndependentAndClean) {
   ASSERT_NE(dst, nullptr);
   EXPECT_EQ(sh(*dst, "cat /workspace/a /workspace/pkgs/x; stat -c %u /workspace/a"),
             "before\nlib\n1000\n");
+  // A point in time of the writer's file too: whole lines 1..n, in order
+  // (the bytes copied while it still wrote were copied again once frozen).
+  EXPECT_EQ(sh(*dst,
+               "i=0; while read l; do i=$((i+1)); [ \"$l\" = \"$i\" ] || { echo \"torn at $i: "
+               "$l\"; exit; }; done < /workspace/spin; [ $i -gt 0 ] && echo whole"),
+            "whole\n");
   sh(*dst, "echo only-in-copy > /workspace/b");
   EXPECT_EQ(sh(*src, "cat /workspace/a; ls /workspace/b 2>/dev/null; echo end"), "after\nend\n");
   ASSERT_TRUE(dst->destroy().ok());
