@@ -118,9 +118,11 @@ class PersistStore {
   Status remove(const std::string& id);
   // Every storage directory (a valid id), with or without its image yet.
   std::vector<std::string> list() const;
-  // A clean copy of `from` (frozen for the copy while a sandbox runs on
-  // it) as storage `to`, with its loop device already attached for the
-  // next attach(to).
+  // A clean copy of `from` as storage `to`, with its loop device already
+  // attached for the next attach(to). While a sandbox runs on `from`, a
+  // thread copies the bytes as they are while the source freezes (FIFREEZE
+  // mostly waits for RCU grace periods), and once frozen the pages that
+  // changed are copied again: the copy is the frozen filesystem exactly.
   Status copy(const std::string& from, const std::string& to);
   // Mounts an idmapped clone of `disk` (on-disk inside_uid/gid <->
   // host_uid/gid, nosuid, nodev) over /workspace in the mount namespace of
