@@ -6,7 +6,10 @@
 //     running python3, when CRIU works on this host (the row says why not).
 //   - fork_sandbox of a sandbox holding --mib MiB of files (persistent: the
 //     disk image copied; ephemeral: file by file through the sandbox), beside
-//     `cp -a` of the same bytes on the state dir's disk.
+//     `cp -a` of the same bytes on the state dir's disk. The persistent fork
+//     with where its time goes (the server's debug log: loop device, freeze,
+//     copy, mount, start), and with --baseline-bin (a sandcastle built from
+//     an earlier commit) the same fork on it, interleaved round by round.
 // Needs root for persistent sandboxes; prints why not otherwise.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -18,7 +21,7 @@ import { LineClient } from './lib/line_client.mjs';
 const opts = parseArgs(process.argv.slice(2), {
   script: 'bench/durable_bench.mjs',
   defaults: { sandcastle: 'build/sandcastle', rounds: 9, mib: 50 },
-  types: { sandcastle: 'path', rounds: 'int', mib: 'int' },
+  types: { sandcastle: 'path', rounds: 'int', mib: 'int', 'baseline-bin': 'path' },
 });
 
 if (process.getuid() !== 0) {
@@ -44,8 +47,23 @@ function criuReason() {
 const work = mkdtempSync('/tmp/scdb-');
 let client;
 try {
-  client = new LineClient(opts.sandcastle, ['--state-dir', join(work, 'state')]);
+  client = new LineClient(opts.sandcastle, ['--state-dir', join(work, 'state'), '--log-level', 'debug']);
   await client.initialize('durable-bench');
+  // The fork's steps, from the server's debug log.
+  const steps = { freeze: [], copy: [], mount: [], start: [], server: [] };
+  let partial = '';
+  client.proc.stderr.on('data', (d) => {
+    const lines = (partial + d).split('\n');
+    partial = lines.pop();
+    for (const l of lines) {
+      let m = l.match(/copy \S+ -> \S+: frozen \(copied meanwhile\) ([\d.]+) ms, changed pages ([\d.]+) ms/);
+      if (m) { steps.freeze.push(+m[1]); steps.copy.push(+m[2]); }
+      m = l.match(/storage \S+: mounted in ([\d.]+) ms, (?:a warm sandbox took it|started) in ([\d.]+) ms/);
+      if (m) { steps.mount.push(+m[1]); steps.start.push(+m[2]); }
+      m = l.match(/fork \S+ -> \S+: storage copied in ([\d.]+) ms, started in ([\d.]+) ms/);
+      if (m) steps.server.push(+m[1] + +m[2]);
+    }
+  });
   const call = (name, args) => client.callOk(name, args);
   const rows = [];
 
@@ -75,17 +93,44 @@ try {
   const half = (opts.mib << 20) >> 1;
   const fill = `head -c ${half} /dev/urandom > data1.bin && head -c ${half} /dev/urandom > data2.bin && ` +
     'mkdir -p src && for i in $(seq 1 200); do echo $i > src/f$i.txt; done';
-  for (const persistent of [true, false]) {
-    const { sc } = await call('create_sandbox', { language: 'bash', persistent, limits: { disk_mb: 4 * opts.mib } });
-    await call('execute_command', { sandbox_id: sc.sandbox_id, command: fill });
-    const t = [];
-    for (let i = 0; i < opts.rounds; i++) {
-      let child;
-      t.push(await timed(async () => { child = (await call('fork_sandbox', { sandbox_id: sc.sandbox_id })).sc.sandbox_id; }));
-      await call('close_sandbox', { sandbox_id: child });
+  const load0 = loadavg()[0];
+  let base;
+  if (opts['baseline-bin']) {
+    base = new LineClient(opts['baseline-bin'], ['--state-dir', join(work, 'state-base')]);
+    await base.initialize('durable-bench-baseline');
+  }
+  try {
+    for (const persistent of [true, false]) {
+      const servers = persistent && base ? [client, base] : [client];
+      const sources = [];
+      for (const c of servers) {
+        const { sc } = await c.callOk('create_sandbox', { language: 'bash', persistent, limits: { disk_mb: 4 * opts.mib } });
+        await c.callOk('execute_command', { sandbox_id: sc.sandbox_id, command: fill });
+        sources.push(sc.sandbox_id);
+      }
+      for (const k of Object.keys(steps)) steps[k].length = 0;
+      const t = servers.map(() => []);
+      for (let i = 0; i < opts.rounds; i++) {
+        // Interleaved: each round forks on every server in turn.
+        for (let s = 0; s < servers.length; s++) {
+          let child;
+          t[s].push(await timed(async () => { child = (await servers[s].callOk('fork_sandbox', { sandbox_id: sources[s] })).sc.sandbox_id; }));
+          await servers[s].callOk('close_sandbox', { sandbox_id: child });
+        }
+      }
+      const what = `fork_sandbox, ${opts.mib} MiB (2 files) + 200 small files`;
+      rows.push([`${what}, ${persistent ? 'persistent (disk image copy)' : 'ephemeral (file by file)'}`, ms(median(t[0])), '']);
+      if (persistent) {
+        const m = (k) => ms(median(steps[k]));
+        rows.push([`  its steps (medians): source frozen (FIFREEZE; meanwhile the copy's loop device and a first copy) ${m('freeze')}, changed pages copied again ${m('copy')}; ` +
+          `mount ${m('mount')}, warm sandbox takes it ${m('start')}; server total ${m('server')}`, '', '']);
+      }
+      if (servers.length > 1)
+        rows.push([`${what}, persistent, on --baseline-bin (interleaved with the row above)`, ms(median(t[1])), '']);
+      for (let s = 0; s < servers.length; s++) await servers[s].callOk('close_sandbox', { sandbox_id: sources[s] });
     }
-    rows.push([`fork_sandbox, ${opts.mib} MiB (2 files) + 200 small files, ${persistent ? 'persistent (disk image copy)' : 'ephemeral (file by file)'}`, ms(median(t)), '']);
-    await call('close_sandbox', { sandbox_id: sc.sandbox_id });
+  } finally {
+    if (base) await base.close?.();
   }
   const src = join(work, 'cp-src');
   sh('/bin/sh', ['-c', `mkdir -p ${src} && head -c ${opts.mib << 20} /dev/urandom > ${src}/data.bin && for i in $(seq 1 200); do echo $i > ${src}/f$i.txt; done && sync`]);
@@ -97,7 +142,7 @@ try {
   }
   rows.push([`cp -a of the same bytes on the state dir's disk (page cache warm)`, ms(median(cp)), '']);
 
-  console.log(`${opts.rounds} rounds, medians; load average at start ${loadavg()[0].toFixed(2)}`);
+  console.log(`${opts.rounds} rounds, medians; load average at the forks' start ${load0.toFixed(2)}, at the end ${loadavg()[0].toFixed(2)}`);
   console.log();
   console.log('| operation | p50 | p50 to the first result after it |');
   console.log('| --- | --- | --- |');

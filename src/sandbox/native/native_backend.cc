@@ -147,6 +147,29 @@ Status check_supported(const SandboxSpec& spec, bool have_images, const PersistS
 
 }  // namespace
 
+std::optional<ReadySandbox> BackendShared::take_shell(const SandboxSpec& spec,
+                                                      const AttachedDisk& disk) {
+  // The pool's sandboxes differ from this one only by the tmpfs at
+  // /workspace (its size is the pool's disk limit): the storage covers it.
+  SpecOptions o = spec.options();
+  o.persistence = Persistence::kEphemeral;
+  o.storage_id.clear();
+  o.limits.disk_bytes = pool_spec.limits().disk_bytes;
+  auto shell_spec = SandboxSpec::create(std::move(o));
+  if (!shell_spec) return std::nullopt;
+  auto r = take_ready(pool_key(*shell_spec));
+  if (!r) return std::nullopt;
+  auto st = persist->mount_into(disk, r->init.pid, r->init.pidfd.get(), r->ids.inside_uid,
+                                r->ids.inside_gid, r->ids.host_uid, r->ids.host_gid);
+  if (!st) {
+    spdlog::warn("native sandbox: a warm sandbox for storage {}: {} (made anew)", disk.id(),
+                 st.error().message());
+    reaper.kill_and_release(r->id, std::move(r->init), std::move(r->cgroup));
+    return std::nullopt;
+  }
+  return r;
+}
+
 Result<ReadySandbox> BackendShared::finish_sandbox(Prespawned p, const SandboxSpec& spec) {
   ReadySandbox r;
   r.finish = finish_bytes(spec);
@@ -598,22 +621,34 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) 
     ~Leave() { s.leave_create(); }
   } leave{*shared_};
   std::shared_ptr<AttachedDisk> disk;
+  const auto t0 = std::chrono::steady_clock::now();
   if (spec.persistence() == Persistence::kPersistent) {
     auto d = shared_->persist->attach(spec.storage_id(), spec.limits().disk_bytes, 1000, 1000);
     if (!d) return d.take_error();
     disk = std::move(*d);
   }
+  const auto t1 = std::chrono::steady_clock::now();
   // A sandbox made ahead of demand for this very spec if there is one (then
   // refill in the background), otherwise one begun now. A persistent one
-  // never comes from the pool: it is made on its own storage.
+  // takes a warm one of the same spec but for its /workspace, and gets its
+  // storage mounted over that last (fork_sandbox: -40 ms).
   std::optional<ReadySandbox> ready;
   if (!disk) ready = shared_->take_ready(pool_key(spec));
+  if (disk) ready = shared_->take_shell(spec, *disk);
+  const bool warm = ready.has_value();
   if (!ready) {
     auto begun = shared_->begin_sandbox(spec.limits(), disk.get());
     if (!begun) return begun.take_error();
     auto finished = shared_->finish_sandbox(std::move(*begun), spec);
     if (!finished) return finished.take_error();
     ready.emplace(std::move(*finished));
+  }
+  if (disk) {
+    using ms = std::chrono::duration<double, std::milli>;
+    const auto t2 = std::chrono::steady_clock::now();
+    spdlog::debug("native sandbox: storage {}: mounted in {:.1f} ms, {} in {:.1f} ms",
+                  spec.storage_id(), ms(t1 - t0).count(),
+                  warm ? "a warm sandbox took it" : "started", ms(t2 - t1).count());
   }
   auto sb = std::make_unique<NativeSandbox>(std::move(ready->id), spec, shared_, ready->ids,
                                             std::move(ready->cgroup), std::move(ready->init));

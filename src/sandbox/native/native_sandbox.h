@@ -134,6 +134,10 @@ struct BackendShared {
   // (waiting for the one being made if the pool is empty), else nothing.
   // Counts the create for the sizer either way.
   std::optional<ReadySandbox> take_ready(const std::string& key);
+  // One from the pool for a persistent `spec` on the host image, with
+  // `disk` mounted over its /workspace (PersistStore::mount_into), else
+  // nothing.
+  std::optional<ReadySandbox> take_shell(const SandboxSpec& spec, const AttachedDisk& disk);
   // Keeps the pool at the sizer's target until stopping.
   void refill_loop();
   std::size_t live_count();

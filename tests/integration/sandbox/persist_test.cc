@@ -39,6 +39,7 @@ namespace {
 using namespace std::chrono_literals;
 using native::NativeBackend;
 using native::NativeBackendOptions;
+using native::PoolStats;
 
 constexpr const char* kChildEnv = "SANDCASTLE_PERSIST_CHILD";
 constexpr const char* kDoomedEnv = "SANDCASTLE_PERSIST_DOOMED";
@@ -60,7 +61,11 @@ NativeBackend* backend() {
   static std::once_flag once;
   std::call_once(once, [] {
     NativeBackendOptions o;
-    o.pool.min = 0;
+    // One warm sandbox: a persistent start on the host image takes it and
+    // gets its storage over /workspace (when one is ready: the start path
+    // is covered either way).
+    o.pool.min = 1;
+    o.pool.max = 1;
     o.storage_dir = g_storage;
     o.images = [](const std::string& ref) -> Result<native::ImageRoot> {
       if (ref != "bb-persist") return Error::make(ErrorCode::kNotFound, "no image '" + ref + "'");
@@ -125,6 +130,28 @@ std::string loop_backed_by(const std::string& path) {
     std::string f = native::read_small_file("/sys/block/" + name + "/loop/backing_file");
     while (!f.empty() && f.back() == '\n') f.pop_back();
     if (!f.empty() && f == path) return name;
+  }
+  return {};
+}
+
+// The superblock options of the mount whose mount point ends in `suffix`
+// ("" when there is none).
+std::string super_options(const std::string& suffix) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string id, parent, dev, root, point;
+    f >> id >> parent >> dev >> root >> point;
+    if (point.size() < suffix.size() ||
+        point.compare(point.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    std::string field;
+    while (f >> field && field != "-") {
+    }
+    std::string type, source, options;
+    f >> type >> source >> options;
+    return options;
   }
   return {};
 }
@@ -320,6 +347,12 @@ TEST_F(PersistTest, CopyTakenWhileTheSourceRunsIsIndependentAndClean) {
   ASSERT_NE(dst, nullptr);
   EXPECT_EQ(sh(*dst, "cat /workspace/a /workspace/pkgs/x; stat -c %u /workspace/a"),
             "before\nlib\n1000\n");
+  // A point in time of the writer's file too: whole lines 1..n, in order
+  // (the bytes copied while it still wrote were copied again once frozen).
+  EXPECT_EQ(sh(*dst,
+               "i=0; while read l; do i=$((i+1)); [ \"$l\" = \"$i\" ] || { echo \"torn at $i: "
+               "$l\"; exit; }; done < /workspace/spin; [ $i -gt 0 ] && echo whole"),
+            "whole\n");
   sh(*dst, "echo only-in-copy > /workspace/b");
   EXPECT_EQ(sh(*src, "cat /workspace/a; ls /workspace/b 2>/dev/null; echo end"), "after\nend\n");
   ASSERT_TRUE(dst->destroy().ok());
@@ -395,6 +428,98 @@ TEST_F(PersistTest, HalfMadeStorageIsListedAndRemovable) {
   EXPECT_NE(::access((g_storage + "/half-new").c_str(), F_OK), 0);
   ::unlink((g_storage + "/half-file").c_str());
   ::rmdir((g_storage + "/Not_An_Id").c_str());
+}
+
+// A persistent start on the host image takes the warm sandbox made for the
+// same spec (but its /workspace) and mounts its storage over that tmpfs:
+// the files, the ids on disk and the disk limit are the storage's.
+TEST_F(PersistTest, AStartTakesAWarmSandboxWithItsStorageAsWorkspace) {
+  ASSERT_TRUE(backend()->wait_pool([](const PoolStats& s) { return s.ready >= 1; }, 20s));
+  const auto taken = backend()->pool_stats().taken;
+  auto sb = make(spec("warm-1", 16 * kMiB));
+  ASSERT_NE(sb, nullptr);
+  EXPECT_EQ(backend()->pool_stats().taken, taken + 1);
+  EXPECT_EQ(sh(*sb,
+               "stat -f -c %T /workspace; echo w > /workspace/f; id -u; stat -c %u "
+               "/workspace/f; ulimit -n"),
+            "ext2/ext3\n1000\n1000\n1024\n");
+  // The disk limit is the storage's 16 MiB, not the warm sandbox's tmpfs.
+  ExecRequest dd;
+  dd.argv = {"/bin/sh", "-c", "dd if=/dev/zero of=/workspace/big bs=1M count=32"};
+  auto full = sb->exec(dd);
+  ASSERT_TRUE(full.ok()) << full.error().message();
+  EXPECT_NE(full->exit_code, 0);
+  EXPECT_NE(full->stderr_data.find("No space left on device"), std::string::npos)
+      << full->stderr_data;
+  ASSERT_TRUE(sb->release().ok());
+  // On disk: the sandbox's own id, through the idmapped mount.
+  EXPECT_EQ(
+      run_cmd("debugfs -R 'stat /f' " + img("warm-1") + " | grep -q 'User:  1000   Group:  1000'"),
+      0);
+
+  // A spec the pool was not made for (another memory limit) starts anew.
+  ASSERT_TRUE(backend()->wait_pool([](const PoolStats& s) { return s.ready >= 1; }, 20s));
+  SpecOptions o = spec("warm-1", 16 * kMiB).options();
+  o.limits.memory_bytes = 200 * kMiB;
+  auto other_spec = SandboxSpec::create(o);
+  ASSERT_TRUE(other_spec.ok());
+  const auto taken_before = backend()->pool_stats().taken;
+  auto other = make(*other_spec);
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(backend()->pool_stats().taken, taken_before);
+  EXPECT_EQ(sh(*other, "cat /workspace/f"), "w\n");
+  ASSERT_TRUE(other->destroy().ok());
+}
+
+// A copy's loop device is attached before its bytes are written (so the
+// attach does not write them all out on the fork's path); its first start
+// mounts it, without barriers until a thread has written it out. A copy
+// nobody starts lets its device go with remove_storage.
+TEST_F(PersistTest, ACopysDeviceIsAttachedAheadAndBarriersComeBackOnceWrittenOut) {
+  auto src = make(spec("pre-src"));
+  ASSERT_NE(src, nullptr);
+  sh(*src, "echo a > /workspace/a");
+  ASSERT_TRUE(backend()->copy_storage("pre-src", "pre-dst").ok());
+  EXPECT_FALSE(loop_backed_by(img("pre-dst")).empty());
+  EXPECT_EQ(run_cmd("e2fsck -fn " + img("pre-dst")), 0);
+  // A copy of a copy nobody started yet: its device is ours (no wait for
+  // it to go, no refusal).
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(backend()->copy_storage("pre-dst", "pre-dst2").ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_EQ(run_cmd("e2fsck -fn " + img("pre-dst2")), 0);
+
+  auto dst = make(spec("pre-dst"));
+  ASSERT_NE(dst, nullptr);
+  EXPECT_EQ(sh(*dst, "cat /workspace/a"), "a\n");
+  EXPECT_TRUE(eventually([] {
+    const std::string opts = super_options("/pst/pre-dst");
+    return !opts.empty() && opts.find("nobarrier") == std::string::npos;
+  })) << super_options("/pst/pre-dst");
+  sh(*dst, "echo b > /workspace/b");
+  ASSERT_TRUE(dst->destroy().ok());
+  // Destroyed at once, while its copy may still be being written out:
+  // removed all the same.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(backend()->copy_storage("pre-src", "pre-now").ok());
+    auto now = make(spec("pre-now"));
+    ASSERT_NE(now, nullptr);
+    auto gone = now->destroy();
+    ASSERT_TRUE(gone.ok()) << gone.error().message();
+    EXPECT_NE(::access((g_storage + "/pre-now").c_str(), F_OK), 0);
+  }
+
+  const std::string dev = loop_backed_by(img("pre-dst2"));
+  EXPECT_FALSE(dev.empty());
+  ASSERT_TRUE(backend()->remove_storage("pre-dst2").ok());
+  // (Detached, or another file's by now; the removed image shows as
+  // "... (deleted)" while it is still attached.)
+  EXPECT_TRUE(eventually([&] {
+    return native::read_small_file("/sys/block/" + dev + "/loop/backing_file").find("/pre-dst2/") ==
+           std::string::npos;
+  }));
+  EXPECT_NE(::access((g_storage + "/pre-dst2").c_str(), F_OK), 0);
+  ASSERT_TRUE(src->destroy().ok());
 }
 
 TEST_F(PersistTest, ImageSandboxKeepsItsRootAndWorkspace) {
@@ -623,7 +748,7 @@ TEST(Persist, TestsRunInAProcessOfTheirOwn) {
   auto child = run_tests_in_child("PersistTest.*", kChildEnv);
   ::unsetenv(kStorageEnv);
   EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.out;
-  EXPECT_NE(child.out.find("[  PASSED  ] 12 tests."), std::string::npos) << child.out;
+  EXPECT_NE(child.out.find("[  PASSED  ] 14 tests."), std::string::npos) << child.out;
   // Every test removed its storage.
   EXPECT_TRUE(native::list_dir(storage).empty());
   (void)native::remove_tree(storage);
