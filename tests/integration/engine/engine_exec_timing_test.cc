@@ -80,6 +80,27 @@ TEST(EngineExecTiming, DISABLED_ExecRoundTripVsCli) {
     }
     std::printf("%s: exec `true` median: EngineClient %.1f ms, CLI %.1f ms, ratio %.2f (n=25)\n",
                 name, median(api), median(cmd), median(api) / median(cmd));
+    // Where the client's time goes: create, start (to the stream's end),
+    // inspect; and a bare GET /_ping for the HTTP floor.
+    std::vector<double> create, start, inspect, ping;
+    for (int i = 0; i < 15; ++i) {
+      auto t0 = Clock::now();
+      auto ex =
+          c->exec_create(*id, {{"Cmd", {"true"}}, {"AttachStdout", true}, {"AttachStderr", true}});
+      create.push_back(ms_since(t0));
+      ASSERT_TRUE(ex.ok());
+      t0 = Clock::now();
+      ASSERT_TRUE(c->exec_start(*ex, nullptr, discard).ok());
+      start.push_back(ms_since(t0));
+      t0 = Clock::now();
+      ASSERT_TRUE(c->exec_inspect(*ex).ok());
+      inspect.push_back(ms_since(t0));
+      t0 = Clock::now();
+      ASSERT_TRUE(c->ping().ok());
+      ping.push_back(ms_since(t0));
+    }
+    std::printf("%s: medians: exec create %.2f ms, start %.1f ms, inspect %.2f ms, ping %.2f ms\n",
+                name, median(create), median(start), median(inspect), median(ping));
     (void)c->container_remove(*id, true, true);
   }
 }

@@ -81,6 +81,20 @@ void stop(pid_t pid) {
   }
 }
 
+// Podman's exec sessions leave conmon processes behind (they wait 300 s,
+// --exit-delay, to clean up after the exec); they are ours, named by the
+// engine's directory in their command line.
+void kill_leftovers(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string pid = entry.path().filename();
+    if (pid.empty() || !std::all_of(pid.begin(), pid.end(), ::isdigit)) continue;
+    std::string cmdline = read_file("/proc/" + pid + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(dir + "/") != std::string::npos) ::kill(std::stoi(pid), SIGKILL);
+  }
+}
+
 // The engines leave mounts (overlay layers, netns files) under their
 // directories; unmount them (deepest first) before removing the tree.
 void remove_engine_dir(const std::string& dir) {
@@ -292,7 +306,10 @@ class StopEngines : public ::testing::Environment {
         }
         stop(r->pid);
       }
-      if (!r->engine.root.empty()) remove_engine_dir(r->engine.root);
+      if (!r->engine.root.empty()) {
+        kill_leftovers(r->engine.root);
+        remove_engine_dir(r->engine.root);
+      }
     }
     e.running.clear();
   }
