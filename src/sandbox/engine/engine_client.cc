@@ -78,8 +78,9 @@ ErrorCode code_for_status(int status) {
     case 401:
     case 403: return ErrorCode::kPermissionDenied;
     case 404: return ErrorCode::kNotFound;
-    case 409: return ErrorCode::kFailedPrecondition;
-    case 501: return ErrorCode::kFailedPrecondition;
+    case 409:  // a conflict: in use, not running, already paused
+    case 501:  // not implemented by this engine
+      return ErrorCode::kFailedPrecondition;
     case 503: return ErrorCode::kUnavailable;
     default: return status >= 500 ? ErrorCode::kInternal : ErrorCode::kIo;
   }

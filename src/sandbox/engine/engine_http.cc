@@ -25,7 +25,7 @@ using boost::system::error_code;
 namespace {
 
 constexpr std::uint32_t kHeaderLimit = 64u * 1024u;
-constexpr std::size_t kChunk = 64 * 1024;
+constexpr std::size_t kChunk = std::size_t{64} * 1024;
 
 }  // namespace
 
