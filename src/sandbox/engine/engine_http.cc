@@ -1,0 +1,425 @@
+#include "sandbox/engine/engine_http.h"
+
+#include <sys/socket.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/stream_traits.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <limits>
+#include <utility>
+
+namespace sandcastle::sandbox::engine {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using boost::system::error_code;
+
+namespace {
+
+constexpr std::uint32_t kHeaderLimit = 64u * 1024u;
+constexpr std::size_t kChunk = std::size_t{64} * 1024;
+
+}  // namespace
+
+void CancelToken::cancel() {
+  std::lock_guard lock(mu_);
+  cancelled_ = true;
+  if (closer_) closer_();
+}
+
+bool CancelToken::cancelled() const {
+  std::lock_guard lock(mu_);
+  return cancelled_;
+}
+
+HttpCall::HttpCall(const Endpoint& endpoint, net::ssl::context* tls,
+                   std::chrono::milliseconds timeout, std::chrono::milliseconds connect_timeout,
+                   CancelToken* cancel)
+    : endpoint_(endpoint),
+      tls_(tls),
+      timeout_(timeout),
+      connect_timeout_(connect_timeout),
+      cancel_(cancel) {
+  deadline_.expires_after(timeout_);
+  deadline_.async_wait([this](error_code ec) {
+    if (ec) return;
+    timed_out_ = true;
+    close_now();
+  });
+  if (cancel_) {
+    std::lock_guard lock(cancel_->mu_);
+    if (cancel_->cancelled_) cancelled_ = true;
+    // post() is the one thread-safe way into ioc_; the close runs in the
+    // calling thread, between or during its operations.
+    cancel_->closer_ = [this] {
+      net::post(ioc_, [this] {
+        cancelled_ = true;
+        close_now();
+      });
+    };
+  }
+}
+
+HttpCall::~HttpCall() {
+  if (cancel_) {
+    std::lock_guard lock(cancel_->mu_);
+    cancel_->closer_ = nullptr;
+  }
+}
+
+std::string HttpCall::what() const {
+  return "engine " + endpoint_.str() + (request_line_.empty() ? "" : ": " + request_line_);
+}
+
+template <typename Start>
+error_code HttpCall::run(Start&& start) {
+  if (cancelled_ || timed_out_) return net::error::operation_aborted;
+  bool done = false;
+  error_code result;
+  start([&done, &result](error_code ec, auto&&...) {
+    result = ec;
+    done = true;
+  });
+  ioc_.restart();
+  while (!done && ioc_.run_one() > 0) {
+  }
+  return result;
+}
+
+template <typename F>
+auto HttpCall::with_stream(F&& f) {
+  if (auto* u = std::get_if<UnixSocket>(&stream_)) return f(*u);
+  if (auto* t = std::get_if<TcpSocket>(&stream_)) return f(*t);
+  return f(*std::get<std::unique_ptr<TlsStream>>(stream_));
+}
+
+void HttpCall::close_now() {
+  closed_ = true;
+  error_code ignored;
+  if (auto* u = std::get_if<UnixSocket>(&stream_)) u->close(ignored);
+  if (auto* t = std::get_if<TcpSocket>(&stream_)) t->close(ignored);
+  if (auto* s = std::get_if<std::unique_ptr<TlsStream>>(&stream_))
+    (*s)->lowest_layer().close(ignored);
+}
+
+Error HttpCall::io_error(const char* doing, const error_code& ec) const {
+  if (cancelled_) return Error::make(ErrorCode::kCancelled, what() + ": cancelled");
+  if (timed_out_)
+    return Error::make(ErrorCode::kTimeout,
+                       what() + ": no answer within " + std::to_string(timeout_.count()) + " ms");
+  ErrorCode code = ErrorCode::kUnavailable;
+  if (ec == net::error::access_denied) code = ErrorCode::kPermissionDenied;
+  return Error::make(code, what() + ": " + doing + ": " + ec.message());
+}
+
+template <typename Start>
+error_code HttpCall::connect_within(Start&& start) {
+  // Its own deadline, shorter than the call's: an engine that is not there
+  // should fail fast. connecting_ makes a late expiry a no-op.
+  net::steady_timer timer(ioc_);
+  timer.expires_after(connect_timeout_);
+  connecting_ = true;
+  timer.async_wait([this](error_code e) {
+    if (e || !connecting_) return;
+    connect_timed_out_ = true;
+    close_now();
+  });
+  error_code ec = run(std::forward<Start>(start));
+  connecting_ = false;
+  timer.cancel();
+  return ec;
+}
+
+Error HttpCall::connect_error(const error_code& ec) const {
+  if (connect_timed_out_ && !cancelled_ && !timed_out_)
+    return Error::make(ErrorCode::kTimeout, what() + ": cannot connect within " +
+                                                std::to_string(connect_timeout_.count()) + " ms");
+  return io_error("cannot connect", ec);
+}
+
+Status HttpCall::open() {
+  if (cancelled_) return io_error("connecting", net::error::operation_aborted);
+  if (endpoint_.kind == Endpoint::Kind::kUnix) {
+    // Our own socket() so the fd is O_CLOEXEC (asio's own is not).
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return Error::from_errno(what() + ": socket");
+    auto& sock = stream_.emplace<UnixSocket>(ioc_);
+    error_code ec;
+    sock.assign(net::local::stream_protocol(), fd, ec);
+    if (ec) {
+      ::close(fd);
+      return io_error("socket", ec);
+    }
+    ec = connect_within([&](auto h) {
+      sock.async_connect(net::local::stream_protocol::endpoint(endpoint_.path), std::move(h));
+    });
+    if (ec) {
+      Error e = connect_error(ec);
+      if (ec == net::error::connection_refused ||
+          ec == boost::system::errc::no_such_file_or_directory)
+        e.context += " (is the engine running?)";
+      return e;
+    }
+    return ok_status();
+  }
+  return connect_tcp();
+}
+
+Status HttpCall::connect_tcp() {
+  net::ip::tcp::resolver resolver(ioc_);
+  net::ip::tcp::resolver::results_type results;
+  error_code ec = run([&](auto h) {
+    resolver.async_resolve(endpoint_.host, endpoint_.port,
+                           [h = std::move(h), &results](error_code e, auto r) mutable {
+                             results = std::move(r);
+                             h(e);
+                           });
+  });
+  if (ec) return io_error("resolving the host", ec);
+  ec = net::error::host_not_found;
+  for (const auto& entry : results) {
+    const auto ep = entry.endpoint();
+    const int fd = ::socket(ep.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return Error::from_errno(what() + ": socket");
+    auto& sock = stream_.emplace<TcpSocket>(ioc_);
+    error_code aec;
+    sock.assign(ep.protocol(), fd, aec);
+    if (aec) {
+      ::close(fd);
+      return io_error("socket", aec);
+    }
+    ec = connect_within([&](auto h) { sock.async_connect(ep, std::move(h)); });
+    if (!ec || connect_timed_out_ || cancelled_ || timed_out_) break;
+  }
+  if (ec) return connect_error(ec);
+  error_code ignored;
+  std::get<TcpSocket>(stream_).set_option(net::ip::tcp::no_delay(true), ignored);
+  if (!endpoint_.tls) return ok_status();
+
+  TcpSocket plain = std::move(std::get<TcpSocket>(stream_));
+  auto tls = std::make_unique<TlsStream>(std::move(plain), *tls_);
+  error_code not_ip;
+  (void)net::ip::make_address(endpoint_.host, not_ip);
+  if (not_ip) SSL_set_tlsext_host_name(tls->native_handle(), endpoint_.host.c_str());
+  tls->set_verify_callback(net::ssl::host_name_verification(endpoint_.host));
+  auto& ref = *tls;
+  stream_ = std::move(tls);
+  ec = run([&](auto h) { ref.async_handshake(net::ssl::stream_base::client, std::move(h)); });
+  if (ec) {
+    Error e = io_error("TLS handshake", ec);
+    const long verify = SSL_get_verify_result(ref.native_handle());
+    if (!cancelled_ && !timed_out_ && verify != X509_V_OK) {
+      e.code = ErrorCode::kPermissionDenied;
+      e.context += std::string(" (") + X509_verify_cert_error_string(verify) + ")";
+    }
+    return e;
+  }
+  return ok_status();
+}
+
+Status HttpCall::send(const HttpRequest& r) {
+  request_line_ = std::string(bhttp::to_string(r.verb)) + " " + r.target;
+  const std::string host =
+      endpoint_.kind == Endpoint::Kind::kUnix ? "docker" : endpoint_.host + ":" + endpoint_.port;
+  auto set_common = [&](auto& req) {
+    req.set(bhttp::field::host, host);
+    req.set(bhttp::field::user_agent, "sandcastle");
+    if (!r.content_type.empty()) req.set(bhttp::field::content_type, r.content_type);
+    if (r.upgrade) {
+      req.set(bhttp::field::connection, "Upgrade");
+      req.set(bhttp::field::upgrade, "tcp");
+    }
+  };
+  error_code ec;
+  if (r.source == nullptr) {
+    bhttp::request<bhttp::string_body> req{r.verb, r.target, 11};
+    set_common(req);
+    if (r.body) req.body() = *r.body;
+    req.prepare_payload();
+    ec = with_stream(
+        [&](auto& s) { return run([&](auto h) { bhttp::async_write(s, req, std::move(h)); }); });
+    if (ec) return io_error("sending the request", ec);
+    return ok_status();
+  }
+  bhttp::request<bhttp::empty_body> req{r.verb, r.target, 11};
+  set_common(req);
+  req.chunked(true);
+  bhttp::request_serializer<bhttp::empty_body> sr{req};
+  ec = with_stream([&](auto& s) {
+    return run([&](auto h) { bhttp::async_write_header(s, sr, std::move(h)); });
+  });
+  if (ec) return io_error("sending the request", ec);
+  std::array<char, kChunk> chunk;
+  for (;;) {
+    auto n = (*r.source)(chunk.data(), chunk.size());
+    if (!n.ok()) return n.take_error();
+    if (*n > chunk.size())
+      return Error::make(ErrorCode::kInternal, what() + ": a body source overran its buffer");
+    if (*n == 0) break;
+    ec = with_stream([&](auto& s) {
+      return run([&](auto h) {
+        net::async_write(s, bhttp::make_chunk(net::buffer(chunk.data(), *n)), std::move(h));
+      });
+    });
+    if (ec) return io_error("sending the request body", ec);
+  }
+  ec = with_stream([&](auto& s) {
+    return run([&](auto h) { net::async_write(s, bhttp::make_chunk_last(), std::move(h)); });
+  });
+  if (ec) return io_error("sending the request body", ec);
+  return ok_status();
+}
+
+Result<HttpHead> HttpCall::read_head() {
+  parser_.emplace();
+  parser_->header_limit(kHeaderLimit);
+  parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
+  // Beast reads at most the buffer's free space: 64 KiB per read, not 512.
+  buffer_.reserve(kChunk);
+  error_code ec = with_stream([&](auto& s) {
+    return run([&](auto h) { bhttp::async_read_header(s, buffer_, *parser_, std::move(h)); });
+  });
+  if (ec) return io_error("reading the response", ec);
+  HttpHead head;
+  head.status = static_cast<int>(parser_->get().result_int());
+  head.reason = std::string(parser_->get().reason());
+  return head;
+}
+
+Status HttpCall::read_body_to(const ByteSink& sink, std::size_t limit) {
+  std::array<char, kChunk> chunk;
+  std::size_t total = 0;
+  while (!parser_->is_done()) {
+    parser_->get().body().data = chunk.data();
+    parser_->get().body().size = chunk.size();
+    error_code ec = with_stream([&](auto& s) {
+      return run([&](auto h) { bhttp::async_read(s, buffer_, *parser_, std::move(h)); });
+    });
+    if (ec == bhttp::error::need_buffer) ec = {};
+    if (ec) return io_error("reading the response body", ec);
+    const std::size_t n = chunk.size() - parser_->get().body().size;
+    if (n == 0) continue;
+    total += n;
+    if (total > limit)
+      return Error::make(ErrorCode::kResourceExhausted, what() + ": the response body is past " +
+                                                            std::to_string(limit) + " bytes");
+    if (auto st = sink(std::string_view(chunk.data(), n)); !st.ok()) return st;
+  }
+  return ok_status();
+}
+
+Status HttpCall::read_body(std::string* out, std::size_t limit, bool truncate) {
+  auto st = read_body_to(
+      [&](std::string_view piece) -> Status {
+        if (out->size() + piece.size() > limit) {
+          if (truncate) out->append(piece.substr(0, limit - out->size()));
+          return Error::make(
+              ErrorCode::kResourceExhausted,
+              what() + ": the response body is past " + std::to_string(limit) + " bytes");
+        }
+        out->append(piece);
+        return ok_status();
+      },
+      std::numeric_limits<std::size_t>::max());
+  if (!st.ok() && truncate && st.error().code == ErrorCode::kResourceExhausted) return ok_status();
+  return st;
+}
+
+Status HttpCall::duplex(const ByteSource* in, const ByteSink& out) {
+  // Bytes the header read took past the header belong to the stream.
+  if (buffer_.size() > 0) {
+    const auto data = buffer_.data();
+    auto st = out(std::string_view(static_cast<const char*>(data.data()), data.size()));
+    buffer_.consume(buffer_.size());
+    if (!st.ok()) return st;
+  }
+  std::optional<Error> failure;
+  bool reading = true;
+  bool writing = in != nullptr;
+  std::array<char, kChunk> rbuf;
+  std::array<char, kChunk> wbuf;
+  auto fail = [&](Error e) {
+    if (!failure) failure = std::move(e);
+    close_now();
+  };
+
+  std::function<void()> read_more = [&] {
+    with_stream([&](auto& s) {
+      s.async_read_some(net::buffer(rbuf), [&](error_code ec, std::size_t n) {
+        if (n > 0 && !failure) {
+          if (auto st = out(std::string_view(rbuf.data(), n)); !st.ok()) fail(st.take_error());
+        }
+        if (ec) {
+          reading = false;
+          const bool eof = ec == net::error::eof || ec == net::ssl::error::stream_truncated;
+          if (!eof && !failure) fail(io_error("reading the stream", ec));
+          // The engine closed the stream: the process is done, and stdin
+          // not yet written has no reader.
+          if (eof && writing) close_now();
+          return;
+        }
+        if (!failure)
+          read_more();
+        else
+          reading = false;
+      });
+      return 0;
+    });
+  };
+  std::function<void()> write_more = [&] {
+    auto n = (*in)(wbuf.data(), wbuf.size());
+    if (!n.ok()) {
+      writing = false;
+      fail(n.take_error());
+      return;
+    }
+    if (*n == 0 || *n > wbuf.size()) {
+      writing = false;
+      // stdin's EOF. Over TLS this is a TCP half-close without close_notify:
+      // Go's TLS reader (dockerd, Podman) reports it as EOF, which is what
+      // they turn into the process's stdin EOF.
+      error_code ignored;
+      with_stream([&](auto& s) {
+        beast::get_lowest_layer(s).shutdown(net::socket_base::shutdown_send, ignored);
+        return 0;
+      });
+      return;
+    }
+    with_stream([&](auto& s) {
+      net::async_write(s, net::buffer(wbuf.data(), *n), [&](error_code ec, std::size_t) {
+        if (ec) {
+          writing = false;
+          // A closed stream (the process exited without reading) is the
+          // reader's to report.
+          if (reading && !failure && !closed_) fail(io_error("writing stdin", ec));
+          return;
+        }
+        if (!failure && reading)
+          write_more();
+        else
+          writing = false;
+      });
+      return 0;
+    });
+  };
+
+  if (cancelled_ || timed_out_) return io_error("streaming", net::error::operation_aborted);
+  read_more();
+  if (writing) write_more();
+  ioc_.restart();
+  while ((reading || writing) && ioc_.run_one() > 0) {
+  }
+  if (failure) return *failure;
+  if (cancelled_ || timed_out_) return io_error("streaming", net::error::operation_aborted);
+  return ok_status();
+}
+
+}  // namespace sandcastle::sandbox::engine

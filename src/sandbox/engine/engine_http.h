@@ -1,0 +1,107 @@
+// One HTTP/1.1 exchange with an engine over a connection of its own (unix
+// socket, TCP or TLS), run on a private io_context in the calling thread.
+// The whole call has one deadline; a CancelToken ends it from any thread.
+// Both close the connection, which ends every pending read and write.
+// Internal to src/sandbox/engine/: callers use EngineClient.
+#pragma once
+
+#include <array>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/verb.hpp>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+
+#include "sandbox/engine/endpoint.h"
+#include "sandbox/engine/engine_types.h"
+
+namespace sandcastle::sandbox::engine {
+
+struct HttpRequest {
+  boost::beast::http::verb verb = boost::beast::http::verb::get;
+  std::string target;  // origin form, query included
+  std::string content_type;
+  const std::string* body = nullptr;   // a body of known length, or
+  const ByteSource* source = nullptr;  // one sent chunked until it returns 0
+  bool upgrade = false;                // exec start: `Connection: Upgrade`, `Upgrade: tcp`
+};
+
+struct HttpHead {
+  int status = 0;
+  std::string reason;
+};
+
+class HttpCall {
+ public:
+  // `tls` must be set for a TLS endpoint; `cancel` may be null.
+  HttpCall(const Endpoint& endpoint, boost::asio::ssl::context* tls,
+           std::chrono::milliseconds timeout, std::chrono::milliseconds connect_timeout,
+           CancelToken* cancel);
+  ~HttpCall();
+  HttpCall(const HttpCall&) = delete;
+  HttpCall& operator=(const HttpCall&) = delete;
+
+  Status open();
+  Status send(const HttpRequest& request);
+  Result<HttpHead> read_head();
+  // The body into *out; past `limit` bytes: kResourceExhausted, or with
+  // `truncate` the first `limit` bytes and success (error pages).
+  Status read_body(std::string* out, std::size_t limit, bool truncate = false);
+  // The body to `sink`; past `limit` bytes: kResourceExhausted.
+  Status read_body_to(const ByteSink& sink, std::size_t limit);
+  // After read_head of an upgraded (hijacked) response: the raw duplex
+  // stream. Writes `in` (if any) until it returns 0, then half-closes the
+  // sending side (stdin's EOF), while every received byte goes to `out`,
+  // until the engine closes the stream.
+  Status duplex(const ByteSource* in, const ByteSink& out);
+
+  // "engine unix:///x.sock: POST /v1.41/exec/1/start" for error messages.
+  std::string what() const;
+
+ private:
+  using UnixSocket = boost::asio::local::stream_protocol::socket;
+  using TcpSocket = boost::asio::ip::tcp::socket;
+  using TlsStream = boost::asio::ssl::stream<TcpSocket>;
+
+  template <typename Start>
+  boost::system::error_code run(Start&& start);
+  template <typename F>
+  auto with_stream(F&& f);
+  void close_now();
+  Error io_error(const char* doing, const boost::system::error_code& ec) const;
+  Status connect_tcp();
+  template <typename Start>
+  boost::system::error_code connect_within(Start&& start);
+  Error connect_error(const boost::system::error_code& ec) const;
+
+  const Endpoint& endpoint_;
+  boost::asio::ssl::context* tls_;
+  std::chrono::milliseconds timeout_;
+  std::chrono::milliseconds connect_timeout_;
+  CancelToken* cancel_;
+  std::string request_line_;
+
+  boost::asio::io_context ioc_{1};
+  boost::asio::steady_timer deadline_{ioc_};
+  std::variant<std::monostate, UnixSocket, TcpSocket, std::unique_ptr<TlsStream>> stream_;
+  boost::beast::flat_buffer buffer_;
+  std::optional<boost::beast::http::response_parser<boost::beast::http::buffer_body>> parser_;
+  bool timed_out_ = false;
+  bool cancelled_ = false;
+  bool closed_ = false;
+  bool connecting_ = false;
+  bool connect_timed_out_ = false;
+};
+
+}  // namespace sandcastle::sandbox::engine
