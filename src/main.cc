@@ -260,6 +260,7 @@ static int run(int argc, char** argv) {
   std::string config_path;
   bool test_fixtures = false;
   bool allow_weak = false;
+  bool check_db = false;
   bool insecure = false;
   bool auth = false;
   std::vector<std::string> host_paths;
@@ -341,6 +342,9 @@ static int run(int argc, char** argv) {
   setting_flag("--max-image-bytes", "images.max_image_bytes", "largest unpacked size of one image");
   setting_flag("--history-max-mb", "history.max_mb",
                "MiB of run history kept (default 256; 0: none recorded)");
+  app.add_flag("--check-db", check_db,
+               "read the whole state database (PRAGMA quick_check) at start; without it, only "
+               "after a run that did not stop cleanly");
 
   auto* doctor = app.add_subcommand(
       "doctor", "print what this host allows and the isolation sandcastle will use");
@@ -445,7 +449,9 @@ static int run(int argc, char** argv) {
       std::cerr << "sandcastle: " << d.error().message() << "\n";
       return 2;
     }
-    auto db = store::StateDb::open(cfg.state_dir);
+    auto db = store::StateDb::open(cfg.state_dir, store::sandbox_migrations(),
+                                   check_db ? store::IntegrityCheck::kAlways
+                                            : store::IntegrityCheck::kAfterUncleanStop);
     if (!db.ok()) {
       std::cerr << "sandcastle: " << db.error().message() << "\n";
       return 2;
