@@ -148,6 +148,11 @@ bool run_open(const std::string& run) {
 }  // namespace
 
 StateDb::~StateDb() {
+  mark_clean_stop();
+  sqlite3_close_v2(db_);
+}
+
+void StateDb::mark_clean_stop() {
   if (!run_.empty()) {
     std::lock_guard lock(g_open_runs_mu);
     g_open_runs.erase(run_);
@@ -161,7 +166,7 @@ StateDb::~StateDb() {
     }
     sqlite3_finalize(st);
   }
-  sqlite3_close_v2(db_);
+  run_.clear();
 }
 
 Result<std::vector<std::string>> StateDb::unclean_runs() {

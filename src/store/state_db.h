@@ -45,9 +45,12 @@ class StateDb {
   static Result<std::unique_ptr<StateDb>> open(
       const std::string& state_dir, const std::vector<Migration>& migrations = sandbox_migrations(),
       IntegrityCheck check = IntegrityCheck::kAfterUncleanStop);
-  // A clean stop: the run's row goes, so the next open skips quick_check
-  // (kept when this run met a corrupt page: the next open checks).
+  // Calls mark_clean_stop().
   ~StateDb();
+  // A clean stop: this run's row goes, so the next open skips quick_check
+  // (kept when this run met a corrupt page: the next open checks). For a
+  // server that ends with _exit, once its last write is done. Idempotent.
+  void mark_clean_stop();
   StateDb(const StateDb&) = delete;
   StateDb& operator=(const StateDb&) = delete;
 
