@@ -154,7 +154,6 @@ SandboxManager::SandboxManager(sandbox::Backend& backend, ManagerOptions options
       store_(store ? store : &own_store_),
       admission_(options.max_queued_runs) {}
 
-namespace {
 store::SandboxRecord record_of(const SandboxEntry& e, const std::string& server) {
   store::SandboxRecord r;
   r.server = server;
@@ -172,7 +171,6 @@ store::SandboxRecord record_of(const SandboxEntry& e, const std::string& server)
   r.spec_json = spec_to_json(e.spec().options());
   return r;
 }
-}  // namespace
 
 SandboxManager::~SandboxManager() {
   shutdown();
@@ -399,11 +397,20 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::find_live_locked(
 Result<std::shared_ptr<SandboxEntry>> SandboxManager::get(const std::string& id_or_name,
                                                           const std::string& owner) {
   std::unique_lock lock(mu_);
-  if (auto live = find_live_locked(id_or_name, owner); live.ok()) {
+  // A sandbox whose processes died since its last call (one poll of its
+  // init's pidfd) is dealt with before the call starts: a persistent one
+  // comes back on its files below, so the call runs there, once. Twice at
+  // most: a sandbox woken dead (its zygote killed again) is not chased.
+  for (int tries = 0; tries < 2; ++tries) {
+    auto live = find_live_locked(id_or_name, owner);
+    if (!live.ok()) break;
     if ((*live)->frozen())
       return Error::make(ErrorCode::kFailedPrecondition,
                          "sandbox '" + id_or_name + "' is paused: call resume_sandbox first");
-    return live;
+    if (tries == 1 || (*live)->sandbox().alive()) return live;
+    lock.unlock();
+    bury_dead(*live);
+    lock.lock();
   }
   if (auto rec = find_dormant_locked(id_or_name, owner)) {
     if (rec->status == store::SandboxStatus::kPaused)
@@ -519,12 +526,20 @@ size_t SandboxManager::pool_ready() const {
 }
 
 size_t SandboxManager::reap_expired() {
-  std::vector<std::shared_ptr<SandboxEntry>> expired, to_pause, to_stop;
+  std::vector<std::shared_ptr<SandboxEntry>> expired, to_pause, to_stop, dead;
   auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard lock(mu_);
     for (auto it = by_id_.begin(); it != by_id_.end();) {
       auto& e = it->second;
+      // Died without a close: an ephemeral one frees its slot now, a
+      // persistent one is listed as stopped (a call in progress on it
+      // finds out itself, ended_during_call).
+      if (e->active_uses() == 0 && !e->sandbox().alive()) {
+        dead.push_back(e);
+        ++it;
+        continue;
+      }
       const auto idle = now - e->last_used_steady();
       if (e->active_uses() > 0 || idle < e->ttl()) {
         ++it;
@@ -551,6 +566,7 @@ size_t SandboxManager::reap_expired() {
       it = by_id_.erase(it);
     }
   }
+  for (auto& e : dead) bury_dead(e);
   for (auto& e : to_pause) {
     auto r = pause(e->id(), e->owner(), PauseMode::kAuto);
     if (r.ok()) {
@@ -580,7 +596,7 @@ size_t SandboxManager::reap_expired() {
                            "create_sandbox for a new one");
     destroy_counted(e->sandbox(), e->id(), e->frozen());
   }
-  return expired.size() + to_pause.size() + to_stop.size();
+  return expired.size() + to_pause.size() + to_stop.size() + dead.size();
 }
 
 void SandboxManager::reaper_loop() {
