@@ -9,8 +9,8 @@
 // them, filled with python3's sqlite3), started over and over by the same
 // binary, the variants interleaved: after a clean stop (cheap), with
 // --check-db (the old cost), and after a kill -9 (the next start checks).
-// Timed: spawn to the initialize answer. The file is in the page cache after
-// the first start (a cold cache makes quick_check slower still).
+// Timed: spawn to the initialize answer; with the file in the page cache,
+// and with it evicted first (as after a reboot).
 //
 // Usage: node bench/startup_db_bench.mjs [--sandcastle build/sandcastle]
 //          [--iterations 15] [--mib 250] [--json]
@@ -41,6 +41,18 @@ c.executemany("INSERT INTO sandbox_history(sandbox_id, at_us, caller, tool, lang
               "'', 0, 0, 'exited', 1000, '[]', 0, 65536)", [(i,) for i in range(n)])
 c.execute("UPDATE sandbox_meta SET value = ? WHERE key = 'history_bytes'", (n * 65536,))
 c.commit(); c.close()`, db, String(mib)]);
+}
+
+// Drops the database file's pages from the page cache (that file only:
+// POSIX_FADV_DONTNEED), as after a reboot or a long idle time.
+function evict(db) {
+  for (const f of [db, `${db}-wal`])
+    execFileSync('/usr/bin/python3', ['-c', `import os, sys
+try:
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+except FileNotFoundError:
+    sys.exit(0)
+os.fdatasync(fd); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)`, f]);
 }
 
 // One start: spawn to the initialize answer; then a clean stop (stdin
@@ -74,18 +86,18 @@ async function main() {
     const dbBytes = statSync(join(dir, 'sandcastle.db')).size;
     await start(opts.sandcastle, dir, ['--check-db'], 'clean');  // warms the page cache
     const load0 = loadavg();
-    const v = { clean: [], check: [], afterKill: [] };
+    const db = join(dir, 'sandcastle.db');
+    const v = { clean: [], check: [], afterKill: [], cleanCold: [], checkCold: [] };
     for (let i = 0; i < opts.iterations; i++) {
       // The order turns every iteration; a kill -9 start precedes each
-      // after-kill one (its own time is not counted).
-      const order = i % 2 ? ['check', 'afterKill', 'clean'] : ['clean', 'afterKill', 'check'];
-      for (const k of order) {
-        if (k === 'afterKill') {
-          await start(opts.sandcastle, dir, [], 'kill');
-          v.afterKill.push(await start(opts.sandcastle, dir, [], 'clean'));
-        } else {
-          v[k].push(await start(opts.sandcastle, dir, k === 'check' ? ['--check-db'] : [], 'clean'));
-        }
+      // after-kill one, an eviction from the page cache each cold one
+      // (neither is timed).
+      const kinds = ['clean', 'afterKill', 'check', 'cleanCold', 'checkCold'];
+      for (const k of i % 2 ? kinds.reverse() : kinds) {
+        if (k === 'afterKill') await start(opts.sandcastle, dir, [], 'kill');
+        if (k.endsWith('Cold')) evict(db);
+        const check = k.startsWith('check') ? ['--check-db'] : [];
+        v[k].push(await start(opts.sandcastle, dir, check, 'clean'));
       }
     }
     const out = {
@@ -93,7 +105,10 @@ async function main() {
       clean: { p50: pct(v.clean, 50), p90: pct(v.clean, 90) },
       check: { p50: pct(v.check, 50), p90: pct(v.check, 90) },
       after_kill: { p50: pct(v.afterKill, 50), p90: pct(v.afterKill, 90) },
+      clean_cold: { p50: pct(v.cleanCold, 50), p90: pct(v.cleanCold, 90) },
+      check_cold: { p50: pct(v.checkCold, 50), p90: pct(v.checkCold, 90) },
     };
+    out.ratio_cold_p50 = out.clean_cold.p50 / out.check_cold.p50;
     out.ratio_p50 = out.clean.p50 / out.check.p50;
     if (opts.json) {
       console.log(JSON.stringify(out, null, 2));
@@ -101,15 +116,17 @@ async function main() {
     }
     console.log(`Server start (spawn to initialize answered) on a ${f1(out.db_mib)} MiB state database ` +
                 `(run history), ${opts.iterations} starts per variant, interleaved; loadavg ` +
-                `${out.loadavg_before} -> ${out.loadavg_after}; file in the page cache.`);
+                `${out.loadavg_before} -> ${out.loadavg_after}.`);
     console.log('');
     console.log('| start | p50 ms | p90 ms |');
     console.log('|---|---|---|');
     console.log(`| after a clean stop (header, schema, one write) | ${f1(out.clean.p50)} | ${f1(out.clean.p90)} |`);
     console.log(`| --check-db (quick_check: what every start did before) | ${f1(out.check.p50)} | ${f1(out.check.p90)} |`);
     console.log(`| after a kill -9 (quick_check) | ${f1(out.after_kill.p50)} | ${f1(out.after_kill.p90)} |`);
+    console.log(`| after a clean stop, file not in the page cache | ${f1(out.clean_cold.p50)} | ${f1(out.clean_cold.p90)} |`);
+    console.log(`| --check-db, file not in the page cache | ${f1(out.check_cold.p50)} | ${f1(out.check_cold.p90)} |`);
     console.log('');
-    console.log(`Clean / --check-db, p50: ${out.ratio_p50.toFixed(3)}.`);
+    console.log(`Clean / --check-db, p50: ${out.ratio_p50.toFixed(3)} (page cache), ${out.ratio_cold_p50.toFixed(3)} (cold).`);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
