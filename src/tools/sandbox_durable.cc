@@ -152,8 +152,10 @@ bool SandboxManager::bury_dead(const std::shared_ptr<SandboxEntry>& e) {
       store::SandboxRecord r = record_of(*e, options_.server_identity);
       r.status = store::SandboxStatus::kStopped;
       dormant_[r.id] = r;
-    } else if (e->recorded()) {
-      (void)store_->remove(e->id());
+    } else {
+      // Before it leaves the lock: a call that looks it up next is told.
+      ended_.remember(e->id(), kEndedUnexpectedly);
+      if (e->recorded()) (void)store_->remove(e->id());
     }
   }
   admission_.notify();
@@ -168,7 +170,6 @@ bool SandboxManager::bury_dead(const std::shared_ptr<SandboxEntry>& e) {
         "sandbox {}: its processes died (killed from outside, or its zygote was); "
         "removed",
         e->id());
-    ended_.remember(e->id(), kEndedUnexpectedly);
     if (e->frozen()) (void)e->sandbox().thaw();
     if (auto s = e->sandbox().destroy(); !s.ok())
       spdlog::warn("destroying sandbox {}: {}", e->id(), s.error().message());

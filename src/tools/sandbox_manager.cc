@@ -407,8 +407,9 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::get(const std::string& id_
     if ((*live)->frozen())
       return Error::make(ErrorCode::kFailedPrecondition,
                          "sandbox '" + id_or_name + "' is paused: call resume_sandbox first");
-    if (tries == 1 || (*live)->sandbox().alive()) return live;
-    lock.unlock();
+    if (tries == 1) return live;
+    lock.unlock();  // a sandbox's own lock is never taken under mu_
+    if ((*live)->sandbox().alive()) return live;
     bury_dead(*live);
     lock.lock();
   }
@@ -526,20 +527,23 @@ size_t SandboxManager::pool_ready() const {
 }
 
 size_t SandboxManager::reap_expired() {
-  std::vector<std::shared_ptr<SandboxEntry>> expired, to_pause, to_stop, dead;
+  std::vector<std::shared_ptr<SandboxEntry>> expired, to_pause, to_stop, idle_now;
+  // Died without a close: an ephemeral one frees its slot now, a persistent
+  // one is listed as stopped (a call in progress on one finds out itself,
+  // ended_during_call). Looked at outside mu_, like every sandbox's lock.
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [_, e] : by_id_)
+      if (e->active_uses() == 0) idle_now.push_back(e);
+  }
+  size_t dead = 0;
+  for (auto& e : idle_now)
+    if (!e->sandbox().alive() && bury_dead(e)) ++dead;
   auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard lock(mu_);
     for (auto it = by_id_.begin(); it != by_id_.end();) {
       auto& e = it->second;
-      // Died without a close: an ephemeral one frees its slot now, a
-      // persistent one is listed as stopped (a call in progress on it
-      // finds out itself, ended_during_call).
-      if (e->active_uses() == 0 && !e->sandbox().alive()) {
-        dead.push_back(e);
-        ++it;
-        continue;
-      }
       const auto idle = now - e->last_used_steady();
       if (e->active_uses() > 0 || idle < e->ttl()) {
         ++it;
@@ -566,7 +570,6 @@ size_t SandboxManager::reap_expired() {
       it = by_id_.erase(it);
     }
   }
-  for (auto& e : dead) bury_dead(e);
   for (auto& e : to_pause) {
     auto r = pause(e->id(), e->owner(), PauseMode::kAuto);
     if (r.ok()) {
@@ -596,7 +599,7 @@ size_t SandboxManager::reap_expired() {
                            "create_sandbox for a new one");
     destroy_counted(e->sandbox(), e->id(), e->frozen());
   }
-  return expired.size() + to_pause.size() + to_stop.size() + dead.size();
+  return expired.size() + to_pause.size() + to_stop.size() + dead;
 }
 
 void SandboxManager::reaper_loop() {
