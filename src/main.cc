@@ -260,6 +260,7 @@ static int run(int argc, char** argv) {
   std::string config_path;
   bool test_fixtures = false;
   bool allow_weak = false;
+  bool check_db = false;
   bool insecure = false;
   bool auth = false;
   std::vector<std::string> host_paths;
@@ -341,6 +342,9 @@ static int run(int argc, char** argv) {
   setting_flag("--max-image-bytes", "images.max_image_bytes", "largest unpacked size of one image");
   setting_flag("--history-max-mb", "history.max_mb",
                "MiB of run history kept (default 256; 0: none recorded)");
+  app.add_flag("--check-db", check_db,
+               "read the whole state database (PRAGMA quick_check) at start; without it, only "
+               "after a run that did not stop cleanly");
 
   auto* doctor = app.add_subcommand(
       "doctor", "print what this host allows and the isolation sandcastle will use");
@@ -437,6 +441,7 @@ static int run(int argc, char** argv) {
   // anything else: a corrupt, read-only or full one stops the start with
   // what to do, naming the path.
   std::unique_ptr<store::SqliteSandboxStore> sandbox_store;
+  std::shared_ptr<store::StateDb> state_db;  // marked cleanly stopped before _exit
   // Before any thread starts (the run history's writer, the backend and
   // the pool start some): SIGTERM and SIGINT then reach only sigwait.
   transport::block_termination_signals();
@@ -445,15 +450,17 @@ static int run(int argc, char** argv) {
       std::cerr << "sandcastle: " << d.error().message() << "\n";
       return 2;
     }
-    auto db = store::StateDb::open(cfg.state_dir);
+    auto db = store::StateDb::open(
+        cfg.state_dir, store::sandbox_migrations(),
+        check_db ? store::IntegrityCheck::kAlways : store::IntegrityCheck::kAfterUncleanStop);
     if (!db.ok()) {
       std::cerr << "sandcastle: " << db.error().message() << "\n";
       return 2;
     }
     store::HistoryLimits history;
     history.max_bytes = static_cast<std::uint64_t>(cfg.history_max_mb) << 20;
-    auto st = store::SqliteSandboxStore::open(
-        std::shared_ptr<store::StateDb>(std::move(db).value()), history);
+    state_db = std::move(db).value();
+    auto st = store::SqliteSandboxStore::open(state_db, history);
     if (!st.ok()) {
       std::cerr << "sandcastle: " << st.error().message() << "\n";
       return 2;
@@ -730,6 +737,10 @@ static int run(int argc, char** argv) {
   // Every sandbox, spare cgroup, the zygote and the runtime directory go now:
   // _exit below runs no destructor.
   backend->shutdown();
+  // The history's last writes, then the mark that lets the next start skip
+  // reading the whole database.
+  sandbox_store->flush();
+  state_db->mark_clean_stop();
   spdlog::default_logger()->flush();
   // Handlers that ignored cancellation may still hold threads; end the process
   // without running static destructors underneath them.

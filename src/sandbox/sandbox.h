@@ -243,6 +243,13 @@ class Sandbox {
   // fail with kUnavailable. A persistent sandbox's files go too.
   virtual Status destroy() = 0;
 
+  // False once the sandbox's processes are gone without destroy() (its
+  // init killed from outside or by the OOM killer, the zygote that made it
+  // killed): calls to it can only fail. Cheap enough for every call. With
+  // `grace`, waits that long for a death under way: a call may fail on its
+  // processes' deaths just before the sandbox's own is final.
+  virtual bool alive(std::chrono::milliseconds /*grace*/ = {}) const { return true; }
+
   // Issue 16. Kills every process like destroy(), but a persistent
   // sandbox's files stay where the backend keeps them (keyed by the spec's
   // storage_id), for a later create with the same storage_id: how a server

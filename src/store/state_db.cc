@@ -7,7 +7,11 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <set>
 #include <thread>
+
+#include "common/proc_identity.h"
 
 namespace sandcastle::store {
 
@@ -59,6 +63,9 @@ Error state_db_error(int rc, const std::string& path, const std::string& what, c
 }
 
 Error StateDb::error(int rc, const std::string& what) const {
+  // A corrupt page met while running: this run's row stays at close, so
+  // the next open reads the whole file and stops there, naming it.
+  if (is_corrupt(rc)) saw_corrupt_.store(true);
   // An I/O error's cause is in errno: a full disk may surface as
   // SQLITE_IOERR (growing the -shm file), not SQLITE_FULL.
   const int sys = sqlite3_system_errno(db_);
@@ -72,7 +79,8 @@ Error StateDb::error(int rc, const std::string& what) const {
 }
 
 Result<std::unique_ptr<StateDb>> StateDb::open(const std::string& state_dir,
-                                               const std::vector<Migration>& migrations) {
+                                               const std::vector<Migration>& migrations,
+                                               IntegrityCheck check) {
   const std::string path = state_dir + "/" + kFileName;
   // Checked before SQLite: it would open a read-only file read-only without
   // a word, and fail later on the first write.
@@ -106,14 +114,125 @@ Result<std::unique_ptr<StateDb>> StateDb::open(const std::string& state_dir,
   if (auto s = db->set_wal(); !s.ok()) return s.error();
   if (auto s = db->exec("PRAGMA synchronous=NORMAL", "set synchronous"); !s.ok()) return s.error();
   if (auto s = db->exec("PRAGMA foreign_keys=ON", "enable foreign keys"); !s.ok()) return s.error();
-  if (auto s = db->check_integrity(); !s.ok()) return s.error();
+  // The header was read above and the schema is read here: a file that is
+  // not a database, or whose schema is damaged, fails on either path. The
+  // rest of the file (the run history: up to 256 MiB) is read only after a
+  // run that did not close it, or when asked.
+  auto unclean = db->unclean_runs();
+  if (!unclean.ok()) return unclean.take_error();
+  if (check == IntegrityCheck::kAlways || !unclean->empty()) {
+    if (auto s = db->check_integrity(); !s.ok()) return s.error();
+    db->integrity_checked_ = true;
+  }
   if (auto s = db->migrate(migrations); !s.ok()) return s.error();
   if (auto s = db->probe_write(); !s.ok()) return s.error();
+  if (auto s = db->record_run(*unclean); !s.ok()) return s.error();
   return db;
 }
 
+namespace {
+// What a run before runs were recorded is called in unclean_runs().
+constexpr const char* kUnrecordedRun = "unrecorded";
+
+// This process's runs still open: one of its rows that is not among them
+// was left by an open that never closed cleanly, although the process lives.
+std::mutex g_open_runs_mu;
+std::set<std::string> g_open_runs;
+
+bool run_open(const std::string& run) {
+  const std::string identity = run.substr(0, run.find('#'));
+  if (identity != self_identity()) return identity_alive(identity);
+  std::lock_guard lock(g_open_runs_mu);
+  return g_open_runs.count(run) > 0;
+}
+}  // namespace
+
 StateDb::~StateDb() {
+  mark_clean_stop();
   sqlite3_close_v2(db_);
+}
+
+void StateDb::mark_clean_stop() {
+  if (!run_.empty()) {
+    std::lock_guard lock(g_open_runs_mu);
+    g_open_runs.erase(run_);
+  }
+  if (!run_.empty() && !saw_corrupt_.load()) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db_, "DELETE FROM server_runs WHERE run = ?1", -1, &st, nullptr) ==
+        SQLITE_OK) {
+      sqlite3_bind_text(st, 1, run_.c_str(), -1, SQLITE_TRANSIENT);
+      (void)sqlite3_step(st);  // failing, the next open just checks the file
+    }
+    sqlite3_finalize(st);
+  }
+  run_.clear();
+}
+
+Result<std::vector<std::string>> StateDb::unclean_runs() {
+  sqlite3_stmt* st = nullptr;
+  int rc = sqlite3_prepare_v2(db_,
+                              "SELECT count(*), coalesce(sum(name = 'server_runs'), 0) FROM "
+                              "sqlite_master WHERE type = 'table'",
+                              -1, &st, nullptr);
+  if (rc != SQLITE_OK) return error(rc, "read the schema");
+  rc = sqlite3_step(st);
+  const int tables = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+  const bool recorded = rc == SQLITE_ROW && sqlite3_column_int(st, 1) > 0;
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW) return error(rc, "read the schema");
+  std::vector<std::string> out;
+  if (tables == 0) return out;  // a new file: nothing to check
+  if (!recorded) return std::vector<std::string>{kUnrecordedRun};
+  rc = sqlite3_prepare_v2(db_, "SELECT run FROM server_runs", -1, &st, nullptr);
+  if (rc != SQLITE_OK) return error(rc, "read the server runs");
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const auto* t = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    const std::string run = t ? t : "";
+    // "<pid>:<start>#<n>": a run whose process is gone never closed the file.
+    if (!run_open(run)) out.push_back(run);
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return error(rc, "read the server runs");
+  return out;
+}
+
+Status StateDb::record_run(const std::vector<std::string>& checked) {
+  static std::atomic<unsigned> serial{0};  // several opens in one process
+  const std::string run = self_identity() + "#" + std::to_string(serial++);
+  if (auto s = exec("CREATE TABLE IF NOT EXISTS server_runs (run TEXT PRIMARY KEY, "
+                    "started_at INTEGER NOT NULL)",
+                    "create server_runs");
+      !s.ok())
+    return s;
+  if (auto s = exec("BEGIN IMMEDIATE", "record this run"); !s.ok()) return s;
+  auto step = [&](const char* sql, const std::string& value) {
+    sqlite3_stmt* st = nullptr;
+    int rc = sqlite3_prepare_v2(db_, sql, -1, &st, nullptr);
+    if (rc == SQLITE_OK) {
+      sqlite3_bind_text(st, 1, value.c_str(), -1, SQLITE_TRANSIENT);
+      rc = sqlite3_step(st);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? ok_status() : Status(error(rc, "record this run"));
+  };
+  Status s;
+  for (const auto& dead : checked)
+    if (s.ok()) s = step("DELETE FROM server_runs WHERE run = ?1", dead);
+  if (s.ok())
+    s = step(
+        "INSERT INTO server_runs(run, started_at) VALUES(?1, CAST(strftime('%s','now') AS "
+        "INTEGER))",
+        run);
+  if (s.ok()) s = exec("COMMIT", "record this run");
+  if (!s.ok()) {
+    (void)exec("ROLLBACK", "record this run");
+    return s;
+  }
+  run_ = run;
+  std::lock_guard lock(g_open_runs_mu);
+  g_open_runs.insert(run_);
+  return ok_status();
 }
 
 // Switching a new file to WAL takes an exclusive lock that the busy

@@ -40,4 +40,13 @@ inline constexpr const char* kEndedWithSession =
     "outlive its "
     "sessions until closed or idle past their TTL. Call create_sandbox for a new one";
 
+// The reason recorded when an ephemeral sandbox's processes died without a
+// close (its init killed from outside or by the OOM killer, or the zygote
+// that made it killed): its files lived in memory with them.
+inline constexpr const char* kEndedUnexpectedly =
+    "it ended unexpectedly: its processes were killed (its init was killed from outside or by "
+    "the kernel's OOM killer, or the server's zygote process died), and its files, which lived "
+    "in memory, went with them. Call create_sandbox for a new one; create it with persistent: "
+    "true to keep its files on disk across such a crash";
+
 }  // namespace sandcastle::tools

@@ -67,6 +67,23 @@ ToolResult with_state_lost(ToolResult res, bool lost) {
   return res;
 }
 
+// A call that failed because its sandbox's processes died meanwhile (its
+// init or the zygote killed) says so; the manager deals with the sandbox.
+// Any other result passes unchanged.
+ToolResult unless_ended(ToolEnv& env, EntryUse& use, ToolResult res) {
+  if (!res.is_error) return res;
+  // A failure to reach the sandbox (no result at all) or a kernel's death
+  // may come from its processes being killed a moment before its init's
+  // own death is final: that is waited for, briefly. A timeout or an OOM
+  // kill is a result, from a sandbox that lives.
+  const bool lost_contact =
+      res.structured.is_null() ||
+      (res.structured.is_object() && res.structured.value("reason", "") == "kernel_died");
+  const std::chrono::milliseconds grace(lost_contact ? 500 : 0);
+  if (auto why = env.manager.ended_during_call(use.entry(), grace)) return error_result(*why);
+  return res;
+}
+
 // Live output: each chunk as notifications/progress (with a progressToken) and
 // as a notifications/message log line (when logging is on), in order. Empty
 // when the client asked for neither.
@@ -454,8 +471,9 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
   } cleanup{env, entry, one_shot};
   EntryUse use(entry);
   const bool state_lost = !one_shot && use->take_state_lost();
-  return with_state_lost(run_code(env, use, *lang, one_shot, progress_sent, queued_ms, args, ctx),
-                         state_lost);
+  ToolResult res = run_code(env, use, *lang, one_shot, progress_sent, queued_ms, args, ctx);
+  if (!one_shot) res = unless_ended(env, use, std::move(res));
+  return with_state_lost(std::move(res), state_lost);
 }
 
 ToolResult run_code(ToolEnv& env, EntryUse& use, const Language* lang, bool one_shot,
@@ -520,7 +538,8 @@ ToolResult execute_command(ToolEnv& env, const json& args, RequestContext& ctx) 
   auto e = env.manager.get(args["sandbox_id"], owner_of(ctx));
   if (!e.ok()) return error_result(e.error());
   EntryUse use(*e);
-  return with_state_lost(run_command(env, use, args, ctx), use->take_state_lost());
+  const bool state_lost = use->take_state_lost();
+  return with_state_lost(unless_ended(env, use, run_command(env, use, args, ctx)), state_lost);
 }
 
 ToolResult run_command(ToolEnv& env, EntryUse& use, const json& args, RequestContext& ctx) {

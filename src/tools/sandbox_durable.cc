@@ -137,6 +137,64 @@ void SandboxManager::stop_persistent(SandboxEntry& e, store::SandboxStatus statu
   dormant_[r.id] = r;
 }
 
+bool SandboxManager::bury_dead(const std::shared_ptr<SandboxEntry>& e) {
+  // A persistent one is dormant from the moment it leaves by_id_, so a
+  // concurrent call finds it there and its wake waits (wake_mu_) until the
+  // storage is released below: never "not found", never mounted twice.
+  std::unique_lock wake_lock(wake_mu_, std::defer_lock);
+  if (e->persistent()) wake_lock.lock();
+  {
+    std::lock_guard lock(mu_);
+    auto it = by_id_.find(e->id());
+    if (it == by_id_.end() || it->second != e) return false;
+    by_id_.erase(it);
+    if (e->persistent()) {
+      store::SandboxRecord r = record_of(*e, options_.server_identity);
+      r.status = store::SandboxStatus::kStopped;
+      dormant_[r.id] = r;
+    } else {
+      // Before it leaves the lock: a call that looks it up next is told.
+      ended_.remember(e->id(), kEndedUnexpectedly);
+      if (e->recorded()) (void)store_->remove(e->id());
+    }
+  }
+  admission_.notify();
+  if (e->persistent()) {
+    spdlog::warn(
+        "sandbox {}: its processes died (killed from outside, or its zygote was); "
+        "stopped, its files kept: the next call starts it again",
+        e->id());
+    stop_persistent(*e, store::SandboxStatus::kStopped);
+  } else {
+    spdlog::warn(
+        "sandbox {}: its processes died (killed from outside, or its zygote was); "
+        "removed",
+        e->id());
+    if (e->frozen()) (void)e->sandbox().thaw();
+    if (auto s = e->sandbox().destroy(); !s.ok())
+      spdlog::warn("destroying sandbox {}: {}", e->id(), s.error().message());
+    metrics::registry().counter(metrics::name::kSandboxesDestroyed, "sandboxes destroyed").inc();
+  }
+  return true;
+}
+
+std::optional<Error> SandboxManager::ended_during_call(const std::shared_ptr<SandboxEntry>& e,
+                                                       std::chrono::milliseconds grace) {
+  if (e->sandbox().alive(grace)) return std::nullopt;
+  bury_dead(e);  // or another call did: the same words either way
+  if (e->persistent())
+    return Error::make(ErrorCode::kUnavailable,
+                       "sandbox '" + e->id() +
+                           "' restarted during this call: its processes were killed (its init "
+                           "was killed from outside or by the kernel's OOM killer, or the "
+                           "server's zygote process died), so this call may have run in part. "
+                           "Its files and installed packages are kept and it starts again at "
+                           "your next call (which says state_lost: variables and background "
+                           "processes are gone): check what the call did, and run it again");
+  return Error::make(ErrorCode::kNotFound,
+                     "sandbox '" + e->id() + "' no longer exists: " + kEndedUnexpectedly);
+}
+
 Status SandboxManager::recover() {
   if (!options_.persistent_refusal.empty()) return ok_status();  // not this server's to sweep
   std::set<std::string> kept;

@@ -154,7 +154,6 @@ SandboxManager::SandboxManager(sandbox::Backend& backend, ManagerOptions options
       store_(store ? store : &own_store_),
       admission_(options.max_queued_runs) {}
 
-namespace {
 store::SandboxRecord record_of(const SandboxEntry& e, const std::string& server) {
   store::SandboxRecord r;
   r.server = server;
@@ -172,7 +171,6 @@ store::SandboxRecord record_of(const SandboxEntry& e, const std::string& server)
   r.spec_json = spec_to_json(e.spec().options());
   return r;
 }
-}  // namespace
 
 SandboxManager::~SandboxManager() {
   shutdown();
@@ -399,11 +397,21 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::find_live_locked(
 Result<std::shared_ptr<SandboxEntry>> SandboxManager::get(const std::string& id_or_name,
                                                           const std::string& owner) {
   std::unique_lock lock(mu_);
-  if (auto live = find_live_locked(id_or_name, owner); live.ok()) {
+  // A sandbox whose processes died since its last call (one poll of its
+  // init's pidfd) is dealt with before the call starts: a persistent one
+  // comes back on its files below, so the call runs there, once. Twice at
+  // most: a sandbox woken dead (its zygote killed again) is not chased.
+  for (int tries = 0; tries < 2; ++tries) {
+    auto live = find_live_locked(id_or_name, owner);
+    if (!live.ok()) break;
     if ((*live)->frozen())
       return Error::make(ErrorCode::kFailedPrecondition,
                          "sandbox '" + id_or_name + "' is paused: call resume_sandbox first");
-    return live;
+    if (tries == 1) return live;
+    lock.unlock();  // a sandbox's own lock is never taken under mu_
+    if ((*live)->sandbox().alive()) return live;
+    bury_dead(*live);
+    lock.lock();
   }
   if (auto rec = find_dormant_locked(id_or_name, owner)) {
     if (rec->status == store::SandboxStatus::kPaused)
@@ -519,7 +527,18 @@ size_t SandboxManager::pool_ready() const {
 }
 
 size_t SandboxManager::reap_expired() {
-  std::vector<std::shared_ptr<SandboxEntry>> expired, to_pause, to_stop;
+  std::vector<std::shared_ptr<SandboxEntry>> expired, to_pause, to_stop, idle_now;
+  // Died without a close: an ephemeral one frees its slot now, a persistent
+  // one is listed as stopped (a call in progress on one finds out itself,
+  // ended_during_call). Looked at outside mu_, like every sandbox's lock.
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [_, e] : by_id_)
+      if (e->active_uses() == 0) idle_now.push_back(e);
+  }
+  size_t dead = 0;
+  for (auto& e : idle_now)
+    if (!e->sandbox().alive() && bury_dead(e)) ++dead;
   auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard lock(mu_);
@@ -580,7 +599,7 @@ size_t SandboxManager::reap_expired() {
                            "create_sandbox for a new one");
     destroy_counted(e->sandbox(), e->id(), e->frozen());
   }
-  return expired.size() + to_pause.size() + to_stop.size();
+  return expired.size() + to_pause.size() + to_stop.size() + dead;
 }
 
 void SandboxManager::reaper_loop() {

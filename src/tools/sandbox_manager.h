@@ -119,6 +119,9 @@ class SandboxEntry {
   std::shared_ptr<void> attachment_;  // declared after sandbox_: released first
 };
 
+// The store's record of a live entry, as server `server` runs it.
+store::SandboxRecord record_of(const SandboxEntry& e, const std::string& server);
+
 // RAII use of an entry: touches it and holds off the reaper.
 class EntryUse {
  public:
@@ -231,6 +234,14 @@ class SandboxManager {
   // paused one is refused until resume_sandbox.
   Result<std::shared_ptr<SandboxEntry>> get(const std::string& id_or_name,
                                             const std::string& owner);
+  // After a call on `e` failed: when its sandbox's processes turn out to be
+  // gone (killed from outside, the zygote killed), the sandbox is dealt
+  // with as get() would (a persistent one stops, to start again on its files
+  // at the next call; an ephemeral one is removed) and the call's error
+  // says so. Nothing when it is alive: the failure is the call's own.
+  // `grace`: how long to wait for a death under way (Sandbox::alive).
+  std::optional<Error> ended_during_call(const std::shared_ptr<SandboxEntry>& e,
+                                         std::chrono::milliseconds grace = {});
   Status close(const std::string& id_or_name, const std::string& owner);
   // Like close, but the destruction happens on the manager's thread, off the
   // request path (one-shot runs answer before their sandbox is torn down).
@@ -265,6 +276,11 @@ class SandboxManager {
   Result<std::shared_ptr<SandboxEntry>> find_live_locked(const std::string& id_or_name,
                                                          const std::string& owner) const;
   void stop_persistent(SandboxEntry& e, store::SandboxStatus status);
+  // A live sandbox whose processes died: a persistent one becomes dormant
+  // (stopped, its storage released), an ephemeral one is removed and its
+  // end remembered. False when `e` was no longer live (closed, or another
+  // call buried it first).
+  bool bury_dead(const std::shared_ptr<SandboxEntry>& e);
 
   sandbox::Backend& backend_;
   const ManagerOptions options_;

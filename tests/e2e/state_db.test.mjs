@@ -6,10 +6,11 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { chmodSync, chownSync, closeSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync, writeSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BIN } from './lib/harness.mjs';
+import { connectSandcastle } from './lib/sandbox_client.mjs';
 
 // setpriv, chown and mount namespaces need root (as the tests run here).
 const ROOT = { skip: process.getuid() !== 0 && 'needs root' };
@@ -37,6 +38,68 @@ test('a corrupt database stops the start and is left as it was', () => {
   assert.ok(r.stderr.includes(`state database ${db} is corrupt`), r.stderr);
   assert.ok(r.stderr.includes(`mv ${db} ${db}.corrupt`), r.stderr);
   assert.deepEqual(readFileSync(db), garbage, 'never reset');
+});
+
+// A database as a server leaves it at a clean stop, with ~2 MiB in a table
+// of its own; returns its page count and a function that overwrites one
+// page (1-based) from byte `from` of the page on with garbage.
+function cleanlyStoppedDb(dir) {
+  const made = start(BIN, ['--stdio', '--state-dir', dir]);
+  assert.equal(made.status, 0, made.stderr);
+  const db = join(dir, 'sandcastle.db');
+  const py = spawnSync('/usr/bin/python3', ['-c', `import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+c.execute("CREATE TABLE bulk(a)")
+c.executemany("INSERT INTO bulk VALUES(randomblob(1000))", [()] * 2000)
+c.commit(); c.close()`, db], { encoding: 'utf8' });
+  assert.equal(py.status, 0, py.stderr);
+  const pages = statSync(db).size / 4096;
+  assert.ok(pages > 400, `${pages} pages`);
+  return {
+    pages,
+    spoil(page, from = 0) {
+      const fd = openSync(db, 'r+');
+      writeSync(fd, Buffer.alloc(4096 - from, 0xa5), 0, 4096 - from, (page - 1) * 4096 + from);
+      closeSync(fd);
+    },
+  };
+}
+
+// A start reads the header and the schema, and the whole file (quick_check)
+// only after a run that did not stop cleanly, or with --check-db.
+test('after a clean stop, a damaged schema still stops the start; a damaged data page needs --check-db', () => {
+  const dir = stateDir();
+  const db = join(dir, 'sandcastle.db');
+  cleanlyStoppedDb(dir).spoil(1, 100);
+  const schema = start(BIN, ['--stdio', '--state-dir', dir]);
+  assert.equal(schema.status, 2, schema.stderr);
+  assert.ok(schema.stderr.includes(`state database ${db} is corrupt`), schema.stderr);
+
+  const dir2 = stateDir();
+  const db2 = join(dir2, 'sandcastle.db');
+  const made = cleanlyStoppedDb(dir2);
+  made.spoil(made.pages - 10);
+  const cheap = start(BIN, ['--stdio', '--state-dir', dir2]);
+  assert.equal(cheap.status, 0, `the cheap start does not read that page: ${cheap.stderr}`);
+  const full = start(BIN, ['--stdio', '--state-dir', dir2, '--check-db']);
+  assert.equal(full.status, 2, full.stderr);
+  assert.ok(full.stderr.includes(`state database ${db2} is corrupt (quick_check:`), full.stderr);
+});
+
+test('after a kill -9, the next start reads the whole file and stops at a damaged page', async () => {
+  const dir = stateDir();
+  const db = join(dir, 'sandcastle.db');
+  const made = cleanlyStoppedDb(dir);
+  const sc = await connectSandcastle({ args: ['--state-dir', dir] });
+  const proc = sc.transport._process;
+  const gone = new Promise((r) => proc.once('exit', r));
+  proc.kill('SIGKILL');
+  await gone;
+  await sc.close().catch(() => {});
+  made.spoil(made.pages - 10);
+  const r = start(BIN, ['--stdio', '--state-dir', dir]);
+  assert.equal(r.status, 2, r.stderr);
+  assert.ok(r.stderr.includes(`state database ${db} is corrupt (quick_check:`), r.stderr);
 });
 
 test('a state directory the user cannot write stops the start (setpriv, unprivileged user)', ROOT, () => {

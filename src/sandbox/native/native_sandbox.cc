@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <mutex>
 #include <vector>
 
@@ -139,6 +140,26 @@ Status NativeSandbox::publish_shared(const std::string& name, std::string_view d
 bool NativeSandbox::has_shared(const std::string& name) const {
   if (name.empty() || name.find('/') != std::string::npos || name[0] == '.') return false;
   return ::access((shared_->dirs.share + "/" + name).c_str(), F_OK) == 0;
+}
+
+bool NativeSandbox::alive(std::chrono::milliseconds grace) const {
+  UniqueFd waited;
+  int fd = -1;
+  std::shared_lock lock(mu_);
+  if (destroyed_ || !init_.pidfd) return false;
+  fd = init_.pidfd.get();
+  if (grace.count() > 0) {
+    // Waited on outside the lock: destroy() must not wait for it.
+    waited.reset(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    if (!waited) return true;
+    fd = waited.get();
+    lock.unlock();
+  }
+  struct pollfd p {fd, POLLIN, 0};
+  int r;
+  while ((r = ::poll(&p, 1, static_cast<int>(grace.count()))) < 0 && errno == EINTR) {
+  }
+  return r <= 0;  // a poll that failed (ENOMEM) proves nothing dead
 }
 
 Status NativeSandbox::destroy() {

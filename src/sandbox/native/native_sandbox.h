@@ -180,6 +180,9 @@ class NativeSandbox : public Sandbox {
   Status publish_shared(const std::string& name, std::string_view data) override;
   bool has_shared(const std::string& name) const override;
   Status destroy() override;
+  // Whether init still runs: its pidfd turns readable when it exits, and
+  // with PID 1 every process of the sandbox goes. One poll, no round trip.
+  bool alive(std::chrono::milliseconds grace = {}) const override;
   // Issue 16: a persistent sandbox's storage stays (release) or goes
   // (destroy); freeze/thaw through the cgroup freezer (save_freeze.h).
   Status release() override;

@@ -270,5 +270,116 @@ TEST_F(StateDbTest, FullDiskWithAnExistingDatabase) {
       << msg;
 }
 
+// The database as a server leaves it when killed: opened, never closed (a
+// forked child that exits without running destructors).
+void open_and_die(const std::string& dir) {
+  in_child([&] {
+    auto db = StateDb::open(dir);
+    if (!db.ok()) return db.error().message();
+    (void)std::move(db).value().release();  // no destructor: no clean stop
+    return std::string("OK");
+  });
+}
+
+bool checked_at_open(const std::string& dir,
+                     IntegrityCheck check = IntegrityCheck::kAfterUncleanStop) {
+  auto db = StateDb::open(dir, sandbox_migrations(), check);
+  EXPECT_TRUE(db.ok()) << db.error().message();
+  return db.ok() && (*db)->integrity_checked();
+}
+
+// Overwrites page `page` (1-based) of the file with garbage from byte `from`
+// of the page on.
+void spoil_page(const std::string& path, std::uint64_t page, std::uint64_t from = 0) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  unsigned char hdr[18];
+  f.read(reinterpret_cast<char*>(hdr), sizeof hdr);
+  const std::uint64_t size = hdr[16] << 8 | hdr[17];
+  ASSERT_GE(size, 512u);
+  f.seekp(static_cast<std::streamoff>((page - 1) * size + from));
+  const std::string junk(size - from, '\xa5');
+  f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  ASSERT_TRUE(f.good());
+}
+
+// A database with ~2 MiB in a table of its own, closed cleanly; returns
+// its page count.
+std::uint64_t fill_and_close(const std::string& dir, const std::string& path) {
+  {
+    auto db = StateDb::open(dir);
+    EXPECT_TRUE(db.ok());
+    if (!db.ok()) return 0;
+    EXPECT_TRUE((*db)
+                    ->exec("CREATE TABLE bulk(a); WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL "
+                           "SELECT i + 1 FROM c WHERE i < 2000) INSERT INTO bulk SELECT "
+                           "randomblob(1000) FROM c",
+                           "fill")
+                    .ok());
+  }  // a clean close checkpoints the WAL into the file
+  return fs::file_size(path) / 4096;
+}
+
+TEST_F(StateDbTest, QuickCheckRunsOnlyAfterAnUncleanStopOrWhenAsked) {
+  EXPECT_FALSE(checked_at_open(dir_.string())) << "a new file";
+  EXPECT_FALSE(checked_at_open(dir_.string())) << "after a clean stop";
+  EXPECT_TRUE(checked_at_open(dir_.string(), IntegrityCheck::kAlways)) << "--check-db";
+  open_and_die(dir_.string());
+  EXPECT_TRUE(checked_at_open(dir_.string())) << "after a run that never closed the file";
+  EXPECT_FALSE(checked_at_open(dir_.string())) << "checked once: that run is forgotten";
+  {
+    // A run still going is no unclean stop (servers may share the file).
+    auto running = StateDb::open(dir_.string());
+    ASSERT_TRUE(running.ok());
+    EXPECT_FALSE(checked_at_open(dir_.string()));
+    // A run that met a corrupt page keeps its row at close: the next
+    // start checks.
+    (void)(*running)->error(SQLITE_CORRUPT, "read history");
+  }
+  EXPECT_TRUE(checked_at_open(dir_.string()));
+}
+
+TEST_F(StateDbTest, AFileFromBeforeRunsWereRecordedIsCheckedOnce) {
+  {
+    auto db = StateDb::open(dir_.string());
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)->exec("DROP TABLE server_runs", "drop").ok());
+  }
+  EXPECT_TRUE(checked_at_open(dir_.string()));
+  EXPECT_FALSE(checked_at_open(dir_.string()));
+}
+
+// What the cheap start still catches after a clean stop: the header, the
+// schema, a file cut short (SQLite's own checks when it first reads one). A damaged data page is
+// found by --check-db, or by the start after a run that met it or did not stop cleanly.
+TEST_F(StateDbTest, CorruptionAfterACleanStop) {
+  const auto pages = fill_and_close(dir_.string(), db_path());
+  ASSERT_GT(pages, 400u);
+  const auto saved = dir_ / "saved.db";
+  fs::copy_file(db_path(), saved);
+  auto restore = [&] { fs::copy_file(saved, db_path(), fs::copy_options::overwrite_existing); };
+  auto corrupt = [&](IntegrityCheck check) {
+    auto db = StateDb::open(dir_.string(), sandbox_migrations(), check);
+    if (db.ok()) return std::string("OK");
+    return db.error().message();
+  };
+  const std::string is_corrupt = "state database " + db_path() + " is corrupt";
+
+  spoil_page(db_path(), 1, 100);  // the schema (page 1 after its 100-byte header)
+  EXPECT_NE(corrupt(IntegrityCheck::kAfterUncleanStop).find(is_corrupt), std::string::npos);
+  restore();
+  // Cut short: SQLite compares the page count in the header with the
+  // file's length when it first reads it.
+  fs::resize_file(db_path(), (pages - 50) * 4096);
+  EXPECT_NE(corrupt(IntegrityCheck::kAfterUncleanStop).find(is_corrupt), std::string::npos);
+  restore();
+  spoil_page(db_path(), pages - 10);  // a page of `bulk`
+  EXPECT_EQ(corrupt(IntegrityCheck::kAfterUncleanStop), "OK") << "not read by the cheap start";
+  auto full = corrupt(IntegrityCheck::kAlways);
+  EXPECT_NE(full.find(is_corrupt + " (quick_check:"), std::string::npos) << full;
+  open_and_die(dir_.string());
+  auto unclean = corrupt(IntegrityCheck::kAfterUncleanStop);
+  EXPECT_NE(unclean.find(is_corrupt + " (quick_check:"), std::string::npos) << unclean;
+}
+
 }  // namespace
 }  // namespace sandcastle::store
