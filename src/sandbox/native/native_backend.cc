@@ -134,13 +134,27 @@ std::string finish_bytes(const SandboxSpec& spec) {
   return encode(finish);
 }
 
-Status check_supported(const SandboxSpec& spec, bool have_images, const PersistStore* persist) {
+// Without root, persistent sandboxes keep a copy of their files on disk
+// (persist_mirror.h) instead of a loop-mounted image (persist_disk.h).
+bool mirror_kind() {
+  return ::geteuid() != 0;
+}
+
+Status check_supported(const SandboxSpec& spec, bool have_images, const PersistStore* persist,
+                       const MirrorStore* mirror) {
   if (spec.image() != "host" && !have_images)
     return Error::make(ErrorCode::kInvalidArgument,
                        "native backend: image '" + spec.image() +
                            "' not supported (only \"host\": this server has no image store)");
   if (spec.network() != NetworkMode::kNone)
     return Error::make(ErrorCode::kInvalidArgument, "native backend: only network mode \"none\"");
+  if (spec.persistence() != Persistence::kEphemeral && mirror_kind()) {
+    if (spec.image() != "host")
+      return Error::make(ErrorCode::kInvalidArgument,
+                         "persistent sandboxes from a store image need the server to run as root "
+                         "(without root only image \"host\" is kept: its /workspace)");
+    return mirror->usable();
+  }
   if (spec.persistence() != Persistence::kEphemeral) return persist->usable();
   return {};
 }
@@ -491,12 +505,14 @@ Result<std::unique_ptr<NativeBackend>> NativeBackend::create(NativeBackendOption
   for (const auto& n : c.notes) spdlog::warn("native sandbox: {}", n);
   shared->images = std::move(options.images);
   shared->persist = std::make_unique<PersistStore>(options.storage_dir, shared->dirs);
+  shared->mirror = std::make_unique<MirrorStore>(options.storage_dir);
   if (options.pool_spec.persistence() == Persistence::kPersistent && options.pool.min > 0) {
     // A persistent sandbox is made for its storage: never ahead of demand.
     spdlog::warn("native sandbox: no warm pool: its spec is persistent");
     options.pool.min = 0;
   }
-  if (auto st = check_supported(options.pool_spec, bool(shared->images), shared->persist.get());
+  if (auto st = check_supported(options.pool_spec, bool(shared->images), shared->persist.get(),
+                                shared->mirror.get());
       !st && options.pool.min > 0) {
     // No create could take one: the pool would only cost memory.
     spdlog::warn("native sandbox: no warm pool: its spec is one this backend cannot make ({})",
@@ -561,6 +577,8 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create_from_image(const SandboxS
   } leave{*shared_};
   std::shared_ptr<AttachedDisk> disk;
   if (spec->persistence() == Persistence::kPersistent) {
+    if (auto st = refuse_other_kind(shared_->persist->storage_dir(), spec->storage_id(), true); !st)
+      return st.take_error();
     // Its root owned by the image's user: the overlay's upper dir is theirs.
     auto d =
         shared_->persist->attach(spec->storage_id(), spec->limits().disk_bytes, ids->uid, ids->gid);
@@ -587,7 +605,9 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create_from_image(const SandboxS
 }
 
 Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) {
-  if (auto st = check_supported(spec, bool(shared_->images), shared_->persist.get()); !st)
+  if (auto st = check_supported(spec, bool(shared_->images), shared_->persist.get(),
+                                shared_->mirror.get());
+      !st)
     return st.take_error();
   if (spec.image() != "host") return create_from_image(spec);
 
@@ -598,7 +618,14 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) 
     ~Leave() { s.leave_create(); }
   } leave{*shared_};
   std::shared_ptr<AttachedDisk> disk;
-  if (spec.persistence() == Persistence::kPersistent) {
+  std::shared_ptr<MirrorAttachment> mirror;
+  if (spec.persistence() == Persistence::kPersistent && mirror_kind()) {
+    auto m = shared_->mirror->attach(spec.storage_id());
+    if (!m) return m.take_error();
+    mirror = std::move(*m);
+  } else if (spec.persistence() == Persistence::kPersistent) {
+    if (auto st = refuse_other_kind(shared_->persist->storage_dir(), spec.storage_id(), true); !st)
+      return st.take_error();
     auto d = shared_->persist->attach(spec.storage_id(), spec.limits().disk_bytes, 1000, 1000);
     if (!d) return d.take_error();
     disk = std::move(*d);
@@ -607,7 +634,7 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) 
   // refill in the background), otherwise one begun now. A persistent one
   // never comes from the pool: it is made on its own storage.
   std::optional<ReadySandbox> ready;
-  if (!disk) ready = shared_->take_ready(pool_key(spec));
+  if (!disk && !mirror) ready = shared_->take_ready(pool_key(spec));
   if (!ready) {
     auto begun = shared_->begin_sandbox(spec.limits(), disk.get());
     if (!begun) return begun.take_error();
@@ -618,6 +645,9 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) 
   auto sb = std::make_unique<NativeSandbox>(std::move(ready->id), spec, shared_, ready->ids,
                                             std::move(ready->cgroup), std::move(ready->init));
   sb->keep_disk(std::move(disk));
+  // Its files from the last start, copied in before anything runs there.
+  if (mirror)
+    if (auto st = sb->keep_mirror(std::move(mirror)); !st) return st.take_error();
   return std::unique_ptr<Sandbox>(std::move(sb));
 }
 
@@ -632,14 +662,18 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::restore(const SandboxSpec&, cons
 }
 
 Status NativeBackend::copy_storage(const std::string& from, const std::string& to) {
+  if (mirror_kind()) return shared_->mirror->copy(from, to);
+  if (auto st = refuse_other_kind(shared_->persist->storage_dir(), from, true); !st) return st;
   return shared_->persist->copy(from, to);
 }
 
 Status NativeBackend::remove_storage(const std::string& id) {
+  if (mirror_kind()) return shared_->mirror->remove(id);
   return shared_->persist->remove(id);
 }
 
 std::vector<std::string> NativeBackend::list_storage() const {
+  if (mirror_kind()) return shared_->mirror->list();
   return shared_->persist->list();
 }
 

@@ -23,6 +23,7 @@
 #include "sandbox/native/host_image.h"
 #include "sandbox/native/image_root.h"
 #include "sandbox/native/persist_disk.h"
+#include "sandbox/native/persist_mirror_store.h"
 #include "sandbox/native/pool_sizer.h"
 #include "sandbox/native/reaper.h"
 #include "sandbox/native/save_freeze.h"
@@ -75,6 +76,7 @@ struct BackendShared {
   Reaper reaper;
   ImageResolver images;  // empty: only image "host"
   std::unique_ptr<PersistStore> persist;  // persistent sandboxes' storage
+  std::unique_ptr<MirrorStore> mirror;    // the same without root (persist_mirror.h)
 
   // The one warm pool (the manager keeps none): sandboxes made ahead of
   // demand for pool_spec, handed out only to a create whose whole spec is
@@ -182,6 +184,9 @@ class NativeSandbox : public Sandbox {
   Status freeze() override;
   Status thaw() override;
   Status checkpoint(const std::string& dir) override;
+  // Without root: brings the storage's copy on disk up to date (a no-op for
+  // any other sandbox). Every call that can write runs it before returning.
+  Status persist_changes() override;
 
   // Host pid of the sandbox init (tests and diagnostics).
   pid_t init_pid() const { return init_.pid; }
@@ -190,6 +195,8 @@ class NativeSandbox : public Sandbox {
   void keep_image_lease(std::shared_ptr<void> lease) { image_lease_ = std::move(lease); }
   // A persistent sandbox's storage, unmounted when the sandbox ends.
   void keep_disk(std::shared_ptr<AttachedDisk> disk) { disk_ = std::move(disk); }
+  // Without root: the storage's copy on disk, copied into /workspace now.
+  Status keep_mirror(std::shared_ptr<MirrorAttachment> mirror);
 
  private:
   Status check_alive() const;
@@ -200,6 +207,13 @@ class NativeSandbox : public Sandbox {
   Result<UniqueFd> connect_files();
   // The sandbox path as the worker's absolute path.
   Result<std::string> worker_path(const std::string& path) const;
+  // The exec itself (exec() adds persist_changes).
+  Result<ExecResult> run_exec(const ExecRequest& req, const ExecCallbacks& callbacks,
+                              const CancelToken* cancel);
+  // One persist worker in the sandbox: /workspace to disk, or back.
+  Status run_mirror_worker(const MirrorAttachment& m, bool restore);
+  Status restore_files();
+  std::shared_ptr<MirrorAttachment> mirror_snapshot() const;
 
   std::string id_;
   SandboxSpec spec_;
@@ -215,6 +229,7 @@ class NativeSandbox : public Sandbox {
   FileChannel files_{[this] { return connect_files(); }};
   std::shared_ptr<void> image_lease_;
   std::shared_ptr<AttachedDisk> disk_;  // under mu_
+  std::shared_ptr<MirrorAttachment> mirror_;  // under mu_
   std::unique_ptr<SaveFreeze> frozen_;  // freeze() until thaw(); under mu_
   bool storage_removed_ = false;
 };

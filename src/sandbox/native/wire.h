@@ -141,7 +141,10 @@ std::optional<ExecWire> decode_exec(std::string_view bytes);
 //            network namespace, is retired.)
 //   kSaveLayer: LayerExportWire; fd: the stream a worker init forks writes
 //            the sandbox's changes to as a layer tar (layer_export.h).
-enum class ControlKind : std::uint32_t { kExec = 1, kFiles = 3, kSaveLayer = 4 };
+//   kPersistMirror: PersistMirrorWire; fds: the reply stream, then the
+//            on-disk directory a worker init forks copies /workspace to or
+//            from (persist_mirror.h).
+enum class ControlKind : std::uint32_t { kExec = 1, kFiles = 3, kSaveLayer = 4, kPersistMirror = 5 };
 
 struct ControlMessage {
   ControlKind kind = ControlKind::kExec;
