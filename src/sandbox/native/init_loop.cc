@@ -149,8 +149,7 @@ void start_mirror_worker(int control_fd, int signal_fd, const InitConfig& config
     ::close(control_fd);
     ::close(signal_fd);
     if (slot.fd >= 0) ::close(slot.fd);
-    close_rw_fd();
-    run_persist_mirror(m.fds[0], m.fds[1], config, *w);
+    run_persist_mirror(m.fds[0], m.fds[1], g_rw_fd, config, *w);
   }
 }
 

@@ -75,8 +75,8 @@ Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits, const Atta
 }
 
 Result<Prespawned> BackendShared::begin_image_sandbox(const Limits& limits, const ImageRoot& image,
-                                                      const ImageIds& ids,
-                                                      const AttachedDisk* disk) {
+                                                      const ImageIds& ids, const AttachedDisk* disk,
+                                                      const std::string& restore_from) {
   if (auto st = check_layer_paths(image.layers); !st) return st.take_error();
   auto made = new_prespawned(limits);
   if (!made) return made.take_error();
@@ -99,7 +99,7 @@ Result<Prespawned> BackendShared::begin_image_sandbox(const Limits& limits, cons
   }
   InitConfig config;
   config.new_root = dirs.root_mount;
-  config.mounts = image_base_plan(lowers, dirs, limits, disk_path);
+  config.mounts = image_base_plan(lowers, dirs, limits, disk_path, restore_from);
   config.root_subdir = kImageRootSubdir;
   config.seccomp_bpf = seccomp_bpf;
   config.uid = p.ids.inside_uid;
@@ -113,8 +113,9 @@ Result<Prespawned> BackendShared::begin_image_sandbox(const Limits& limits, cons
 
 Result<ReadySandbox> BackendShared::make_image_sandbox(const SandboxSpec& spec,
                                                        const ImageRoot& image, const ImageIds& ids,
-                                                       const AttachedDisk* disk) {
-  auto begun = begin_image_sandbox(spec.limits(), image, ids, disk);
+                                                       const AttachedDisk* disk,
+                                                       const std::string& restore_from) {
+  auto begun = begin_image_sandbox(spec.limits(), image, ids, disk, restore_from);
   if (!begun) return begun.take_error();
   // The idmapped layer binds (root mode) are unmounted on the reaper's
   // thread: unmounting waits for an RCU grace period (~5 ms).
@@ -148,13 +149,7 @@ Status check_supported(const SandboxSpec& spec, bool have_images, const PersistS
                            "' not supported (only \"host\": this server has no image store)");
   if (spec.network() != NetworkMode::kNone)
     return Error::make(ErrorCode::kInvalidArgument, "native backend: only network mode \"none\"");
-  if (spec.persistence() != Persistence::kEphemeral && mirror_kind()) {
-    if (spec.image() != "host")
-      return Error::make(ErrorCode::kInvalidArgument,
-                         "persistent sandboxes from a store image need the server to run as root "
-                         "(without root only image \"host\" is kept: its /workspace)");
-    return mirror->usable();
-  }
+  if (spec.persistence() != Persistence::kEphemeral && mirror_kind()) return mirror->usable();
   if (spec.persistence() != Persistence::kEphemeral) return persist->usable();
   return {};
 }
@@ -576,7 +571,14 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create_from_image(const SandboxS
     ~Leave() { s.leave_create(); }
   } leave{*shared_};
   std::shared_ptr<AttachedDisk> disk;
-  if (spec->persistence() == Persistence::kPersistent) {
+  std::shared_ptr<MirrorAttachment> mirror;
+  if (spec->persistence() == Persistence::kPersistent && mirror_kind()) {
+    // Its overlay's upper dir is kept: copied in by its init before the
+    // overlay is mounted, out after each call.
+    auto m = shared_->mirror->attach(spec->storage_id(), true);
+    if (!m) return m.take_error();
+    mirror = std::move(*m);
+  } else if (spec->persistence() == Persistence::kPersistent) {
     if (auto st = refuse_other_kind(shared_->persist->storage_dir(), spec->storage_id(), true); !st)
       return st.take_error();
     // Its root owned by the image's user: the overlay's upper dir is theirs.
@@ -588,18 +590,20 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create_from_image(const SandboxS
   // From the pool when it is one of this image (as the store has it now);
   // never for a persistent sandbox (made on its own storage).
   std::optional<ReadySandbox> pooled;
-  if (!disk) pooled = shared_->take_ready(pool_key(requested));
+  if (!disk && !mirror) pooled = shared_->take_ready(pool_key(requested));
   if (pooled && pooled->image_id != image->id) {
     shared_->reaper.kill_and_release(pooled->id, std::move(pooled->init), std::move(pooled->cgroup));
     pooled.reset();
   }
   Result<ReadySandbox> ready = pooled
                                    ? Result<ReadySandbox>(std::move(*pooled))
-                                   : shared_->make_image_sandbox(*spec, *image, *ids, disk.get());
+                                   : shared_->make_image_sandbox(*spec, *image, *ids, disk.get(),
+                                                                 mirror ? mirror->path() : "");
   if (!ready) return ready.take_error();
   auto sb = std::make_unique<NativeSandbox>(std::move(ready->id), std::move(*spec), shared_, ready->ids,
                                             std::move(ready->cgroup), std::move(ready->init));
   sb->keep_disk(std::move(disk));
+  if (mirror) (void)sb->keep_mirror(std::move(mirror), false);
   if (image->lease) sb->keep_image_lease(image->lease(sb->id()));
   return std::unique_ptr<Sandbox>(std::move(sb));
 }

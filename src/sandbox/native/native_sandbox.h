@@ -122,8 +122,11 @@ struct BackendShared {
   Result<Prespawned> begin_sandbox(const Limits& limits, const AttachedDisk* disk = nullptr);
   // The same rooted in an image (image_root.h), with its whole plan in the
   // InitConfig (it depends on the image and the limits).
+  // `restore_from`: without root, the storage's copy of the upper dir
+  // (persist_mirror.h).
   Result<Prespawned> begin_image_sandbox(const Limits& limits, const ImageRoot& image,
-                                         const ImageIds& ids, const AttachedDisk* disk = nullptr);
+                                         const ImageIds& ids, const AttachedDisk* disk = nullptr,
+                                         const std::string& restore_from = {});
   // The idmapped bind of `disk` for p (its ids), kept in p.
   Result<std::string> bind_disk(Prespawned& p, const AttachedDisk& disk);
   // The spec's part: mounts and hostname, then the root opened.
@@ -131,7 +134,8 @@ struct BackendShared {
   // Begun and finished, for `spec` on `image` (for a create, or the pool
   // when its spec names an image); records the image's id.
   Result<ReadySandbox> make_image_sandbox(const SandboxSpec& spec, const ImageRoot& image,
-                                          const ImageIds& ids, const AttachedDisk* disk = nullptr);
+                                          const ImageIds& ids, const AttachedDisk* disk = nullptr,
+                                          const std::string& restore_from = {});
   // One from the pool whose init is still alive when `key` is the pool's
   // (waiting for the one being made if the pool is empty), else nothing.
   // Counts the create for the sizer either way.
@@ -195,8 +199,9 @@ class NativeSandbox : public Sandbox {
   void keep_image_lease(std::shared_ptr<void> lease) { image_lease_ = std::move(lease); }
   // A persistent sandbox's storage, unmounted when the sandbox ends.
   void keep_disk(std::shared_ptr<AttachedDisk> disk) { disk_ = std::move(disk); }
-  // Without root: the storage's copy on disk, copied into /workspace now.
-  Status keep_mirror(std::shared_ptr<MirrorAttachment> mirror);
+  // Without root: the storage's copy on disk, copied into /workspace now
+  // (`restore`; an image sandbox's init copied its upper dir already).
+  Status keep_mirror(std::shared_ptr<MirrorAttachment> mirror, bool restore = true);
 
  private:
   Status check_alive() const;

@@ -7,6 +7,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "sandbox/native/caps.h"
 #include "sandbox/native/file_wire.h"
 #include "sandbox/native/file_worker.h"
 
@@ -160,13 +164,32 @@ int remove_entry(int dir, const char* name, int depth) {
   return 0;
 }
 
-enum class Kind { kRegular, kDirectory, kSymlink, kOther };
+// kWhiteout: an overlay whiteout (a 0:0 character device: one the kernel
+// lets anyone make), how an image sandbox's upper dir records a deletion.
+enum class Kind { kRegular, kDirectory, kSymlink, kWhiteout, kOther };
 
 Kind kind_of(const struct stat& st) {
   if (S_ISREG(st.st_mode)) return Kind::kRegular;
   if (S_ISDIR(st.st_mode)) return Kind::kDirectory;
   if (S_ISLNK(st.st_mode)) return Kind::kSymlink;
+  if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) return Kind::kWhiteout;
   return Kind::kOther;
+}
+
+// An overlay directory that hides the lower ones' (user.overlay.opaque).
+constexpr const char* kOpaque = "user.overlay.opaque";
+
+std::string opaque_of(int dir) {
+  char v[8];
+  ssize_t n = ::fgetxattr(dir, kOpaque, v, sizeof v);
+  return n > 0 ? std::string(v, static_cast<std::size_t>(n)) : std::string();
+}
+
+int sync_opaque(int from, int to) {
+  const std::string want = opaque_of(from), have = opaque_of(to);
+  if (want == have) return 0;
+  if (want.empty()) return ::fremovexattr(to, kOpaque) == 0 || errno == ENODATA ? 0 : errno;
+  return ::fsetxattr(to, kOpaque, want.data(), want.size(), 0) == 0 ? 0 : errno;
 }
 
 bool same_file(const struct stat& a, const struct stat& b) {
@@ -191,6 +214,7 @@ class Mirror {
     if (::fstat(from_, &root) != 0) {
       fail(errno, "stat the source");
     } else if (plan(from_, to_, "", 0)) {
+      if (int e = sync_opaque(from_, to_); e) fail(e, "mark the copy's root");
       apply();
     }
     stats_.total_bytes = total_;
@@ -251,6 +275,8 @@ class Mirror {
       if (dk == Kind::kRegular) {
         total_ += charge(dst);
         if (!same_file(it->second, dst)) pending_.push_back({rel, n, dk});
+      } else if (dk == Kind::kWhiteout) {
+        // Nothing to compare.
       } else if (dk == Kind::kSymlink) {
         std::string a, b;
         if (!read_link(from, n.c_str(), a) || !read_link(to, n.c_str(), b) || a != b)
@@ -289,8 +315,8 @@ class Mirror {
       FdGuard t(open_beneath(to, n.c_str(), O_RDONLY | O_DIRECTORY));
       if (t.fd < 0) return fail(errno, "open copy of /" + rel + n);
       if (!plan(f.fd, t.fd, rel + n + "/", depth + 1)) return false;
-      struct stat fs {
-      }, ts{};
+      if (int e = sync_opaque(f.fd, t.fd); e) return fail(e, "mark copy of /" + rel + n);
+      struct stat fs = {}, ts = {};
       // Writable for the next pass whatever the source says (0700 at least).
       if (::fstat(f.fd, &fs) == 0 && ::fstat(t.fd, &ts) == 0 &&
           (ts.st_mode & 07777) != ((fs.st_mode & 0777) | 0700))
@@ -311,8 +337,13 @@ class Mirror {
         fail(errno, "open copy of /" + p.dir);
         return;
       }
-      const bool ok =
-          p.kind == Kind::kSymlink ? copy_link(from.fd, to.fd, p) : copy_file(from.fd, to.fd, p);
+      bool ok;
+      if (p.kind == Kind::kSymlink)
+        ok = copy_link(from.fd, to.fd, p);
+      else if (p.kind == Kind::kWhiteout)
+        ok = copy_whiteout(from.fd, to.fd, p);
+      else
+        ok = copy_file(from.fd, to.fd, p);
       if (!ok) return;
     }
   }
@@ -327,6 +358,21 @@ class Mirror {
     (void)remove_entry(to, p.name.c_str(), 0);
     if (::renameat(to, kTmpName, to, p.name.c_str()) != 0)
       return fail(errno, "copy symlink /" + p.dir + p.name);
+    ++stats_.copied_files;
+    return true;
+  }
+
+  bool copy_whiteout(int from, int to, const Pending& p) {
+    struct stat st = {};
+    if (::fstatat(from, p.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        kind_of(st) != Kind::kWhiteout)
+      return true;  // changed since pass 1
+    (void)::unlinkat(to, kTmpName, 0);
+    if (::mknodat(to, kTmpName, S_IFCHR | 0600, makedev(0, 0)) != 0)
+      return fail(errno, "copy whiteout /" + p.dir + p.name);
+    (void)remove_entry(to, p.name.c_str(), 0);
+    if (::renameat(to, kTmpName, to, p.name.c_str()) != 0)
+      return fail(errno, "copy whiteout /" + p.dir + p.name);
     ++stats_.copied_files;
     return true;
   }
@@ -465,7 +511,45 @@ int clear_tree(int dir) {
   return clear_dir(dir, 0);
 }
 
-[[noreturn]] void run_persist_mirror(int sock, int store_fd, const InitConfig& config,
+std::optional<StepError> restore_mirror_at_mount(const InitConfig& config, const std::string& src,
+                                                 const std::string& dst, std::uint64_t max_bytes) {
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) return step_failed("pipe for the restore of " + dst);
+  pid_t pid = ::fork();
+  if (pid < 0) return step_failed("fork for the restore of " + dst);
+  if (pid == 0) {
+    ::close(pipefd[0]);
+    MirrorStats s;
+    // (Init drops its bounding set only after the mounts: this child first.)
+    if (drop_bounding_and_ambient() || !enter_sandbox_context(config, FilesWire{}, "sc-restore")) {
+      s.err = EPERM;
+    } else {
+      int from = ::open(src.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      int to = ::open(dst.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (from < 0 || to < 0)
+        s.err = errno;
+      else
+        s = mirror_tree(from, to, MirrorLimits{max_bytes, 1'000'000});
+    }
+    const std::int32_t err = s.err;
+    (void)!::write(pipefd[1], &err, sizeof err);
+    _exit(err == 0 ? 0 : 1);
+  }
+  ::close(pipefd[1]);
+  std::int32_t err = EPROTO;
+  ssize_t n;
+  do n = ::read(pipefd[0], &err, sizeof err);
+  while (n < 0 && errno == EINTR);
+  ::close(pipefd[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (n != sizeof err) err = EPROTO;
+  if (err != 0) return step_failed("restore the sandbox's files into " + dst, err);
+  return std::nullopt;
+}
+
+[[noreturn]] void run_persist_mirror(int sock, int store_fd, int rw_fd, const InitConfig& config,
                                      const PersistMirrorWire& w) {
   MirrorStats s;
   if (!enter_sandbox_context(config, FilesWire{}, "sc-persist")) {
@@ -474,12 +558,15 @@ int clear_tree(int dir) {
     reply(sock, s);
   }
   ::alarm(600);
-  // /workspace in the worker's (the sandbox's) view: a mount of its own, so
-  // no RESOLVE_NO_XDEV for this one step.
-  int ws = ::open("/workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  // An image sandbox: its overlay's upper dir (/workspace is in it), beneath
+  // init's kept rw/ fd. Image "host": /workspace in the worker's (the
+  // sandbox's) view, a mount of its own, so no RESOLVE_NO_XDEV for it.
+  int ws = rw_fd >= 0 ? open_beneath(rw_fd, "upper", O_RDONLY | O_DIRECTORY)
+                      : ::open("/workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (ws < 0) {
     s.err = errno;
-    s.message = "persist worker: open /workspace";
+    s.message =
+        rw_fd >= 0 ? "persist worker: open the upper dir" : "persist worker: open /workspace";
     reply(sock, s);
   }
   MirrorLimits limits{w.max_bytes, w.max_entries};

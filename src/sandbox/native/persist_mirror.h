@@ -35,6 +35,7 @@
 #include <string>
 #include <string_view>
 
+#include "sandbox/native/step_error.h"
 #include "sandbox/native/wire.h"
 
 namespace sandcastle::sandbox::native {
@@ -82,7 +83,15 @@ constexpr std::uint32_t kMaxMirrorReply = 16 * 1024;
 // In the worker init forked (init's other fds closed): enters the sandbox's
 // context, mirrors /workspace to `store_fd` (kSave) or back (kRestore),
 // writes the framed MirrorStats on `sock`, exits.
-[[noreturn]] void run_persist_mirror(int sock, int store_fd, const InitConfig& config,
+// rw_fd: init's kept rw/ fd of an image sandbox (its upper dir is what is
+// kept), -1 for image "host" (/workspace).
+[[noreturn]] void run_persist_mirror(int sock, int store_fd, int rw_fd, const InitConfig& config,
                                      const PersistMirrorWire& w);
+
+// In init, before the overlay is mounted (MountKind::kRestoreMirror): a
+// child in the sandbox's context copies the on-disk `src` (a host path the
+// server made) into `dst` (the upper dir on the sandbox's tmpfs).
+std::optional<StepError> restore_mirror_at_mount(const InitConfig& config, const std::string& src,
+                                                 const std::string& dst, std::uint64_t max_bytes);
 
 }  // namespace sandcastle::sandbox::native

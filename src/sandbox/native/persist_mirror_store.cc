@@ -19,6 +19,7 @@ namespace {
 
 constexpr const char* kMirrorDir = "mirror";
 constexpr const char* kWorkspaceDir = "workspace";
+constexpr const char* kUpperDir = "upper";
 constexpr const char* kDiskImage = "disk.img";  // persist_disk.cc's name
 // How long a sync may take before the call gives up on it (50 MiB of
 // changed files take well under a second; the worker's own alarm is 600 s).
@@ -118,7 +119,14 @@ std::shared_ptr<MirrorAttachment> MirrorStore::find_attached(const std::string& 
   return a;
 }
 
-Result<UniqueFd> MirrorStore::open_workspace(const std::string& id, bool create) {
+const char* MirrorStore::kind_of(const std::string& id) const {
+  struct stat st {};
+  return ::lstat((dir_of(id) + "/" + kMirrorDir + "/" + kUpperDir).c_str(), &st) == 0
+             ? kUpperDir
+             : kWorkspaceDir;
+}
+
+Result<UniqueFd> MirrorStore::open_kept(const std::string& id, const char* kind, bool create) {
   if (create && ::mkdir(storage_dir_.c_str(), 0700) != 0 && errno != EEXIST)
     return Error::from_errno("mkdir " + storage_dir_);
   UniqueFd top(::open(storage_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -127,19 +135,21 @@ Result<UniqueFd> MirrorStore::open_workspace(const std::string& id, bool create)
   if (!dir) return dir.take_error();
   auto mirror = open_own_dir(dir->get(), kMirrorDir, create);
   if (!mirror) return mirror.take_error();
-  return open_own_dir(mirror->get(), kWorkspaceDir, create);
+  return open_own_dir(mirror->get(), kind, create);
 }
 
-Result<std::shared_ptr<MirrorAttachment>> MirrorStore::attach(const std::string& id) {
+Result<std::shared_ptr<MirrorAttachment>> MirrorStore::attach(const std::string& id, bool image) {
   if (auto st = usable(); !st) return st.take_error();
   if (!valid_storage_id(id)) return bad_id(id).take_error();
   if (auto st = refuse_other_kind(storage_dir_, id, false); !st) return st.take_error();
   std::lock_guard lock(mu_);
   if (find_attached(id)) return in_use(id).take_error();
-  auto ws = open_workspace(id, true);
+  const char* kind = image ? kUpperDir : kWorkspaceDir;
+  auto ws = open_kept(id, kind, true);
   if (!ws) return ws.take_error();
   std::shared_ptr<MirrorAttachment> a(new MirrorAttachment);
   a->id_ = id;
+  a->path_ = dir_of(id) + "/" + kMirrorDir + "/" + kind;
   a->workspace_ = std::move(*ws);
   a->store_ = this;
   attached_[id] = a;
@@ -154,7 +164,7 @@ Status MirrorStore::remove(const std::string& id) {
   if (find_attached(id)) return in_use(id);
   // Emptied beneath an fd first (the sandbox's names and links, never
   // followed), then the server's own directories.
-  auto ws = open_workspace(id, false);
+  auto ws = open_kept(id, kind_of(id), false);
   if (ws) {
     if (int e = clear_tree(ws->get()); e) return Error::from_errno("remove storage " + id, e);
   } else if (ws.error().sys_errno != ENOENT) {
@@ -185,13 +195,14 @@ Status MirrorStore::copy(const std::string& from, const std::string& to) {
     if (find_attached(to)) return in_use(to);
     running = find_attached(from);
   }
-  auto src = open_workspace(from, false);
+  const char* kind = kind_of(from);
+  auto src = open_kept(from, kind, false);
   if (!src) {
     if (src.error().sys_errno == ENOENT)
       return Error::make(ErrorCode::kNotFound, "no storage " + from);
     return src.take_error();
   }
-  auto dst = open_workspace(to, true);
+  auto dst = open_kept(to, kind, true);
   if (!dst) return dst.take_error();
   // A running source: its last completed sync, not one half done.
   std::unique_lock<std::mutex> hold;
@@ -212,12 +223,12 @@ std::shared_ptr<MirrorAttachment> NativeSandbox::mirror_snapshot() const {
   return mirror_;
 }
 
-Status NativeSandbox::keep_mirror(std::shared_ptr<MirrorAttachment> mirror) {
+Status NativeSandbox::keep_mirror(std::shared_ptr<MirrorAttachment> mirror, bool restore) {
   {
     std::unique_lock lock(mu_);
     mirror_ = std::move(mirror);
   }
-  return restore_files();
+  return restore ? restore_files() : Status{};
 }
 
 Result<ExecResult> NativeSandbox::exec(const ExecRequest& req, const ExecCallbacks& callbacks,

@@ -2,7 +2,9 @@
 // where each storage's copy lives, which sandbox has it, and removal,
 // listing and copying of storages.
 //
-// Layout: <storage dir>/<id>/mirror/workspace. A root server's storage
+// Layout: <storage dir>/<id>/mirror/workspace (image "host": its /workspace)
+// or <id>/mirror/upper (a store image: its overlay's upper dir, which holds
+// /workspace and every write to /). A root server's storage
 // (<id>/disk.img, persist_disk.h) is refused here, and a root server
 // refuses this kind (refuse_other_kind), each with a message saying so,
 // rather than misreading the other's files.
@@ -37,8 +39,11 @@ class MirrorAttachment {
   MirrorAttachment& operator=(const MirrorAttachment&) = delete;
 
   const std::string& id() const { return id_; }
-  // The on-disk workspace directory (passed to the sandbox's worker).
+  // The on-disk directory (passed to the sandbox's worker).
   int workspace_fd() const { return workspace_.get(); }
+  // Its host path (for an image sandbox's init, which copies it into the
+  // upper dir before mounting the overlay).
+  const std::string& path() const { return path_; }
 
   // One sync at a time; a call whose writes a sync begun after them covers
   // waits for that one instead of starting its own (see NativeSandbox::
@@ -51,6 +56,7 @@ class MirrorAttachment {
   friend class MirrorStore;
   MirrorAttachment() = default;
   std::string id_;
+  std::string path_;
   UniqueFd workspace_;
   MirrorStore* store_ = nullptr;
 };
@@ -63,7 +69,8 @@ class MirrorStore {
   Status usable() const;
   // The storage, made when missing; kFailedPrecondition while another
   // sandbox has it, kInvalidArgument for a root server's storage.
-  Result<std::shared_ptr<MirrorAttachment>> attach(const std::string& id);
+  // `image`: a sandbox from a store image (its upper dir is kept).
+  Result<std::shared_ptr<MirrorAttachment>> attach(const std::string& id, bool image = false);
   Status remove(const std::string& id);
   std::vector<std::string> list() const;
   // A new storage `to` with the files of `from` as its last sync left them
@@ -73,7 +80,10 @@ class MirrorStore {
  private:
   friend class MirrorAttachment;
   std::string dir_of(const std::string& id) const { return storage_dir_ + "/" + id; }
-  Result<UniqueFd> open_workspace(const std::string& id, bool create);
+  // The kept tree of `id`: "workspace" or "upper" (kind), made if `create`.
+  Result<UniqueFd> open_kept(const std::string& id, const char* kind, bool create);
+  // Which one storage `id` holds ("workspace" when new or empty).
+  const char* kind_of(const std::string& id) const;
   std::shared_ptr<MirrorAttachment> find_attached(const std::string& id);
 
   std::string storage_dir_;

@@ -72,6 +72,9 @@ enum class MountKind : std::uint32_t {
   kRealDir,      // make dst a directory (mode) that is no symlink: whatever
                  // else is there (an image's symlink, file) is removed first,
                  // never followed (in an overlay: whited out)
+  kRestoreMirror,  // copy the host dir src into dst (an upper dir, before its
+                   // overlay), at most size bytes, in the sandbox's context
+                   // (persist_mirror.h)
 };
 
 struct MountOp {

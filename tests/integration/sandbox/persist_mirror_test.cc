@@ -44,6 +44,15 @@ constexpr const char* kHostEnv = "SANDCASTLE_MIRROR_HOST";
 
 std::string g_storage;  // the backend's storage dir
 std::string g_host;     // a host directory the sandboxes' links name
+std::string g_layer;    // a busybox image layer
+
+void put(const std::string& path, const std::string& content, mode_t mode = 0644) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  ASSERT_GE(fd, 0) << path << ": " << errno;
+  ASSERT_EQ(::write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
+  ::fchmod(fd, mode);
+  ::close(fd);
+}
 
 NativeBackend* backend() {
   static std::unique_ptr<NativeBackend> b;
@@ -52,6 +61,14 @@ NativeBackend* backend() {
     NativeBackendOptions o;
     o.pool.min = 0;
     o.storage_dir = g_storage;
+    o.images = [](const std::string& ref) -> Result<native::ImageRoot> {
+      if (ref != "bb-mirror") return Error::make(ErrorCode::kNotFound, "no image '" + ref + "'");
+      native::ImageRoot r;
+      r.name = ref;
+      r.id = "sha256:test-bb-mirror";
+      r.layers = {g_layer};
+      return r;
+    };
     auto made = NativeBackend::create(std::move(o));
     EXPECT_TRUE(made.ok()) << made.error().message();
     if (made) b = std::move(*made);
@@ -59,8 +76,10 @@ NativeBackend* backend() {
   return b.get();
 }
 
-SandboxSpec spec(const std::string& storage_id, std::uint64_t disk = 64 * kMiB) {
+SandboxSpec spec(const std::string& storage_id, std::uint64_t disk = 64 * kMiB,
+                 const std::string& image = "host") {
   SpecOptions o;
+  o.image = image;
   o.limits.disk_bytes = disk;
   o.persistence = Persistence::kPersistent;
   o.storage_id = storage_id;
@@ -125,6 +144,19 @@ class PersistMirrorTest : public ::testing::Test {
       // (A uid change clears it; the server must write its children's id maps.)
       ASSERT_EQ(::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), 0);
     }
+    char tmpl[] = "/var/tmp/sc-mirror-layer-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    g_layer = tmpl;
+    ::chmod(g_layer.c_str(), 0755);
+    for (const char* d : {"/bin", "/etc"}) ASSERT_EQ(::mkdir((g_layer + d).c_str(), 0755), 0);
+    put(g_layer + "/bin/busybox", native::read_small_file("/bin/busybox"), 0755);
+    for (const char* applet : {"sh", "cat", "echo", "ls", "rm", "mkdir", "stat"})
+      ASSERT_EQ(::symlink("busybox", (g_layer + "/bin/" + applet).c_str()), 0);
+    put(g_layer + "/etc/passwd", "root:x:0:0:root:/root:/bin/sh\n");
+    put(g_layer + "/etc/motd", "from the image\n");
+  }
+  static void TearDownTestSuite() {
+    if (!g_layer.empty()) (void)native::remove_tree(g_layer);
   }
   void SetUp() override {
     if (!std::getenv(kChildEnv))
@@ -290,6 +322,31 @@ TEST_F(PersistMirrorTest, RacingWritesCannotPushTheCopyPastTheBound) {
   ASSERT_TRUE(sb->destroy().ok());
 }
 
+// A store image's sandbox: its overlay's upper dir is kept (writes to /,
+// deletions of image files as whiteouts, a directory made anew as opaque),
+// copied back by its init before the overlay is mounted.
+TEST_F(PersistMirrorTest, ImageSandboxKeepsItsUpperDir) {
+  auto sb = make(spec("mi-1", 32 * kMiB, "bb-mirror"));
+  ASSERT_NE(sb, nullptr);
+  sh(*sb,
+     "echo root-change > /etc/added && rm /etc/motd && mkdir -p /workspace && echo ws > "
+     "/workspace/w && rm -r /bin/../etc/../opt 2>/dev/null; mkdir -p /srv/a && echo s > /srv/a/f");
+  ASSERT_TRUE(sb->release().ok());
+  auto again = make(spec("mi-1", 32 * kMiB, "bb-mirror"));
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(sh(*again, "cat /etc/added /workspace/w /srv/a/f; ls /etc"),
+            "root-change\nws\ns\nadded\npasswd\n");
+  // A directory of the image removed and made again: the image's files in
+  // it stay hidden after a restart.
+  sh(*again, "rm -r /etc && mkdir /etc && echo only > /etc/only");
+  ASSERT_TRUE(again->release().ok());
+  auto third = make(spec("mi-1", 32 * kMiB, "bb-mirror"));
+  ASSERT_NE(third, nullptr);
+  EXPECT_EQ(sh(*third, "ls /etc && cat /workspace/w"), "only\nws\n");
+  ASSERT_TRUE(third->destroy().ok());
+  EXPECT_NE(::access((g_storage + "/mi-1").c_str(), F_OK), 0);
+}
+
 TEST_F(PersistMirrorTest, ForkCopiesTheStorageOfARunningSandbox) {
   auto sb = make(spec("mk-1"));
   ASSERT_NE(sb, nullptr);
@@ -351,7 +408,7 @@ TEST(PersistMirror, TestsRunInAProcessOfTheirOwn) {
   ::unsetenv(kStorageEnv);
   ::unsetenv(kHostEnv);
   EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.out;
-  EXPECT_NE(child.out.find("[  PASSED  ] 6 tests."), std::string::npos) << child.out;
+  EXPECT_NE(child.out.find("[  PASSED  ] 7 tests."), std::string::npos) << child.out;
   // Every test removed its storage.
   EXPECT_TRUE(native::list_dir(storage).empty());
   (void)native::remove_tree(base);
