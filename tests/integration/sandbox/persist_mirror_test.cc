@@ -379,6 +379,46 @@ TEST_F(PersistMirrorTest, ARootServersStorageIsRefused) {
   ASSERT_TRUE(native::remove_tree(g_storage + "/mroot-1").ok());
 }
 
+constexpr const char* kRootChildEnv = "SANDCASTLE_MIRROR_ROOT_CHILD";
+
+// The reverse: a root server (a backend of its own, in a child) refuses a
+// storage an unprivileged server made, for a start and for a fork.
+TEST(PersistMirrorRoot, Child) {
+  if (!std::getenv(kRootChildEnv)) GTEST_SKIP() << "started by PersistMirror.RootServerRefuses*";
+  const std::string storage = std::getenv(kStorageEnv);
+  ASSERT_EQ(::mkdir((storage + "/unpriv-1").c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir((storage + "/unpriv-1/mirror").c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir((storage + "/unpriv-1/mirror/workspace").c_str(), 0700), 0);
+  NativeBackendOptions o;
+  o.pool.min = 0;
+  o.storage_dir = storage;
+  auto b = NativeBackend::create(std::move(o));
+  ASSERT_TRUE(b.ok()) << b.error().message();
+  auto sb = (*b)->create(spec("unpriv-1"));
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(sb.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(sb.error().message().find("was made by a server running without root"),
+            std::string::npos)
+      << sb.error().message();
+  auto copy = (*b)->copy_storage("unpriv-1", "unpriv-2");
+  ASSERT_FALSE(copy.ok());
+  EXPECT_EQ(copy.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(::access((storage + "/unpriv-2").c_str(), F_OK), 0);
+}
+
+TEST(PersistMirror, RootServerRefusesAStorageMadeWithoutRoot) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a root server's side";
+  if (std::getenv(kRootChildEnv)) GTEST_SKIP() << "the child itself";
+  char tmpl[] = "/var/tmp/sc-mirror-root-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  ::setenv(kStorageEnv, tmpl, 1);
+  auto child = run_tests_in_child("PersistMirrorRoot.Child", kRootChildEnv);
+  ::unsetenv(kStorageEnv);
+  EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.out;
+  EXPECT_NE(child.out.find("[  PASSED  ] 1 test."), std::string::npos) << child.out;
+  (void)native::remove_tree(tmpl);
+}
+
 TEST(PersistMirror, TestsRunInAProcessOfTheirOwn) {
   if (std::getenv(kChildEnv)) GTEST_SKIP() << "the child itself";
   char tmpl[] = "/var/tmp/sc-mirror-XXXXXX";
