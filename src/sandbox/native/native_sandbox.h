@@ -217,7 +217,6 @@ class NativeSandbox : public Sandbox {
                               const CancelToken* cancel);
   // One persist worker in the sandbox: /workspace to disk, or back.
   Status run_mirror_worker(const MirrorAttachment& m, bool restore);
-  Status restore_files();
   std::shared_ptr<MirrorAttachment> mirror_snapshot() const;
 
   std::string id_;

@@ -224,11 +224,14 @@ std::shared_ptr<MirrorAttachment> NativeSandbox::mirror_snapshot() const {
 }
 
 Status NativeSandbox::keep_mirror(std::shared_ptr<MirrorAttachment> mirror, bool restore) {
-  {
-    std::unique_lock lock(mu_);
-    mirror_ = std::move(mirror);
-  }
-  return restore ? restore_files() : Status{};
+  // Synced from only once restored: a sync (the release of a sandbox whose
+  // restore failed, say) would otherwise make the copy on disk as partial
+  // as the sandbox's tree.
+  if (restore)
+    if (auto st = run_mirror_worker(*mirror, true); !st) return st;
+  std::unique_lock lock(mu_);
+  mirror_ = std::move(mirror);
+  return {};
 }
 
 Result<ExecResult> NativeSandbox::exec(const ExecRequest& req, const ExecCallbacks& callbacks,
@@ -294,13 +297,6 @@ Status NativeSandbox::persist_changes() {
   if (auto st = run_mirror_worker(m, false); !st) return st;
   m.done = covers;
   return {};
-}
-
-Status NativeSandbox::restore_files() {
-  auto held = mirror_snapshot();
-  if (!held) return {};
-  std::lock_guard lock(held->sync_mu);
-  return run_mirror_worker(*held, true);
 }
 
 }  // namespace sandcastle::sandbox::native

@@ -202,6 +202,28 @@ TEST_F(PersistMirrorTest, FilesSurviveReleaseAndAreRemovedWithTheSandbox) {
   EXPECT_NE(::access((g_storage + "/mf-1").c_str(), F_OK), 0);
 }
 
+// A start whose copy back fails (a disk limit lowered below what the copy
+// holds) is refused, and leaves the copy on disk whole.
+TEST_F(PersistMirrorTest, AFailedRestoreLeavesTheCopyWhole) {
+  auto sb = make(spec("mx-1", 64 * kMiB));
+  ASSERT_NE(sb, nullptr);
+  sh(*sb,
+     "echo small > /workspace/a && head -c 20971520 /dev/zero > /workspace/big && echo z > "
+     "/workspace/z");
+  ASSERT_TRUE(sb->release().ok());
+  auto small = backend()->create(spec("mx-1", 8 * kMiB));
+  ASSERT_FALSE(small.ok());
+  EXPECT_EQ(small.error().code, ErrorCode::kResourceExhausted) << small.error().message();
+  struct stat st {};
+  ASSERT_EQ(::stat(copy_of("mx-1", "big").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 20 * kMiB);
+  auto again = make(spec("mx-1", 64 * kMiB));
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(sh(*again, "cat /workspace/a /workspace/z && stat -c %s /workspace/big"),
+            "small\nz\n20971520\n");
+  ASSERT_TRUE(again->destroy().ok());
+}
+
 // An unchanged file is not copied again (its copy keeps its inode); a
 // changed one is.
 TEST_F(PersistMirrorTest, OnlyChangedFilesAreCopied) {
@@ -448,7 +470,7 @@ TEST(PersistMirror, TestsRunInAProcessOfTheirOwn) {
   ::unsetenv(kStorageEnv);
   ::unsetenv(kHostEnv);
   EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.out;
-  EXPECT_NE(child.out.find("[  PASSED  ] 7 tests."), std::string::npos) << child.out;
+  EXPECT_NE(child.out.find("[  PASSED  ] 8 tests."), std::string::npos) << child.out;
   // Every test removed its storage.
   EXPECT_TRUE(native::list_dir(storage).empty());
   (void)native::remove_tree(base);
