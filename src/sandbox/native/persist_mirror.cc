@@ -17,6 +17,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -273,8 +274,13 @@ class Mirror {
         continue;
       }
       if (dk == Kind::kRegular) {
-        total_ += charge(dst);
-        if (!same_file(it->second, dst)) pending_.push_back({rel, n, dk});
+        // A file with several names counts once.
+        if (dst.st_nlink == 1 || counted_.insert({dst.st_dev, dst.st_ino}).second)
+          total_ += charge(dst);
+        if (!same_file(it->second, dst))
+          pending_.push_back({rel, n, dk});
+        else if (it->second.st_nlink > 1)
+          links_.emplace(std::make_pair(it->second.st_dev, it->second.st_ino), rel + n);
       } else if (dk == Kind::kWhiteout) {
         // Nothing to compare.
       } else if (dk == Kind::kSymlink) {
@@ -394,8 +400,31 @@ class Mirror {
     std::uint64_t old_charge = 0;
     bool have_old = false;
     if (::fstatat(to, p.name.c_str(), &old, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(old.st_mode)) {
-      old_charge = charge(old);
+      // (Its space stays in use while another name holds it.)
+      old_charge = old.st_nlink == 1 ? charge(old) : 0;
       have_old = true;
+    }
+    // Another name of this file copied already: linked to that copy, as the
+    // source has it (hardlinks cost their space once, here as there).
+    if (st.st_nlink > 1) {
+      auto known = links_.find({st.st_dev, st.st_ino});
+      struct stat first {};
+      if (known != links_.end() &&
+          ::fstatat(to_, known->second.c_str(), &first, AT_SYMLINK_NOFOLLOW) == 0 &&
+          S_ISREG(first.st_mode) && same_file(st, first)) {
+        (void)::unlinkat(to, kTmpName, 0);
+        if (::linkat(to_, known->second.c_str(), to, kTmpName, 0) != 0)
+          return fail(errno, "link copy of /" + p.dir + p.name);
+        if (!have_old) (void)remove_entry(to, p.name.c_str(), 0);
+        const int renamed = ::renameat(to, kTmpName, to, p.name.c_str());
+        const int e = errno;
+        // (A rename onto another name of the same file does nothing.)
+        (void)::unlinkat(to, kTmpName, 0);
+        if (renamed != 0) return fail(e, "link copy of /" + p.dir + p.name);
+        total_ -= std::min(total_, old_charge);
+        ++stats_.copied_files;
+        return true;
+      }
     }
     const auto size = static_cast<std::uint64_t>(st.st_size);
     if (total_ + round4k(std::min<std::uint64_t>(size, std::uint64_t(st.st_blocks) * 512)) >
@@ -470,6 +499,7 @@ class Mirror {
       return fail(e, "write copy of /" + p.dir + p.name);
     }
     total_ = total_ - old_charge + round4k(data);
+    if (st.st_nlink > 1) links_[{st.st_dev, st.st_ino}] = p.dir + p.name;
     ++stats_.copied_files;
     stats_.copied_bytes += data;
     return true;
@@ -480,6 +510,9 @@ class Mirror {
   MirrorStats stats_;
   std::uint64_t total_ = 0;
   std::vector<Pending> pending_;
+  // Files with several names: the source's inode -> its copy (relative).
+  std::map<std::pair<dev_t, ino_t>, std::string> links_;
+  std::set<std::pair<dev_t, ino_t>> counted_;  // the copy's, charged once
   std::unique_ptr<char[]> buf_;
 };
 

@@ -142,6 +142,33 @@ TEST_F(MirrorTreeTest, TheBoundIsNeverPassed) {
   EXPECT_EQ(read_small_file(t("a")).size(), 400u * 1024);
 }
 
+// Names of one file stay names of one file, and count once.
+TEST_F(MirrorTreeTest, HardlinksAreKeptAndCountOnce) {
+  ASSERT_EQ(::mkdir(f("d").c_str(), 0755), 0);
+  put(f("a"), std::string(400 * 1024, 'a'));
+  for (const char* name : {"d/b", "d/c", "e"})
+    ASSERT_EQ(::link(f("a").c_str(), f(name).c_str()), 0);
+  auto s = sync(512 * 1024);
+  ASSERT_EQ(s.err, 0) << s.message;
+  EXPECT_EQ(s.copied_bytes, 400u * 1024);
+  struct stat a {
+  }, c{};
+  ASSERT_EQ(::stat(t("a").c_str(), &a), 0);
+  ASSERT_EQ(::stat(t("d/c").c_str(), &c), 0);
+  EXPECT_EQ(a.st_ino, c.st_ino);
+  EXPECT_EQ(a.st_nlink, 4u);
+  // Unchanged, and a new name of it: within the bound, nothing copied.
+  ASSERT_EQ(::link(f("a").c_str(), f("d/new").c_str()), 0);
+  s = sync(512 * 1024);
+  ASSERT_EQ(s.err, 0) << s.message;
+  EXPECT_EQ(s.copied_bytes, 0u);
+  EXPECT_LE(s.total_bytes, 512u * 1024);
+  ASSERT_EQ(::stat(t("d/new").c_str(), &c), 0);
+  EXPECT_EQ(a.st_ino, c.st_ino);
+  EXPECT_NE(::access(t(".sc-mirror.tmp").c_str(), F_OK), 0);
+  EXPECT_NE(::access(t("d/.sc-mirror.tmp").c_str(), F_OK), 0);
+}
+
 TEST_F(MirrorTreeTest, WhiteoutsAndOpaqueDirectoriesAreKept) {
   if (::mknod(f("gone").c_str(), S_IFCHR | 0600, makedev(0, 0)) != 0)
     GTEST_SKIP() << "cannot make a whiteout here: " << errno;
