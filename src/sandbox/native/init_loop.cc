@@ -143,13 +143,13 @@ void start_layer_worker(int control_fd, int signal_fd, const InitConfig& config,
 void start_mirror_worker(int control_fd, int signal_fd, const InitConfig& config,
                          std::string_view payload, ReceivedMessage& m, const Slot& slot) {
   auto w = decode_persist_mirror(payload);
-  if (!w || m.nfds != 2) return;
+  if (!w || m.nfds < 2 || m.nfds > 3) return;
   pid_t pid = ::fork();
   if (pid == 0) {
     ::close(control_fd);
     ::close(signal_fd);
     if (slot.fd >= 0) ::close(slot.fd);
-    run_persist_mirror(m.fds[0], m.fds[1], g_rw_fd, config, *w);
+    run_persist_mirror(m.fds[0], m.fds[1], m.nfds == 3 ? m.fds[2] : -1, g_rw_fd, config, *w);
   }
 }
 

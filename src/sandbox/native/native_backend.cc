@@ -666,13 +666,19 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::restore(const SandboxSpec&, cons
 }
 
 Status NativeBackend::copy_storage(const std::string& from, const std::string& to) {
-  if (mirror_kind()) return shared_->mirror->copy(from, to);
+  if (mirror_kind())
+    return shared_->mirror->copy(from, to, [this](const PersistMirrorWire& w, int a, int b) {
+      return run_in_helper_sandbox(shared_, w, a, b);
+    });
   if (auto st = refuse_other_kind(shared_->persist->storage_dir(), from, true); !st) return st;
   return shared_->persist->copy(from, to);
 }
 
 Status NativeBackend::remove_storage(const std::string& id) {
-  if (mirror_kind()) return shared_->mirror->remove(id);
+  if (mirror_kind())
+    return shared_->mirror->remove(id, [this](const PersistMirrorWire& w, int a, int b) {
+      return run_in_helper_sandbox(shared_, w, a, b);
+    });
   return shared_->persist->remove(id);
 }
 

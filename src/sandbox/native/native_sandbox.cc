@@ -207,8 +207,12 @@ Status NativeSandbox::end(bool remove_files) {
     mirror.reset();
   }
   if (remove)
-    return shared_->mirror && ::geteuid() != 0 ? shared_->mirror->remove(spec_.storage_id())
-                                                : shared_->persist->remove(spec_.storage_id());
+    return shared_->mirror && ::geteuid() != 0
+               ? shared_->mirror->remove(spec_.storage_id(),
+                                         [s = shared_](const PersistMirrorWire& w, int a, int b) {
+                                           return run_in_helper_sandbox(s, w, a, b);
+                                         })
+               : shared_->persist->remove(spec_.storage_id());
   return {};
 }
 

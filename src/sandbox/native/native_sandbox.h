@@ -157,6 +157,12 @@ struct BackendShared {
   ~BackendShared();
 };
 
+// Without root: a persist worker request on storage directories (a copy
+// for fork_sandbox, a removal) run in a sandbox made for it and destroyed
+// after, so that the server never walks a tree a sandbox wrote.
+Status run_in_helper_sandbox(const std::shared_ptr<BackendShared>& shared,
+                             const PersistMirrorWire& w, int store_fd, int other_fd);
+
 class NativeSandbox : public Sandbox {
  public:
   NativeSandbox(std::string id, SandboxSpec spec, std::shared_ptr<BackendShared> shared,
@@ -199,6 +205,9 @@ class NativeSandbox : public Sandbox {
   void keep_image_lease(std::shared_ptr<void> lease) { image_lease_ = std::move(lease); }
   // A persistent sandbox's storage, unmounted when the sandbox ends.
   void keep_disk(std::shared_ptr<AttachedDisk> disk) { disk_ = std::move(disk); }
+  // One persist worker request (persist_mirror.h) run in this sandbox on
+  // the given directory fds; the reply's error as a Status.
+  Status run_store_worker(const PersistMirrorWire& w, int store_fd, int other_fd = -1);
   // Without root: the storage's copy on disk, copied into /workspace now
   // (`restore`; an image sandbox's init copied its upper dir already).
   Status keep_mirror(std::shared_ptr<MirrorAttachment> mirror, bool restore = true);

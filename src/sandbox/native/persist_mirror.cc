@@ -42,8 +42,8 @@ std::optional<PersistMirrorWire> decode_persist_mirror(std::string_view bytes) {
   w.max_bytes = r.u64();
   w.max_entries = r.u64();
   if (!r.ok() || !r.at_end()) return std::nullopt;
-  if (d != static_cast<std::uint32_t>(MirrorDirection::kSave) &&
-      d != static_cast<std::uint32_t>(MirrorDirection::kRestore))
+  if (d < static_cast<std::uint32_t>(MirrorDirection::kSave) ||
+      d > static_cast<std::uint32_t>(MirrorDirection::kClear))
     return std::nullopt;
   w.direction = static_cast<MirrorDirection>(d);
   return w;
@@ -582,8 +582,8 @@ std::optional<StepError> restore_mirror_at_mount(const InitConfig& config, const
   return std::nullopt;
 }
 
-[[noreturn]] void run_persist_mirror(int sock, int store_fd, int rw_fd, const InitConfig& config,
-                                     const PersistMirrorWire& w) {
+[[noreturn]] void run_persist_mirror(int sock, int store_fd, int other_fd, int rw_fd,
+                                     const InitConfig& config, const PersistMirrorWire& w) {
   MirrorStats s;
   if (!enter_sandbox_context(config, FilesWire{}, "sc-persist")) {
     s.err = EPERM;
@@ -591,6 +591,21 @@ std::optional<StepError> restore_mirror_at_mount(const InitConfig& config, const
     reply(sock, s);
   }
   ::alarm(600);
+  MirrorLimits limits{w.max_bytes, w.max_entries};
+  if (w.direction == MirrorDirection::kClear) {
+    s.err = clear_tree(store_fd);
+    if (s.err)
+      s.message = std::string("persist worker: clear the storage: ") + std::strerror(s.err);
+    reply(sock, s);
+  }
+  if (w.direction == MirrorDirection::kCopy) {
+    if (other_fd < 0) {
+      s.err = EINVAL;
+      s.message = "persist worker: no storage to copy to";
+      reply(sock, s);
+    }
+    reply(sock, mirror_tree(store_fd, other_fd, limits));
+  }
   // An image sandbox: its overlay's upper dir (/workspace is in it), beneath
   // init's kept rw/ fd. Image "host": /workspace in the worker's (the
   // sandbox's) view, a mount of its own, so no RESOLVE_NO_XDEV for it.
@@ -602,7 +617,6 @@ std::optional<StepError> restore_mirror_at_mount(const InitConfig& config, const
         rw_fd >= 0 ? "persist worker: open the upper dir" : "persist worker: open /workspace";
     reply(sock, s);
   }
-  MirrorLimits limits{w.max_bytes, w.max_entries};
   s = w.direction == MirrorDirection::kSave ? mirror_tree(ws, store_fd, limits)
                                             : mirror_tree(store_fd, ws, limits);
   reply(sock, s);

@@ -66,8 +66,13 @@ MirrorStats mirror_tree(int from, int to, const MirrorLimits& limits);
 int clear_tree(int dir);
 
 // The request (ControlKind::kPersistMirror; fds: the reply stream, then the
-// on-disk directory).
-enum class MirrorDirection : std::uint32_t { kSave = 1, kRestore = 2 };
+// on-disk directory, then for kCopy the new storage's directory).
+//   kSave / kRestore: the sandbox's tree to the storage, or back.
+//   kCopy: one storage's tree into another's (fork_sandbox);
+//   kClear: everything beneath the storage's directory removed.
+// (The last two run in whatever sandbox the server has at hand, so that no
+// walk of a tree a sandbox wrote happens in the server itself.)
+enum class MirrorDirection : std::uint32_t { kSave = 1, kRestore = 2, kCopy = 3, kClear = 4 };
 struct PersistMirrorWire {
   MirrorDirection direction = MirrorDirection::kSave;
   std::uint64_t max_bytes = 0;
@@ -85,8 +90,9 @@ constexpr std::uint32_t kMaxMirrorReply = 16 * 1024;
 // writes the framed MirrorStats on `sock`, exits.
 // rw_fd: init's kept rw/ fd of an image sandbox (its upper dir is what is
 // kept), -1 for image "host" (/workspace).
-[[noreturn]] void run_persist_mirror(int sock, int store_fd, int rw_fd, const InitConfig& config,
-                                     const PersistMirrorWire& w);
+// other_fd: kCopy's target, else -1.
+[[noreturn]] void run_persist_mirror(int sock, int store_fd, int other_fd, int rw_fd,
+                                     const InitConfig& config, const PersistMirrorWire& w);
 
 // In init, before the overlay is mounted (MountKind::kRestoreMirror): a
 // child in the sandbox's context copies the on-disk `src` (a host path the

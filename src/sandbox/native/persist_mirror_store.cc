@@ -156,7 +156,7 @@ Result<std::shared_ptr<MirrorAttachment>> MirrorStore::attach(const std::string&
   return a;
 }
 
-Status MirrorStore::remove(const std::string& id) {
+Status MirrorStore::remove(const std::string& id, const Walker& walk) {
   if (!valid_storage_id(id)) return bad_id(id);
   if (storage_dir_.empty()) return {};
   if (auto st = refuse_other_kind(storage_dir_, id, false); !st) return st;
@@ -166,7 +166,10 @@ Status MirrorStore::remove(const std::string& id) {
   // followed), then the server's own directories.
   auto ws = open_kept(id, kind_of(id), false);
   if (ws) {
-    if (int e = clear_tree(ws->get()); e) return Error::from_errno("remove storage " + id, e);
+    PersistMirrorWire w;
+    w.direction = MirrorDirection::kClear;
+    if (auto st = walk(w, ws->get(), -1); !st)
+      return Error::make(st.error().code, "remove storage " + id + ": " + st.error().message());
   } else if (ws.error().sys_errno != ENOENT) {
     return ws.take_error();
   }
@@ -184,7 +187,7 @@ std::vector<std::string> MirrorStore::list() const {
   return out;
 }
 
-Status MirrorStore::copy(const std::string& from, const std::string& to) {
+Status MirrorStore::copy(const std::string& from, const std::string& to, const Walker& walk) {
   for (const auto* id : {&from, &to})
     if (!valid_storage_id(*id)) return bad_id(*id);
   if (auto st = usable(); !st) return st;
@@ -207,16 +210,37 @@ Status MirrorStore::copy(const std::string& from, const std::string& to) {
   // A running source: its last completed sync, not one half done.
   std::unique_lock<std::mutex> hold;
   if (running) hold = std::unique_lock(running->sync_mu);
-  MirrorLimits limits;
-  limits.max_bytes = ~std::uint64_t{0};  // the source is bounded already
-  limits.max_entries = kMaxEntries;
-  auto stats = mirror_tree(src->get(), dst->get(), limits);
-  if (stats.err != 0)
-    return Error::make(ErrorCode::kIo, "copy storage " + from + " to " + to + ": " + stats.message);
+  PersistMirrorWire w;
+  w.direction = MirrorDirection::kCopy;
+  w.max_bytes = ~std::uint64_t{0};  // the source is bounded already
+  w.max_entries = kMaxEntries;
+  if (auto st = walk(w, src->get(), dst->get()); !st)
+    return Error::make(st.error().code,
+                       "copy storage " + from + " to " + to + ": " + st.error().message());
   return {};
 }
 
 // The sandbox's side of it, for NativeSandbox (declared in native_sandbox.h).
+
+Status run_in_helper_sandbox(const std::shared_ptr<BackendShared>& shared,
+                             const PersistMirrorWire& w, int store_fd, int other_fd) {
+  // A spec no pool serves (its hostname), with the smallest disk: the
+  // worker only walks the storage directories it is given.
+  SpecOptions o;
+  o.limits.disk_bytes = 1 << 20;
+  o.hostname = "sc-storage";
+  auto spec = SandboxSpec::create(std::move(o));
+  if (!spec) return spec.take_error();
+  auto begun = shared->begin_sandbox(spec->limits());
+  if (!begun) return begun.take_error();
+  auto ready = shared->finish_sandbox(std::move(*begun), *spec);
+  if (!ready) return ready.take_error();
+  NativeSandbox sb(std::move(ready->id), *spec, shared, ready->ids, std::move(ready->cgroup),
+                   std::move(ready->init));
+  auto st = sb.run_store_worker(w, store_fd, other_fd);
+  (void)sb.destroy();
+  return st;
+}
 
 std::shared_ptr<MirrorAttachment> NativeSandbox::mirror_snapshot() const {
   std::shared_lock lock(mu_);
@@ -248,20 +272,29 @@ Result<ExecResult> NativeSandbox::exec(const ExecRequest& req, const ExecCallbac
 }
 
 Status NativeSandbox::run_mirror_worker(const MirrorAttachment& m, bool restore) {
-  int sp[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0)
-    return Error::from_errno("socketpair for the persist worker");
-  UniqueFd ours(sp[0]), theirs(sp[1]);
   PersistMirrorWire w;
   w.direction = restore ? MirrorDirection::kRestore : MirrorDirection::kSave;
   w.max_bytes = mirror_bound(spec_.limits().disk_bytes);
   w.max_entries = kMaxEntries;
+  auto st = run_store_worker(w, m.workspace_fd());
+  if (!st)
+    return Error::make(st.error().code,
+                       std::string(restore ? "restoring" : "keeping") + " the files of sandbox " +
+                           id_ + (restore ? " from disk: " : " on disk: ") + st.error().message());
+  return {};
+}
+
+Status NativeSandbox::run_store_worker(const PersistMirrorWire& w, int store_fd, int other_fd) {
+  int sp[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0)
+    return Error::from_errno("socketpair for the persist worker");
+  UniqueFd ours(sp[0]), theirs(sp[1]);
   {
     std::shared_lock lock(mu_);
     if (auto st = check_alive(); !st) return st;
     std::string bytes = encode_control(ControlKind::kPersistMirror, encode(w));
-    const int fds[2] = {theirs.get(), m.workspace_fd()};
-    if (int e = send_with_fds(init_.control.get(), bytes, fds, 2); e != 0)
+    const int fds[3] = {theirs.get(), store_fd, other_fd};
+    if (int e = send_with_fds(init_.control.get(), bytes, fds, other_fd >= 0 ? 3 : 2); e != 0)
       return Error::from_errno("send the persist worker request to sandbox init", e);
   }
   theirs.reset();  // the worker's end: EOF if it dies
@@ -277,9 +310,7 @@ Status NativeSandbox::run_mirror_worker(const MirrorAttachment& m, bool restore)
     const ErrorCode code = stats->err == ENOSPC || stats->err == E2BIG
                                ? ErrorCode::kResourceExhausted
                                : ErrorCode::kIo;
-    return Error::make(code, std::string(restore ? "restoring" : "keeping") +
-                                 " the files of sandbox " + id_ +
-                                 (restore ? " from disk: " : " on disk: ") + stats->message);
+    return Error::make(code, stats->message);
   }
   return {};
 }

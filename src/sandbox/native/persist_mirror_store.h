@@ -10,14 +10,14 @@
 // rather than misreading the other's files.
 //
 // The server opens only the directories it made (<id>, mirror, workspace);
-// what is beneath is written by the sandbox's worker, and the server's own
-// walks of it (remove, copy) go beneath an fd with mirror_tree/clear_tree,
-// which never follow a symlink. (An unprivileged server's uid is the
-// sandbox's host uid anyway: it has no more rights there than the sandbox.)
+// what is beneath is written by the sandbox's worker, and every walk of it
+// (remove, copy) is a Walker's: a persist worker in a sandbox (the backend
+// makes one for it), given the directories' fds.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +26,7 @@
 
 #include "common/result.h"
 #include "common/unique_fd.h"
+#include "sandbox/native/persist_mirror.h"
 
 namespace sandcastle::sandbox::native {
 
@@ -71,11 +72,14 @@ class MirrorStore {
   // sandbox has it, kInvalidArgument for a root server's storage.
   // `image`: a sandbox from a store image (its upper dir is kept).
   Result<std::shared_ptr<MirrorAttachment>> attach(const std::string& id, bool image = false);
-  Status remove(const std::string& id);
+  // Runs one persist worker request (kCopy, kClear) on these directory fds
+  // (`to` -1 unless kCopy) inside a sandbox.
+  using Walker = std::function<Status(const PersistMirrorWire&, int store_fd, int to_fd)>;
+  Status remove(const std::string& id, const Walker& walk);
   std::vector<std::string> list() const;
   // A new storage `to` with the files of `from` as its last sync left them
   // (a sync in progress is waited for).
-  Status copy(const std::string& from, const std::string& to);
+  Status copy(const std::string& from, const std::string& to, const Walker& walk);
 
  private:
   friend class MirrorAttachment;
