@@ -67,8 +67,7 @@ Status check_layer_paths(const std::vector<std::string>& layers) {
 
 std::vector<MountOp> image_base_plan(const std::vector<std::string>& lowers_top_first,
                                      const RuntimeDirs& dirs, const Limits& limits,
-                                     const std::string& storage,
-                                     const std::string& restore_from) {
+                                     const std::string& storage, const std::string& restore_from) {
   std::vector<MountOp> p;
   auto op = [&p](MountKind kind, std::string src, std::string dst, std::uint64_t size = 0,
                  std::uint32_t mode = 0755, bool writable = false, std::string opts = "") {

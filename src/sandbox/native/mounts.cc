@@ -177,7 +177,8 @@ std::optional<StepError> build_root_filesystem(const InitConfig& config, int* rw
   for (const MountOp& op : config.mounts) {
     if (op.kind == MountKind::kRestoreMirror) {
       // A persistent sandbox without root: its upper dir from disk.
-      if (auto err = restore_mirror_at_mount(config, op.src, root + "/" + op.dst, op.size)) return err;
+      if (auto err = restore_mirror_at_mount(config, op.src, root + "/" + op.dst, op.size))
+        return err;
       continue;
     }
     if (auto err = apply(root, op)) return err;

@@ -595,10 +595,9 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create_from_image(const SandboxS
     shared_->reaper.kill_and_release(pooled->id, std::move(pooled->init), std::move(pooled->cgroup));
     pooled.reset();
   }
-  Result<ReadySandbox> ready = pooled
-                                   ? Result<ReadySandbox>(std::move(*pooled))
-                                   : shared_->make_image_sandbox(*spec, *image, *ids, disk.get(),
-                                                                 mirror ? mirror->path() : "");
+  Result<ReadySandbox> ready = pooled ? Result<ReadySandbox>(std::move(*pooled))
+                                      : shared_->make_image_sandbox(*spec, *image, *ids, disk.get(),
+                                                                    mirror ? mirror->path() : "");
   if (!ready) return ready.take_error();
   auto sb = std::make_unique<NativeSandbox>(std::move(ready->id), std::move(*spec), shared_, ready->ids,
                                             std::move(ready->cgroup), std::move(ready->init));
