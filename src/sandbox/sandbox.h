@@ -265,6 +265,14 @@ class Sandbox {
     return Error::make(ErrorCode::kUnavailable, "this sandbox backend cannot thaw a sandbox");
   }
 
+  // Brings a persistent sandbox's files on disk up to date with what its
+  // calls wrote, for backends that keep a copy there (the native one
+  // without root); ok at once for the others. The backend's own calls
+  // (exec, write_file, ...) do it before returning; a caller that lets the
+  // sandbox write by other means (a kernel cell over a passed fd) calls it
+  // before reporting that work done.
+  virtual Status persist_changes() { return {}; }
+
   // Writes the state of every process (memory, registers, files open) into
   // `dir` (created, must not exist) and ends them, keeping the files as
   // release() does; Backend::restore brings the sandbox back from it.

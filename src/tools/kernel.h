@@ -105,6 +105,8 @@ class Kernel {
   // Runs one cell. Concurrent calls wait their turn. Errors are about the
   // kernel itself (it could not start); everything the code did is in the
   // CellResult.
+  // A persistent sandbox's files are on disk before it returns
+  // (Sandbox::persist_changes).
   Result<CellResult> execute(const CellRequest& req, const CellCallbacks& cb = {},
                              mcp::CancelToken* cancel = nullptr);
 
@@ -127,6 +129,8 @@ class Kernel {
   std::shared_ptr<Instance> launch_locked(bool warmup = false);
   void kill_instance(const std::shared_ptr<Instance>& inst);
 
+  Result<CellResult> run_cell(const CellRequest& req, const CellCallbacks& cb,
+                              mcp::CancelToken* cancel);
   sandbox::Sandbox& sb_;
   const KernelLanguage lang_;
   const std::map<std::string, std::string> env_;

@@ -112,8 +112,8 @@ bool is_loopback_listener(int fd, std::uint16_t port) {
 
 }  // namespace
 
-Result<ExecResult> NativeSandbox::exec(const ExecRequest& req, const ExecCallbacks& callbacks,
-                                       const CancelToken* cancel) {
+Result<ExecResult> NativeSandbox::run_exec(const ExecRequest& req, const ExecCallbacks& callbacks,
+                                           const CancelToken* cancel) {
   if (req.private_listener_port != 0 && !callbacks.on_listener)
     return Error::make(ErrorCode::kInvalidArgument, "exec: a private listener needs an on_listener callback");
   auto wire = build_wire(req, spec_, cgroup_ != nullptr);

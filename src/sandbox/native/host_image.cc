@@ -292,8 +292,9 @@ std::vector<MountOp> host_image_spec_plan(const SandboxSpec& spec) {
   // The disk limit: a tmpfs of exactly that size, so a full disk is ENOSPC
   // inside the sandbox and nothing on the host.
   // (A persistent sandbox's /workspace is its storage, bound by the base
-  // plan: an ext4 image of that size, persist_disk.h.)
-  if (spec.persistence() != Persistence::kPersistent)
+  // plan: an ext4 image of that size, persist_disk.h; without root it is a
+  // tmpfs too, copied to disk after each call, persist_mirror.h.)
+  if (spec.persistence() != Persistence::kPersistent || ::geteuid() != 0)
     b.tmpfs("workspace", l.disk_bytes, 0755, "uid=1000,gid=1000,nr_inodes=262144");
   // Last: the root mount itself becomes read-only (/tmp and /dev/shm are
   // mounts of their own and stay writable).

@@ -67,7 +67,7 @@ Status check_layer_paths(const std::vector<std::string>& layers) {
 
 std::vector<MountOp> image_base_plan(const std::vector<std::string>& lowers_top_first,
                                      const RuntimeDirs& dirs, const Limits& limits,
-                                     const std::string& storage) {
+                                     const std::string& storage, const std::string& restore_from) {
   std::vector<MountOp> p;
   auto op = [&p](MountKind kind, std::string src, std::string dst, std::uint64_t size = 0,
                  std::uint32_t mode = 0755, bool writable = false, std::string opts = "") {
@@ -92,6 +92,8 @@ std::vector<MountOp> image_base_plan(const std::vector<std::string>& lowers_top_
     op(MountKind::kBind, storage, "rw", 0, 0, true);
   mkdir("rw/upper");
   mkdir("rw/work", 0700);
+  if (!restore_from.empty())
+    op(MountKind::kRestoreMirror, restore_from, "rw/upper", limits.disk_bytes + (1u << 20));
   // The root tmpfs (1 MiB so far) holds /dev, /dev/shm and /tmp, as in the
   // host image: its size is their limit. They are moved under the overlay.
   op(MountKind::kResize, "", "", limits.tmp_bytes, 0, true, "nr_inodes=65536");

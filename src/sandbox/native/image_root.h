@@ -95,10 +95,13 @@ Status check_layer_paths(const std::vector<std::string>& layers);
 
 // The plan before pivot_root (relative to dirs.root_mount); lowers top first.
 // `storage`: a persistent sandbox's storage (a host path its init binds as
-// rw/ instead of the tmpfs; persist_disk.h), else "".
+// rw/ instead of the tmpfs; persist_disk.h), else "". `restore_from`:
+// without root, the storage's copy of the upper dir (a host path), copied
+// onto the tmpfs before the overlay is mounted (persist_mirror.h), or "".
 std::vector<MountOp> image_base_plan(const std::vector<std::string>& lowers_top_first,
                                      const RuntimeDirs& dirs, const Limits& limits,
-                                     const std::string& storage = {});
+                                     const std::string& storage = {},
+                                     const std::string& restore_from = {});
 // After pivot_root: /dev read-only (/ stays writable: it is the overlay).
 std::vector<MountOp> image_finish_plan();
 

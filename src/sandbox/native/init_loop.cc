@@ -19,6 +19,7 @@
 #include "sandbox/native/fd_passing.h"
 #include "sandbox/native/file_worker.h"
 #include "sandbox/native/layer_export.h"
+#include "sandbox/native/persist_mirror.h"
 #include "sandbox/native/supervisor.h"
 
 namespace sandcastle::sandbox::native {
@@ -137,6 +138,21 @@ void start_layer_worker(int control_fd, int signal_fd, const InitConfig& config,
   }
 }
 
+// A persistent sandbox's copy on disk brought up to date, or copied back
+// (persist_mirror.h); one worker per request.
+void start_mirror_worker(int control_fd, int signal_fd, const InitConfig& config,
+                         std::string_view payload, ReceivedMessage& m, const Slot& slot) {
+  auto w = decode_persist_mirror(payload);
+  if (!w || m.nfds < 2 || m.nfds > 3) return;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(control_fd);
+    ::close(signal_fd);
+    if (slot.fd >= 0) ::close(slot.fd);
+    run_persist_mirror(m.fds[0], m.fds[1], m.nfds == 3 ? m.fds[2] : -1, g_rw_fd, config, *w);
+  }
+}
+
 // Receives one request; returns false when the server has gone away.
 bool handle_request(int control_fd, int signal_fd, const InitConfig& config, char* buf, Slot& slot) {
   ReceivedMessage m = recv_with_fds(control_fd, buf, kMaxExecRequestBytes + 1);
@@ -148,6 +164,7 @@ bool handle_request(int control_fd, int signal_fd, const InitConfig& config, cha
       case ControlKind::kExec: start_exec(control_fd, signal_fd, config, msg->payload, m, slot); break;
       case ControlKind::kFiles: start_file_worker(control_fd, signal_fd, config, msg->payload, m, slot); break;
       case ControlKind::kSaveLayer: start_layer_worker(control_fd, signal_fd, config, msg->payload, m, slot); break;
+      case ControlKind::kPersistMirror: start_mirror_worker(control_fd, signal_fd, config, msg->payload, m, slot); break;
     }
   }
   m.close_fds();

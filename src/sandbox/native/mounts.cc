@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <string>
 
+#include "sandbox/native/persist_mirror.h"
+
 namespace sandcastle::sandbox::native {
 namespace {
 
@@ -155,6 +157,8 @@ std::optional<StepError> apply(const std::string& root, const MountOp& op) {
         return step_failed(op.describe());
       return std::nullopt;
     }
+    case MountKind::kRestoreMirror:  // only in the base plan (build_root_filesystem)
+      return step_failed(op.describe(), EINVAL);
   }
   return step_failed("unknown mount op", EINVAL);
 }
@@ -171,6 +175,12 @@ std::optional<StepError> build_root_filesystem(const InitConfig& config, int* rw
     return step_failed("mount root tmpfs on " + root);
   // 3. The plan, in order (parents before children).
   for (const MountOp& op : config.mounts) {
+    if (op.kind == MountKind::kRestoreMirror) {
+      // A persistent sandbox without root: its upper dir from disk.
+      if (auto err = restore_mirror_at_mount(config, op.src, root + "/" + op.dst, op.size))
+        return err;
+      continue;
+    }
     if (auto err = apply(root, op)) return err;
   }
   // 4. Swap roots: pivot_root(".", ".") stacks the old root under the new

@@ -75,8 +75,8 @@ Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits, const Atta
 }
 
 Result<Prespawned> BackendShared::begin_image_sandbox(const Limits& limits, const ImageRoot& image,
-                                                      const ImageIds& ids,
-                                                      const AttachedDisk* disk) {
+                                                      const ImageIds& ids, const AttachedDisk* disk,
+                                                      const std::string& restore_from) {
   if (auto st = check_layer_paths(image.layers); !st) return st.take_error();
   auto made = new_prespawned(limits);
   if (!made) return made.take_error();
@@ -99,7 +99,7 @@ Result<Prespawned> BackendShared::begin_image_sandbox(const Limits& limits, cons
   }
   InitConfig config;
   config.new_root = dirs.root_mount;
-  config.mounts = image_base_plan(lowers, dirs, limits, disk_path);
+  config.mounts = image_base_plan(lowers, dirs, limits, disk_path, restore_from);
   config.root_subdir = kImageRootSubdir;
   config.seccomp_bpf = seccomp_bpf;
   config.uid = p.ids.inside_uid;
@@ -113,8 +113,9 @@ Result<Prespawned> BackendShared::begin_image_sandbox(const Limits& limits, cons
 
 Result<ReadySandbox> BackendShared::make_image_sandbox(const SandboxSpec& spec,
                                                        const ImageRoot& image, const ImageIds& ids,
-                                                       const AttachedDisk* disk) {
-  auto begun = begin_image_sandbox(spec.limits(), image, ids, disk);
+                                                       const AttachedDisk* disk,
+                                                       const std::string& restore_from) {
+  auto begun = begin_image_sandbox(spec.limits(), image, ids, disk, restore_from);
   if (!begun) return begun.take_error();
   // The idmapped layer binds (root mode) are unmounted on the reaper's
   // thread: unmounting waits for an RCU grace period (~5 ms).
@@ -134,13 +135,21 @@ std::string finish_bytes(const SandboxSpec& spec) {
   return encode(finish);
 }
 
-Status check_supported(const SandboxSpec& spec, bool have_images, const PersistStore* persist) {
+// Without root, persistent sandboxes keep a copy of their files on disk
+// (persist_mirror.h) instead of a loop-mounted image (persist_disk.h).
+bool mirror_kind() {
+  return ::geteuid() != 0;
+}
+
+Status check_supported(const SandboxSpec& spec, bool have_images, const PersistStore* persist,
+                       const MirrorStore* mirror) {
   if (spec.image() != "host" && !have_images)
     return Error::make(ErrorCode::kInvalidArgument,
                        "native backend: image '" + spec.image() +
                            "' not supported (only \"host\": this server has no image store)");
   if (spec.network() != NetworkMode::kNone)
     return Error::make(ErrorCode::kInvalidArgument, "native backend: only network mode \"none\"");
+  if (spec.persistence() != Persistence::kEphemeral && mirror_kind()) return mirror->usable();
   if (spec.persistence() != Persistence::kEphemeral) return persist->usable();
   return {};
 }
@@ -514,12 +523,14 @@ Result<std::unique_ptr<NativeBackend>> NativeBackend::create(NativeBackendOption
   for (const auto& n : c.notes) spdlog::warn("native sandbox: {}", n);
   shared->images = std::move(options.images);
   shared->persist = std::make_unique<PersistStore>(options.storage_dir, shared->dirs);
+  shared->mirror = std::make_unique<MirrorStore>(options.storage_dir);
   if (options.pool_spec.persistence() == Persistence::kPersistent && options.pool.min > 0) {
     // A persistent sandbox is made for its storage: never ahead of demand.
     spdlog::warn("native sandbox: no warm pool: its spec is persistent");
     options.pool.min = 0;
   }
-  if (auto st = check_supported(options.pool_spec, bool(shared->images), shared->persist.get());
+  if (auto st = check_supported(options.pool_spec, bool(shared->images), shared->persist.get(),
+                                shared->mirror.get());
       !st && options.pool.min > 0) {
     // No create could take one: the pool would only cost memory.
     spdlog::warn("native sandbox: no warm pool: its spec is one this backend cannot make ({})",
@@ -583,7 +594,16 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create_from_image(const SandboxS
     ~Leave() { s.leave_create(); }
   } leave{*shared_};
   std::shared_ptr<AttachedDisk> disk;
-  if (spec->persistence() == Persistence::kPersistent) {
+  std::shared_ptr<MirrorAttachment> mirror;
+  if (spec->persistence() == Persistence::kPersistent && mirror_kind()) {
+    // Its overlay's upper dir is kept: copied in by its init before the
+    // overlay is mounted, out after each call.
+    auto m = shared_->mirror->attach(spec->storage_id(), true);
+    if (!m) return m.take_error();
+    mirror = std::move(*m);
+  } else if (spec->persistence() == Persistence::kPersistent) {
+    if (auto st = refuse_other_kind(shared_->persist->storage_dir(), spec->storage_id(), true); !st)
+      return st.take_error();
     // Its root owned by the image's user: the overlay's upper dir is theirs.
     auto d =
         shared_->persist->attach(spec->storage_id(), spec->limits().disk_bytes, ids->uid, ids->gid);
@@ -593,24 +613,27 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create_from_image(const SandboxS
   // From the pool when it is one of this image (as the store has it now);
   // never for a persistent sandbox (made on its own storage).
   std::optional<ReadySandbox> pooled;
-  if (!disk) pooled = shared_->take_ready(pool_key(requested));
+  if (!disk && !mirror) pooled = shared_->take_ready(pool_key(requested));
   if (pooled && pooled->image_id != image->id) {
     shared_->reaper.kill_and_release(pooled->id, std::move(pooled->init), std::move(pooled->cgroup));
     pooled.reset();
   }
-  Result<ReadySandbox> ready = pooled
-                                   ? Result<ReadySandbox>(std::move(*pooled))
-                                   : shared_->make_image_sandbox(*spec, *image, *ids, disk.get());
+  Result<ReadySandbox> ready = pooled ? Result<ReadySandbox>(std::move(*pooled))
+                                      : shared_->make_image_sandbox(*spec, *image, *ids, disk.get(),
+                                                                    mirror ? mirror->path() : "");
   if (!ready) return ready.take_error();
   auto sb = std::make_unique<NativeSandbox>(std::move(ready->id), std::move(*spec), shared_, ready->ids,
                                             std::move(ready->cgroup), std::move(ready->init));
   sb->keep_disk(std::move(disk));
+  if (mirror) (void)sb->keep_mirror(std::move(mirror), false);
   if (image->lease) sb->keep_image_lease(image->lease(sb->id()));
   return std::unique_ptr<Sandbox>(std::move(sb));
 }
 
 Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) {
-  if (auto st = check_supported(spec, bool(shared_->images), shared_->persist.get()); !st)
+  if (auto st = check_supported(spec, bool(shared_->images), shared_->persist.get(),
+                                shared_->mirror.get());
+      !st)
     return st.take_error();
   if (spec.image() != "host") return create_from_image(spec);
 
@@ -622,7 +645,14 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) 
   } leave{*shared_};
   std::shared_ptr<AttachedDisk> disk;
   const auto t0 = std::chrono::steady_clock::now();
-  if (spec.persistence() == Persistence::kPersistent) {
+  std::shared_ptr<MirrorAttachment> mirror;
+  if (spec.persistence() == Persistence::kPersistent && mirror_kind()) {
+    auto m = shared_->mirror->attach(spec.storage_id());
+    if (!m) return m.take_error();
+    mirror = std::move(*m);
+  } else if (spec.persistence() == Persistence::kPersistent) {
+    if (auto st = refuse_other_kind(shared_->persist->storage_dir(), spec.storage_id(), true); !st)
+      return st.take_error();
     auto d = shared_->persist->attach(spec.storage_id(), spec.limits().disk_bytes, 1000, 1000);
     if (!d) return d.take_error();
     disk = std::move(*d);
@@ -633,7 +663,7 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) 
   // takes a warm one of the same spec but for its /workspace, and gets its
   // storage mounted over that last (fork_sandbox: -40 ms).
   std::optional<ReadySandbox> ready;
-  if (!disk) ready = shared_->take_ready(pool_key(spec));
+  if (!disk && !mirror) ready = shared_->take_ready(pool_key(spec));
   if (disk) ready = shared_->take_shell(spec, *disk);
   const bool warm = ready.has_value();
   if (!ready) {
@@ -653,6 +683,9 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& spec) 
   auto sb = std::make_unique<NativeSandbox>(std::move(ready->id), spec, shared_, ready->ids,
                                             std::move(ready->cgroup), std::move(ready->init));
   sb->keep_disk(std::move(disk));
+  // Its files from the last start, copied in before anything runs there.
+  if (mirror)
+    if (auto st = sb->keep_mirror(std::move(mirror)); !st) return st.take_error();
   return std::unique_ptr<Sandbox>(std::move(sb));
 }
 
@@ -667,14 +700,24 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::restore(const SandboxSpec&, cons
 }
 
 Status NativeBackend::copy_storage(const std::string& from, const std::string& to) {
+  if (mirror_kind())
+    return shared_->mirror->copy(from, to, [this](const PersistMirrorWire& w, int a, int b) {
+      return run_in_helper_sandbox(shared_, w, a, b);
+    });
+  if (auto st = refuse_other_kind(shared_->persist->storage_dir(), from, true); !st) return st;
   return shared_->persist->copy(from, to);
 }
 
 Status NativeBackend::remove_storage(const std::string& id) {
+  if (mirror_kind())
+    return shared_->mirror->remove(id, [this](const PersistMirrorWire& w, int a, int b) {
+      return run_in_helper_sandbox(shared_, w, a, b);
+    });
   return shared_->persist->remove(id);
 }
 
 std::vector<std::string> NativeBackend::list_storage() const {
+  if (mirror_kind()) return shared_->mirror->list();
   return shared_->persist->list();
 }
 

@@ -86,20 +86,23 @@ Status NativeSandbox::write_file(const std::string& path, std::string_view data,
   auto p = worker_path(path);
   if (!p) return p.take_error();
   if (*p == "/") return Error::make(ErrorCode::kInvalidArgument, "refusing to write /");
-  return files_.write(*p, data, mode, parents);
+  if (auto st = files_.write(*p, data, mode, parents); !st) return st;
+  return persist_changes();
 }
 
 Status NativeSandbox::mkdir(const std::string& path, bool parents) {
   auto p = worker_path(path);
   if (!p) return p.take_error();
-  return files_.mkdir(*p, parents);
+  if (auto st = files_.mkdir(*p, parents); !st) return st;
+  return persist_changes();
 }
 
 Status NativeSandbox::remove(const std::string& path, bool recursive) {
   auto p = worker_path(path);
   if (!p) return p.take_error();
   if (*p == "/") return Error::make(ErrorCode::kInvalidArgument, "refusing to operate on /");
-  return files_.remove(*p, recursive);
+  if (auto st = files_.remove(*p, recursive); !st) return st;
+  return persist_changes();
 }
 
 Result<Usage> NativeSandbox::usage() {
@@ -173,7 +176,20 @@ Status NativeSandbox::release() {
 Status NativeSandbox::end(bool remove_files) {
   UniqueFd exited;
   std::shared_ptr<AttachedDisk> disk;
+  std::shared_ptr<MirrorAttachment> mirror;
   bool remove = false;
+  // Without root: what background processes wrote since the last call is
+  // kept too (a thawed sandbox: a frozen one's worker would wait).
+  if (!remove_files) {
+    bool running;
+    {
+      std::shared_lock lock(mu_);
+      running = !destroyed_ && mirror_ && !frozen_;
+    }
+    if (running)
+      if (auto st = persist_changes(); !st)
+        spdlog::warn("native sandbox {}: last copy of its files: {}", id_, st.error().message());
+  }
   {
     std::unique_lock lock(mu_);
     if (!destroyed_) {
@@ -187,6 +203,7 @@ Status NativeSandbox::end(bool remove_files) {
       shared_->reaper.kill_and_release(id_, std::move(init_), cgroup_);
     }
     disk = std::move(disk_);
+    mirror = std::move(mirror_);
     if (remove_files && spec_.persistence() == Persistence::kPersistent && !storage_removed_)
       remove = storage_removed_ = true;
   }
@@ -204,7 +221,19 @@ Status NativeSandbox::end(bool remove_files) {
     }
     disk.reset();
   }
-  if (remove) return shared_->persist->remove(spec_.storage_id());
+  if (mirror) {
+    // A sync in progress fails now that init is gone; the storage is free
+    // for the next start once it has.
+    { std::lock_guard wait(mirror->sync_mu); }
+    mirror.reset();
+  }
+  if (remove)
+    return shared_->mirror && ::geteuid() != 0
+               ? shared_->mirror->remove(spec_.storage_id(),
+                                         [s = shared_](const PersistMirrorWire& w, int a, int b) {
+                                           return run_in_helper_sandbox(s, w, a, b);
+                                         })
+               : shared_->persist->remove(spec_.storage_id());
   return {};
 }
 

@@ -23,6 +23,7 @@
 #include "sandbox/native/host_image.h"
 #include "sandbox/native/image_root.h"
 #include "sandbox/native/persist_disk.h"
+#include "sandbox/native/persist_mirror_store.h"
 #include "sandbox/native/pool_sizer.h"
 #include "sandbox/native/reaper.h"
 #include "sandbox/native/save_freeze.h"
@@ -75,6 +76,7 @@ struct BackendShared {
   Reaper reaper;
   ImageResolver images;  // empty: only image "host"
   std::unique_ptr<PersistStore> persist;  // persistent sandboxes' storage
+  std::unique_ptr<MirrorStore> mirror;    // the same without root (persist_mirror.h)
 
   // The one warm pool (the manager keeps none): sandboxes made ahead of
   // demand for pool_spec, handed out only to a create whose whole spec is
@@ -120,8 +122,11 @@ struct BackendShared {
   Result<Prespawned> begin_sandbox(const Limits& limits, const AttachedDisk* disk = nullptr);
   // The same rooted in an image (image_root.h), with its whole plan in the
   // InitConfig (it depends on the image and the limits).
+  // `restore_from`: without root, the storage's copy of the upper dir
+  // (persist_mirror.h).
   Result<Prespawned> begin_image_sandbox(const Limits& limits, const ImageRoot& image,
-                                         const ImageIds& ids, const AttachedDisk* disk = nullptr);
+                                         const ImageIds& ids, const AttachedDisk* disk = nullptr,
+                                         const std::string& restore_from = {});
   // The idmapped bind of `disk` for p (its ids), kept in p.
   Result<std::string> bind_disk(Prespawned& p, const AttachedDisk& disk);
   // The spec's part: mounts and hostname, then the root opened.
@@ -129,7 +134,8 @@ struct BackendShared {
   // Begun and finished, for `spec` on `image` (for a create, or the pool
   // when its spec names an image); records the image's id.
   Result<ReadySandbox> make_image_sandbox(const SandboxSpec& spec, const ImageRoot& image,
-                                          const ImageIds& ids, const AttachedDisk* disk = nullptr);
+                                          const ImageIds& ids, const AttachedDisk* disk = nullptr,
+                                          const std::string& restore_from = {});
   // One from the pool whose init is still alive when `key` is the pool's
   // (waiting for the one being made if the pool is empty), else nothing.
   // Counts the create for the sizer either way.
@@ -154,6 +160,12 @@ struct BackendShared {
   void shutdown();
   ~BackendShared();
 };
+
+// Without root: a persist worker request on storage directories (a copy
+// for fork_sandbox, a removal) run in a sandbox made for it and destroyed
+// after, so that the server never walks a tree a sandbox wrote.
+Status run_in_helper_sandbox(const std::shared_ptr<BackendShared>& shared,
+                             const PersistMirrorWire& w, int store_fd, int other_fd);
 
 class NativeSandbox : public Sandbox {
  public:
@@ -189,6 +201,9 @@ class NativeSandbox : public Sandbox {
   Status freeze() override;
   Status thaw() override;
   Status checkpoint(const std::string& dir) override;
+  // Without root: brings the storage's copy on disk up to date (a no-op for
+  // any other sandbox). Every call that can write runs it before returning.
+  Status persist_changes() override;
 
   // Host pid of the sandbox init (tests and diagnostics).
   pid_t init_pid() const { return init_.pid; }
@@ -197,6 +212,12 @@ class NativeSandbox : public Sandbox {
   void keep_image_lease(std::shared_ptr<void> lease) { image_lease_ = std::move(lease); }
   // A persistent sandbox's storage, unmounted when the sandbox ends.
   void keep_disk(std::shared_ptr<AttachedDisk> disk) { disk_ = std::move(disk); }
+  // One persist worker request (persist_mirror.h) run in this sandbox on
+  // the given directory fds; the reply's error as a Status.
+  Status run_store_worker(const PersistMirrorWire& w, int store_fd, int other_fd = -1);
+  // Without root: the storage's copy on disk, copied into /workspace now
+  // (`restore`; an image sandbox's init copied its upper dir already).
+  Status keep_mirror(std::shared_ptr<MirrorAttachment> mirror, bool restore = true);
 
  private:
   Status check_alive() const;
@@ -207,6 +228,12 @@ class NativeSandbox : public Sandbox {
   Result<UniqueFd> connect_files();
   // The sandbox path as the worker's absolute path.
   Result<std::string> worker_path(const std::string& path) const;
+  // The exec itself (exec() adds persist_changes).
+  Result<ExecResult> run_exec(const ExecRequest& req, const ExecCallbacks& callbacks,
+                              const CancelToken* cancel);
+  // One persist worker in the sandbox: /workspace to disk, or back.
+  Status run_mirror_worker(const MirrorAttachment& m, bool restore);
+  std::shared_ptr<MirrorAttachment> mirror_snapshot() const;
 
   std::string id_;
   SandboxSpec spec_;
@@ -222,6 +249,7 @@ class NativeSandbox : public Sandbox {
   FileChannel files_{[this] { return connect_files(); }};
   std::shared_ptr<void> image_lease_;
   std::shared_ptr<AttachedDisk> disk_;  // under mu_
+  std::shared_ptr<MirrorAttachment> mirror_;  // under mu_
   std::unique_ptr<SaveFreeze> frozen_;  // freeze() until thaw(); under mu_
   bool storage_removed_ = false;
 };

@@ -57,6 +57,7 @@ std::string MountOp::describe() const {
     case MountKind::kOverlay: return "mount overlay /" + dst;
     case MountKind::kMove: return "move /" + src + " -> /" + dst;
     case MountKind::kRealDir: return "make /" + dst + " a directory";
+    case MountKind::kRestoreMirror: return "restore /" + dst + " from " + src;
   }
   return "mount op";
 }
@@ -82,7 +83,7 @@ bool get_mounts(WireReader& r, std::vector<MountOp>& out) {
   for (std::uint32_t i = 0; i < n && r.ok(); ++i) {
     MountOp m;
     std::uint32_t kind = r.u32();
-    if (kind < 1 || kind > static_cast<std::uint32_t>(MountKind::kRealDir)) return false;
+    if (kind < 1 || kind > static_cast<std::uint32_t>(MountKind::kRestoreMirror)) return false;
     m.kind = static_cast<MountKind>(kind);
     m.src = r.str();
     m.dst = r.str();
@@ -184,7 +185,8 @@ std::optional<ControlMessage> decode_control(std::string_view bytes) {
   std::uint32_t kind = r.u32();
   if (!r.ok() || (kind != static_cast<std::uint32_t>(ControlKind::kExec) &&
                  kind != static_cast<std::uint32_t>(ControlKind::kFiles) &&
-                 kind != static_cast<std::uint32_t>(ControlKind::kSaveLayer)))
+                 kind != static_cast<std::uint32_t>(ControlKind::kSaveLayer) &&
+                 kind != static_cast<std::uint32_t>(ControlKind::kPersistMirror)))
     return std::nullopt;
   return ControlMessage{static_cast<ControlKind>(kind), bytes.substr(sizeof kind)};
 }

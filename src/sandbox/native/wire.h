@@ -72,6 +72,9 @@ enum class MountKind : std::uint32_t {
   kRealDir,      // make dst a directory (mode) that is no symlink: whatever
                  // else is there (an image's symlink, file) is removed first,
                  // never followed (in an overlay: whited out)
+  // Copy the host dir src into dst (an upper dir, before its overlay), at
+  // most size bytes, in the sandbox's context (persist_mirror.h).
+  kRestoreMirror,
 };
 
 struct MountOp {
@@ -141,7 +144,15 @@ std::optional<ExecWire> decode_exec(std::string_view bytes);
 //            network namespace, is retired.)
 //   kSaveLayer: LayerExportWire; fd: the stream a worker init forks writes
 //            the sandbox's changes to as a layer tar (layer_export.h).
-enum class ControlKind : std::uint32_t { kExec = 1, kFiles = 3, kSaveLayer = 4 };
+//   kPersistMirror: PersistMirrorWire; fds: the reply stream, then the
+//            on-disk directory a worker init forks copies /workspace to or
+//            from (a copy's target third) (persist_mirror.h).
+enum class ControlKind : std::uint32_t {
+  kExec = 1,
+  kFiles = 3,
+  kSaveLayer = 4,
+  kPersistMirror = 5
+};
 
 struct ControlMessage {
   ControlKind kind = ControlKind::kExec;

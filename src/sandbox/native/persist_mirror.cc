@@ -1,0 +1,625 @@
+#include "sandbox/native/persist_mirror.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sandbox/native/caps.h"
+#include "sandbox/native/file_wire.h"
+#include "sandbox/native/file_worker.h"
+
+namespace sandcastle::sandbox::native {
+
+std::string encode(const PersistMirrorWire& w) {
+  WireWriter o;
+  o.u32(static_cast<std::uint32_t>(w.direction));
+  o.u64(w.max_bytes);
+  o.u64(w.max_entries);
+  return o.bytes();
+}
+
+std::optional<PersistMirrorWire> decode_persist_mirror(std::string_view bytes) {
+  WireReader r(bytes);
+  PersistMirrorWire w;
+  const std::uint32_t d = r.u32();
+  w.max_bytes = r.u64();
+  w.max_entries = r.u64();
+  if (!r.ok() || !r.at_end()) return std::nullopt;
+  if (d < static_cast<std::uint32_t>(MirrorDirection::kSave) ||
+      d > static_cast<std::uint32_t>(MirrorDirection::kClear))
+    return std::nullopt;
+  w.direction = static_cast<MirrorDirection>(d);
+  return w;
+}
+
+std::string encode(const MirrorStats& s) {
+  WireWriter o;
+  o.i32(s.err);
+  o.str(s.message.substr(0, 4096));
+  for (std::uint64_t v :
+       {s.entries, s.copied_files, s.copied_bytes, s.removed, s.skipped, s.total_bytes})
+    o.u64(v);
+  return o.bytes();
+}
+
+std::optional<MirrorStats> decode_mirror_stats(std::string_view bytes) {
+  WireReader r(bytes);
+  MirrorStats s;
+  s.err = r.i32();
+  s.message = r.str();
+  s.entries = r.u64();
+  s.copied_files = r.u64();
+  s.copied_bytes = r.u64();
+  s.removed = r.u64();
+  s.skipped = r.u64();
+  s.total_bytes = r.u64();
+  if (!r.ok() || !r.at_end() || s.message.size() > 4096) return std::nullopt;
+  return s;
+}
+
+namespace {
+
+constexpr int kMaxDepth = 128;
+constexpr std::size_t kChunk = 256 * 1024;
+// Where a changed file is written before it is renamed over its copy.
+constexpr const char* kTmpName = ".sc-mirror.tmp";
+
+std::uint64_t round4k(std::uint64_t n) {
+  return (n + 4095) & ~std::uint64_t{4095};
+}
+
+// A file's data as the bound counts it: its allocated bytes (a sparse file
+// counts its data, not its holes), never more than its size, in 4 KiB units.
+std::uint64_t charge(const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) return 0;
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  const auto alloc = static_cast<std::uint64_t>(st.st_blocks) * 512;
+  return round4k(std::min(size, alloc));
+}
+
+// One name beneath `dir`: no symlink anywhere, no other mount, no escape.
+int open_beneath(int dir, const char* name, int flags) {
+  struct open_how how {};
+  how.flags = static_cast<std::uint64_t>(flags | O_NOFOLLOW | O_CLOEXEC);
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS;
+  int fd;
+  do fd = static_cast<int>(syscall(SYS_openat2, dir, name, &how, sizeof how));
+  while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+struct FdGuard {
+  int fd;
+  explicit FdGuard(int f) : fd(f) {}
+  ~FdGuard() {
+    if (fd >= 0) ::close(fd);
+  }
+  FdGuard(const FdGuard&) = delete;
+  FdGuard& operator=(const FdGuard&) = delete;
+};
+
+// Names in `dir` (not . and ..), at most `cap` of them (else E2BIG).
+int read_names(int dir, std::vector<std::string>& out, std::uint64_t cap) {
+  int dup = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dup < 0) return errno;
+  DIR* d = ::fdopendir(dup);
+  if (!d) {
+    int e = errno;
+    ::close(dup);
+    return e;
+  }
+  int err = 0;
+  errno = 0;
+  while (struct dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    if (out.size() >= cap) {
+      err = E2BIG;
+      break;
+    }
+    out.emplace_back(e->d_name);
+  }
+  if (!err && errno) err = errno;
+  ::closedir(d);
+  return err;
+}
+
+int remove_entry(int dir, const char* name, int depth);
+
+int clear_dir(int dir, int depth) {
+  if (depth > 2 * kMaxDepth) return ELOOP;
+  std::vector<std::string> names;
+  if (int e = read_names(dir, names, ~std::uint64_t{0}); e) return e;
+  for (const auto& n : names)
+    if (int e = remove_entry(dir, n.c_str(), depth + 1); e) return e;
+  return 0;
+}
+
+int remove_entry(int dir, const char* name, int depth) {
+  struct stat st {};
+  if (::fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return errno == ENOENT ? 0 : errno;
+  if (S_ISDIR(st.st_mode)) {
+    FdGuard sub(open_beneath(dir, name, O_RDONLY | O_DIRECTORY));
+    if (sub.fd < 0) return errno;  // EXDEV: a mount there, left alone
+    if (int e = clear_dir(sub.fd, depth); e) return e;
+    if (::unlinkat(dir, name, AT_REMOVEDIR) != 0 && errno != ENOENT) return errno;
+    return 0;
+  }
+  if (::unlinkat(dir, name, 0) != 0 && errno != ENOENT) return errno;
+  return 0;
+}
+
+// kWhiteout: an overlay whiteout (a 0:0 character device: one the kernel
+// lets anyone make), how an image sandbox's upper dir records a deletion.
+enum class Kind { kRegular, kDirectory, kSymlink, kWhiteout, kOther };
+
+Kind kind_of(const struct stat& st) {
+  if (S_ISREG(st.st_mode)) return Kind::kRegular;
+  if (S_ISDIR(st.st_mode)) return Kind::kDirectory;
+  if (S_ISLNK(st.st_mode)) return Kind::kSymlink;
+  if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) return Kind::kWhiteout;
+  return Kind::kOther;
+}
+
+// An overlay directory that hides the lower ones' (user.overlay.opaque).
+constexpr const char* kOpaque = "user.overlay.opaque";
+
+std::string opaque_of(int dir) {
+  char v[8];
+  ssize_t n = ::fgetxattr(dir, kOpaque, v, sizeof v);
+  return n > 0 ? std::string(v, static_cast<std::size_t>(n)) : std::string();
+}
+
+int sync_opaque(int from, int to) {
+  const std::string want = opaque_of(from), have = opaque_of(to);
+  if (want == have) return 0;
+  if (want.empty()) return ::fremovexattr(to, kOpaque) == 0 || errno == ENODATA ? 0 : errno;
+  return ::fsetxattr(to, kOpaque, want.data(), want.size(), 0) == 0 ? 0 : errno;
+}
+
+bool same_file(const struct stat& a, const struct stat& b) {
+  return a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec &&
+         a.st_mtim.tv_nsec == b.st_mtim.tv_nsec && (a.st_mode & 0777) == (b.st_mode & 0777);
+}
+
+bool read_link(int dir, const char* name, std::string& out) {
+  char buf[4097];
+  ssize_t n = ::readlinkat(dir, name, buf, sizeof buf);
+  if (n < 0 || n >= static_cast<ssize_t>(sizeof buf)) return false;
+  out.assign(buf, static_cast<std::size_t>(n));
+  return true;
+}
+
+class Mirror {
+ public:
+  Mirror(int from, int to, const MirrorLimits& limits) : from_(from), to_(to), limits_(limits) {}
+
+  MirrorStats run() {
+    struct stat root {};
+    if (::fstat(from_, &root) != 0) {
+      fail(errno, "stat the source");
+    } else if (plan(from_, to_, "", 0)) {
+      if (int e = sync_opaque(from_, to_); e) fail(e, "mark the copy's root");
+      apply();
+    }
+    stats_.total_bytes = total_;
+    return stats_;
+  }
+
+ private:
+  struct Pending {
+    std::string dir;  // relative, "" or "a/b/"
+    std::string name;
+    Kind kind;
+  };
+
+  bool fail(int err, std::string message) {
+    if (stats_.err == 0) {
+      stats_.err = err == 0 ? EIO : err;
+      stats_.message = std::move(message) + ": " + std::strerror(stats_.err);
+    }
+    return false;
+  }
+
+  // Pass 1, one directory: what `to` has and `from` has not goes now;
+  // unchanged files are counted; changed ones are noted for pass 2.
+  bool plan(int from, int to, const std::string& rel, int depth) {
+    if (depth > kMaxDepth) return fail(ELOOP, "/" + rel + ": deeper than 128 directories");
+    std::vector<std::string> from_names, to_names;
+    if (int e = read_names(from, from_names, limits_.max_entries); e)
+      return fail(e, "list /" + rel);
+    if (int e = read_names(to, to_names, ~std::uint64_t{0}); e)
+      return fail(e, "list copy of /" + rel);
+    std::map<std::string, struct stat> src;
+    for (const auto& n : from_names) {
+      struct stat st {};
+      if (::fstatat(from, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) continue;
+        return fail(errno, "stat /" + rel + n);
+      }
+      if (++stats_.entries > limits_.max_entries)
+        return fail(E2BIG, "more than " + std::to_string(limits_.max_entries) + " files");
+      src.emplace(n, st);
+    }
+    std::vector<std::string> dirs;
+    for (const auto& n : to_names) {
+      auto it = src.find(n);
+      struct stat dst {};
+      if (::fstatat(to, n.c_str(), &dst, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) continue;
+        return fail(errno, "stat copy of /" + rel + n);
+      }
+      const Kind dk = kind_of(dst);
+      const bool keep = it != src.end() && kind_of(it->second) == dk && dk != Kind::kOther;
+      if (!keep) {
+        if (int e = remove_entry(to, n.c_str(), depth); e)
+          return fail(e, "remove copy of /" + rel + n);
+        ++stats_.removed;
+        continue;
+      }
+      if (dk == Kind::kRegular) {
+        // A file with several names counts once.
+        if (dst.st_nlink == 1 || counted_.insert({dst.st_dev, dst.st_ino}).second)
+          total_ += charge(dst);
+        if (!same_file(it->second, dst))
+          pending_.push_back({rel, n, dk});
+        else if (it->second.st_nlink > 1)
+          links_.emplace(std::make_pair(it->second.st_dev, it->second.st_ino), rel + n);
+      } else if (dk == Kind::kWhiteout) {
+        // Nothing to compare.
+      } else if (dk == Kind::kSymlink) {
+        std::string a, b;
+        if (!read_link(from, n.c_str(), a) || !read_link(to, n.c_str(), b) || a != b)
+          pending_.push_back({rel, n, dk});
+      } else {
+        dirs.push_back(n);
+      }
+      src.erase(it);
+    }
+    if (total_ > limits_.max_bytes)
+      return fail(ENOSPC, "the copy on disk holds more than the disk limit");
+    // What only `from` has: directories made now, files for pass 2.
+    for (const auto& [n, st] : src) {
+      const Kind k = kind_of(st);
+      if (k == Kind::kOther) {
+        ++stats_.skipped;
+      } else if (k == Kind::kDirectory) {
+        if (::mkdirat(to, n.c_str(), 0700) != 0 && errno != EEXIST)
+          return fail(errno, "make copy of /" + rel + n);
+        dirs.push_back(n);
+      } else {
+        pending_.push_back({rel, n, k});
+      }
+    }
+    for (const auto& n : dirs) {
+      FdGuard f(open_beneath(from, n.c_str(), O_RDONLY | O_DIRECTORY));
+      if (f.fd < 0) {
+        // Another mount, gone, replaced, or unreadable: its copy is kept as it is.
+        if (errno == EXDEV || errno == ENOENT || errno == ELOOP || errno == ENOTDIR ||
+            errno == EACCES) {
+          ++stats_.skipped;
+          continue;
+        }
+        return fail(errno, "open /" + rel + n);
+      }
+      FdGuard t(open_beneath(to, n.c_str(), O_RDONLY | O_DIRECTORY));
+      if (t.fd < 0) return fail(errno, "open copy of /" + rel + n);
+      if (!plan(f.fd, t.fd, rel + n + "/", depth + 1)) return false;
+      if (int e = sync_opaque(f.fd, t.fd); e) return fail(e, "mark copy of /" + rel + n);
+      struct stat fs = {}, ts = {};
+      // Writable for the next pass whatever the source says (0700 at least).
+      if (::fstat(f.fd, &fs) == 0 && ::fstat(t.fd, &ts) == 0 &&
+          (ts.st_mode & 07777) != ((fs.st_mode & 0777) | 0700))
+        (void)::fchmod(t.fd, (fs.st_mode & 0777) | 0700);
+    }
+    return true;
+  }
+
+  // Pass 2: the changed and new files, with the running total.
+  void apply() {
+    for (const auto& p : pending_) {
+      FdGuard from(p.dir.empty() ? ::fcntl(from_, F_DUPFD_CLOEXEC, 0)
+                                 : open_beneath(from_, p.dir.c_str(), O_RDONLY | O_DIRECTORY));
+      if (from.fd < 0) continue;  // its directory changed since pass 1: the next pass sees it
+      FdGuard to(p.dir.empty() ? ::fcntl(to_, F_DUPFD_CLOEXEC, 0)
+                               : open_beneath(to_, p.dir.c_str(), O_RDONLY | O_DIRECTORY));
+      if (to.fd < 0) {
+        fail(errno, "open copy of /" + p.dir);
+        return;
+      }
+      bool ok;
+      if (p.kind == Kind::kSymlink)
+        ok = copy_link(from.fd, to.fd, p);
+      else if (p.kind == Kind::kWhiteout)
+        ok = copy_whiteout(from.fd, to.fd, p);
+      else
+        ok = copy_file(from.fd, to.fd, p);
+      if (!ok) return;
+    }
+  }
+
+  bool copy_link(int from, int to, const Pending& p) {
+    std::string target;
+    if (!read_link(from, p.name.c_str(), target)) return true;  // gone or changed
+    (void)::unlinkat(to, kTmpName, 0);
+    if (::symlinkat(target.c_str(), to, kTmpName) != 0)
+      return fail(errno, "copy symlink /" + p.dir + p.name);
+    // A directory where the link goes (the source changed meanwhile): out first.
+    (void)remove_entry(to, p.name.c_str(), 0);
+    if (::renameat(to, kTmpName, to, p.name.c_str()) != 0)
+      return fail(errno, "copy symlink /" + p.dir + p.name);
+    ++stats_.copied_files;
+    return true;
+  }
+
+  bool copy_whiteout(int from, int to, const Pending& p) {
+    struct stat st = {};
+    if (::fstatat(from, p.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        kind_of(st) != Kind::kWhiteout)
+      return true;  // changed since pass 1
+    (void)::unlinkat(to, kTmpName, 0);
+    if (::mknodat(to, kTmpName, S_IFCHR | 0600, makedev(0, 0)) != 0)
+      return fail(errno, "copy whiteout /" + p.dir + p.name);
+    (void)remove_entry(to, p.name.c_str(), 0);
+    if (::renameat(to, kTmpName, to, p.name.c_str()) != 0)
+      return fail(errno, "copy whiteout /" + p.dir + p.name);
+    ++stats_.copied_files;
+    return true;
+  }
+
+  bool copy_file(int from, int to, const Pending& p) {
+    FdGuard src(open_beneath(from, p.name.c_str(), O_RDONLY | O_NOCTTY | O_NONBLOCK));
+    if (src.fd < 0) {
+      if (errno == ENOENT || errno == ELOOP || errno == EXDEV || errno == ENXIO) return true;
+      if (errno == EACCES) {
+        ++stats_.skipped;
+        return true;
+      }
+      return fail(errno, "open /" + p.dir + p.name);
+    }
+    struct stat st {};
+    if (::fstat(src.fd, &st) != 0) return fail(errno, "stat /" + p.dir + p.name);
+    if (!S_ISREG(st.st_mode)) return true;  // replaced since pass 1
+    struct stat old {};
+    std::uint64_t old_charge = 0;
+    bool have_old = false;
+    if (::fstatat(to, p.name.c_str(), &old, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(old.st_mode)) {
+      // (Its space stays in use while another name holds it.)
+      old_charge = old.st_nlink == 1 ? charge(old) : 0;
+      have_old = true;
+    }
+    // Another name of this file copied already: linked to that copy, as the
+    // source has it (hardlinks cost their space once, here as there).
+    if (st.st_nlink > 1) {
+      auto known = links_.find({st.st_dev, st.st_ino});
+      struct stat first {};
+      if (known != links_.end() &&
+          ::fstatat(to_, known->second.c_str(), &first, AT_SYMLINK_NOFOLLOW) == 0 &&
+          S_ISREG(first.st_mode) && same_file(st, first)) {
+        (void)::unlinkat(to, kTmpName, 0);
+        if (::linkat(to_, known->second.c_str(), to, kTmpName, 0) != 0)
+          return fail(errno, "link copy of /" + p.dir + p.name);
+        if (!have_old) (void)remove_entry(to, p.name.c_str(), 0);
+        const int renamed = ::renameat(to, kTmpName, to, p.name.c_str());
+        const int e = errno;
+        // (A rename onto another name of the same file does nothing.)
+        (void)::unlinkat(to, kTmpName, 0);
+        if (renamed != 0) return fail(e, "link copy of /" + p.dir + p.name);
+        total_ -= std::min(total_, old_charge);
+        ++stats_.copied_files;
+        return true;
+      }
+    }
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    if (total_ + round4k(std::min<std::uint64_t>(size, std::uint64_t(st.st_blocks) * 512)) >
+            limits_.max_bytes &&
+        have_old) {
+      // Old and new together would not fit: the old copy goes first.
+      if (::unlinkat(to, p.name.c_str(), 0) != 0)
+        return fail(errno, "remove copy of /" + p.dir + p.name);
+      total_ -= old_charge;
+      old_charge = 0;
+    }
+    (void)::unlinkat(to, kTmpName, 0);
+    FdGuard dst(::openat(to, kTmpName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (dst.fd < 0) return fail(errno, "write copy of /" + p.dir + p.name);
+    auto drop_tmp = [&] { (void)::unlinkat(to, kTmpName, 0); };
+    if (!buf_) buf_ = std::make_unique_for_overwrite<char[]>(kChunk);
+    std::uint64_t data = 0;  // bytes written
+    std::uint64_t pos = 0;
+    // Data segments up to the size the file had when opened: holes stay holes.
+    while (pos < size) {
+      off_t seg = ::lseek(src.fd, static_cast<off_t>(pos), SEEK_DATA);
+      if (seg < 0) break;  // ENXIO: only a hole is left
+      off_t hole = ::lseek(src.fd, seg, SEEK_HOLE);
+      if (hole < 0) hole = static_cast<off_t>(size);
+      const std::uint64_t end = std::min<std::uint64_t>(static_cast<std::uint64_t>(hole), size);
+      for (pos = static_cast<std::uint64_t>(seg); pos < end;) {
+        const std::size_t want =
+            static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, end - pos));
+        ssize_t n = ::pread(src.fd, buf_.get(), want, static_cast<off_t>(pos));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+          drop_tmp();
+          return fail(errno, "read /" + p.dir + p.name);
+        }
+        if (n == 0) {
+          pos = size;  // shrank meanwhile
+          break;
+        }
+        if (total_ + round4k(data + static_cast<std::uint64_t>(n)) > limits_.max_bytes) {
+          drop_tmp();
+          return fail(ENOSPC, "copy /" + p.dir + p.name +
+                                  ": the copy on disk would pass the disk limit of " +
+                                  std::to_string(limits_.max_bytes) + " bytes");
+        }
+        for (ssize_t off = 0; off < n;) {
+          ssize_t w = ::pwrite(dst.fd, buf_.get() + off, static_cast<std::size_t>(n - off),
+                               static_cast<off_t>(pos) + off);
+          if (w < 0 && errno == EINTR) continue;
+          if (w <= 0) {
+            int e = w < 0 ? errno : EIO;
+            drop_tmp();
+            return fail(e, "write copy of /" + p.dir + p.name);
+          }
+          off += w;
+        }
+        pos += static_cast<std::uint64_t>(n);
+        data += static_cast<std::uint64_t>(n);
+      }
+    }
+    const struct timespec times[2] = {st.st_atim, st.st_mtim};
+    if (::ftruncate(dst.fd, static_cast<off_t>(size)) != 0 ||
+        ::fchmod(dst.fd, st.st_mode & 0777) != 0 || ::futimens(dst.fd, times) != 0) {
+      int e = errno;
+      drop_tmp();
+      return fail(e, "write copy of /" + p.dir + p.name);
+    }
+    // A directory where the file goes (the source changed meanwhile): out first.
+    if (!have_old) (void)remove_entry(to, p.name.c_str(), 0);
+    if (::renameat(to, kTmpName, to, p.name.c_str()) != 0) {
+      int e = errno;
+      drop_tmp();
+      return fail(e, "write copy of /" + p.dir + p.name);
+    }
+    total_ = total_ - old_charge + round4k(data);
+    if (st.st_nlink > 1) links_[{st.st_dev, st.st_ino}] = p.dir + p.name;
+    ++stats_.copied_files;
+    stats_.copied_bytes += data;
+    return true;
+  }
+
+  int from_, to_;
+  MirrorLimits limits_;
+  MirrorStats stats_;
+  std::uint64_t total_ = 0;
+  std::vector<Pending> pending_;
+  // Files with several names: the source's inode -> its copy (relative).
+  std::map<std::pair<dev_t, ino_t>, std::string> links_;
+  std::set<std::pair<dev_t, ino_t>> counted_;  // the copy's, charged once
+  std::unique_ptr<char[]> buf_;
+};
+
+bool send_all(int sock, const std::string& bytes) {
+  const char* p = bytes.data();
+  std::size_t n = bytes.size();
+  while (n > 0) {
+    ssize_t k = ::send(sock, p, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<std::size_t>(k);
+  }
+  return true;
+}
+
+[[noreturn]] void reply(int sock, const MirrorStats& s) {
+  (void)send_all(sock, frame(encode(s)));
+  _exit(s.err == 0 ? 0 : 1);
+}
+
+}  // namespace
+
+MirrorStats mirror_tree(int from, int to, const MirrorLimits& limits) {
+  return Mirror(from, to, limits).run();
+}
+
+int clear_tree(int dir) {
+  return clear_dir(dir, 0);
+}
+
+std::optional<StepError> restore_mirror_at_mount(const InitConfig& config, const std::string& src,
+                                                 const std::string& dst, std::uint64_t max_bytes) {
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) return step_failed("pipe for the restore of " + dst);
+  pid_t pid = ::fork();
+  if (pid < 0) return step_failed("fork for the restore of " + dst);
+  if (pid == 0) {
+    ::close(pipefd[0]);
+    MirrorStats s;
+    // (Init drops its bounding set only after the mounts: this child first.)
+    if (drop_bounding_and_ambient() || !enter_sandbox_context(config, FilesWire{}, "sc-restore")) {
+      s.err = EPERM;
+    } else {
+      int from = ::open(src.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      int to = ::open(dst.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (from < 0 || to < 0)
+        s.err = errno;
+      else
+        s = mirror_tree(from, to, MirrorLimits{max_bytes, 1'000'000});
+    }
+    const std::int32_t err = s.err;
+    (void)!::write(pipefd[1], &err, sizeof err);
+    _exit(err == 0 ? 0 : 1);
+  }
+  ::close(pipefd[1]);
+  std::int32_t err = EPROTO;
+  ssize_t n;
+  do n = ::read(pipefd[0], &err, sizeof err);
+  while (n < 0 && errno == EINTR);
+  ::close(pipefd[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (n != sizeof err) err = EPROTO;
+  if (err != 0) return step_failed("restore the sandbox's files into " + dst, err);
+  return std::nullopt;
+}
+
+[[noreturn]] void run_persist_mirror(int sock, int store_fd, int other_fd, int rw_fd,
+                                     const InitConfig& config, const PersistMirrorWire& w) {
+  MirrorStats s;
+  if (!enter_sandbox_context(config, FilesWire{}, "sc-persist")) {
+    s.err = EPERM;
+    s.message = "persist worker: enter the sandbox's context";
+    reply(sock, s);
+  }
+  ::alarm(600);
+  MirrorLimits limits{w.max_bytes, w.max_entries};
+  if (w.direction == MirrorDirection::kClear) {
+    s.err = clear_tree(store_fd);
+    if (s.err)
+      s.message = std::string("persist worker: clear the storage: ") + std::strerror(s.err);
+    reply(sock, s);
+  }
+  if (w.direction == MirrorDirection::kCopy) {
+    if (other_fd < 0) {
+      s.err = EINVAL;
+      s.message = "persist worker: no storage to copy to";
+      reply(sock, s);
+    }
+    reply(sock, mirror_tree(store_fd, other_fd, limits));
+  }
+  // An image sandbox: its overlay's upper dir (/workspace is in it), beneath
+  // init's kept rw/ fd. Image "host": /workspace in the worker's (the
+  // sandbox's) view, a mount of its own, so no RESOLVE_NO_XDEV for it.
+  int ws = rw_fd >= 0 ? open_beneath(rw_fd, "upper", O_RDONLY | O_DIRECTORY)
+                      : ::open("/workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (ws < 0) {
+    s.err = errno;
+    s.message =
+        rw_fd >= 0 ? "persist worker: open the upper dir" : "persist worker: open /workspace";
+    reply(sock, s);
+  }
+  s = w.direction == MirrorDirection::kSave ? mirror_tree(ws, store_fd, limits)
+                                            : mirror_tree(store_fd, ws, limits);
+  reply(sock, s);
+}
+
+}  // namespace sandcastle::sandbox::native

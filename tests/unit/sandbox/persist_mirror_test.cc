@@ -1,0 +1,212 @@
+// mirror_tree (persist_mirror.h) on real directories: what a sync copies,
+// keeps and removes, links never followed, holes kept, whiteouts and opaque
+// marks, the bound; and the wire messages' decoders refusing bad input.
+#include "sandbox/native/persist_mirror.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "sandbox/native/fs_util.h"
+
+namespace sandcastle::sandbox::native {
+namespace {
+
+void put(const std::string& path, const std::string& content) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << path;
+  ASSERT_EQ(::write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
+  ::close(fd);
+}
+
+class MirrorTreeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/var/tmp/sc-mirror-unit-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    base_ = tmpl;
+    for (const char* d : {"/from", "/to", "/host"})
+      ASSERT_EQ(::mkdir((base_ + d).c_str(), 0700), 0);
+    from_ = ::open((base_ + "/from").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    to_ = ::open((base_ + "/to").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    put(base_ + "/host/secret", "host\n");
+  }
+  void TearDown() override {
+    ::close(from_);
+    ::close(to_);
+    (void)remove_tree(base_);
+  }
+  MirrorStats sync(std::uint64_t max_bytes = 64 << 20) {
+    return mirror_tree(from_, to_, MirrorLimits{max_bytes, 10'000});
+  }
+  std::string f(const std::string& rel) const { return base_ + "/from/" + rel; }
+  std::string t(const std::string& rel) const { return base_ + "/to/" + rel; }
+
+  std::string base_;
+  int from_ = -1, to_ = -1;
+};
+
+TEST_F(MirrorTreeTest, CopiesChangedFilesOnlyAndRemovesWhatIsGone) {
+  ASSERT_EQ(::mkdir(f("d").c_str(), 0750), 0);
+  put(f("d/a"), "a");
+  put(f("b"), "bb");
+  ::chmod(f("b").c_str(), 0600);
+  auto s = sync();
+  ASSERT_EQ(s.err, 0) << s.message;
+  EXPECT_EQ(s.copied_files, 2u);
+  EXPECT_EQ(read_small_file(t("d/a")), "a");
+  struct stat st {};
+  ASSERT_EQ(::stat(t("b").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat(t("d").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0750u);
+  // Unchanged: nothing copied.
+  s = sync();
+  ASSERT_EQ(s.err, 0) << s.message;
+  EXPECT_EQ(s.copied_files, 0u);
+  EXPECT_EQ(s.entries, 3u);
+  // One changed, one gone.
+  put(f("b"), "changed");
+  ASSERT_EQ(::unlink(f("d/a").c_str()), 0);
+  s = sync();
+  ASSERT_EQ(s.err, 0) << s.message;
+  EXPECT_EQ(s.copied_files, 1u);
+  EXPECT_EQ(s.removed, 1u);
+  EXPECT_EQ(read_small_file(t("b")), "changed");
+  EXPECT_NE(::access(t("d/a").c_str(), F_OK), 0);
+}
+
+TEST_F(MirrorTreeTest, LinksAreCopiedAsLinksAndNeverFollowed) {
+  ASSERT_EQ(::symlink((base_ + "/host/secret").c_str(), f("evil").c_str()), 0);
+  ASSERT_EQ(::symlink((base_ + "/host").c_str(), f("evildir").c_str()), 0);
+  auto s = sync();
+  ASSERT_EQ(s.err, 0) << s.message;
+  struct stat st {};
+  ASSERT_EQ(::lstat(t("evil").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  // The copy had a directory where the source now has a link to the host:
+  // the copy's directory goes, the host's stays whole.
+  ASSERT_EQ(::unlink(f("evildir").c_str()), 0);
+  ASSERT_EQ(::mkdir(f("evildir").c_str(), 0700), 0);
+  put(f("evildir/secret"), "sandbox");
+  ASSERT_EQ(sync().err, 0);
+  EXPECT_EQ(read_small_file(t("evildir/secret")), "sandbox");
+  ASSERT_TRUE(remove_tree(f("evildir")).ok());
+  ASSERT_EQ(::symlink((base_ + "/host").c_str(), f("evildir").c_str()), 0);
+  ASSERT_EQ(sync().err, 0);
+  ASSERT_EQ(::lstat(t("evildir").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_EQ(read_small_file(base_ + "/host/secret"), "host\n");
+  // clear_tree unlinks links, never what they name.
+  EXPECT_EQ(clear_tree(to_), 0);
+  EXPECT_TRUE(list_dir(base_ + "/to").empty());
+  EXPECT_EQ(read_small_file(base_ + "/host/secret"), "host\n");
+}
+
+TEST_F(MirrorTreeTest, HolesStayHolesAndFifosAreSkipped) {
+  int fd = ::open(f("sparse").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, "end", 3, 512 << 20), 3);
+  ::close(fd);
+  ASSERT_EQ(::mkfifo(f("fifo").c_str(), 0600), 0);
+  auto s = sync(1 << 20);
+  ASSERT_EQ(s.err, 0) << s.message;
+  EXPECT_EQ(s.skipped, 1u);
+  struct stat st {};
+  ASSERT_EQ(::stat(t("sparse").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, (512 << 20) + 3);
+  EXPECT_LE(st.st_blocks * 512, 64 * 1024);
+  EXPECT_NE(::access(t("fifo").c_str(), F_OK), 0);
+}
+
+TEST_F(MirrorTreeTest, TheBoundIsNeverPassed) {
+  put(f("a"), std::string(300 * 1024, 'a'));
+  put(f("b"), std::string(300 * 1024, 'b'));
+  auto s = sync(512 * 1024);
+  EXPECT_EQ(s.err, ENOSPC);
+  EXPECT_NE(s.message.find("disk limit"), std::string::npos) << s.message;
+  EXPECT_LE(s.total_bytes, 512u * 1024);
+  // No temporary left behind.
+  EXPECT_NE(::access(t(".sc-mirror.tmp").c_str(), F_OK), 0);
+  // A file replaced by a bigger one near the bound: the old copy goes first.
+  ASSERT_EQ(::unlink(f("b").c_str()), 0);
+  ASSERT_EQ(sync(512 * 1024).err, 0);
+  put(f("a"), std::string(400 * 1024, 'A'));
+  s = sync(512 * 1024);
+  ASSERT_EQ(s.err, 0) << s.message;
+  EXPECT_EQ(read_small_file(t("a")).size(), 400u * 1024);
+}
+
+// Names of one file stay names of one file, and count once.
+TEST_F(MirrorTreeTest, HardlinksAreKeptAndCountOnce) {
+  ASSERT_EQ(::mkdir(f("d").c_str(), 0755), 0);
+  put(f("a"), std::string(400 * 1024, 'a'));
+  for (const char* name : {"d/b", "d/c", "e"})
+    ASSERT_EQ(::link(f("a").c_str(), f(name).c_str()), 0);
+  auto s = sync(512 * 1024);
+  ASSERT_EQ(s.err, 0) << s.message;
+  EXPECT_EQ(s.copied_bytes, 400u * 1024);
+  struct stat a {
+  }, c{};
+  ASSERT_EQ(::stat(t("a").c_str(), &a), 0);
+  ASSERT_EQ(::stat(t("d/c").c_str(), &c), 0);
+  EXPECT_EQ(a.st_ino, c.st_ino);
+  EXPECT_EQ(a.st_nlink, 4u);
+  // Unchanged, and a new name of it: within the bound, nothing copied.
+  ASSERT_EQ(::link(f("a").c_str(), f("d/new").c_str()), 0);
+  s = sync(512 * 1024);
+  ASSERT_EQ(s.err, 0) << s.message;
+  EXPECT_EQ(s.copied_bytes, 0u);
+  EXPECT_LE(s.total_bytes, 512u * 1024);
+  ASSERT_EQ(::stat(t("d/new").c_str(), &c), 0);
+  EXPECT_EQ(a.st_ino, c.st_ino);
+  EXPECT_NE(::access(t(".sc-mirror.tmp").c_str(), F_OK), 0);
+  EXPECT_NE(::access(t("d/.sc-mirror.tmp").c_str(), F_OK), 0);
+}
+
+TEST_F(MirrorTreeTest, WhiteoutsAndOpaqueDirectoriesAreKept) {
+  if (::mknod(f("gone").c_str(), S_IFCHR | 0600, makedev(0, 0)) != 0)
+    GTEST_SKIP() << "cannot make a whiteout here: " << errno;
+  ASSERT_EQ(::mkdir(f("opq").c_str(), 0755), 0);
+  if (::setxattr(f("opq").c_str(), "user.overlay.opaque", "y", 1, 0) != 0)
+    GTEST_SKIP() << "no user xattrs here: " << errno;
+  auto s = sync();
+  ASSERT_EQ(s.err, 0) << s.message;
+  struct stat st {};
+  ASSERT_EQ(::lstat(t("gone").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0));
+  char v[4] = {};
+  EXPECT_EQ(::getxattr(t("opq").c_str(), "user.overlay.opaque", v, sizeof v), 1);
+  ASSERT_EQ(::removexattr(f("opq").c_str(), "user.overlay.opaque"), 0);
+  ASSERT_EQ(sync().err, 0);
+  EXPECT_LT(::getxattr(t("opq").c_str(), "user.overlay.opaque", v, sizeof v), 0);
+}
+
+TEST(PersistMirrorWire, DecodersRefuseBadInput) {
+  PersistMirrorWire w{MirrorDirection::kRestore, 5, 6};
+  auto d = decode_persist_mirror(encode(w));
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->direction, MirrorDirection::kRestore);
+  EXPECT_EQ(d->max_bytes, 5u);
+  std::string bad = encode(w);
+  bad[0] = 9;  // no such direction
+  EXPECT_FALSE(decode_persist_mirror(bad));
+  EXPECT_FALSE(decode_persist_mirror(encode(w) + "x"));
+  MirrorStats s;
+  s.err = ENOSPC;
+  s.message = "m";
+  s.copied_files = 3;
+  auto back = decode_mirror_stats(encode(s));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->copied_files, 3u);
+  EXPECT_EQ(back->message, "m");
+  EXPECT_FALSE(decode_mirror_stats(encode(s).substr(0, 10)));
+}
+
+}  // namespace
+}  // namespace sandcastle::sandbox::native
