@@ -1,6 +1,7 @@
 #include "sandbox/engine/engine_client.h"
 
 #include <algorithm>
+#include <array>
 #include <boost/beast/http/verb.hpp>
 #include <cctype>
 #include <filesystem>
@@ -440,12 +441,13 @@ Result<std::string> EngineClient::exec_create(std::string_view id, const json& c
   return string_field(*j, "Id", "engine " + endpoint_.str() + ": exec create");
 }
 
-Status EngineClient::exec_start(std::string_view exec_id, const ByteSource* stdin_src,
-                                const StreamDemuxer::Sink& output, const CallOptions& call,
-                                std::size_t max_frame) {
-  if (auto st = check_id(exec_id, "exec"); !st.ok()) return st;
-  HttpCall http(endpoint_, tls_.get(), timeout_of(call), options_.connect_timeout, call.cancel);
-  if (auto st = http.open(); !st.ok()) return st;
+Result<std::unique_ptr<HttpCall>> EngineClient::open_exec_stream(std::string_view exec_id,
+                                                                 std::chrono::milliseconds timeout,
+                                                                 CancelToken* cancel) {
+  if (auto st = check_id(exec_id, "exec"); !st.ok()) return st.take_error();
+  auto http =
+      std::make_unique<HttpCall>(endpoint_, tls_.get(), timeout, options_.connect_timeout, cancel);
+  if (auto st = http->open(); !st.ok()) return st.take_error();
   const std::string body = R"({"Detach":false,"Tty":false})";
   HttpRequest req;
   req.verb = bhttp::verb::post;
@@ -453,21 +455,90 @@ Status EngineClient::exec_start(std::string_view exec_id, const ByteSource* stdi
   req.content_type = "application/json";
   req.body = &body;
   req.upgrade = true;
-  if (auto st = http.send(req); !st.ok()) return st;
-  auto head = http.read_head();
+  if (auto st = http->send(req); !st.ok()) return st.take_error();
+  auto head = http->read_head();
   if (!head.ok()) return head.take_error();
   // dockerd answers 101 to the upgrade; Podman 200, then hijacks all the same.
   if (head->status != 101 && head->status != 200) {
     std::string err;
-    (void)http.read_body(&err, kErrorBodyLimit, true);
+    (void)http->read_body(&err, kErrorBodyLimit, true);
     return Error::make(
         code_for_status(head->status),
-        http.what() + ": HTTP " + std::to_string(head->status) + ": " + engine_message(err));
+        http->what() + ": HTTP " + std::to_string(head->status) + ": " + engine_message(err));
   }
+  return http;
+}
+
+Status EngineClient::exec_start(std::string_view exec_id, const ByteSource* stdin_src,
+                                const StreamDemuxer::Sink& output, const CallOptions& call,
+                                std::size_t max_frame) {
+  auto http = open_exec_stream(exec_id, timeout_of(call), call.cancel);
+  if (!http.ok()) return http.take_error();
   StreamDemuxer demux(output, max_frame);
-  if (auto st = http.duplex(stdin_src, [&](std::string_view b) { return demux.feed(b); }); !st.ok())
+  if (auto st = (*http)->duplex(stdin_src, [&](std::string_view b) { return demux.feed(b); });
+      !st.ok())
     return st;
   return demux.finish();
+}
+
+Result<std::unique_ptr<ExecSession>> EngineClient::exec_attach(std::string_view exec_id,
+                                                               const CallOptions& call,
+                                                               std::size_t max_frame) {
+  auto http = open_exec_stream(exec_id, call.timeout, call.cancel);
+  if (!http.ok()) return http.take_error();
+  std::unique_ptr<ExecSession> s(new ExecSession());
+  s->http_ = std::move(*http);
+  s->exec_id_ = std::string(exec_id);
+  s->buffered_ = s->http_->take_buffered();
+  ExecSession* raw = s.get();
+  s->demux_ = std::make_unique<StreamDemuxer>(
+      [raw](StreamId id, std::string_view b) -> Status {
+        if (raw->sink_ == nullptr)
+          return Error::make(ErrorCode::kInternal, "exec session: output outside a read");
+        return (*raw->sink_)(id, b);
+      },
+      max_frame);
+  return s;
+}
+
+ExecSession::~ExecSession() = default;
+
+Status ExecSession::write(std::string_view data, std::chrono::milliseconds timeout) {
+  if (ended_)
+    return Error::make(ErrorCode::kFailedPrecondition, "exec session " + exec_id_ + " ended");
+  auto st = http_->write_all(data, timeout);
+  if (!st.ok()) ended_ = st.error().code == ErrorCode::kTimeout || ended_;
+  return st;
+}
+
+Status ExecSession::close_stdin() {
+  return http_->shutdown_send();
+}
+
+Result<bool> ExecSession::read(const StreamDemuxer::Sink& output,
+                               std::chrono::milliseconds timeout) {
+  if (ended_) return false;
+  sink_ = &output;
+  struct Reset {
+    const StreamDemuxer::Sink*& p;
+    ~Reset() { p = nullptr; }
+  } reset{sink_};
+  if (!buffered_.empty()) {
+    const std::string bytes = std::move(buffered_);
+    buffered_.clear();
+    if (auto st = demux_->feed(bytes); !st.ok()) return st.take_error();
+    return true;
+  }
+  std::array<char, std::size_t{64} * 1024> buf;
+  auto n = http_->read_some(buf.data(), buf.size(), timeout);
+  if (!n.ok()) return n.take_error();
+  if (*n == 0) {
+    ended_ = true;
+    if (auto st = demux_->finish(); !st.ok()) return st.take_error();
+    return false;
+  }
+  if (auto st = demux_->feed(std::string_view(buf.data(), *n)); !st.ok()) return st.take_error();
+  return true;
 }
 
 Result<json> EngineClient::exec_inspect(std::string_view exec_id, const CallOptions& call) {

@@ -48,7 +48,8 @@ HttpCall::HttpCall(const Endpoint& endpoint, net::ssl::context* tls,
       timeout_(timeout),
       connect_timeout_(connect_timeout),
       cancel_(cancel) {
-  deadline_.expires_after(timeout_);
+  // 0: no deadline for the whole call (a long-lived exec session).
+  deadline_.expires_after(timeout_.count() > 0 ? timeout_ : std::chrono::hours(24 * 365));
   deadline_.async_wait([this](error_code ec) {
     if (ec) return;
     timed_out_ = true;
@@ -419,6 +420,83 @@ Status HttpCall::duplex(const ByteSource* in, const ByteSink& out) {
   }
   if (failure) return *failure;
   if (cancelled_ || timed_out_) return io_error("streaming", net::error::operation_aborted);
+  return ok_status();
+}
+
+std::string HttpCall::take_buffered() {
+  const auto data = buffer_.data();
+  std::string out(static_cast<const char*>(data.data()), data.size());
+  buffer_.consume(buffer_.size());
+  return out;
+}
+
+template <typename Start>
+error_code HttpCall::run_within(std::chrono::milliseconds timeout, Start&& start) {
+  net::steady_timer timer(ioc_);
+  timer.expires_after(timeout);
+  in_op_ = true;
+  op_timed_out_ = false;
+  timer.async_wait([this](error_code e) {
+    if (e || !in_op_) return;
+    op_timed_out_ = true;
+    // Cancel, not close: the operation ends, the stream stays.
+    error_code ignored;
+    with_stream([&](auto& s) {
+      beast::get_lowest_layer(s).cancel(ignored);
+      return 0;
+    });
+  });
+  error_code ec = run(std::forward<Start>(start));
+  in_op_ = false;
+  timer.cancel();
+  return ec;
+}
+
+Status HttpCall::write_all(std::string_view data, std::chrono::milliseconds timeout) {
+  error_code ec = with_stream([&](auto& s) {
+    return run_within(timeout, [&](auto h) {
+      net::async_write(s, net::buffer(data.data(), data.size()), std::move(h));
+    });
+  });
+  if (ec && op_timed_out_ && !cancelled_ && !timed_out_) {
+    // A write cut short leaves the stream with part of the data: unusable.
+    close_now();
+    return Error::make(ErrorCode::kTimeout, what() +
+                                                ": the process did not take its input within " +
+                                                std::to_string(timeout.count()) + " ms");
+  }
+  if (ec) return io_error("writing stdin", ec);
+  return ok_status();
+}
+
+Result<std::size_t> HttpCall::read_some(char* buf, std::size_t cap,
+                                        std::chrono::milliseconds timeout) {
+  std::size_t got = 0;
+  error_code ec = with_stream([&](auto& s) {
+    return run_within(timeout, [&](auto h) {
+      s.async_read_some(net::buffer(buf, cap),
+                        [h = std::move(h), &got](error_code e, std::size_t n) mutable {
+                          got = n;
+                          h(e);
+                        });
+    });
+  });
+  if (got > 0) return got;
+  if (ec == net::error::eof || ec == net::ssl::error::stream_truncated) return std::size_t{0};
+  if (ec && op_timed_out_ && !cancelled_ && !timed_out_)
+    return Error::make(ErrorCode::kTimeout,
+                       what() + ": no output within " + std::to_string(timeout.count()) + " ms");
+  if (ec) return io_error("reading the stream", ec);
+  return std::size_t{0};
+}
+
+Status HttpCall::shutdown_send() {
+  error_code ec;
+  with_stream([&](auto& s) {
+    beast::get_lowest_layer(s).shutdown(net::socket_base::shutdown_send, ec);
+    return 0;
+  });
+  if (ec) return io_error("closing stdin", ec);
   return ok_status();
 }
 

@@ -66,6 +66,15 @@ class HttpCall {
   // until the engine closes the stream.
   Status duplex(const ByteSource* in, const ByteSink& out);
 
+  // The same stream step by step, for a long-lived exec (ExecSession).
+  // The bytes the header read took past the header (once).
+  std::string take_buffered();
+  Status write_all(std::string_view data, std::chrono::milliseconds timeout);
+  // Up to `cap` bytes, 0 at the end of the stream. Past `timeout` without
+  // a byte: kTimeout, and the stream stays usable.
+  Result<std::size_t> read_some(char* buf, std::size_t cap, std::chrono::milliseconds timeout);
+  Status shutdown_send();
+
   // "engine unix:///x.sock: POST /v1.41/exec/1/start" for error messages.
   std::string what() const;
 
@@ -76,6 +85,8 @@ class HttpCall {
 
   template <typename Start>
   boost::system::error_code run(Start&& start);
+  template <typename Start>
+  boost::system::error_code run_within(std::chrono::milliseconds timeout, Start&& start);
   template <typename F>
   auto with_stream(F&& f);
   void close_now();
@@ -102,6 +113,8 @@ class HttpCall {
   bool closed_ = false;
   bool connecting_ = false;
   bool connect_timed_out_ = false;
+  bool in_op_ = false;  // a read_some/write_all with its own timeout runs
+  bool op_timed_out_ = false;
 };
 
 }  // namespace sandcastle::sandbox::engine

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "engine_fixture.h"
@@ -287,6 +288,62 @@ TEST_P(EngineClientTest, TimeoutAndCancelEndAnExec) {
   auto v = client_->version(cancellable);
   ASSERT_FALSE(v.ok());
   EXPECT_EQ(v.error().code, ErrorCode::kCancelled);
+}
+
+TEST_P(EngineClientTest, ExecSessionKeepsTheStreamOpen) {
+  const std::string id = started();
+  ASSERT_FALSE(id.empty());
+  auto ex = client_->exec_create(
+      id, {{"Cmd", {"sh", "-c", "while read l; do echo \"got $l\"; done; echo bye >&2; exit 4"}},
+           {"AttachStdin", true},
+           {"AttachStdout", true},
+           {"AttachStderr", true}});
+  ASSERT_TRUE(ex.ok()) << ex.error().message();
+  auto session = client_->exec_attach(*ex);
+  ASSERT_TRUE(session.ok()) << session.error().message();
+  ExecSession& s = **session;
+  Output o;
+  // Nothing to read yet: kTimeout, and the session goes on.
+  auto idle = s.read(o.sink(), 200ms);
+  ASSERT_FALSE(idle.ok());
+  EXPECT_EQ(idle.error().code, ErrorCode::kTimeout) << idle.error().message();
+
+  std::vector<double> rtt;
+  for (int i = 0; i < 30; ++i) {
+    const std::string want = "got line " + std::to_string(i) + "\n";
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(s.write("line " + std::to_string(i) + "\n").ok());
+    while (o.out.size() < want.size() ||
+           o.out.compare(o.out.size() - want.size(), want.size(), want) != 0) {
+      auto r = s.read(o.sink(), 10s);
+      ASSERT_TRUE(r.ok()) << r.error().message();
+      ASSERT_TRUE(*r) << "the stream ended early: " << o.out;
+    }
+    rtt.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  ASSERT_TRUE(s.close_stdin().ok());
+  for (;;) {
+    auto r = s.read(o.sink(), 10s);
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    if (!*r) break;
+  }
+  EXPECT_EQ(o.err, "bye\n");
+  EXPECT_EQ(o.out.substr(0, 11), "got line 0\n");
+  // The exit code, once the engine has recorded it.
+  int code = -1;
+  for (int i = 0; i < 500 && code < 0; ++i) {
+    auto j = client_->exec_inspect(*ex);
+    ASSERT_TRUE(j.ok()) << j.error().message();
+    if (!(*j)["Running"].get<bool>())
+      code = (*j)["ExitCode"].get<int>();
+    else
+      std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(code, 4);
+  std::sort(rtt.begin(), rtt.end());
+  std::printf("%s: exec session round trip (write a line, read the answer): median %.2f ms\n",
+              GetParam().c_str(), rtt[rtt.size() / 2]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, EngineClientTest, ::testing::Values("podman", "docker"),
