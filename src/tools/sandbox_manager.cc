@@ -429,7 +429,20 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::get(const std::string& id_
                          "list_sandboxes to see yours, or create_sandbox for a new one");
 }
 
-Status SandboxManager::close(const std::string& id_or_name, const std::string& owner) {
+namespace {
+constexpr int kCloseAttempts = 4;
+}  // namespace
+
+Status SandboxManager::retry_close(const std::string& id, const std::string& owner, int attempt) {
+  if (attempt + 1 >= kCloseAttempts)
+    return Error::make(ErrorCode::kUnavailable, "sandbox '" + id +
+                                                    "' kept changing state while it was being "
+                                                    "closed; call close_sandbox again");
+  return close_attempt(id, owner, attempt + 1);
+}
+
+Status SandboxManager::close_attempt(const std::string& id_or_name, const std::string& owner,
+                                     int attempt) {
   auto [live, rec] = find_any(id_or_name, owner);
   const std::string dormant = rec ? rec->id : std::string();
   if (!dormant.empty()) {
@@ -443,7 +456,7 @@ Status SandboxManager::close(const std::string& id_or_name, const std::string& o
     }
     if (!still) {  // woken before this call got here: close it live
       wake_lock.unlock();
-      return close(dormant, owner);
+      return retry_close(dormant, owner, attempt);
     }
     // The record first: a crash between the two leaves storage no record
     // names, which the next start removes (never a record without files).
@@ -454,11 +467,20 @@ Status SandboxManager::close(const std::string& id_or_name, const std::string& o
     (void)live->sandbox().thaw();  // a frozen process ignores SIGKILL until thawed on v1
   auto entry = live ? Result<std::shared_ptr<SandboxEntry>>(live) : get(id_or_name, owner);
   if (!entry.ok()) return entry.take_error();
+  bool moved = false;
   {
     std::lock_guard lock(mu_);
-    by_id_.erase((*entry)->id());
-    if ((*entry)->recorded()) (void)store_->remove((*entry)->id());
+    // Only the entry looked up: if it left meanwhile (its processes died and
+    // it was stopped, or it was paused) or another took its id (a wake),
+    // the close starts over from the lookup, which finds what is there now.
+    auto it = by_id_.find((*entry)->id());
+    moved = it == by_id_.end() || it->second != *entry;
+    if (!moved) {
+      by_id_.erase(it);
+      if ((*entry)->recorded()) (void)store_->remove((*entry)->id());
+    }
   }
+  if (moved) return retry_close((*entry)->id(), owner, attempt);
   admission_.notify();
   Status st = (*entry)->sandbox().destroy();
   metrics::registry().counter(metrics::name::kSandboxesDestroyed, "sandboxes destroyed").inc();

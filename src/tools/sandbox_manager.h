@@ -242,7 +242,9 @@ class SandboxManager {
   // `grace`: how long to wait for a death under way (Sandbox::alive).
   std::optional<Error> ended_during_call(const std::shared_ptr<SandboxEntry>& e,
                                          std::chrono::milliseconds grace = {});
-  Status close(const std::string& id_or_name, const std::string& owner);
+  Status close(const std::string& id_or_name, const std::string& owner) {
+    return close_attempt(id_or_name, owner, 0);
+  }
   // Like close, but the destruction happens on the manager's thread, off the
   // request path (one-shot runs answer before their sandbox is torn down).
   void retire(const std::string& id, const std::string& owner);
@@ -260,6 +262,11 @@ class SandboxManager {
   size_t reap_expired();
 
  private:
+  // close(), looked up again (at most a few times) when the sandbox changed
+  // hands between the lookup and the removal (a wake, a restart after its
+  // processes died, a pause).
+  Status close_attempt(const std::string& id_or_name, const std::string& owner, int attempt);
+  Status retry_close(const std::string& id, const std::string& owner, int attempt);
   // `reserved`: the caller already holds a slot under the cap (creating_).
   Result<std::shared_ptr<SandboxEntry>> create_impl(const CreateRequest& req, bool reserved);
   std::string cap_text() const;

@@ -700,7 +700,15 @@ Status PersistStore::copy(const std::string& from, const std::string& to) {
       from, to, ms(t1 - t0).count(), ms(t2 - t1).count());
   if (::rename(tmp.c_str(), (dir + "/" + kImage).c_str()) != 0)
     return fail(Error::from_errno("rename " + tmp));
-  prepared_[to] = Prepared{std::move(loop), dev, std::move(dst)};
+  // Forks that are never started (a wake refused by the caller's quota)
+  // must not pile up devices and fds: past kMaxPrepared the oldest gives its
+  // device back, and its start attaches as any other.
+  if (prepared_.size() >= kMaxPrepared) {
+    auto oldest = std::min_element(prepared_.begin(), prepared_.end(),
+                                   [](auto& a, auto& b) { return a.second.seq < b.second.seq; });
+    prepared_.erase(oldest);
+  }
+  prepared_[to] = Prepared{std::move(loop), dev, std::move(dst), ++prepared_seq_};
   return {};
 }
 

@@ -159,8 +159,11 @@ class PersistStore {
     UniqueFd loop;
     std::string dev;
     UniqueFd file;  // the image, written out once mounted
+    std::uint64_t seq = 0;
   };
+  static constexpr std::size_t kMaxPrepared = 8;
   std::map<std::string, Prepared> prepared_;
+  std::uint64_t prepared_seq_ = 0;
   // Copies being written out to the host disk (joined at detach_all).
   struct Sync {
     std::thread thread;

@@ -522,6 +522,28 @@ TEST_F(PersistTest, ACopysDeviceIsAttachedAheadAndBarriersComeBackOnceWrittenOut
   ASSERT_TRUE(src->destroy().ok());
 }
 
+// Forks nobody starts (a caller at its quota) keep no more than 8 devices
+// ready; one that gave its device back still starts, with its files.
+TEST_F(PersistTest, CopiesNobodyStartsHoldAtMostEightDevices) {
+  auto src = make(spec("cap-src"));
+  ASSERT_NE(src, nullptr);
+  sh(*src, "echo kept > /workspace/k");
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE(backend()->copy_storage("cap-src", "cap-" + std::to_string(i)).ok());
+  int attached = 0;
+  for (int i = 0; i < 10; ++i)
+    if (!loop_backed_by(img("cap-" + std::to_string(i))).empty()) ++attached;
+  EXPECT_EQ(attached, 8);
+  EXPECT_TRUE(eventually([&] { return loop_backed_by(img("cap-0")).empty(); }));
+  auto first = make(spec("cap-0"));
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(sh(*first, "cat /workspace/k"), "kept\n");
+  ASSERT_TRUE(first->destroy().ok());
+  for (int i = 1; i < 10; ++i)
+    ASSERT_TRUE(backend()->remove_storage("cap-" + std::to_string(i)).ok());
+  ASSERT_TRUE(src->destroy().ok());
+}
+
 TEST_F(PersistTest, ImageSandboxKeepsItsRootAndWorkspace) {
   auto sb = make(spec("img-1", 64 * kMiB, "bb-persist"));
   ASSERT_NE(sb, nullptr);
@@ -748,7 +770,7 @@ TEST(Persist, TestsRunInAProcessOfTheirOwn) {
   auto child = run_tests_in_child("PersistTest.*", kChildEnv);
   ::unsetenv(kStorageEnv);
   EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.out;
-  EXPECT_NE(child.out.find("[  PASSED  ] 14 tests."), std::string::npos) << child.out;
+  EXPECT_NE(child.out.find("[  PASSED  ] 15 tests."), std::string::npos) << child.out;
   // Every test removed its storage.
   EXPECT_TRUE(native::list_dir(storage).empty());
   (void)native::remove_tree(storage);
