@@ -292,14 +292,18 @@ Status AttachedDisk::freeze_writes() {
   return {};
 }
 
-Status AttachedDisk::set_barrier() {
+Result<UniqueFd> AttachedDisk::pick_fs() const {
   // The superblock's options only (fspick): the mount's own flags stay.
   UniqueFd fs(
       static_cast<int>(syscall(SYS_fspick, root_.get(), "", FSPICK_EMPTY_PATH | FSPICK_CLOEXEC)));
   if (!fs) return Error::from_errno("fspick " + mount_);
-  if (syscall(SYS_fsconfig, fs.get(), FSCONFIG_SET_FLAG, "barrier", nullptr, 0) != 0 ||
-      syscall(SYS_fsconfig, fs.get(), FSCONFIG_CMD_RECONFIGURE, nullptr, nullptr, 0) != 0)
-    return Error::from_errno("barriers on for " + mount_);
+  return fs;
+}
+
+Status AttachedDisk::set_barrier(int fs_context, const std::string& what) {
+  if (syscall(SYS_fsconfig, fs_context, FSCONFIG_SET_FLAG, "barrier", nullptr, 0) != 0 ||
+      syscall(SYS_fsconfig, fs_context, FSCONFIG_CMD_RECONFIGURE, nullptr, nullptr, 0) != 0)
+    return Error::from_errno("barriers on for " + what);
   return {};
 }
 
@@ -732,11 +736,20 @@ void PersistStore::write_out_later(UniqueFd file, const std::string& id) {
              if (::fdatasync(f.get()) != 0) {
                spdlog::warn("native sandbox: writing storage {} out: {}", id, errno_text(errno));
              } else {
-               // Under mu_: a remove() of this id waits, and then
-               // finds the disk gone if this was its last holder.
-               std::lock_guard store_lock(mu_);
-               if (auto d = find_attached(id))
-                 if (auto st = d->set_barrier(); !st)
+               // The context under mu_, so this thread never holds the
+               // disk (a remove() right after the fork finds it gone);
+               // the reconfiguration (a sync, so a flush) outside it,
+               // or every other attach would wait for it (+30 ms).
+               Result<UniqueFd> fs = Error::make(ErrorCode::kNotFound, "");
+               {
+                 std::lock_guard store_lock(mu_);
+                 std::shared_ptr<AttachedDisk> d = find_attached(id);
+                 if (d) fs = d->pick_fs();
+               }
+               if (!fs && fs.error().code != ErrorCode::kNotFound)
+                 spdlog::warn("native sandbox: storage {}: {}", id, fs.error().message());
+               if (fs)
+                 if (auto st = AttachedDisk::set_barrier(fs->get(), id); !st)
                    spdlog::warn("native sandbox: storage {}: {}", id, st.error().message());
              }
              done->store(true);

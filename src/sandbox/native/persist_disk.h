@@ -64,8 +64,11 @@ class AttachedDisk {
   // The same on a thread of its own (joined by the next freeze or thaw).
   void thaw_writes_later();
   // Write barriers on (a copy is mounted without them until it is on the
-  // host disk: PersistStore::copy).
-  Status set_barrier();
+  // host disk: PersistStore::copy) in two steps: the filesystem's context
+  // (fspick, quick), then the reconfiguration, which syncs the filesystem
+  // and so may take a flush of the image: done without the store's lock.
+  Result<UniqueFd> pick_fs() const;
+  static Status set_barrier(int fs_context, const std::string& what);
 
  private:
   friend class PersistStore;
