@@ -61,6 +61,11 @@ struct MirrorStats {
 // Plain syscalls and std containers: usable in the init helper.
 MirrorStats mirror_tree(int from, int to, const MirrorLimits& limits);
 
+// The copy's staging (`dir`/.sc-mirror) left by a pass that did not end:
+// what it had set aside is put back where the tree lacks it, then the
+// staging is removed. 0 or an errno. (mirror_tree does it for its `to`.)
+int recover_staging(int dir);
+
 // Removes everything beneath directory fd `dir` (not `dir` itself), never
 // following a symlink nor leaving dir's filesystem. 0 or an errno.
 int clear_tree(int dir);

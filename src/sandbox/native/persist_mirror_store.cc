@@ -95,12 +95,9 @@ Status refuse_other_kind(const std::string& storage_dir, const std::string& id, 
   return {};
 }
 
-MirrorAttachment::~MirrorAttachment() {
-  if (!store_) return;
-  std::lock_guard lock(store_->mu_);
-  auto it = store_->attached_.find(id_);
-  if (it != store_->attached_.end() && it->second.expired()) store_->attached_.erase(it);
-}
+// Nothing locked here: the last owner may be a temporary of find_attached,
+// destroyed while mu_ is held. (find_attached drops expired entries.)
+MirrorAttachment::~MirrorAttachment() = default;
 
 Status MirrorStore::usable() const {
   if (storage_dir_.empty())
@@ -143,7 +140,7 @@ Result<std::shared_ptr<MirrorAttachment>> MirrorStore::attach(const std::string&
   if (!valid_storage_id(id)) return bad_id(id).take_error();
   if (auto st = refuse_other_kind(storage_dir_, id, false); !st) return st.take_error();
   std::lock_guard lock(mu_);
-  if (find_attached(id)) return in_use(id).take_error();
+  if (find_attached(id) || busy_.count(id)) return in_use(id).take_error();
   const char* kind = image ? kUpperDir : kWorkspaceDir;
   auto ws = open_kept(id, kind, true);
   if (!ws) return ws.take_error();
@@ -160,8 +157,21 @@ Status MirrorStore::remove(const std::string& id, const Walker& walk) {
   if (!valid_storage_id(id)) return bad_id(id);
   if (storage_dir_.empty()) return {};
   if (auto st = refuse_other_kind(storage_dir_, id, false); !st) return st;
-  std::lock_guard lock(mu_);
-  if (find_attached(id)) return in_use(id);
+  {
+    std::lock_guard lock(mu_);
+    if (find_attached(id) || busy_.count(id)) return in_use(id);
+    busy_.insert(id);
+  }
+  // Walked without mu_ held (a helper sandbox's start, a tree's removal):
+  // other storages attach meanwhile; this one is refused while busy.
+  struct Done {
+    MirrorStore* s;
+    const std::string& id;
+    ~Done() {
+      std::lock_guard lock(s->mu_);
+      s->busy_.erase(id);
+    }
+  } done{this, id};
   // Emptied beneath an fd first (the sandbox's names and links, never
   // followed), then the server's own directories.
   auto ws = open_kept(id, kind_of(id), false);
@@ -195,9 +205,18 @@ Status MirrorStore::copy(const std::string& from, const std::string& to, const W
   std::shared_ptr<MirrorAttachment> running;
   {
     std::lock_guard lock(mu_);
-    if (find_attached(to)) return in_use(to);
+    if (find_attached(to) || busy_.count(to) || busy_.count(from)) return in_use(to);
     running = find_attached(from);
+    busy_.insert(to);  // not attached nor removed while it is being made
   }
+  struct Done {
+    MirrorStore* s;
+    const std::string& id;
+    ~Done() {
+      std::lock_guard lock(s->mu_);
+      s->busy_.erase(id);
+    }
+  } done{this, to};
   const char* kind = kind_of(from);
   auto src = open_kept(from, kind, false);
   if (!src) {

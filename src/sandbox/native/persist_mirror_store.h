@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,7 @@ class MirrorStore {
   std::string storage_dir_;
   mutable std::mutex mu_;
   std::map<std::string, std::weak_ptr<MirrorAttachment>> attached_;
+  std::set<std::string> busy_;  // being removed, or made by copy (under mu_)
 };
 
 // A storage of the other kind: a root server's disk image for an

@@ -113,13 +113,18 @@ std::string copy_of(const std::string& id, const std::string& rel = "") {
 }
 
 // The file data on disk beneath `dir`, as the filesystem allocated it.
+// Each inode once: a file the sync moves (aside, into its staging) while
+// the walk runs can be met at both places.
 std::uint64_t g_du = 0;
+std::set<std::pair<dev_t, ino_t>> g_seen;
 std::uint64_t allocated(const std::string& dir) {
   g_du = 0;
+  g_seen.clear();
   ::nftw(
       dir.c_str(),
       [](const char*, const struct stat* st, int type, struct FTW*) {
-        if (type == FTW_F && S_ISREG(st->st_mode)) g_du += std::uint64_t(st->st_blocks) * 512;
+        if (type == FTW_F && S_ISREG(st->st_mode) && g_seen.insert({st->st_dev, st->st_ino}).second)
+          g_du += std::uint64_t(st->st_blocks) * 512;
         return 0;
       },
       16, FTW_PHYS);
