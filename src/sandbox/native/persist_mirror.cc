@@ -306,7 +306,7 @@ class Mirror {
     } else if (::fstat(from_, &root) != 0) {
       fail(errno, "stat the source");
     } else {
-      Stage top{nullptr, nullptr, -1};
+      Stage top{nullptr, nullptr, -1, 0};
       if (plan(from_, to_, 0, 0, top)) {
         if (int m = sync_opaque(from_, to_); m) fail(m, "mark the copy's root");
         apply();
@@ -334,6 +334,7 @@ class Mirror {
     Stage* parent;
     const std::string* name;
     int fd;
+    std::uint64_t gen;
   };
 
   bool fail(int err, std::string message) {
@@ -366,7 +367,10 @@ class Mirror {
     return stage_root_;
   }
   int stage_fd(Stage& s) {
-    if (s.fd >= 0) return s.fd;
+    if (s.fd >= 0 && s.gen == stage_gen_) return s.fd;
+    if (s.fd >= 0) ::close(s.fd);
+    s.fd = -1;
+    s.gen = stage_gen_;
     int parent;
     const char* name;
     if (!s.parent) {
@@ -405,14 +409,21 @@ class Mirror {
   // of what the source no longer has) are given up first if they must.
   bool room(std::uint64_t need) {
     if (total_ + need <= limits_.max_bytes) return true;
-    if (staged_ > 0 && drop_staging() == 0) return total_ + need <= limits_.max_bytes;
+    if (staged_ > 0 && drop_old() == 0) return total_ + need <= limits_.max_bytes;
     return false;
   }
+  // The staged entries given up (the temporary being written stays).
+  int drop_old() {
+    if (staged_ == 0) return 0;
+    if (stage_root() < 0) return errno;
+    if (int e = remove_entry(stage_root_, kOldDir, 0); e) return e;
+    ++stage_gen_;  // the Stages' fds are of removed directories now
+    total_ -= std::min(total_, staged_);
+    staged_ = 0;
+    return 0;
+  }
+  // The staging removed whole, at the end of a pass.
   int drop_staging() {
-    if (stage_root_ < 0) {
-      FdGuard s(open_beneath(to_, kStageDir, O_RDONLY | O_DIRECTORY));
-      if (s.fd < 0) return errno == ENOENT ? 0 : errno;
-    }
     if (int e = remove_entry(to_, kStageDir, 0); e) return e;
     if (stage_root_ >= 0) ::close(stage_root_);
     stage_root_ = -1;
@@ -534,7 +545,7 @@ class Mirror {
       if (nodes_.size() >= 0xffffffffu) return fail(E2BIG, "too many directories");
       const auto child = static_cast<std::uint32_t>(nodes_.size());
       nodes_.push_back({node, n});
-      Stage sub{&stage, &n, -1};
+      Stage sub{&stage, &n, -1, 0};
       const bool ok = plan(f.fd, t.fd, child, depth + 1, sub);
       if (sub.fd >= 0) ::close(sub.fd);
       if (!ok) return false;
@@ -776,6 +787,7 @@ class Mirror {
   std::unique_ptr<char[]> buf_;
   std::unique_ptr<DirWalk> link_walk_;
   int stage_root_ = -1;
+  std::uint64_t stage_gen_ = 0;
   std::uint64_t tmp_seq_ = 0;
 };
 bool send_all(int sock, const std::string& bytes) {

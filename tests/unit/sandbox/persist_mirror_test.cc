@@ -228,6 +228,21 @@ TEST_F(MirrorTreeTest, AKillMidSyncLeavesEveryEntryOldOrNew) {
   EXPECT_NE(::access(t(".sc-mirror").c_str(), F_OK), 0);
 }
 
+// A move near the bound: the old place (set aside, still counted) is given
+// up for the new one rather than the sync failing.
+TEST_F(MirrorTreeTest, AMoveNearTheBoundStillSyncs) {
+  ASSERT_EQ(::mkdir(f("d").c_str(), 0755), 0);
+  put(f("d/big"), std::string(400 * 1024, 'b'));
+  ASSERT_EQ(sync(512 * 1024).err, 0);
+  ASSERT_EQ(::rename(f("d").c_str(), f("e").c_str()), 0);
+  auto s = sync(512 * 1024);
+  ASSERT_EQ(s.err, 0) << s.message;
+  EXPECT_LE(s.total_bytes, 512u * 1024);
+  EXPECT_EQ(read_small_file(t("e/big")).size(), 400u * 1024);
+  EXPECT_NE(::access(t("d").c_str(), F_OK), 0);
+  EXPECT_NE(::access(t(".sc-mirror").c_str(), F_OK), 0);
+}
+
 // The copy's own name: a source entry named .sc-mirror.tmp (once the
 // temporary's name) is copied like any other, .sc-mirror at the root (the
 // staging's) skipped, and neither makes a sync fail.
