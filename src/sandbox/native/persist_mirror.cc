@@ -44,7 +44,7 @@ std::optional<PersistMirrorWire> decode_persist_mirror(std::string_view bytes) {
   w.max_entries = r.u64();
   if (!r.ok() || !r.at_end()) return std::nullopt;
   if (d < static_cast<std::uint32_t>(MirrorDirection::kSave) ||
-      d > static_cast<std::uint32_t>(MirrorDirection::kClear))
+      d > static_cast<std::uint32_t>(MirrorDirection::kAbort))
     return std::nullopt;
   w.direction = static_cast<MirrorDirection>(d);
   return w;

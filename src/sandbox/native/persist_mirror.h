@@ -77,7 +77,15 @@ int clear_tree(int dir);
 //   kClear: everything beneath the storage's directory removed.
 // (The last two run in whatever sandbox the server has at hand, so that no
 // walk of a tree a sandbox wrote happens in the server itself.)
-enum class MirrorDirection : std::uint32_t { kSave = 1, kRestore = 2, kCopy = 3, kClear = 4 };
+//   kAbort (no fds): the running worker, if any, killed (the server gave up
+//   on it); init kills a previous worker before forking a new one anyway.
+enum class MirrorDirection : std::uint32_t {
+  kSave = 1,
+  kRestore = 2,
+  kCopy = 3,
+  kClear = 4,
+  kAbort = 5
+};
 struct PersistMirrorWire {
   MirrorDirection direction = MirrorDirection::kSave;
   std::uint64_t max_bytes = 0;

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "sandbox/native/fd_passing.h"
@@ -21,9 +23,6 @@ constexpr const char* kMirrorDir = "mirror";
 constexpr const char* kWorkspaceDir = "workspace";
 constexpr const char* kUpperDir = "upper";
 constexpr const char* kDiskImage = "disk.img";  // persist_disk.cc's name
-// How long a sync may take before the call gives up on it (50 MiB of
-// changed files take well under a second; the worker's own alarm is 600 s).
-constexpr int kSyncTimeoutMs = 300'000;
 // The host /workspace tmpfs has at most this many inodes (host_image.cc).
 constexpr std::uint64_t kMaxEntries = 262'144;
 
@@ -48,14 +47,22 @@ Result<UniqueFd> open_own_dir(int parent, const char* name, bool create) {
   return fd;
 }
 
-Status read_exact(int fd, char* buf, std::size_t n) {
+// The whole reply by `deadline` (a worker that sends a byte at a time
+// gets no more time than a stopped one).
+Status read_exact(int fd, char* buf, std::size_t n,
+                  std::chrono::steady_clock::time_point deadline) {
   while (n > 0) {
     struct pollfd p {
       fd, POLLIN, 0
     };
-    int r = ::poll(&p, 1, kSyncTimeoutMs);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    int r = left.count() <= 0 ? 0 : ::poll(&p, 1, static_cast<int>(left.count()));
     if (r < 0 && errno == EINTR) continue;
-    if (r == 0) return Error::make(ErrorCode::kTimeout, "the sandbox's persist worker stopped");
+    if (r == 0)
+      return Error::make(ErrorCode::kTimeout,
+                         "the sandbox's persist worker did not finish in time (stopped, or too "
+                         "slow); it was killed");
     if (r < 0) return Error::from_errno("poll the persist worker");
     ssize_t got = ::recv(fd, buf, n, 0);
     if (got < 0 && errno == EINTR) continue;
@@ -290,12 +297,13 @@ Result<ExecResult> NativeSandbox::exec(const ExecRequest& req, const ExecCallbac
   return r;
 }
 
-Status NativeSandbox::run_mirror_worker(const MirrorAttachment& m, bool restore) {
+Status NativeSandbox::run_mirror_worker(const MirrorAttachment& m, bool restore,
+                                        std::chrono::milliseconds timeout) {
   PersistMirrorWire w;
   w.direction = restore ? MirrorDirection::kRestore : MirrorDirection::kSave;
   w.max_bytes = mirror_bound(spec_.limits().disk_bytes);
   w.max_entries = kMaxEntries;
-  auto st = run_store_worker(w, m.workspace_fd());
+  auto st = run_store_worker(w, m.workspace_fd(), -1, timeout);
   if (!st)
     return Error::make(st.error().code,
                        std::string(restore ? "restoring" : "keeping") + " the files of sandbox " +
@@ -303,7 +311,10 @@ Status NativeSandbox::run_mirror_worker(const MirrorAttachment& m, bool restore)
   return {};
 }
 
-Status NativeSandbox::run_store_worker(const PersistMirrorWire& w, int store_fd, int other_fd) {
+Status NativeSandbox::run_store_worker(const PersistMirrorWire& w, int store_fd, int other_fd,
+                                       std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) timeout = std::chrono::milliseconds(persist_timeout_ms_.load());
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   int sp[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0)
     return Error::from_errno("socketpair for the persist worker");
@@ -317,12 +328,27 @@ Status NativeSandbox::run_store_worker(const PersistMirrorWire& w, int store_fd,
       return Error::from_errno("send the persist worker request to sandbox init", e);
   }
   theirs.reset();  // the worker's end: EOF if it dies
+  // Late: init kills it (no second worker may ever write the same storage
+  // beside it; init also kills it before it forks the next one).
+  auto give_up = [&](Status st) {
+    if (st.error().code == ErrorCode::kTimeout) {
+      PersistMirrorWire abort;
+      abort.direction = MirrorDirection::kAbort;
+      std::shared_lock lock(mu_);
+      if (check_alive())
+        (void)send_with_fds(init_.control.get(),
+                            encode_control(ControlKind::kPersistMirror, encode(abort)), nullptr, 0);
+    }
+    return st;
+  };
   std::uint32_t len = 0;
-  if (auto st = read_exact(ours.get(), reinterpret_cast<char*>(&len), sizeof len); !st) return st;
+  if (auto st = read_exact(ours.get(), reinterpret_cast<char*>(&len), sizeof len, deadline); !st)
+    return give_up(std::move(st));
   if (len > kMaxMirrorReply)
     return Error::make(ErrorCode::kInternal, "the persist worker sent an oversized reply");
   std::string msg(len, '\0');
-  if (auto st = read_exact(ours.get(), msg.data(), len); !st) return st;
+  if (auto st = read_exact(ours.get(), msg.data(), len, deadline); !st)
+    return give_up(std::move(st));
   auto stats = decode_mirror_stats(msg);
   if (!stats) return Error::make(ErrorCode::kInternal, "the persist worker sent a malformed reply");
   if (stats->err != 0) {
@@ -335,6 +361,11 @@ Status NativeSandbox::run_store_worker(const PersistMirrorWire& w, int store_fd,
 }
 
 Status NativeSandbox::persist_changes() {
+  return persist_within(std::chrono::milliseconds(persist_timeout_ms_.load()));
+}
+
+Status NativeSandbox::persist_within(std::chrono::milliseconds timeout) {
+  timeout = std::min(timeout, std::chrono::milliseconds(persist_timeout_ms_.load()));
   auto held = mirror_snapshot();
   if (!held) return {};
   MirrorAttachment& m = *held;
@@ -344,7 +375,7 @@ Status NativeSandbox::persist_changes() {
   std::lock_guard lock(m.sync_mu);
   if (m.done >= want) return {};
   const std::uint64_t covers = m.requested.load();
-  if (auto st = run_mirror_worker(m, false); !st) return st;
+  if (auto st = run_mirror_worker(m, false, timeout); !st) return st;
   m.done = covers;
   return {};
 }
