@@ -66,6 +66,10 @@ MirrorStats mirror_tree(int from, int to, const MirrorLimits& limits);
 // staging is removed. 0 or an errno. (mirror_tree does it for its `to`.)
 int recover_staging(int dir);
 
+// One name beneath directory fd `dir` as every walk here opens it: openat2
+// with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV, O_NOFOLLOW.
+int mirror_open_beneath(int dir, const char* name, int flags);
+
 // Removes everything beneath directory fd `dir` (not `dir` itself), never
 // following a symlink nor leaving dir's filesystem. 0 or an errno.
 int clear_tree(int dir);
