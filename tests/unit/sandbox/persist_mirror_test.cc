@@ -11,9 +11,12 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <future>
 #include <string>
 
 #include "sandbox/native/fs_util.h"
+#include "sandbox/native/persist_mirror_store.h"
 
 namespace sandcastle::sandbox::native {
 namespace {
@@ -321,6 +324,55 @@ TEST_F(MirrorTreeTest, PathsLongerThanPathMaxAreCopied) {
   ::close(dir);
   EXPECT_EQ(clear_tree(from_), 0);
   EXPECT_EQ(clear_tree(to_), 0);
+}
+
+// While a storage is removed (its walk, here held at a latch) the store's
+// lock is free: other storages attach, the one removed is refused, and a
+// last owner dropped meanwhile ends without the lock (no self-deadlock).
+TEST(MirrorStoreTest, RemoveWalksWithoutHoldingTheStore) {
+  char tmpl[] = "/var/tmp/sc-mirror-store-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  MirrorStore store(dir + "/storage");
+  {
+    auto a = store.attach("gone-1");
+    ASSERT_TRUE(a.ok()) << a.error().message();
+  }
+  std::promise<void> walking, finish;
+  auto finish_f = finish.get_future().share();
+  auto removed = std::async(std::launch::async, [&] {
+    return store.remove("gone-1", [&](const PersistMirrorWire& w, int store_fd, int) -> Status {
+      EXPECT_EQ(w.direction, MirrorDirection::kClear);
+      walking.set_value();
+      finish_f.wait();
+      return clear_tree(store_fd) == 0 ? Status{} : Error::make(ErrorCode::kIo, "clear");
+    });
+  });
+  walking.get_future().wait();
+  auto other = std::async(std::launch::async, [&] { return store.attach("other-1"); });
+  // (On a failed assertion the walk still ends, so the futures can.)
+  struct Finish {
+    std::promise<void>& p;
+    bool done = false;
+    ~Finish() {
+      if (!done) p.set_value();
+    }
+  } guard{finish};
+  ASSERT_EQ(other.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "attach waited for another storage's removal";
+  auto got = other.get();
+  EXPECT_TRUE(got.ok()) << got.error().message();
+  auto again = store.attach("gone-1");
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code, ErrorCode::kFailedPrecondition);
+  got->reset();  // the last owner, while nothing holds the store's lock
+  guard.done = true;
+  finish.set_value();
+  auto st = removed.get();
+  EXPECT_TRUE(st.ok()) << st.error().message();
+  EXPECT_NE(::access((dir + "/storage/gone-1").c_str(), F_OK), 0);
+  EXPECT_TRUE(store.attach("other-1").ok());
+  (void)remove_tree(dir);
 }
 
 TEST(PersistMirrorWire, DecodersRefuseBadInput) {
