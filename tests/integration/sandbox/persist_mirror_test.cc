@@ -437,6 +437,31 @@ TEST_F(PersistMirrorTest, AStoppedWorkerIsKilledAndTheCallFails) {
   EXPECT_TRUE(backend()->remove_storage("ms-1").ok());
 }
 
+// A file the sandbox made unreadable to itself (chmod 000) is kept, with
+// its mode, and comes back on the next start; its mode in the sandbox is
+// as it was.
+TEST_F(PersistMirrorTest, AFileWithoutReadPermissionIsKept) {
+  auto sb = make(spec("mu-1"));
+  ASSERT_NE(sb, nullptr);
+  EXPECT_EQ(sh(*sb,
+               "echo locked > /workspace/locked && chmod 000 /workspace/locked && "
+               "stat -c %a /workspace/locked"),
+            "0\n");
+  struct stat st {};
+  ASSERT_EQ(::stat(copy_of("mu-1", "locked").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0u);
+  EXPECT_EQ(st.st_size, 7);
+  EXPECT_EQ(sh(*sb, "stat -c %a /workspace/locked"), "0\n");
+  ASSERT_TRUE(sb->release().ok());
+  auto again = make(spec("mu-1"));
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(sh(*again,
+               "stat -c %a /workspace/locked && chmod 600 /workspace/locked && "
+               "cat /workspace/locked"),
+            "0\nlocked\n");
+  ASSERT_TRUE(again->destroy().ok());
+}
+
 // A store image's sandbox: its overlay's upper dir is kept (writes to /,
 // deletions of image files as whiteouts, a directory made anew as opaque),
 // copied back by its init before the overlay is mounted.
@@ -563,7 +588,7 @@ TEST(PersistMirror, TestsRunInAProcessOfTheirOwn) {
   ::unsetenv(kStorageEnv);
   ::unsetenv(kHostEnv);
   EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.out;
-  EXPECT_NE(child.out.find("[  PASSED  ] 9 tests."), std::string::npos) << child.out;
+  EXPECT_NE(child.out.find("[  PASSED  ] 10 tests."), std::string::npos) << child.out;
   // Every test removed its storage.
   EXPECT_TRUE(native::list_dir(storage).empty());
   (void)native::remove_tree(base);
