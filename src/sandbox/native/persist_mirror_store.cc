@@ -176,7 +176,7 @@ Status MirrorStore::remove(const std::string& id, const Walker& walk) {
     const std::string& id;
     ~Done() {
       std::lock_guard lock(s->mu_);
-      s->busy_.erase(id);
+      s->busy_.erase(s->busy_.find(id));
     }
   } done{this, id};
   // Emptied beneath an fd first (the sandbox's names and links, never
@@ -212,18 +212,22 @@ Status MirrorStore::copy(const std::string& from, const std::string& to, const W
   std::shared_ptr<MirrorAttachment> running;
   {
     std::lock_guard lock(mu_);
-    if (find_attached(to) || busy_.count(to) || busy_.count(from)) return in_use(to);
+    if (find_attached(to) || busy_.count(to)) return in_use(to);
     running = find_attached(from);
-    busy_.insert(to);  // not attached nor removed while it is being made
+    // `to` is not attached nor removed while it is being made; a source
+    // not running is not woken (its restore would race the walk) nor
+    // removed meanwhile (a running one's sync_mu is held below).
+    busy_.insert(to);
+    if (!running) busy_.insert(from);
   }
   struct Done {
     MirrorStore* s;
-    const std::string& id;
+    std::vector<std::string> ids;
     ~Done() {
       std::lock_guard lock(s->mu_);
-      s->busy_.erase(id);
+      for (const auto& id : ids) s->busy_.erase(s->busy_.find(id));
     }
-  } done{this, to};
+  } done{this, running ? std::vector<std::string>{to} : std::vector<std::string>{to, from}};
   const char* kind = kind_of(from);
   auto src = open_kept(from, kind, false);
   if (!src) {
@@ -231,6 +235,8 @@ Status MirrorStore::copy(const std::string& from, const std::string& to, const W
       return Error::make(ErrorCode::kNotFound, "no storage " + from);
     return src.take_error();
   }
+  struct stat before {};
+  const bool to_is_new = ::lstat(dir_of(to).c_str(), &before) != 0 && errno == ENOENT;
   auto dst = open_kept(to, kind, true);
   if (!dst) return dst.take_error();
   // A running source: its last completed sync, not one half done.
@@ -240,9 +246,17 @@ Status MirrorStore::copy(const std::string& from, const std::string& to, const W
   w.direction = MirrorDirection::kCopy;
   w.max_bytes = ~std::uint64_t{0};  // the source is bounded already
   w.max_entries = kMaxEntries;
-  if (auto st = walk(w, src->get(), dst->get()); !st)
+  if (auto st = walk(w, src->get(), dst->get()); !st) {
+    // No half copy left as a storage of its own: emptied beneath its fd
+    // (a walker's work, as always), then the server's directories.
+    if (to_is_new) {
+      PersistMirrorWire clear;
+      clear.direction = MirrorDirection::kClear;
+      if (walk(clear, dst->get(), -1)) (void)remove_tree(dir_of(to));
+    }
     return Error::make(st.error().code,
                        "copy storage " + from + " to " + to + ": " + st.error().message());
+  }
   return {};
 }
 

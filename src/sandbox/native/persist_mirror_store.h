@@ -94,7 +94,8 @@ class MirrorStore {
   std::string storage_dir_;
   mutable std::mutex mu_;
   std::map<std::string, std::weak_ptr<MirrorAttachment>> attached_;
-  std::set<std::string> busy_;  // being removed, or made by copy (under mu_)
+  // Being removed, made by copy, or copied from while not running (under mu_).
+  std::multiset<std::string> busy_;
 };
 
 // A storage of the other kind: a root server's disk image for an

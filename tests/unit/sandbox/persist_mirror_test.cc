@@ -14,6 +14,7 @@
 #include <chrono>
 #include <future>
 #include <string>
+#include <vector>
 
 #include "sandbox/native/fs_util.h"
 #include "sandbox/native/persist_mirror_store.h"
@@ -372,6 +373,38 @@ TEST(MirrorStoreTest, RemoveWalksWithoutHoldingTheStore) {
   EXPECT_TRUE(st.ok()) << st.error().message();
   EXPECT_NE(::access((dir + "/storage/gone-1").c_str(), F_OK), 0);
   EXPECT_TRUE(store.attach("other-1").ok());
+  (void)remove_tree(dir);
+}
+
+// A copy whose walk fails leaves no half-made storage behind; while it
+// runs, the source (not running) cannot be attached.
+TEST(MirrorStoreTest, AFailedCopyLeavesNoStorage) {
+  char tmpl[] = "/var/tmp/sc-mirror-store-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  MirrorStore store(dir + "/storage");
+  {
+    auto a = store.attach("src-1");
+    ASSERT_TRUE(a.ok()) << a.error().message();
+    put((*a)->path() + "/f", "data");
+  }
+  auto st = store.copy(
+      "src-1", "dst-1", [&](const PersistMirrorWire& w, int store_fd, int to_fd) -> Status {
+        if (w.direction == MirrorDirection::kClear)
+          return clear_tree(store_fd) == 0 ? Status{} : Error::make(ErrorCode::kIo, "clear");
+        EXPECT_EQ(w.direction, MirrorDirection::kCopy);
+        auto busy = store.attach("src-1");
+        EXPECT_FALSE(busy.ok());
+        // Half done, then failed.
+        EXPECT_EQ(mirror_tree(store_fd, to_fd, MirrorLimits{1 << 20, 100}).err, 0);
+        return Error::make(ErrorCode::kResourceExhausted, "walk failed");
+      });
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code, ErrorCode::kResourceExhausted);
+  EXPECT_NE(::access((dir + "/storage/dst-1").c_str(), F_OK), 0);
+  auto list = store.list();
+  EXPECT_EQ(list, std::vector<std::string>{"src-1"});
+  EXPECT_TRUE(store.attach("src-1").ok());
   (void)remove_tree(dir);
 }
 
