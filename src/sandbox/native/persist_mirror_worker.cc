@@ -123,7 +123,7 @@ std::optional<StepError> restore_mirror_at_mount(const InitConfig& config, const
       if (from < 0 || to < 0)
         s.err = errno;
       else if ((s.err = recover_staging(from)) == 0)
-        s = mirror_tree(from, to, MirrorLimits{max_bytes, 1'000'000});
+        s = mirror_tree(from, to, MirrorLimits{max_bytes, 262'144});  // as the syncs bound it
     }
     const std::int32_t err = s.err;
     (void)!::write(pipefd[1], &err, sizeof err);
