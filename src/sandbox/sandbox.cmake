@@ -15,6 +15,7 @@ set(SANDCASTLE_INIT_SOURCES
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/file_worker.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/layer_export.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/persist_mirror.cc
+  ${PROJECT_SOURCE_DIR}/src/sandbox/native/persist_mirror_worker.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/zygote_loop.cc)
 add_executable(sandcastle-init ${SANDCASTLE_INIT_SOURCES})
 target_include_directories(sandcastle-init PRIVATE ${PROJECT_SOURCE_DIR}/src)

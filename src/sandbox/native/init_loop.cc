@@ -138,12 +138,26 @@ void start_layer_worker(int control_fd, int signal_fd, const InitConfig& config,
   }
 }
 
+// The last persist worker, as a pidfd (a pid could be reused once reaped).
+int g_mirror_pidfd = -1;
+
+// Killed, stopped or not (the sandbox's uid can SIGSTOP it; SIGKILL still
+// ends it), so that two workers never write one storage.
+void stop_mirror_worker() {
+  if (g_mirror_pidfd < 0) return;
+  (void)syscall(SYS_pidfd_send_signal, g_mirror_pidfd, SIGKILL, nullptr, 0);
+  ::close(g_mirror_pidfd);
+  g_mirror_pidfd = -1;
+}
+
 // A persistent sandbox's copy on disk brought up to date, or copied back
-// (persist_mirror.h); one worker per request.
+// (persist_mirror.h); one worker per request, one at a time.
 void start_mirror_worker(int control_fd, int signal_fd, const InitConfig& config,
                          std::string_view payload, ReceivedMessage& m, const Slot& slot) {
   auto w = decode_persist_mirror(payload);
-  if (!w || m.nfds < 2 || m.nfds > 3) return;
+  if (!w) return;
+  stop_mirror_worker();
+  if (w->direction == MirrorDirection::kAbort || m.nfds < 2 || m.nfds > 3) return;
   pid_t pid = ::fork();
   if (pid == 0) {
     ::close(control_fd);
@@ -151,6 +165,7 @@ void start_mirror_worker(int control_fd, int signal_fd, const InitConfig& config
     if (slot.fd >= 0) ::close(slot.fd);
     run_persist_mirror(m.fds[0], m.fds[1], m.nfds == 3 ? m.fds[2] : -1, g_rw_fd, config, *w);
   }
+  if (pid > 0) g_mirror_pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
 }
 
 // Receives one request; returns false when the server has gone away.

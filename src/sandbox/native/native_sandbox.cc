@@ -186,8 +186,9 @@ Status NativeSandbox::end(bool remove_files) {
       std::shared_lock lock(mu_);
       running = !destroyed_ && mirror_ && !frozen_;
     }
+    // (Bounded shortly: a sandbox that stops its own worker delays no release.)
     if (running)
-      if (auto st = persist_changes(); !st)
+      if (auto st = persist_within(std::chrono::seconds(20)); !st)
         spdlog::warn("native sandbox {}: last copy of its files: {}", id_, st.error().message());
   }
   {

@@ -214,7 +214,12 @@ class NativeSandbox : public Sandbox {
   void keep_disk(std::shared_ptr<AttachedDisk> disk) { disk_ = std::move(disk); }
   // One persist worker request (persist_mirror.h) run in this sandbox on
   // the given directory fds; the reply's error as a Status.
-  Status run_store_worker(const PersistMirrorWire& w, int store_fd, int other_fd = -1);
+  // `timeout` (0: the call timeout) bounds the whole request: the worker is
+  // then killed (a sandbox can SIGSTOP its own worker).
+  Status run_store_worker(const PersistMirrorWire& w, int store_fd, int other_fd = -1,
+                          std::chrono::milliseconds timeout = {});
+  // How long a call's sync may take (300 s; tests lower it).
+  void set_persist_timeout(std::chrono::milliseconds t) { persist_timeout_ms_ = t.count(); }
   // Without root: the storage's copy on disk, copied into /workspace now
   // (`restore`; an image sandbox's init copied its upper dir already).
   Status keep_mirror(std::shared_ptr<MirrorAttachment> mirror, bool restore = true);
@@ -232,7 +237,11 @@ class NativeSandbox : public Sandbox {
   Result<ExecResult> run_exec(const ExecRequest& req, const ExecCallbacks& callbacks,
                               const CancelToken* cancel);
   // One persist worker in the sandbox: /workspace to disk, or back.
-  Status run_mirror_worker(const MirrorAttachment& m, bool restore);
+  Status run_mirror_worker(const MirrorAttachment& m, bool restore,
+                           std::chrono::milliseconds timeout = {});
+  // persist_changes with this bound on the sync (release: a short one).
+  Status persist_within(std::chrono::milliseconds timeout);
+  std::atomic<std::int64_t> persist_timeout_ms_{300'000};
   std::shared_ptr<MirrorAttachment> mirror_snapshot() const;
 
   std::string id_;

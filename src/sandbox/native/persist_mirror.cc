@@ -3,12 +3,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
-#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -21,65 +18,17 @@
 #include <string>
 #include <vector>
 
-#include "sandbox/native/caps.h"
-#include "sandbox/native/file_wire.h"
-#include "sandbox/native/file_worker.h"
-
 namespace sandcastle::sandbox::native {
-
-std::string encode(const PersistMirrorWire& w) {
-  WireWriter o;
-  o.u32(static_cast<std::uint32_t>(w.direction));
-  o.u64(w.max_bytes);
-  o.u64(w.max_entries);
-  return o.bytes();
-}
-
-std::optional<PersistMirrorWire> decode_persist_mirror(std::string_view bytes) {
-  WireReader r(bytes);
-  PersistMirrorWire w;
-  const std::uint32_t d = r.u32();
-  w.max_bytes = r.u64();
-  w.max_entries = r.u64();
-  if (!r.ok() || !r.at_end()) return std::nullopt;
-  if (d < static_cast<std::uint32_t>(MirrorDirection::kSave) ||
-      d > static_cast<std::uint32_t>(MirrorDirection::kClear))
-    return std::nullopt;
-  w.direction = static_cast<MirrorDirection>(d);
-  return w;
-}
-
-std::string encode(const MirrorStats& s) {
-  WireWriter o;
-  o.i32(s.err);
-  o.str(s.message.substr(0, 4096));
-  for (std::uint64_t v :
-       {s.entries, s.copied_files, s.copied_bytes, s.removed, s.skipped, s.total_bytes})
-    o.u64(v);
-  return o.bytes();
-}
-
-std::optional<MirrorStats> decode_mirror_stats(std::string_view bytes) {
-  WireReader r(bytes);
-  MirrorStats s;
-  s.err = r.i32();
-  s.message = r.str();
-  s.entries = r.u64();
-  s.copied_files = r.u64();
-  s.copied_bytes = r.u64();
-  s.removed = r.u64();
-  s.skipped = r.u64();
-  s.total_bytes = r.u64();
-  if (!r.ok() || !r.at_end() || s.message.size() > 4096) return std::nullopt;
-  return s;
-}
 
 namespace {
 
 constexpr int kMaxDepth = 128;
 constexpr std::size_t kChunk = 256 * 1024;
-// Where a changed file is written before it is renamed over its copy.
-constexpr const char* kTmpName = ".sc-mirror.tmp";
+// The copy's own directory at its root (a source entry of that name is
+// skipped): temporaries (written, then renamed into place) and "old", what
+// the source no longer has, set aside until the pass is complete.
+constexpr const char* kStageDir = ".sc-mirror";
+constexpr const char* kOldDir = "old";
 
 std::uint64_t round4k(std::uint64_t n) {
   return (n + 4095) & ~std::uint64_t{4095};
@@ -206,27 +155,155 @@ bool read_link(int dir, const char* name, std::string& out) {
   return true;
 }
 
+// An unfinished pass's staged entries put back where the tree lacks them
+// (each entry then has its old or its new state), and the staging removed.
+int merge_back(int stage, int tree, int depth) {
+  if (depth > 2 * kMaxDepth) return ELOOP;
+  std::vector<std::string> names;
+  if (int e = read_names(stage, names, ~std::uint64_t{0}); e) return e;
+  for (const auto& n : names) {
+    struct stat have {
+    }, old{};
+    if (::fstatat(tree, n.c_str(), &have, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno != ENOENT) return errno;
+      if (::renameat(stage, n.c_str(), tree, n.c_str()) != 0) return errno;
+      continue;
+    }
+    if (::fstatat(stage, n.c_str(), &old, AT_SYMLINK_NOFOLLOW) != 0) return errno;
+    if (!S_ISDIR(have.st_mode) || !S_ISDIR(old.st_mode)) continue;  // the new state is there
+    FdGuard s(open_beneath(stage, n.c_str(), O_RDONLY | O_DIRECTORY));
+    FdGuard t(open_beneath(tree, n.c_str(), O_RDONLY | O_DIRECTORY));
+    if (s.fd < 0 || t.fd < 0) continue;
+    if (int e = merge_back(s.fd, t.fd, depth + 1); e) return e;
+  }
+  return 0;
+}
+
+// The directories of one tree as (parent, name) nodes, each name kept once
+// (a full path per entry would cost depth x 255 bytes each), and opened
+// again one name at a time beneath the tree's fd, the open chain cached.
+class DirWalk {
+ public:
+  struct Node {
+    std::uint32_t parent;
+    std::string name;
+  };
+  DirWalk(int root, const std::vector<Node>& nodes) : root_(root), nodes_(nodes) {}
+  ~DirWalk() { truncate(0); }
+  DirWalk(const DirWalk&) = delete;
+  DirWalk& operator=(const DirWalk&) = delete;
+
+  // The directory `node` (0: the root itself), or -1 with errno.
+  int at(std::uint32_t node) {
+    std::vector<std::uint32_t> want;
+    for (std::uint32_t n = node; n != 0; n = nodes_[n].parent) want.push_back(n);
+    std::reverse(want.begin(), want.end());
+    std::size_t same = 0;
+    while (same < chain_.size() && same < want.size() && chain_[same] == want[same]) ++same;
+    truncate(same);
+    for (std::size_t i = same; i < want.size(); ++i) {
+      const int parent = fds_.empty() ? root_ : fds_.back();
+      int fd = open_beneath(parent, nodes_[want[i]].name.c_str(), O_RDONLY | O_DIRECTORY);
+      if (fd < 0) return -1;
+      chain_.push_back(want[i]);
+      fds_.push_back(fd);
+    }
+    return fds_.empty() ? root_ : fds_.back();
+  }
+
+ private:
+  void truncate(std::size_t n) {
+    while (fds_.size() > n) {
+      ::close(fds_.back());
+      fds_.pop_back();
+      chain_.pop_back();
+    }
+  }
+  int root_;
+  const std::vector<Node>& nodes_;
+  std::vector<std::uint32_t> chain_;
+  std::vector<int> fds_;
+};
+
+// What a directory, symlink or whiteout costs on the copy's disk (ext4: a
+// block), though (almost) nothing on the sandbox's tmpfs.
+constexpr std::uint64_t kEntryCharge = 4096;
+
+std::uint64_t entry_charge(const struct stat& st) {
+  return S_ISREG(st.st_mode) ? charge(st) : kEntryCharge;
+}
+
+// A file of the sandbox's uid without u+r (chmod 000): kept all the same,
+// read after a brief u+r and its mode put back through the opened file.
+// (Whatever name it is, it is the sandbox's own file in its own view.)
+int open_unreadable(int dir, const char* name) {
+  FdGuard path(open_beneath(dir, name, O_PATH));
+  struct stat st {};
+  if (path.fd < 0 || ::fstat(path.fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      st.st_uid != ::geteuid()) {
+    errno = EACCES;
+    return -1;
+  }
+  if (::fchmodat(dir, name, (st.st_mode & 07777) | S_IRUSR, 0) != 0) return -1;
+  int fd = open_beneath(dir, name, O_RDONLY | O_NOCTTY | O_NONBLOCK);
+  const int e = errno;
+  struct stat now {};
+  if (fd >= 0 && ::fstat(fd, &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev) {
+    (void)::fchmod(fd, st.st_mode & 07777);
+    return fd;
+  }
+  if (fd >= 0) ::close(fd);
+  errno = fd >= 0 ? ENOENT : e;  // replaced meanwhile: the next pass sees it
+  return -1;
+}
+
 class Mirror {
  public:
-  Mirror(int from, int to, const MirrorLimits& limits) : from_(from), to_(to), limits_(limits) {}
+  Mirror(int from, int to, const MirrorLimits& limits) : from_(from), to_(to), limits_(limits) {
+    nodes_.push_back({0, ""});
+  }
+  ~Mirror() {
+    if (stage_root_ >= 0) ::close(stage_root_);
+  }
+  Mirror(const Mirror&) = delete;
+  Mirror& operator=(const Mirror&) = delete;
 
   MirrorStats run() {
     struct stat root {};
-    if (::fstat(from_, &root) != 0) {
+    if (int e = recover_staging(to_); e) {
+      fail(e, "recover the copy's unfinished sync");
+    } else if (::fstat(from_, &root) != 0) {
       fail(errno, "stat the source");
-    } else if (plan(from_, to_, "", 0)) {
-      if (int e = sync_opaque(from_, to_); e) fail(e, "mark the copy's root");
-      apply();
+    } else {
+      Stage top{nullptr, nullptr, -1, 0};
+      if (plan(from_, to_, 0, 0, top)) {
+        if (int m = sync_opaque(from_, to_); m) fail(m, "mark the copy's root");
+        apply();
+      }
+      if (top.fd >= 0) ::close(top.fd);
+      // Complete: what the source no longer has goes for good.
+      // (A failed one keeps what it set aside, for the next pass to put back.)
+      if (stats_.err == 0 || staged_ == 0) {
+        if (int d = drop_staging(); d) fail(d, "remove the copy's old entries");
+      }
     }
     stats_.total_bytes = total_;
     return stats_;
   }
 
  private:
+  using Node = DirWalk::Node;
   struct Pending {
-    std::string dir;  // relative, "" or "a/b/"
+    std::uint32_t dir;  // a node
     std::string name;
     Kind kind;
+  };
+  // A directory's place in the staging tree, made when first needed.
+  struct Stage {
+    Stage* parent;
+    const std::string* name;
+    int fd;
+    std::uint64_t gen;
   };
 
   bool fail(int err, std::string message) {
@@ -237,21 +314,113 @@ class Mirror {
     return false;
   }
 
-  // Pass 1, one directory: what `to` has and `from` has not goes now;
-  // unchanged files are counted; changed ones are noted for pass 2.
-  bool plan(int from, int to, const std::string& rel, int depth) {
-    if (depth > kMaxDepth) return fail(ELOOP, "/" + rel + ": deeper than 128 directories");
+  std::string path_of(std::uint32_t node, const std::string& name = "") const {
+    std::vector<const std::string*> parts;
+    for (std::uint32_t n = node; n != 0 && parts.size() < 16; n = nodes_[n].parent)
+      parts.push_back(&nodes_[n].name);
+    std::string out = parts.size() == 16 ? "/..." : "";
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+      out.push_back('/');
+      out.append(**it);
+    }
+    out.push_back('/');
+    out.append(name);
+    return out;
+  }
+
+  // <to>/.sc-mirror: made on first use; its "old" is the staging tree.
+  int stage_root() {
+    if (stage_root_ >= 0) return stage_root_;
+    if (::mkdirat(to_, kStageDir, 0700) != 0 && errno != EEXIST) return -1;
+    stage_root_ = open_beneath(to_, kStageDir, O_RDONLY | O_DIRECTORY);
+    return stage_root_;
+  }
+  int stage_fd(Stage& s) {
+    if (s.fd >= 0 && s.gen == stage_gen_) return s.fd;
+    if (s.fd >= 0) ::close(s.fd);
+    s.fd = -1;
+    s.gen = stage_gen_;
+    int parent;
+    const char* name;
+    if (!s.parent) {
+      parent = stage_root();
+      name = kOldDir;
+    } else {
+      parent = stage_fd(*s.parent);
+      name = s.name->c_str();
+    }
+    if (parent < 0) return -1;
+    if (::mkdirat(parent, name, 0700) != 0 && errno != EEXIST) return -1;
+    s.fd = open_beneath(parent, name, O_RDONLY | O_DIRECTORY);
+    return s.fd;
+  }
+
+  // Data of `dir` as the bound counts it (a staged entry still counts).
+  std::uint64_t measure(int dir, int depth) {
+    std::vector<std::string> names;
+    if (depth > 2 * kMaxDepth || read_names(dir, names, ~std::uint64_t{0}) != 0) return 0;
+    std::uint64_t sum = 0;
+    for (const auto& n : names) {
+      struct stat st {};
+      if (::fstatat(dir, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (S_ISREG(st.st_mode) && st.st_nlink > 1 && !counted_.insert({st.st_dev, st.st_ino}).second)
+        continue;
+      sum += entry_charge(st);
+      if (S_ISDIR(st.st_mode)) {
+        FdGuard sub(open_beneath(dir, n.c_str(), O_RDONLY | O_DIRECTORY));
+        if (sub.fd >= 0) sum += measure(sub.fd, depth + 1);
+      }
+    }
+    return sum;
+  }
+
+  // `need` more bytes fit under the bound; staged entries (the old state
+  // of what the source no longer has) are given up first if they must.
+  bool room(std::uint64_t need) {
+    if (total_ + need <= limits_.max_bytes) return true;
+    if (staged_ > 0 && drop_old() == 0) return total_ + need <= limits_.max_bytes;
+    return false;
+  }
+  // The staged entries given up (the temporary being written stays).
+  int drop_old() {
+    if (staged_ == 0) return 0;
+    if (stage_root() < 0) return errno;
+    if (int e = remove_entry(stage_root_, kOldDir, 0); e) return e;
+    ++stage_gen_;  // the Stages' fds are of removed directories now
+    total_ -= std::min(total_, staged_);
+    staged_ = 0;
+    return 0;
+  }
+  // The staging removed whole, at the end of a pass.
+  int drop_staging() {
+    if (int e = remove_entry(to_, kStageDir, 0); e) return e;
+    if (stage_root_ >= 0) ::close(stage_root_);
+    stage_root_ = -1;
+    total_ -= std::min(total_, staged_);
+    staged_ = 0;
+    return 0;
+  }
+
+  // Pass 1, one directory: what `to` has and `from` has not is moved aside
+  // (dropped once pass 2 is done); unchanged files are counted; changed
+  // ones are noted for pass 2.
+  bool plan(int from, int to, std::uint32_t node, int depth, Stage& stage) {
+    if (depth > kMaxDepth) return fail(ELOOP, path_of(node) + ": deeper than 128 directories");
     std::vector<std::string> from_names, to_names;
     if (int e = read_names(from, from_names, limits_.max_entries); e)
-      return fail(e, "list /" + rel);
-    if (int e = read_names(to, to_names, ~std::uint64_t{0}); e)
-      return fail(e, "list copy of /" + rel);
+      return fail(e, "list " + path_of(node));
+    if (int e = read_names(to, to_names, 2 * limits_.max_entries + 16); e)
+      return fail(e, "list copy of " + path_of(node));
     std::map<std::string, struct stat> src;
     for (const auto& n : from_names) {
+      if (depth == 0 && n == kStageDir) {
+        ++stats_.skipped;  // the name the copy keeps for itself
+        continue;
+      }
       struct stat st {};
       if (::fstatat(from, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
         if (errno == ENOENT) continue;
-        return fail(errno, "stat /" + rel + n);
+        return fail(errno, "stat " + path_of(node, n));
       }
       if (++stats_.entries > limits_.max_entries)
         return fail(E2BIG, "more than " + std::to_string(limits_.max_entries) + " files");
@@ -259,17 +428,32 @@ class Mirror {
     }
     std::vector<std::string> dirs;
     for (const auto& n : to_names) {
+      if (depth == 0 && n == kStageDir) continue;
       auto it = src.find(n);
       struct stat dst {};
       if (::fstatat(to, n.c_str(), &dst, AT_SYMLINK_NOFOLLOW) != 0) {
         if (errno == ENOENT) continue;
-        return fail(errno, "stat copy of /" + rel + n);
+        return fail(errno, "stat copy of " + path_of(node, n));
       }
       const Kind dk = kind_of(dst);
       const bool keep = it != src.end() && kind_of(it->second) == dk && dk != Kind::kOther;
       if (!keep) {
-        if (int e = remove_entry(to, n.c_str(), depth); e)
-          return fail(e, "remove copy of /" + rel + n);
+        // Aside, not away: a kill before pass 2 is done leaves it restorable.
+        std::uint64_t c = dk == Kind::kRegular && dst.st_nlink > 1 &&
+                                  !counted_.insert({dst.st_dev, dst.st_ino}).second
+                              ? 0
+                              : entry_charge(dst);
+        if (dk == Kind::kDirectory) {
+          FdGuard sub(open_beneath(to, n.c_str(), O_RDONLY | O_DIRECTORY));
+          if (sub.fd >= 0) c += measure(sub.fd, depth + 1);
+        }
+        const int s = stage_fd(stage);
+        if (s < 0) return fail(errno, "set aside copy of " + path_of(node, n));
+        (void)remove_entry(s, n.c_str(), depth);  // an older staged one
+        if (::renameat(to, n.c_str(), s, n.c_str()) != 0)
+          return fail(errno, "set aside copy of " + path_of(node, n));
+        total_ += c;
+        staged_ += c;
         ++stats_.removed;
         continue;
       }
@@ -278,21 +462,24 @@ class Mirror {
         if (dst.st_nlink == 1 || counted_.insert({dst.st_dev, dst.st_ino}).second)
           total_ += charge(dst);
         if (!same_file(it->second, dst))
-          pending_.push_back({rel, n, dk});
+          pending_.push_back({node, n, dk});
         else if (it->second.st_nlink > 1)
-          links_.emplace(std::make_pair(it->second.st_dev, it->second.st_ino), rel + n);
+          links_.emplace(std::make_pair(it->second.st_dev, it->second.st_ino),
+                         std::make_pair(node, n));
       } else if (dk == Kind::kWhiteout) {
-        // Nothing to compare.
+        total_ += kEntryCharge;  // nothing to compare
       } else if (dk == Kind::kSymlink) {
+        total_ += kEntryCharge;
         std::string a, b;
         if (!read_link(from, n.c_str(), a) || !read_link(to, n.c_str(), b) || a != b)
-          pending_.push_back({rel, n, dk});
+          pending_.push_back({node, n, dk});
       } else {
+        total_ += kEntryCharge;
         dirs.push_back(n);
       }
       src.erase(it);
     }
-    if (total_ > limits_.max_bytes)
+    if (total_ > limits_.max_bytes && !room(0))
       return fail(ENOSPC, "the copy on disk holds more than the disk limit");
     // What only `from` has: directories made now, files for pass 2.
     for (const auto& [n, st] : src) {
@@ -300,11 +487,15 @@ class Mirror {
       if (k == Kind::kOther) {
         ++stats_.skipped;
       } else if (k == Kind::kDirectory) {
+        if (!room(kEntryCharge))
+          return fail(ENOSPC, "make copy of " + path_of(node, n) +
+                                  ": the copy on disk would pass the disk limit");
         if (::mkdirat(to, n.c_str(), 0700) != 0 && errno != EEXIST)
-          return fail(errno, "make copy of /" + rel + n);
+          return fail(errno, "make copy of " + path_of(node, n));
+        total_ += kEntryCharge;
         dirs.push_back(n);
       } else {
-        pending_.push_back({rel, n, k});
+        pending_.push_back({node, n, k});
       }
     }
     for (const auto& n : dirs) {
@@ -316,12 +507,18 @@ class Mirror {
           ++stats_.skipped;
           continue;
         }
-        return fail(errno, "open /" + rel + n);
+        return fail(errno, "open " + path_of(node, n));
       }
       FdGuard t(open_beneath(to, n.c_str(), O_RDONLY | O_DIRECTORY));
-      if (t.fd < 0) return fail(errno, "open copy of /" + rel + n);
-      if (!plan(f.fd, t.fd, rel + n + "/", depth + 1)) return false;
-      if (int e = sync_opaque(f.fd, t.fd); e) return fail(e, "mark copy of /" + rel + n);
+      if (t.fd < 0) return fail(errno, "open copy of " + path_of(node, n));
+      if (nodes_.size() >= 0xffffffffu) return fail(E2BIG, "too many directories");
+      const auto child = static_cast<std::uint32_t>(nodes_.size());
+      nodes_.push_back({node, n});
+      Stage sub{&stage, &n, -1, 0};
+      const bool ok = plan(f.fd, t.fd, child, depth + 1, sub);
+      if (sub.fd >= 0) ::close(sub.fd);
+      if (!ok) return false;
+      if (int e = sync_opaque(f.fd, t.fd); e) return fail(e, "mark copy of " + path_of(child));
       struct stat fs = {}, ts = {};
       // Writable for the next pass whatever the source says (0700 at least).
       if (::fstat(f.fd, &fs) == 0 && ::fstat(t.fd, &ts) == 0 &&
@@ -333,68 +530,131 @@ class Mirror {
 
   // Pass 2: the changed and new files, with the running total.
   void apply() {
+    DirWalk from_walk(from_, nodes_), to_walk(to_, nodes_);
     for (const auto& p : pending_) {
-      FdGuard from(p.dir.empty() ? ::fcntl(from_, F_DUPFD_CLOEXEC, 0)
-                                 : open_beneath(from_, p.dir.c_str(), O_RDONLY | O_DIRECTORY));
-      if (from.fd < 0) continue;  // its directory changed since pass 1: the next pass sees it
-      FdGuard to(p.dir.empty() ? ::fcntl(to_, F_DUPFD_CLOEXEC, 0)
-                               : open_beneath(to_, p.dir.c_str(), O_RDONLY | O_DIRECTORY));
-      if (to.fd < 0) {
-        fail(errno, "open copy of /" + p.dir);
+      const int from = from_walk.at(p.dir);
+      if (from < 0) continue;  // its directory changed since pass 1: the next pass sees it
+      const int to = to_walk.at(p.dir);
+      if (to < 0) {
+        fail(errno, "open copy of " + path_of(p.dir));
         return;
       }
       bool ok;
       if (p.kind == Kind::kSymlink)
-        ok = copy_link(from.fd, to.fd, p);
+        ok = copy_link(from, to, p);
       else if (p.kind == Kind::kWhiteout)
-        ok = copy_whiteout(from.fd, to.fd, p);
+        ok = copy_whiteout(from, to, p);
       else
-        ok = copy_file(from.fd, to.fd, p);
+        ok = copy_file(from, to, p);
       if (!ok) return;
     }
   }
 
+  // A temporary name in <to>/.sc-mirror, which no source entry can have;
+  // unique per worker (pid) and per file.
+  int make_tmp(std::string& name) {
+    if (stage_root() < 0) return -1;
+    name = "tmp-" + std::to_string(::getpid()) + "-" + std::to_string(++tmp_seq_);
+    (void)::unlinkat(stage_root_, name.c_str(), 0);
+    return stage_root_;
+  }
+  // The temporary renamed over `name` in `to` (a directory there first out).
+  int put_in_place(int to, const std::string& tmp, const Pending& p, bool have_old) {
+    if (!have_old) (void)remove_entry(to, p.name.c_str(), 0);
+    if (::renameat(stage_root_, tmp.c_str(), to, p.name.c_str()) != 0) {
+      int e = errno;
+      (void)::unlinkat(stage_root_, tmp.c_str(), 0);
+      return e;
+    }
+    return 0;
+  }
+
   bool copy_link(int from, int to, const Pending& p) {
-    std::string target;
+    std::string target, tmp;
     if (!read_link(from, p.name.c_str(), target)) return true;  // gone or changed
-    (void)::unlinkat(to, kTmpName, 0);
-    if (::symlinkat(target.c_str(), to, kTmpName) != 0)
-      return fail(errno, "copy symlink /" + p.dir + p.name);
-    // A directory where the link goes (the source changed meanwhile): out first.
-    (void)remove_entry(to, p.name.c_str(), 0);
-    if (::renameat(to, kTmpName, to, p.name.c_str()) != 0)
-      return fail(errno, "copy symlink /" + p.dir + p.name);
+    struct stat old {};
+    const bool have_old =
+        ::fstatat(to, p.name.c_str(), &old, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(old.st_mode);
+    if (!have_old && !room(kEntryCharge))
+      return fail(ENOSPC, "copy symlink " + path_of(p.dir, p.name) +
+                              ": the copy on disk would pass the disk limit");
+    const int s = make_tmp(tmp);
+    if (s < 0 || ::symlinkat(target.c_str(), s, tmp.c_str()) != 0)
+      return fail(errno, "copy symlink " + path_of(p.dir, p.name));
+    if (int e = put_in_place(to, tmp, p, have_old); e)
+      return fail(e, "copy symlink " + path_of(p.dir, p.name));
+    if (!have_old) total_ += kEntryCharge;
     ++stats_.copied_files;
     return true;
   }
 
   bool copy_whiteout(int from, int to, const Pending& p) {
     struct stat st = {};
+    std::string tmp;
     if (::fstatat(from, p.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
         kind_of(st) != Kind::kWhiteout)
       return true;  // changed since pass 1
-    (void)::unlinkat(to, kTmpName, 0);
-    if (::mknodat(to, kTmpName, S_IFCHR | 0600, makedev(0, 0)) != 0)
-      return fail(errno, "copy whiteout /" + p.dir + p.name);
-    (void)remove_entry(to, p.name.c_str(), 0);
-    if (::renameat(to, kTmpName, to, p.name.c_str()) != 0)
-      return fail(errno, "copy whiteout /" + p.dir + p.name);
+    if (!room(kEntryCharge))
+      return fail(ENOSPC, "copy whiteout " + path_of(p.dir, p.name) +
+                              ": the copy on disk would pass the disk limit");
+    const int s = make_tmp(tmp);
+    if (s < 0 || ::mknodat(s, tmp.c_str(), S_IFCHR | 0600, makedev(0, 0)) != 0)
+      return fail(errno, "copy whiteout " + path_of(p.dir, p.name));
+    if (int e = put_in_place(to, tmp, p, false); e)
+      return fail(e, "copy whiteout " + path_of(p.dir, p.name));
+    total_ += kEntryCharge;
     ++stats_.copied_files;
     return true;
   }
 
+  // Another name of this file copied already: linked to that copy, as the
+  // source has it (hardlinks cost their space once, here as there). The
+  // first name's directory is opened beneath `to_` and linked by one name.
+  // 1: linked; 0: not possible (copy the data); -1: failed.
+  int link_to_known(int to, const Pending& p, const struct stat& st, bool have_old,
+                    std::uint64_t old_charge) {
+    auto known = links_.find({st.st_dev, st.st_ino});
+    if (known == links_.end()) return 0;
+    if (!link_walk_) link_walk_ = std::make_unique<DirWalk>(to_, nodes_);
+    const int dir = link_walk_->at(known->second.first);
+    const char* first_name = known->second.second.c_str();
+    struct stat first {};
+    if (dir < 0 || ::fstatat(dir, first_name, &first, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(first.st_mode) || !same_file(st, first))
+      return 0;
+    std::string tmp;
+    const int s = make_tmp(tmp);
+    if (s < 0 || ::linkat(dir, first_name, s, tmp.c_str(), 0) != 0) {
+      fail(errno, "link copy of " + path_of(p.dir, p.name));
+      return -1;
+    }
+    if (!have_old) (void)remove_entry(to, p.name.c_str(), 0);
+    const int renamed = ::renameat(s, tmp.c_str(), to, p.name.c_str());
+    const int e = errno;
+    // (A rename onto another name of the same file does nothing.)
+    (void)::unlinkat(s, tmp.c_str(), 0);
+    if (renamed != 0) {
+      fail(e, "link copy of " + path_of(p.dir, p.name));
+      return -1;
+    }
+    total_ -= std::min(total_, old_charge);
+    ++stats_.copied_files;
+    return 1;
+  }
+
   bool copy_file(int from, int to, const Pending& p) {
     FdGuard src(open_beneath(from, p.name.c_str(), O_RDONLY | O_NOCTTY | O_NONBLOCK));
+    if (src.fd < 0 && errno == EACCES) src.fd = open_unreadable(from, p.name.c_str());
     if (src.fd < 0) {
       if (errno == ENOENT || errno == ELOOP || errno == EXDEV || errno == ENXIO) return true;
       if (errno == EACCES) {
-        ++stats_.skipped;
+        ++stats_.skipped;  // not the worker's (the sandbox uid's) own file
         return true;
       }
-      return fail(errno, "open /" + p.dir + p.name);
+      return fail(errno, "open " + path_of(p.dir, p.name));
     }
     struct stat st {};
-    if (::fstat(src.fd, &st) != 0) return fail(errno, "stat /" + p.dir + p.name);
+    if (::fstat(src.fd, &st) != 0) return fail(errno, "stat " + path_of(p.dir, p.name));
     if (!S_ISREG(st.st_mode)) return true;  // replaced since pass 1
     struct stat old {};
     std::uint64_t old_charge = 0;
@@ -404,42 +664,26 @@ class Mirror {
       old_charge = old.st_nlink == 1 ? charge(old) : 0;
       have_old = true;
     }
-    // Another name of this file copied already: linked to that copy, as the
-    // source has it (hardlinks cost their space once, here as there).
     if (st.st_nlink > 1) {
-      auto known = links_.find({st.st_dev, st.st_ino});
-      struct stat first {};
-      if (known != links_.end() &&
-          ::fstatat(to_, known->second.c_str(), &first, AT_SYMLINK_NOFOLLOW) == 0 &&
-          S_ISREG(first.st_mode) && same_file(st, first)) {
-        (void)::unlinkat(to, kTmpName, 0);
-        if (::linkat(to_, known->second.c_str(), to, kTmpName, 0) != 0)
-          return fail(errno, "link copy of /" + p.dir + p.name);
-        if (!have_old) (void)remove_entry(to, p.name.c_str(), 0);
-        const int renamed = ::renameat(to, kTmpName, to, p.name.c_str());
-        const int e = errno;
-        // (A rename onto another name of the same file does nothing.)
-        (void)::unlinkat(to, kTmpName, 0);
-        if (renamed != 0) return fail(e, "link copy of /" + p.dir + p.name);
-        total_ -= std::min(total_, old_charge);
-        ++stats_.copied_files;
-        return true;
-      }
+      const int linked = link_to_known(to, p, st, have_old, old_charge);
+      if (linked != 0) return linked > 0;
     }
     const auto size = static_cast<std::uint64_t>(st.st_size);
-    if (total_ + round4k(std::min<std::uint64_t>(size, std::uint64_t(st.st_blocks) * 512)) >
-            limits_.max_bytes &&
+    if (!room(round4k(std::min<std::uint64_t>(size, std::uint64_t(st.st_blocks) * 512))) &&
         have_old) {
       // Old and new together would not fit: the old copy goes first.
       if (::unlinkat(to, p.name.c_str(), 0) != 0)
-        return fail(errno, "remove copy of /" + p.dir + p.name);
+        return fail(errno, "remove copy of " + path_of(p.dir, p.name));
       total_ -= old_charge;
       old_charge = 0;
     }
-    (void)::unlinkat(to, kTmpName, 0);
-    FdGuard dst(::openat(to, kTmpName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (dst.fd < 0) return fail(errno, "write copy of /" + p.dir + p.name);
-    auto drop_tmp = [&] { (void)::unlinkat(to, kTmpName, 0); };
+    std::string tmp;
+    const int s = make_tmp(tmp);
+    if (s < 0) return fail(errno, "write copy of " + path_of(p.dir, p.name));
+    FdGuard dst(
+        ::openat(s, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (dst.fd < 0) return fail(errno, "write copy of " + path_of(p.dir, p.name));
+    auto drop_tmp = [&] { (void)::unlinkat(s, tmp.c_str(), 0); };
     if (!buf_) buf_ = std::make_unique_for_overwrite<char[]>(kChunk);
     std::uint64_t data = 0;  // bytes written
     std::uint64_t pos = 0;
@@ -457,15 +701,15 @@ class Mirror {
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) {
           drop_tmp();
-          return fail(errno, "read /" + p.dir + p.name);
+          return fail(errno, "read " + path_of(p.dir, p.name));
         }
         if (n == 0) {
           pos = size;  // shrank meanwhile
           break;
         }
-        if (total_ + round4k(data + static_cast<std::uint64_t>(n)) > limits_.max_bytes) {
+        if (!room(round4k(data + static_cast<std::uint64_t>(n)))) {
           drop_tmp();
-          return fail(ENOSPC, "copy /" + p.dir + p.name +
+          return fail(ENOSPC, "copy " + path_of(p.dir, p.name) +
                                   ": the copy on disk would pass the disk limit of " +
                                   std::to_string(limits_.max_bytes) + " bytes");
         }
@@ -476,7 +720,7 @@ class Mirror {
           if (w <= 0) {
             int e = w < 0 ? errno : EIO;
             drop_tmp();
-            return fail(e, "write copy of /" + p.dir + p.name);
+            return fail(e, "write copy of " + path_of(p.dir, p.name));
           }
           off += w;
         }
@@ -489,17 +733,12 @@ class Mirror {
         ::fchmod(dst.fd, st.st_mode & 0777) != 0 || ::futimens(dst.fd, times) != 0) {
       int e = errno;
       drop_tmp();
-      return fail(e, "write copy of /" + p.dir + p.name);
+      return fail(e, "write copy of " + path_of(p.dir, p.name));
     }
-    // A directory where the file goes (the source changed meanwhile): out first.
-    if (!have_old) (void)remove_entry(to, p.name.c_str(), 0);
-    if (::renameat(to, kTmpName, to, p.name.c_str()) != 0) {
-      int e = errno;
-      drop_tmp();
-      return fail(e, "write copy of /" + p.dir + p.name);
-    }
+    if (int e = put_in_place(to, tmp, p, have_old); e)
+      return fail(e, "write copy of " + path_of(p.dir, p.name));
     total_ = total_ - old_charge + round4k(data);
-    if (st.st_nlink > 1) links_[{st.st_dev, st.st_ino}] = p.dir + p.name;
+    if (st.st_nlink > 1) links_[{st.st_dev, st.st_ino}] = {p.dir, p.name};
     ++stats_.copied_files;
     stats_.copied_bytes += data;
     return true;
@@ -508,32 +747,19 @@ class Mirror {
   int from_, to_;
   MirrorLimits limits_;
   MirrorStats stats_;
-  std::uint64_t total_ = 0;
+  std::uint64_t total_ = 0;   // the copy's data, staged entries included
+  std::uint64_t staged_ = 0;  // of which set aside this pass
+  std::vector<Node> nodes_;
   std::vector<Pending> pending_;
-  // Files with several names: the source's inode -> its copy (relative).
-  std::map<std::pair<dev_t, ino_t>, std::string> links_;
+  // Files with several names: the source's inode -> its copy (dir, name).
+  std::map<std::pair<dev_t, ino_t>, std::pair<std::uint32_t, std::string>> links_;
   std::set<std::pair<dev_t, ino_t>> counted_;  // the copy's, charged once
   std::unique_ptr<char[]> buf_;
+  std::unique_ptr<DirWalk> link_walk_;
+  int stage_root_ = -1;
+  std::uint64_t stage_gen_ = 0;
+  std::uint64_t tmp_seq_ = 0;
 };
-
-bool send_all(int sock, const std::string& bytes) {
-  const char* p = bytes.data();
-  std::size_t n = bytes.size();
-  while (n > 0) {
-    ssize_t k = ::send(sock, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<std::size_t>(k);
-  }
-  return true;
-}
-
-[[noreturn]] void reply(int sock, const MirrorStats& s) {
-  (void)send_all(sock, frame(encode(s)));
-  _exit(s.err == 0 ? 0 : 1);
-}
-
 }  // namespace
 
 MirrorStats mirror_tree(int from, int to, const MirrorLimits& limits) {
@@ -544,82 +770,20 @@ int clear_tree(int dir) {
   return clear_dir(dir, 0);
 }
 
-std::optional<StepError> restore_mirror_at_mount(const InitConfig& config, const std::string& src,
-                                                 const std::string& dst, std::uint64_t max_bytes) {
-  int pipefd[2];
-  if (::pipe2(pipefd, O_CLOEXEC) != 0) return step_failed("pipe for the restore of " + dst);
-  pid_t pid = ::fork();
-  if (pid < 0) return step_failed("fork for the restore of " + dst);
-  if (pid == 0) {
-    ::close(pipefd[0]);
-    MirrorStats s;
-    // (Init drops its bounding set only after the mounts: this child first.)
-    if (drop_bounding_and_ambient() || !enter_sandbox_context(config, FilesWire{}, "sc-restore")) {
-      s.err = EPERM;
-    } else {
-      int from = ::open(src.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      int to = ::open(dst.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (from < 0 || to < 0)
-        s.err = errno;
-      else
-        s = mirror_tree(from, to, MirrorLimits{max_bytes, 1'000'000});
-    }
-    const std::int32_t err = s.err;
-    (void)!::write(pipefd[1], &err, sizeof err);
-    _exit(err == 0 ? 0 : 1);
-  }
-  ::close(pipefd[1]);
-  std::int32_t err = EPROTO;
-  ssize_t n;
-  do n = ::read(pipefd[0], &err, sizeof err);
-  while (n < 0 && errno == EINTR);
-  ::close(pipefd[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (n != sizeof err) err = EPROTO;
-  if (err != 0) return step_failed("restore the sandbox's files into " + dst, err);
-  return std::nullopt;
+int mirror_open_beneath(int dir, const char* name, int flags) {
+  return open_beneath(dir, name, flags);
 }
 
-[[noreturn]] void run_persist_mirror(int sock, int store_fd, int other_fd, int rw_fd,
-                                     const InitConfig& config, const PersistMirrorWire& w) {
-  MirrorStats s;
-  if (!enter_sandbox_context(config, FilesWire{}, "sc-persist")) {
-    s.err = EPERM;
-    s.message = "persist worker: enter the sandbox's context";
-    reply(sock, s);
+int recover_staging(int dir) {
+  FdGuard stage(open_beneath(dir, kStageDir, O_RDONLY | O_DIRECTORY));
+  if (stage.fd < 0) return errno == ENOENT ? 0 : errno;
+  FdGuard old(open_beneath(stage.fd, kOldDir, O_RDONLY | O_DIRECTORY));
+  if (old.fd >= 0) {
+    if (int e = merge_back(old.fd, dir, 0); e) return e;
+  } else if (errno != ENOENT) {
+    return errno;
   }
-  ::alarm(600);
-  MirrorLimits limits{w.max_bytes, w.max_entries};
-  if (w.direction == MirrorDirection::kClear) {
-    s.err = clear_tree(store_fd);
-    if (s.err)
-      s.message = std::string("persist worker: clear the storage: ") + std::strerror(s.err);
-    reply(sock, s);
-  }
-  if (w.direction == MirrorDirection::kCopy) {
-    if (other_fd < 0) {
-      s.err = EINVAL;
-      s.message = "persist worker: no storage to copy to";
-      reply(sock, s);
-    }
-    reply(sock, mirror_tree(store_fd, other_fd, limits));
-  }
-  // An image sandbox: its overlay's upper dir (/workspace is in it), beneath
-  // init's kept rw/ fd. Image "host": /workspace in the worker's (the
-  // sandbox's) view, a mount of its own, so no RESOLVE_NO_XDEV for it.
-  int ws = rw_fd >= 0 ? open_beneath(rw_fd, "upper", O_RDONLY | O_DIRECTORY)
-                      : ::open("/workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (ws < 0) {
-    s.err = errno;
-    s.message =
-        rw_fd >= 0 ? "persist worker: open the upper dir" : "persist worker: open /workspace";
-    reply(sock, s);
-  }
-  s = w.direction == MirrorDirection::kSave ? mirror_tree(ws, store_fd, limits)
-                                            : mirror_tree(store_fd, ws, limits);
-  reply(sock, s);
+  return remove_entry(dir, kStageDir, 0);
 }
 
 }  // namespace sandcastle::sandbox::native

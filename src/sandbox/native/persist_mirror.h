@@ -61,6 +61,15 @@ struct MirrorStats {
 // Plain syscalls and std containers: usable in the init helper.
 MirrorStats mirror_tree(int from, int to, const MirrorLimits& limits);
 
+// The copy's staging (`dir`/.sc-mirror) left by a pass that did not end:
+// what it had set aside is put back where the tree lacks it, then the
+// staging is removed. 0 or an errno. (mirror_tree does it for its `to`.)
+int recover_staging(int dir);
+
+// One name beneath directory fd `dir` as every walk here opens it: openat2
+// with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV, O_NOFOLLOW.
+int mirror_open_beneath(int dir, const char* name, int flags);
+
 // Removes everything beneath directory fd `dir` (not `dir` itself), never
 // following a symlink nor leaving dir's filesystem. 0 or an errno.
 int clear_tree(int dir);
@@ -72,7 +81,15 @@ int clear_tree(int dir);
 //   kClear: everything beneath the storage's directory removed.
 // (The last two run in whatever sandbox the server has at hand, so that no
 // walk of a tree a sandbox wrote happens in the server itself.)
-enum class MirrorDirection : std::uint32_t { kSave = 1, kRestore = 2, kCopy = 3, kClear = 4 };
+//   kAbort (no fds): the running worker, if any, killed (the server gave up
+//   on it); init kills a previous worker before forking a new one anyway.
+enum class MirrorDirection : std::uint32_t {
+  kSave = 1,
+  kRestore = 2,
+  kCopy = 3,
+  kClear = 4,
+  kAbort = 5
+};
 struct PersistMirrorWire {
   MirrorDirection direction = MirrorDirection::kSave;
   std::uint64_t max_bytes = 0;

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "sandbox/native/fd_passing.h"
@@ -21,9 +23,6 @@ constexpr const char* kMirrorDir = "mirror";
 constexpr const char* kWorkspaceDir = "workspace";
 constexpr const char* kUpperDir = "upper";
 constexpr const char* kDiskImage = "disk.img";  // persist_disk.cc's name
-// How long a sync may take before the call gives up on it (50 MiB of
-// changed files take well under a second; the worker's own alarm is 600 s).
-constexpr int kSyncTimeoutMs = 300'000;
 // The host /workspace tmpfs has at most this many inodes (host_image.cc).
 constexpr std::uint64_t kMaxEntries = 262'144;
 
@@ -48,14 +47,22 @@ Result<UniqueFd> open_own_dir(int parent, const char* name, bool create) {
   return fd;
 }
 
-Status read_exact(int fd, char* buf, std::size_t n) {
+// The whole reply by `deadline` (a worker that sends a byte at a time
+// gets no more time than a stopped one).
+Status read_exact(int fd, char* buf, std::size_t n,
+                  std::chrono::steady_clock::time_point deadline) {
   while (n > 0) {
     struct pollfd p {
       fd, POLLIN, 0
     };
-    int r = ::poll(&p, 1, kSyncTimeoutMs);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    int r = left.count() <= 0 ? 0 : ::poll(&p, 1, static_cast<int>(left.count()));
     if (r < 0 && errno == EINTR) continue;
-    if (r == 0) return Error::make(ErrorCode::kTimeout, "the sandbox's persist worker stopped");
+    if (r == 0)
+      return Error::make(ErrorCode::kTimeout,
+                         "the sandbox's persist worker did not finish in time (stopped, or too "
+                         "slow); it was killed");
     if (r < 0) return Error::from_errno("poll the persist worker");
     ssize_t got = ::recv(fd, buf, n, 0);
     if (got < 0 && errno == EINTR) continue;
@@ -95,12 +102,9 @@ Status refuse_other_kind(const std::string& storage_dir, const std::string& id, 
   return {};
 }
 
-MirrorAttachment::~MirrorAttachment() {
-  if (!store_) return;
-  std::lock_guard lock(store_->mu_);
-  auto it = store_->attached_.find(id_);
-  if (it != store_->attached_.end() && it->second.expired()) store_->attached_.erase(it);
-}
+// Nothing locked here: the last owner may be a temporary of find_attached,
+// destroyed while mu_ is held. (find_attached drops expired entries.)
+MirrorAttachment::~MirrorAttachment() = default;
 
 Status MirrorStore::usable() const {
   if (storage_dir_.empty())
@@ -143,7 +147,7 @@ Result<std::shared_ptr<MirrorAttachment>> MirrorStore::attach(const std::string&
   if (!valid_storage_id(id)) return bad_id(id).take_error();
   if (auto st = refuse_other_kind(storage_dir_, id, false); !st) return st.take_error();
   std::lock_guard lock(mu_);
-  if (find_attached(id)) return in_use(id).take_error();
+  if (find_attached(id) || busy_.count(id)) return in_use(id).take_error();
   const char* kind = image ? kUpperDir : kWorkspaceDir;
   auto ws = open_kept(id, kind, true);
   if (!ws) return ws.take_error();
@@ -160,8 +164,21 @@ Status MirrorStore::remove(const std::string& id, const Walker& walk) {
   if (!valid_storage_id(id)) return bad_id(id);
   if (storage_dir_.empty()) return {};
   if (auto st = refuse_other_kind(storage_dir_, id, false); !st) return st;
-  std::lock_guard lock(mu_);
-  if (find_attached(id)) return in_use(id);
+  {
+    std::lock_guard lock(mu_);
+    if (find_attached(id) || busy_.count(id)) return in_use(id);
+    busy_.insert(id);
+  }
+  // Walked without mu_ held (a helper sandbox's start, a tree's removal):
+  // other storages attach meanwhile; this one is refused while busy.
+  struct Done {
+    MirrorStore* s;
+    const std::string& id;
+    ~Done() {
+      std::lock_guard lock(s->mu_);
+      s->busy_.erase(s->busy_.find(id));
+    }
+  } done{this, id};
   // Emptied beneath an fd first (the sandbox's names and links, never
   // followed), then the server's own directories.
   auto ws = open_kept(id, kind_of(id), false);
@@ -195,9 +212,22 @@ Status MirrorStore::copy(const std::string& from, const std::string& to, const W
   std::shared_ptr<MirrorAttachment> running;
   {
     std::lock_guard lock(mu_);
-    if (find_attached(to)) return in_use(to);
+    if (find_attached(to) || busy_.count(to)) return in_use(to);
     running = find_attached(from);
+    // `to` is not attached nor removed while it is being made; a source
+    // not running is not woken (its restore would race the walk) nor
+    // removed meanwhile (a running one's sync_mu is held below).
+    busy_.insert(to);
+    if (!running) busy_.insert(from);
   }
+  struct Done {
+    MirrorStore* s;
+    std::vector<std::string> ids;
+    ~Done() {
+      std::lock_guard lock(s->mu_);
+      for (const auto& id : ids) s->busy_.erase(s->busy_.find(id));
+    }
+  } done{this, running ? std::vector<std::string>{to} : std::vector<std::string>{to, from}};
   const char* kind = kind_of(from);
   auto src = open_kept(from, kind, false);
   if (!src) {
@@ -205,6 +235,8 @@ Status MirrorStore::copy(const std::string& from, const std::string& to, const W
       return Error::make(ErrorCode::kNotFound, "no storage " + from);
     return src.take_error();
   }
+  struct stat before {};
+  const bool to_is_new = ::lstat(dir_of(to).c_str(), &before) != 0 && errno == ENOENT;
   auto dst = open_kept(to, kind, true);
   if (!dst) return dst.take_error();
   // A running source: its last completed sync, not one half done.
@@ -214,9 +246,17 @@ Status MirrorStore::copy(const std::string& from, const std::string& to, const W
   w.direction = MirrorDirection::kCopy;
   w.max_bytes = ~std::uint64_t{0};  // the source is bounded already
   w.max_entries = kMaxEntries;
-  if (auto st = walk(w, src->get(), dst->get()); !st)
+  if (auto st = walk(w, src->get(), dst->get()); !st) {
+    // No half copy left as a storage of its own: emptied beneath its fd
+    // (a walker's work, as always), then the server's directories.
+    if (to_is_new) {
+      PersistMirrorWire clear;
+      clear.direction = MirrorDirection::kClear;
+      if (walk(clear, dst->get(), -1)) (void)remove_tree(dir_of(to));
+    }
     return Error::make(st.error().code,
                        "copy storage " + from + " to " + to + ": " + st.error().message());
+  }
   return {};
 }
 
@@ -271,12 +311,13 @@ Result<ExecResult> NativeSandbox::exec(const ExecRequest& req, const ExecCallbac
   return r;
 }
 
-Status NativeSandbox::run_mirror_worker(const MirrorAttachment& m, bool restore) {
+Status NativeSandbox::run_mirror_worker(const MirrorAttachment& m, bool restore,
+                                        std::chrono::milliseconds timeout) {
   PersistMirrorWire w;
   w.direction = restore ? MirrorDirection::kRestore : MirrorDirection::kSave;
   w.max_bytes = mirror_bound(spec_.limits().disk_bytes);
   w.max_entries = kMaxEntries;
-  auto st = run_store_worker(w, m.workspace_fd());
+  auto st = run_store_worker(w, m.workspace_fd(), -1, timeout);
   if (!st)
     return Error::make(st.error().code,
                        std::string(restore ? "restoring" : "keeping") + " the files of sandbox " +
@@ -284,7 +325,10 @@ Status NativeSandbox::run_mirror_worker(const MirrorAttachment& m, bool restore)
   return {};
 }
 
-Status NativeSandbox::run_store_worker(const PersistMirrorWire& w, int store_fd, int other_fd) {
+Status NativeSandbox::run_store_worker(const PersistMirrorWire& w, int store_fd, int other_fd,
+                                       std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) timeout = std::chrono::milliseconds(persist_timeout_ms_.load());
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   int sp[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0)
     return Error::from_errno("socketpair for the persist worker");
@@ -298,12 +342,27 @@ Status NativeSandbox::run_store_worker(const PersistMirrorWire& w, int store_fd,
       return Error::from_errno("send the persist worker request to sandbox init", e);
   }
   theirs.reset();  // the worker's end: EOF if it dies
+  // Late: init kills it (no second worker may ever write the same storage
+  // beside it; init also kills it before it forks the next one).
+  auto give_up = [&](Status st) {
+    if (st.error().code == ErrorCode::kTimeout) {
+      PersistMirrorWire abort;
+      abort.direction = MirrorDirection::kAbort;
+      std::shared_lock lock(mu_);
+      if (check_alive())
+        (void)send_with_fds(init_.control.get(),
+                            encode_control(ControlKind::kPersistMirror, encode(abort)), nullptr, 0);
+    }
+    return st;
+  };
   std::uint32_t len = 0;
-  if (auto st = read_exact(ours.get(), reinterpret_cast<char*>(&len), sizeof len); !st) return st;
+  if (auto st = read_exact(ours.get(), reinterpret_cast<char*>(&len), sizeof len, deadline); !st)
+    return give_up(std::move(st));
   if (len > kMaxMirrorReply)
     return Error::make(ErrorCode::kInternal, "the persist worker sent an oversized reply");
   std::string msg(len, '\0');
-  if (auto st = read_exact(ours.get(), msg.data(), len); !st) return st;
+  if (auto st = read_exact(ours.get(), msg.data(), len, deadline); !st)
+    return give_up(std::move(st));
   auto stats = decode_mirror_stats(msg);
   if (!stats) return Error::make(ErrorCode::kInternal, "the persist worker sent a malformed reply");
   if (stats->err != 0) {
@@ -316,6 +375,11 @@ Status NativeSandbox::run_store_worker(const PersistMirrorWire& w, int store_fd,
 }
 
 Status NativeSandbox::persist_changes() {
+  return persist_within(std::chrono::milliseconds(persist_timeout_ms_.load()));
+}
+
+Status NativeSandbox::persist_within(std::chrono::milliseconds timeout) {
+  timeout = std::min(timeout, std::chrono::milliseconds(persist_timeout_ms_.load()));
   auto held = mirror_snapshot();
   if (!held) return {};
   MirrorAttachment& m = *held;
@@ -325,7 +389,7 @@ Status NativeSandbox::persist_changes() {
   std::lock_guard lock(m.sync_mu);
   if (m.done >= want) return {};
   const std::uint64_t covers = m.requested.load();
-  if (auto st = run_mirror_worker(m, false); !st) return st;
+  if (auto st = run_mirror_worker(m, false, timeout); !st) return st;
   m.done = covers;
   return {};
 }

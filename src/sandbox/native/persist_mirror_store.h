@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,8 @@ class MirrorStore {
   std::string storage_dir_;
   mutable std::mutex mu_;
   std::map<std::string, std::weak_ptr<MirrorAttachment>> attached_;
+  // Being removed, made by copy, or copied from while not running (under mu_).
+  std::multiset<std::string> busy_;
 };
 
 // A storage of the other kind: a root server's disk image for an

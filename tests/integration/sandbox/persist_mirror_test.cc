@@ -13,6 +13,7 @@
 #include <grp.h>
 #include <gtest/gtest.h>
 #include <pwd.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -24,11 +25,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
+#include <sstream>
 #include <thread>
+#include <vector>
 
 #include "fixture.h"
 #include "sandbox/native/fs_util.h"
 #include "sandbox/native/native_backend.h"
+#include "sandbox/native/native_sandbox.h"
 #include "sandbox/native/persist_mirror_store.h"
 
 namespace sandcastle::sandbox::testing {
@@ -113,13 +118,18 @@ std::string copy_of(const std::string& id, const std::string& rel = "") {
 }
 
 // The file data on disk beneath `dir`, as the filesystem allocated it.
+// Each inode once: a file the sync moves (aside, into its staging) while
+// the walk runs can be met at both places.
 std::uint64_t g_du = 0;
+std::set<std::pair<dev_t, ino_t>> g_seen;
 std::uint64_t allocated(const std::string& dir) {
   g_du = 0;
+  g_seen.clear();
   ::nftw(
       dir.c_str(),
       [](const char*, const struct stat* st, int type, struct FTW*) {
-        if (type == FTW_F && S_ISREG(st->st_mode)) g_du += std::uint64_t(st->st_blocks) * 512;
+        if (type == FTW_F && S_ISREG(st->st_mode) && g_seen.insert({st->st_dev, st->st_ino}).second)
+          g_du += std::uint64_t(st->st_blocks) * 512;
         return 0;
       },
       16, FTW_PHYS);
@@ -344,6 +354,114 @@ TEST_F(PersistMirrorTest, RacingWritesCannotPushTheCopyPastTheBound) {
   ASSERT_TRUE(sb->destroy().ok());
 }
 
+// The host pids of the persist workers (sc-persist, children of init) of
+// the sandbox whose init is `init`, but not those that exited already (a
+// zombie can be "signalled" too).
+std::vector<pid_t> persist_workers(pid_t init) {
+  const std::string pid = std::to_string(init);
+  std::vector<pid_t> out;
+  std::istringstream children(slurp("/proc/" + pid + "/task/" + pid + "/children"));
+  for (pid_t child; children >> child;) {
+    const std::string dir = "/proc/" + std::to_string(child);
+    if (slurp(dir + "/comm") != "sc-persist\n") continue;
+    const std::string stat = slurp(dir + "/stat");
+    const auto close_paren = stat.rfind(')');
+    if (close_paren != std::string::npos && stat.size() > close_paren + 2 &&
+        stat[close_paren + 2] != 'Z' && stat[close_paren + 2] != 'X')
+      out.push_back(child);
+  }
+  return out;
+}
+
+// A persist worker that stops (SIGSTOP: here from the host, as the
+// sandbox's own commands cannot reach it: each runs in a PID namespace of
+// its own, nested below the worker's): the call's sync gives up at its
+// timeout and fails with kTimeout, and the worker is killed rather than left
+// to write the storage beside a later one. The next sync completes the copy.
+TEST_F(PersistMirrorTest, AStoppedWorkerIsKilledAndTheCallFails) {
+  auto sb = make(spec("ms-1"));
+  ASSERT_NE(sb, nullptr);
+  auto* native_sb = dynamic_cast<native::NativeSandbox*>(sb.get());
+  ASSERT_NE(native_sb, nullptr);
+  native_sb->set_persist_timeout(2s);
+  const pid_t init = native_sb->init_pid();
+  // The sandbox's own try first: a command that keeps stopping every
+  // sc-persist it sees in /proc, while calls sync.
+  CancelToken cancel;
+  std::thread stopper([&] {
+    ExecRequest req;
+    req.argv = {"/bin/sh", "-c",
+                "while :; do for p in /proc/[0-9]*; do read c < $p/comm 2>/dev/null && "
+                "[ \"$c\" = sc-persist ] && kill -STOP ${p#/proc/} 2>/dev/null; done; done"};
+    req.timeout = 60s;
+    (void)sb->exec(req, {}, &cancel);
+  });
+  for (int i = 0; i < 20; ++i)
+    ASSERT_TRUE(sb->write_file("/workspace/t" + std::to_string(i), "x").ok()) << i;
+  cancel.cancel();
+  stopper.join();
+  // Now stopped from outside, while it copies 48 MiB (again if it got
+  // past its reply before the stop: the machine may be slow to schedule us).
+  ExecRequest big;
+  big.argv = {"/bin/sh", "-c", "head -c 50331648 /dev/zero > /workspace/big"};
+  Result<ExecResult> r = ExecResult{};
+  auto took = std::chrono::steady_clock::duration{};
+  for (int attempt = 0; attempt < 10 && r.ok(); ++attempt) {
+    std::atomic<bool> done{false};
+    std::thread host([&] {
+      while (!done)
+        for (pid_t p : persist_workers(init))
+          if (::kill(p, SIGSTOP) == 0) done = true;
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    r = sb->exec(big);
+    took = std::chrono::steady_clock::now() - t0;
+    done = true;
+    host.join();
+  }
+  if (r.ok()) GTEST_SKIP() << "each sync ended before it could be stopped";
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kTimeout) << r.error().message();
+  EXPECT_LT(took, 30s);
+  // Killed by its init on the server's word, before any next request.
+  for (int i = 0; i < 500 && !persist_workers(init).empty(); ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(persist_workers(init).empty());
+  // The next sync: the whole file, no temporary or staging left.
+  ASSERT_TRUE(sb->write_file("/workspace/after", "2").ok());
+  struct stat st {};
+  ASSERT_EQ(::stat(copy_of("ms-1", "big").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 48 * kMiB);
+  EXPECT_NE(::access(copy_of("ms-1", ".sc-mirror").c_str(), F_OK), 0);
+  EXPECT_TRUE(sb->release().ok());
+  EXPECT_EQ(slurp(copy_of("ms-1", "after")), "2");
+  EXPECT_TRUE(backend()->remove_storage("ms-1").ok());
+}
+
+// A file the sandbox made unreadable to itself (chmod 000) is kept, with
+// its mode, and comes back on the next start; its mode in the sandbox is
+// as it was.
+TEST_F(PersistMirrorTest, AFileWithoutReadPermissionIsKept) {
+  auto sb = make(spec("mu-1"));
+  ASSERT_NE(sb, nullptr);
+  EXPECT_EQ(sh(*sb,
+               "echo locked > /workspace/locked && chmod 000 /workspace/locked && "
+               "stat -c %a /workspace/locked"),
+            "0\n");
+  struct stat st {};
+  ASSERT_EQ(::stat(copy_of("mu-1", "locked").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0u);
+  EXPECT_EQ(st.st_size, 7);
+  EXPECT_EQ(sh(*sb, "stat -c %a /workspace/locked"), "0\n");
+  ASSERT_TRUE(sb->release().ok());
+  auto again = make(spec("mu-1"));
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(sh(*again,
+               "stat -c %a /workspace/locked && chmod 600 /workspace/locked && "
+               "cat /workspace/locked"),
+            "0\nlocked\n");
+  ASSERT_TRUE(again->destroy().ok());
+}
+
 // A store image's sandbox: its overlay's upper dir is kept (writes to /,
 // deletions of image files as whiteouts, a directory made anew as opaque),
 // copied back by its init before the overlay is mounted.
@@ -470,7 +588,7 @@ TEST(PersistMirror, TestsRunInAProcessOfTheirOwn) {
   ::unsetenv(kStorageEnv);
   ::unsetenv(kHostEnv);
   EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.out;
-  EXPECT_NE(child.out.find("[  PASSED  ] 8 tests."), std::string::npos) << child.out;
+  EXPECT_NE(child.out.find("[  PASSED  ] 10 tests."), std::string::npos) << child.out;
   // Every test removed its storage.
   EXPECT_TRUE(native::list_dir(storage).empty());
   (void)native::remove_tree(base);
