@@ -19,11 +19,18 @@
 #include <vector>
 
 namespace sandcastle::sandbox::native {
+namespace {
+// strerror's thread-safe form (the server links this file too).
+const char* err_text(int err) {
+  const char* t = strerrordesc_np(err);
+  return t ? t : "unknown error";
+}
+}  // namespace
 
 namespace {
 
 constexpr int kMaxDepth = 128;
-constexpr std::size_t kChunk = 256 * 1024;
+constexpr std::size_t kChunk = std::size_t{256} << 10;
 // The copy's own directory at its root (a source entry of that name is
 // skipped): temporaries (written, then renamed into place) and "old", what
 // the source no longer has, set aside until the pass is complete.
@@ -309,7 +316,7 @@ class Mirror {
   bool fail(int err, std::string message) {
     if (stats_.err == 0) {
       stats_.err = err == 0 ? EIO : err;
-      stats_.message = std::move(message) + ": " + std::strerror(stats_.err);
+      stats_.message = std::move(message) + ": " + err_text(stats_.err);
     }
     return false;
   }

@@ -80,7 +80,10 @@ Status read_exact(int fd, char* buf, std::size_t n,
 }  // namespace
 
 std::uint64_t mirror_bound(std::uint64_t disk_bytes) {
-  return disk_bytes + (1u << 20);
+  // An eighth more than the limit: directories and symlinks cost nothing
+  // on the sandbox's tmpfs but 4 KiB each in the copy, and a workspace near
+  // its limit with many of them (node_modules) must still sync.
+  return disk_bytes + disk_bytes / 8 + (std::uint64_t{1} << 20);
 }
 
 Status refuse_other_kind(const std::string& storage_dir, const std::string& id, bool root) {

@@ -103,8 +103,9 @@ class MirrorStore {
 // Ok when `id` has none (or does not exist).
 Status refuse_other_kind(const std::string& storage_dir, const std::string& id, bool root);
 
-// The bound on a mirror's file data for a sandbox whose disk limit is
-// disk_bytes (rounding of small files to 4 KiB units).
+// The bound on a mirror's size for a sandbox whose disk limit is
+// disk_bytes: file data in 4 KiB units plus 4 KiB per directory, symlink
+// and whiteout; the limit + 1/8 + 1 MiB.
 std::uint64_t mirror_bound(std::uint64_t disk_bytes);
 
 }  // namespace sandcastle::sandbox::native

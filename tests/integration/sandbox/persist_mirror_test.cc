@@ -296,7 +296,7 @@ TEST_F(PersistMirrorTest, PlantedSymlinksAreCopiedAsLinksAndNeverFollowed) {
 }
 
 // A command that keeps replacing 10 MiB files while calls sync: the copy
-// on disk never holds more file data than the bound (disk limit + 1 MiB);
+// on disk never holds more than the bound (disk limit + 1/8 + 1 MiB);
 // a sync that would pass it fails with kResourceExhausted instead.
 TEST_F(PersistMirrorTest, RacingWritesCannotPushTheCopyPastTheBound) {
   constexpr std::uint64_t kDisk = 24 * kMiB;
