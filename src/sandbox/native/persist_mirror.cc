@@ -19,13 +19,6 @@
 #include <vector>
 
 namespace sandcastle::sandbox::native {
-namespace {
-// strerror's thread-safe form (the server links this file too).
-const char* err_text(int err) {
-  const char* t = strerrordesc_np(err);
-  return t ? t : "unknown error";
-}
-}  // namespace
 
 namespace {
 
@@ -316,7 +309,7 @@ class Mirror {
   bool fail(int err, std::string message) {
     if (stats_.err == 0) {
       stats_.err = err == 0 ? EIO : err;
-      stats_.message = std::move(message) + ": " + err_text(stats_.err);
+      stats_.message = std::move(message) + ": " + mirror_err_text(stats_.err);
     }
     return false;
   }

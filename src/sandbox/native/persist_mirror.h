@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,6 +40,12 @@
 #include "sandbox/native/wire.h"
 
 namespace sandcastle::sandbox::native {
+
+// strerror's thread-safe form (the server links these files too).
+inline const char* mirror_err_text(int err) {
+  const char* t = strerrordesc_np(err);
+  return t ? t : "unknown error";
+}
 
 struct MirrorLimits {
   std::uint64_t max_bytes = 0;  // file data in `to` after (and during) the pass

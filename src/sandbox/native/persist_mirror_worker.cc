@@ -17,13 +17,6 @@
 #include "sandbox/native/persist_mirror.h"
 
 namespace sandcastle::sandbox::native {
-namespace {
-// strerror's thread-safe form (the server links this file too).
-const char* err_text(int err) {
-  const char* t = strerrordesc_np(err);
-  return t ? t : "unknown error";
-}
-}  // namespace
 
 std::string encode(const PersistMirrorWire& w) {
   WireWriter o;
@@ -167,7 +160,8 @@ std::optional<StepError> restore_mirror_at_mount(const InitConfig& config, const
   MirrorLimits limits{w.max_bytes, w.max_entries};
   if (w.direction == MirrorDirection::kClear) {
     s.err = clear_tree(store_fd);
-    if (s.err) s.message = std::string("persist worker: clear the storage: ") + err_text(s.err);
+    if (s.err)
+      s.message = std::string("persist worker: clear the storage: ") + mirror_err_text(s.err);
     reply(sock, s);
   }
   if (w.direction == MirrorDirection::kCopy) {
@@ -178,7 +172,7 @@ std::optional<StepError> restore_mirror_at_mount(const InitConfig& config, const
     }
     // The source's unfinished sync (a kill mid-pass) first put right.
     if ((s.err = recover_staging(store_fd)) != 0) {
-      s.message = std::string("persist worker: recover the storage: ") + err_text(s.err);
+      s.message = std::string("persist worker: recover the storage: ") + mirror_err_text(s.err);
       reply(sock, s);
     }
     reply(sock, mirror_tree(store_fd, other_fd, limits));
@@ -195,7 +189,7 @@ std::optional<StepError> restore_mirror_at_mount(const InitConfig& config, const
     reply(sock, s);
   }
   if (w.direction == MirrorDirection::kRestore && (s.err = recover_staging(store_fd)) != 0) {
-    s.message = std::string("persist worker: recover the storage: ") + err_text(s.err);
+    s.message = std::string("persist worker: recover the storage: ") + mirror_err_text(s.err);
     reply(sock, s);
   }
   s = w.direction == MirrorDirection::kSave ? mirror_tree(ws, store_fd, limits)
