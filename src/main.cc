@@ -25,6 +25,7 @@
 #include "mcp/fixtures.h"
 #include "mcp/server.h"
 #include "sandbox/native/doctor.h"
+#include "sandbox/engine/engine_backend.h"
 #include "sandbox/native/native_backend.h"
 #include "sandbox/native/sweep.h"
 #include "sandbox/refusing_backend.h"
@@ -56,15 +57,36 @@ std::string env_or(const char* name, const std::string& fallback) {
   return (v && *v) ? std::string(v) : fallback;
 }
 
-std::unique_ptr<sandbox::Backend> make_backend(const std::string& name, bool allow_weak,
+std::unique_ptr<sandbox::Backend> make_engine_backend(const config::Config& cfg,
+                                                      const sandbox::SpecOptions& default_spec,
+                                                      const sandbox::native::PoolPolicy& pool) {
+  sandbox::engine::EngineBackendOptions options;
+  options.engine.url = cfg.engine.empty() ? env_or("DOCKER_HOST", "unix:///var/run/docker.sock") : cfg.engine;
+  options.engine.tls_dir = cfg.engine_tls_dir;
+  options.agent_path = sandbox::engine::find_agent();
+  options.pool_size = pool.min;
+  if (auto spec = sandbox::SandboxSpec::create(default_spec); spec.ok()) options.pool_spec = *spec;
+  auto engine = sandbox::engine::EngineBackend::create(options);
+  if (!engine.ok()) {
+    spdlog::error("engine backend unavailable: {}", engine.error().message());
+    return std::make_unique<sandbox::RefusingBackend>(
+        "the engine backend could not start: " + engine.error().message() +
+        ". Check that the engine runs and that --engine names its socket");
+  }
+  return std::move(engine).value();
+}
+
+std::unique_ptr<sandbox::Backend> make_backend(const config::Config& cfg, bool allow_weak,
                                                const sandbox::SpecOptions& default_spec,
                                                const sandbox::native::PoolPolicy& pool,
                                                sandbox::native::ImageResolver images,
                                                const std::string& storage_dir) {
+  const std::string& name = cfg.backend;
+  if (name == "engine") return make_engine_backend(cfg, default_spec, pool);
   if (name != "native")
     return std::make_unique<sandbox::RefusingBackend>(
         "backend '" + name +
-        "' is not available in this build; available backends: native "
+        "' is not available in this build; available backends: native, engine "
         "(set --backend native or INTERPRETER_TYPE=native)");
   auto report = sandbox::native::check_isolation();
   if (!report.adequate && !allow_weak) {
@@ -315,7 +337,12 @@ static int run(int argc, char** argv) {
   setting_flag("--max-message-bytes", "server.max_message_bytes",
                "largest accepted message (stdio line)");
   setting_flag("--page-size", "server.page_size", "items per page of list results");
-  setting_flag("--backend", "sandbox.backend", "sandbox backend (env INTERPRETER_TYPE): native");
+  setting_flag("--backend", "sandbox.backend", "sandbox backend (env INTERPRETER_TYPE): native or engine");
+  setting_flag("--engine", "sandbox.engine",
+               "Docker/Podman Engine API for --backend engine (default $DOCKER_HOST, else "
+               "unix:///var/run/docker.sock)");
+  setting_flag("--engine-tls-dir", "sandbox.engine_tls_dir",
+               "TLS client files (ca.pem, cert.pem, key.pem) for a tcp:// engine");
   app.add_flag("--allow-weak-isolation", allow_weak,
                "run code even when `sandcastle doctor` finds isolation inadequate");
   app.add_option("--pass-through-env", pass_through,
@@ -605,7 +632,7 @@ static int run(int argc, char** argv) {
   pool.max = static_cast<size_t>(cfg.pool_max);
   pool.memory_budget_bytes = static_cast<uint64_t>(cfg.pool_memory_mb) * sandbox::kMiB;
   pool.server_cap = static_cast<size_t>(cfg.max_sandboxes);
-  auto backend = make_backend(cfg.backend, allow_weak, pool_spec, pool,
+  auto backend = make_backend(cfg, allow_weak, pool_spec, pool,
                               image_store ? sandbox::native::store_resolver(*image_store)
                                           : sandbox::native::ImageResolver{},
                               // Only the server holding the state dir's lock

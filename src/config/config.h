@@ -41,6 +41,8 @@ struct Config {
   int64_t max_sessions = 10'000;
   // [sandbox]
   std::string backend = "native";
+  std::string engine;          // engine backend: unix:///path.sock or tcp://host:port ("": DOCKER_HOST or /var/run/docker.sock)
+  std::string engine_tls_dir;  // ca.pem, cert.pem, key.pem for a tcp:// engine
   int64_t sandbox_ttl_s = 1800;
   int64_t pool_size = 2;
   int64_t pool_max = 64;

@@ -511,6 +511,18 @@ Status ExecSession::write(std::string_view data, std::chrono::milliseconds timeo
   return st;
 }
 
+Result<ExecSession::RawStream> ExecSession::take_stream() {
+  if (ended_)
+    return Error::make(ErrorCode::kFailedPrecondition, "exec session " + exec_id_ + " ended");
+  auto fd = http_->dup_stream_fd();
+  if (!fd.ok()) return fd.take_error();
+  RawStream out{UniqueFd(*fd), std::move(buffered_)};
+  buffered_.clear();
+  ended_ = true;
+  http_.reset();  // our copy only: the descriptor lives on in `out`
+  return out;
+}
+
 Status ExecSession::close_stdin() {
   return http_->shutdown_send();
 }

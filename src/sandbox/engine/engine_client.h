@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/unique_fd.h"
 #include "sandbox/engine/endpoint.h"
 #include "sandbox/engine/engine_types.h"
 #include "sandbox/engine/stream_demuxer.h"
@@ -62,6 +63,16 @@ class ExecSession {
   // (demuxed, as it came); false once the process's streams closed.
   // kTimeout when nothing came: the session goes on.
   Result<bool> read(const StreamDemuxer::Sink& output, std::chrono::milliseconds timeout);
+
+  // The stream, for a relay of the caller's: a descriptor (see
+  // HttpCall::dup_stream_fd) and the raw bytes already read past the
+  // response head (still in the engine's framing). Only before the first
+  // read; the session is closed afterwards.
+  struct RawStream {
+    UniqueFd fd;
+    std::string buffered;
+  };
+  Result<RawStream> take_stream();
 
  private:
   friend class EngineClient;

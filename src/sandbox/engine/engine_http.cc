@@ -1,5 +1,7 @@
 #include "sandbox/engine/engine_http.h"
 
+#include <fcntl.h>
+
 #include <sys/socket.h>
 
 #include <boost/asio/connect.hpp>
@@ -498,6 +500,21 @@ Status HttpCall::shutdown_send() {
   });
   if (ec) return io_error("closing stdin", ec);
   return ok_status();
+}
+
+Result<int> HttpCall::dup_stream_fd() {
+  int native = -1;
+  if (auto* u = std::get_if<UnixSocket>(&stream_)) native = u->native_handle();
+  if (auto* t = std::get_if<TcpSocket>(&stream_)) native = t->native_handle();
+  if (native < 0)
+    return Error::make(ErrorCode::kUnavailable,
+                       what() + ": a TLS stream cannot be handed on as a descriptor");
+  int fd = ::fcntl(native, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return Error::from_errno("dup the engine stream");
+  // Asio left the socket non-blocking; the relay sets what it needs.
+  int fl = ::fcntl(fd, F_GETFL);
+  if (fl >= 0) (void)::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  return fd;
 }
 
 }  // namespace sandcastle::sandbox::engine

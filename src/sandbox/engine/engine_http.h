@@ -74,6 +74,10 @@ class HttpCall {
   // a byte: kTimeout, and the stream stays usable.
   Result<std::size_t> read_some(char* buf, std::size_t cap, std::chrono::milliseconds timeout);
   Status shutdown_send();
+  // The upgraded stream as a plain descriptor of the caller's (a dup;
+  // O_CLOEXEC, blocking), for a relay that polls it with others. Unix and
+  // TCP only: a TLS stream's bytes are not the socket's (kUnavailable).
+  Result<int> dup_stream_fd();
 
   // "engine unix:///x.sock: POST /v1.41/exec/1/start" for error messages.
   std::string what() const;

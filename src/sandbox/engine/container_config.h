@@ -1,0 +1,41 @@
+// What an engine container of sandcastle's looks like: the Engine API body
+// of POST /containers/create for a spec, and the tiny base image that the
+// "host" image starts from on a local engine.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "sandbox/spec.h"
+
+namespace sandcastle::sandbox::engine {
+
+// Where the agent binary is bound in every container (read-only).
+inline constexpr const char* kAgentInContainer = "/opt/sandcastle-agent";
+// The image the "host" image is built on (imported once per engine).
+inline constexpr const char* kHostBaseImage = "sandcastle/host-base:1";
+
+struct ContainerPlan {
+  std::string image;  // engine image reference (kHostBaseImage for "host")
+  bool host_root = false;  // bind the host's /usr and the generated /etc
+  std::string etc_dir;     // host_root: the /etc template
+  std::string share_dir;   // bound read-only at kSharedDir ("" none)
+  std::string agent_path;  // host path of the static agent
+  std::string user = "1000:1000";
+  std::string sandbox_id;
+  std::string server_tag;  // label value naming this server (pid@host)
+};
+
+// Every hardening the issue asks for, and Docker's defaults for the rest
+// (its seccomp profile, masked /proc paths): CapDrop ALL, no-new-privileges,
+// read-only root, no network, tmpfs /tmp and /workspace sized by the spec
+// (owned by the sandbox user, exec allowed: compiled programs run there),
+// memory (no swap), pids and CPU limits.
+nlohmann::json container_config(const SandboxSpec& spec, const ContainerPlan& plan);
+
+// A root filesystem tar with only mount points, the merged-/usr symlinks
+// (bin, lib, lib64, sbin -> usr/...) and empty /etc, /tmp, /workspace: all
+// the "host" image needs below its binds.
+std::string host_base_tar();
+
+}  // namespace sandcastle::sandbox::engine

@@ -1,0 +1,290 @@
+#include "sandbox/engine/engine_backend.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "sandbox/native/fs_util.h"
+#include "sandbox/native/host_image.h"
+#include "sandbox/native/native_sandbox.h"
+
+namespace sandcastle::sandbox::engine {
+namespace {
+
+using nlohmann::json;
+
+constexpr auto kStartTimeout = std::chrono::seconds(60);
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "host";
+  return buf;
+}
+
+}  // namespace
+
+std::string find_agent() {
+  if (const char* env = std::getenv("SANDCASTLE_AGENT"); env && *env) return env;
+  char exe[4096];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    std::string dir(exe);
+    dir = dir.substr(0, dir.rfind('/'));
+    std::string candidate = dir + "/sandcastle-agent";
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+#ifdef SANDCASTLE_AGENT_PATH
+  return SANDCASTLE_AGENT_PATH;
+#else
+  return "sandcastle-agent";
+#endif
+}
+
+Result<std::unique_ptr<EngineBackend>> EngineBackend::create(const EngineBackendOptions& options) {
+  std::unique_ptr<EngineBackend> b(new EngineBackend());
+  if (auto st = b->prepare(options); !st) return st.take_error();
+  return b;
+}
+
+Status EngineBackend::prepare(const EngineBackendOptions& options) {
+  if (::access(options.agent_path.c_str(), X_OK) != 0)
+    return Error::from_errno("the container agent " + options.agent_path +
+                             " (built with sandcastle as sandcastle-agent)");
+  agent_path_ = options.agent_path;
+  auto client = EngineClient::connect(options.engine);
+  if (!client) return client.take_error();
+  shared_ = std::make_shared<EngineShared>();
+  shared_->client = std::shared_ptr<EngineClient>(std::move(*client));
+  shared_->engine_name = options.engine.url;
+  local_ = shared_->client->endpoint().kind == Endpoint::Kind::kUnix;
+  if (!local_)
+    return Error::make(ErrorCode::kUnavailable,
+                       "engine " + options.engine.url +
+                           ": only a local engine (unix socket) can run sandboxes for now: the "
+                           "agent is bound into each container from this host");
+  auto dirs = native::prepare_runtime_dirs();
+  if (!dirs) return dirs.take_error();
+  runtime_base_ = dirs->base;
+  etc_dir_ = dirs->etc_template;
+  shared_->share_dir = dirs->share;
+  server_tag_ = host_name() + ":" + std::to_string(::getpid());
+  sweep_leftovers();
+  auto base = shared_->client->image_inspect(kHostBaseImage);
+  if (!base) {
+    if (engine_http_status(base.error()) != 404) return base.take_error();
+    std::string tar = host_base_tar();
+    std::size_t at = 0;
+    ByteSource src = [&](char* buf, std::size_t cap) -> Result<std::size_t> {
+      std::size_t n = std::min(cap, tar.size() - at);
+      std::copy_n(tar.data() + at, n, buf);
+      at += n;
+      return n;
+    };
+    if (auto id = shared_->client->image_import(src, kHostBaseImage); !id) return id.take_error();
+  }
+  caps_.seccomp = true;
+  caps_.cgroup_limits = true;
+  caps_.cgroup_version = "engine";
+  caps_.notes.push_back("isolation is the engine's: its runtime's namespaces and default seccomp "
+                        "profile, plus CapDrop ALL, no-new-privileges, a read-only root and no "
+                        "network");
+  pool_size_ = options.pool_spec ? options.pool_size : 0;
+  pool_spec_ = options.pool_spec;
+  if (pool_spec_) pool_key_ = native::pool_key(*pool_spec_);
+  if (pool_size_ > 0) refill_ = std::thread([this] { refill_loop(); });
+  return ok_status();
+}
+
+EngineBackend::~EngineBackend() { shutdown(); }
+
+std::string EngineBackend::new_id() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
+  return std::string("eng-") + std::string(buf, 12);
+}
+
+// Containers a crashed server of this host left: labelled with its tag,
+// whose pid is gone.
+void EngineBackend::sweep_leftovers() {
+  auto list = shared_->client->call_json("GET", "/containers/json?all=1&filters=" +
+                                                    query_escape(R"({"label":["sandcastle=1"]})"),
+                                         nullptr);
+  if (!list || !list->is_array()) return;
+  const std::string prefix = host_name() + ":";
+  for (const auto& c : *list) {
+    auto labels = c.find("Labels");
+    auto id = c.find("Id");
+    if (labels == c.end() || !labels->is_object() || id == c.end() || !id->is_string()) continue;
+    auto tag = labels->find("sandcastle.server");
+    if (tag == labels->end() || !tag->is_string()) continue;
+    const std::string t = tag->get<std::string>();
+    if (t.rfind(prefix, 0) != 0) continue;
+    const long pid = std::strtol(t.c_str() + prefix.size(), nullptr, 10);
+    if (pid <= 0 || (pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) == 0)) continue;
+    remove_quietly(id->get<std::string>());
+  }
+}
+
+void EngineBackend::remove_quietly(const std::string& container_id) {
+  auto st = shared_->client->container_remove(container_id, true, true);
+  if (!st.ok() && engine_http_status(st.error()) != 404)
+    spdlog::warn("engine {}: removing container {}: {}", shared_->engine_name, container_id,
+                 st.error().message());
+}
+
+Result<ContainerPlan> EngineBackend::plan_for(const SandboxSpec& spec, const std::string& id) {
+  ContainerPlan plan;
+  plan.agent_path = agent_path_;
+  plan.share_dir = shared_->share_dir;
+  plan.sandbox_id = id;
+  plan.server_tag = server_tag_;
+  if (spec.image() == "host") {
+    plan.image = kHostBaseImage;
+    plan.host_root = true;
+    plan.etc_dir = etc_dir_;
+    return plan;
+  }
+  plan.image = spec.image();
+  std::lock_guard l(mu_);
+  if (auto it = image_users_.find(plan.image); it != image_users_.end()) {
+    plan.user = it->second;
+    return plan;
+  }
+  auto info = shared_->client->image_inspect(plan.image);
+  if (!info) {
+    if (engine_http_status(info.error()) == 404)
+      return Error::make(ErrorCode::kNotFound,
+                         "image '" + plan.image + "' is not on engine " + shared_->engine_name +
+                             ": pull or load it there first (docker pull / podman load)");
+    return info.take_error();
+  }
+  // The image's own user if it names one, else the sandbox user.
+  if (auto cfg = info->find("Config"); cfg != info->end() && cfg->is_object())
+    if (auto u = cfg->find("User"); u != cfg->end() && u->is_string() && !u->get<std::string>().empty())
+      plan.user = u->get<std::string>();
+  image_users_[plan.image] = plan.user;
+  return plan;
+}
+
+Result<std::unique_ptr<AgentLink>> EngineBackend::connect_agent(const std::string& container_id) {
+  EngineClient& c = *shared_->client;
+  json exec{{"AttachStdin", true},
+            {"AttachStdout", true},
+            {"AttachStderr", true},
+            {"Tty", false},
+            {"Cmd", {kAgentInContainer, "serve"}}};
+  auto exec_id = c.exec_create(container_id, exec);
+  if (!exec_id) return exec_id.take_error();
+  CallOptions call;
+  call.timeout = std::chrono::milliseconds(kStartTimeout);
+  auto session = c.exec_attach(*exec_id, call);
+  if (!session) return session.take_error();
+  auto raw = (*session)->take_stream();
+  if (!raw) return raw.take_error();
+  AgentLink::Options o;
+  o.name = container_id.substr(0, 12);
+  return AgentLink::start(std::move(raw->fd), std::move(raw->buffered), o);
+}
+
+Result<EngineContainer> EngineBackend::start_container(const SandboxSpec& spec, const std::string& id) {
+  if (spec.persistence() == Persistence::kPersistent)
+    return Error::make(ErrorCode::kUnavailable,
+                       "persistent sandboxes are not available on the engine backend yet; use the "
+                       "native backend, or save_sandbox to keep a sandbox as an image");
+  auto plan = plan_for(spec, id);
+  if (!plan) return plan.take_error();
+  EngineClient& c = *shared_->client;
+  auto cid = c.container_create(container_config(spec, *plan), "sandcastle-" + id);
+  if (!cid) return cid.take_error();
+  EngineContainer out;
+  out.container_id = *cid;
+  auto fail = [&](Error e) -> Result<EngineContainer> {
+    remove_quietly(out.container_id);
+    return e;
+  };
+  if (auto st = c.container_start(out.container_id); !st) return fail(st.take_error());
+  auto link = connect_agent(out.container_id);
+  if (!link) return fail(link.take_error());
+  out.link = std::move(*link);
+  return out;
+}
+
+Result<std::unique_ptr<Sandbox>> EngineBackend::create(const SandboxSpec& spec) {
+  {
+    std::unique_lock l(mu_);
+    if (stopping_) return Error::make(ErrorCode::kUnavailable, "the engine backend is shutting down");
+    if (pool_size_ > 0 && !pool_.empty() && native::pool_key(spec) == pool_key_) {
+      Warm w = std::move(pool_.front());
+      pool_.pop_front();
+      refill_cv_.notify_one();
+      l.unlock();
+      if (w.container.link->alive())
+        return std::unique_ptr<Sandbox>(
+            new EngineSandbox(shared_, w.id, spec, std::move(w.container)));
+      remove_quietly(w.container.container_id);
+    }
+  }
+  const std::string id = new_id();
+  auto container = start_container(spec, id);
+  if (!container) return container.take_error();
+  return std::unique_ptr<Sandbox>(new EngineSandbox(shared_, id, spec, std::move(*container)));
+}
+
+void EngineBackend::refill_loop() {
+  std::unique_lock l(mu_);
+  while (!stopping_) {
+    if (pool_.size() >= pool_size_) {
+      refill_cv_.wait(l);
+      continue;
+    }
+    l.unlock();
+    const std::string id = new_id();
+    auto c = start_container(*pool_spec_, id);
+    l.lock();
+    if (!c) {
+      spdlog::warn("engine {}: warm pool: {}", shared_->engine_name, c.error().message());
+      // Not in a tight loop: an engine that refuses now is asked again later.
+      refill_cv_.wait_for(l, std::chrono::seconds(5));
+      continue;
+    }
+    if (stopping_) {
+      l.unlock();
+      c->link->close();
+      remove_quietly(c->container_id);
+      l.lock();
+      break;
+    }
+    pool_.push_back(Warm{id, std::move(*c)});
+  }
+}
+
+std::size_t EngineBackend::warm_ready() const {
+  std::lock_guard l(mu_);
+  return pool_.size();
+}
+
+void EngineBackend::shutdown() {
+  std::deque<Warm> pool;
+  {
+    std::lock_guard l(mu_);
+    if (stopping_ && !refill_.joinable()) return;
+    stopping_ = true;
+    pool.swap(pool_);
+  }
+  refill_cv_.notify_all();
+  if (refill_.joinable()) refill_.join();
+  for (auto& w : pool) {
+    w.container.link->close();
+    remove_quietly(w.container.container_id);
+  }
+  if (!runtime_base_.empty()) {
+    (void)native::remove_tree(runtime_base_);
+    runtime_base_.clear();
+  }
+}
+
+}  // namespace sandcastle::sandbox::engine

@@ -1,0 +1,266 @@
+// EngineSandbox::exec — one command through the container's agent: its
+// stdout and stderr are channels on the agent's stream, its end a control
+// message. The calling thread does the waiting, as in the native backend.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <random>
+
+#include "sandbox/engine/engine_sandbox.h"
+#include "sandbox/output_buffer.h"
+
+namespace sandcastle::sandbox::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The agent enforces the timeout; this is the server's backstop if it stops
+// answering, and how long output may still trickle in after the end.
+constexpr auto kReportGrace = std::chrono::seconds(10);
+constexpr auto kDrainGrace = std::chrono::seconds(5);
+
+Result<AgentExec> build_exec(const ExecRequest& req, const SandboxSpec& spec) {
+  if (req.argv.empty() || req.argv[0].empty())
+    return Error::make(ErrorCode::kInvalidArgument, "exec: argv must not be empty");
+  AgentExec e;
+  for (const auto& a : req.argv) {
+    if (a.find('\0') != std::string::npos)
+      return Error::make(ErrorCode::kInvalidArgument, "exec: argument contains NUL");
+    e.argv.push_back(a);
+  }
+  e.cwd = req.cwd.empty() ? spec.workdir() : req.cwd;
+  if (e.cwd.front() != '/') e.cwd = spec.workdir() + "/" + e.cwd;
+  auto env = base_environment();
+  if (req.spec_env)
+    for (const auto& [k, v] : spec.env()) env[k] = v;
+  for (const auto& [k, v] : req.env) {
+    if (!valid_env_name(k))
+      return Error::make(ErrorCode::kInvalidArgument, "exec: invalid env name '" + k + "'");
+    if (v.find('\0') != std::string::npos)
+      return Error::make(ErrorCode::kInvalidArgument, "exec: env " + k + " contains NUL");
+    env[k] = v;
+  }
+  if (req.shell_env) {
+    env["PWD"] = e.cwd;
+    env["SHLVL"] = "0";
+    env["_"] = e.argv[0];
+  }
+  for (const auto& [k, v] : env) e.env.push_back(k + "=" + v);
+  auto timeout = req.timeout.value_or(spec.limits().exec_timeout);
+  if (timeout.count() <= 0)
+    return Error::make(ErrorCode::kInvalidArgument, "exec: timeout must be positive");
+  e.timeout_ms = static_cast<std::uint64_t>(timeout.count());
+  e.rlimit_nofile = spec.limits().open_files;
+  e.rlimit_fsize = spec.limits().file_size_bytes;
+  // Processes and memory: the container's pids and memory cgroup fence them.
+  e.listen_port = req.private_listener_port;
+  return e;
+}
+
+struct Stream {
+  UniqueFd fd;
+  OutputBuffer buf;
+  const std::function<void(std::string_view)>* callback;
+};
+
+void pump(Stream& s) {
+  char chunk[65536];
+  for (;;) {
+    ssize_t n = ::read(s.fd.get(), chunk, sizeof chunk);
+    if (n > 0) {
+      std::string_view v(chunk, static_cast<std::size_t>(n));
+      s.buf.append(v);
+      if (s.callback && *s.callback) (*s.callback)(v);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    s.fd.reset();
+    return;
+  }
+}
+
+// The listener an installer's exec gets (ExecRequest::private_listener_port):
+// a unix socket of the server's in the abstract namespace, which each
+// connection the agent accepts inside the container is relayed to. It is
+// never in the container: nothing there can reach it but through the agent.
+struct PrivateListener {
+  UniqueFd fd;
+  struct sockaddr_un addr {};
+  socklen_t len = 0;
+};
+
+Result<PrivateListener> make_listener() {
+  PrivateListener l;
+  l.fd = UniqueFd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!l.fd) return Error::from_errno("socket for an exec's listener");
+  l.addr.sun_family = AF_UNIX;
+  std::random_device rd;
+  std::string name = "sandcastle-engine-" + std::to_string(::getpid()) + "-" +
+                     std::to_string(rd()) + std::to_string(rd());
+  std::copy(name.begin(), name.end(), l.addr.sun_path + 1);
+  l.len = static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + 1 + name.size());
+  if (::bind(l.fd.get(), reinterpret_cast<struct sockaddr*>(&l.addr), l.len) != 0 ||
+      ::listen(l.fd.get(), 64) != 0)
+    return Error::from_errno("listen for an exec's listener");
+  return l;
+}
+
+UniqueFd connect_to(const PrivateListener& l) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return fd;
+  if (::connect(fd.get(), reinterpret_cast<const struct sockaddr*>(&l.addr), l.len) != 0) return {};
+  return fd;
+}
+
+ExecResult result_of(const AgentDone& done, Stream& out, Stream& err, Clock::time_point start) {
+  ExecResult res;
+  res.duration = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+  res.cpu_time = std::chrono::microseconds(done.cpu_us);
+  res.peak_memory_bytes = done.maxrss_kib * 1024;
+  res.stdout_truncated = out.buf.truncated();
+  res.stderr_truncated = err.buf.truncated();
+  res.stdout_total = out.buf.total();
+  res.stderr_total = err.buf.total();
+  res.stdout_data = out.buf.take();
+  res.stderr_data = err.buf.take();
+  const int st = done.wait_status;
+  if (WIFEXITED(st)) res.exit_code = WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) res.signal = WTERMSIG(st);
+  switch (done.end) {
+    case AgentEnd::kTimeout: res.reason = EndReason::kTimeout; break;
+    case AgentEnd::kCancelled: res.reason = EndReason::kCancelled; break;
+    case AgentEnd::kExited: res.reason = res.signal ? EndReason::kKilled : EndReason::kExited; break;
+  }
+  return res;
+}
+
+}  // namespace
+
+Result<ExecResult> EngineSandbox::exec(const ExecRequest& req, const ExecCallbacks& callbacks,
+                                       const sandbox::CancelToken* cancel) {
+  if (req.private_listener_port != 0 && !callbacks.on_listener)
+    return Error::make(ErrorCode::kInvalidArgument, "exec: a private listener needs an on_listener callback");
+  auto wire = build_exec(req, spec_);
+  if (!wire) return wire.take_error();
+  if (auto st = check_alive(); !st) return st.take_error();
+  AgentLink& link = *container_.link;
+  AgentExec& e = *wire;
+  e.id = link.next_id();
+
+  std::size_t cap = req.output.max_bytes;
+  Stream sout{UniqueFd(), OutputBuffer(cap), &callbacks.on_stdout};
+  Stream serr{UniqueFd(), OutputBuffer(cap), &callbacks.on_stderr};
+  UniqueFd in_w;
+  auto out_ch = link.open_channel();
+  if (!out_ch) return out_ch.take_error();
+  e.ch_stdout = out_ch->first;
+  sout.fd = std::move(out_ch->second);
+  auto err_ch = link.open_channel();
+  if (!err_ch) return err_ch.take_error();
+  e.ch_stderr = err_ch->first;
+  serr.fd = std::move(err_ch->second);
+  std::string_view pending_in = req.stdin_data;
+  if (!pending_in.empty()) {
+    auto in_ch = link.open_channel();
+    if (!in_ch) return in_ch.take_error();
+    e.ch_stdin = in_ch->first;
+    in_w = std::move(in_ch->second);
+  }
+  for (int fd : {sout.fd.get(), serr.fd.get(), in_w.get()})
+    if (fd >= 0) ::fcntl(fd, F_SETFL, O_NONBLOCK);
+  if (req.pass_fd >= 0) {
+    UniqueFd dup(::fcntl(req.pass_fd, F_DUPFD_CLOEXEC, 0));
+    if (!dup) return Error::from_errno("dup the exec's fd 3");
+    e.ch_fd3 = link.next_id();
+    if (auto st = link.attach(e.ch_fd3, std::move(dup)); !st) return st.take_error();
+  }
+  std::optional<PrivateListener> listener;
+  if (e.listen_port != 0) {
+    auto l = make_listener();
+    if (!l) return l.take_error();
+    listener = std::move(*l);
+    const PrivateListener* lp = &*listener;
+    link.on_accept(e.id, [lp] { return connect_to(*lp); });
+  }
+
+  auto waiter = link.watch(e.id);
+  struct Unwatch {
+    AgentLink& link;
+    std::uint32_t id;
+    const sandbox::CancelToken* token;
+    ~Unwatch() {
+      if (token) token->set_channel(nullptr);
+      link.unwatch(id);
+    }
+  } unwatch{link, e.id, cancel};
+  const auto start = Clock::now();
+  if (auto st = link.send_control(encode_exec(e)); !st) return st.take_error();
+  if (listener) {
+    UniqueFd handed(::fcntl(listener->fd.get(), F_DUPFD_CLOEXEC, 0));
+    if (!handed) return Error::from_errno("dup the exec's listener");
+    callbacks.on_listener(std::move(handed));
+  }
+  if (cancel) {
+    cancel->set_channel([&link, id = e.id](sandbox::CancelToken::Signal sig) {
+      auto s = sig == sandbox::CancelToken::Signal::kCancel ? AgentSignal::kCancel : AgentSignal::kInterrupt;
+      return link.send_control(encode_signal(id, s)).ok();
+    });
+    if (cancel->cancelled()) (void)link.send_control(encode_signal(e.id, AgentSignal::kCancel));
+  }
+
+  auto deadline = start + std::chrono::milliseconds(e.timeout_ms) + kReportGrace;
+  std::optional<AgentDone> done;
+  for (;;) {
+    if (done && !sout.fd && !serr.fd) break;
+    auto now = Clock::now();
+    if (now >= deadline) {
+      if (done) break;  // output that never ended: what came is the result
+      (void)link.send_control(encode_signal(e.id, AgentSignal::kCancel));
+      return Error::make(ErrorCode::kTimeout, "exec: the container's agent did not report within timeout + grace");
+    }
+    auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+    struct pollfd p[4];
+    int n = 0, io = -1, ie = -1, ii = -1;
+    p[n++] = {waiter->fd(), POLLIN, 0};
+    if (sout.fd) { p[n] = {sout.fd.get(), POLLIN, 0}; io = n++; }
+    if (serr.fd) { p[n] = {serr.fd.get(), POLLIN, 0}; ie = n++; }
+    if (in_w) { p[n] = {in_w.get(), POLLOUT, 0}; ii = n++; }
+    if (::poll(p, static_cast<nfds_t>(n), static_cast<int>(std::min<long long>(left_ms, 60'000))) < 0) {
+      if (errno == EINTR) continue;
+      return Error::from_errno("poll exec channels");
+    }
+    if (io >= 0 && p[io].revents) pump(sout);
+    if (ie >= 0 && p[ie].revents) pump(serr);
+    if (ii >= 0 && p[ii].revents) {
+      ssize_t w = (p[ii].revents & (POLLERR | POLLHUP))
+                      ? -1
+                      : ::send(in_w.get(), pending_in.data(), pending_in.size(), MSG_NOSIGNAL);
+      if (w > 0) pending_in.remove_prefix(static_cast<std::size_t>(w));
+      if ((w < 0 && errno != EAGAIN && errno != EINTR) || pending_in.empty()) {
+        (void)::shutdown(in_w.get(), SHUT_WR);
+        in_w.reset();
+      }
+    }
+    if (!p[0].revents) continue;
+    while (auto m = waiter->pop()) {
+      if (m->kind == AgentMsg::kExecFailed) return Error::from_errno(m->failure->step, m->failure->err);
+      if (m->kind == AgentMsg::kDone && !done) {
+        done = *m->done;
+        in_w.reset();
+        deadline = std::min(deadline, Clock::now() + kDrainGrace);
+      }
+    }
+    if (waiter->dead() && !done)
+      return Error::make(ErrorCode::kUnavailable, "exec: sandbox " + id_ + " went away (" + link.end_reason() + ")");
+  }
+  return result_of(*done, sout, serr, start);
+}
+
+}  // namespace sandcastle::sandbox::engine

@@ -1,0 +1,279 @@
+// The engine backend against real engines (Podman's compat service and
+// dockerd, started by the fixture): sandboxes as containers, every call
+// through the in-container agent. Nothing is mocked.
+#include "sandbox/engine/engine_backend.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "engine_fixture.h"
+
+namespace sandcastle::sandbox::engine::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+SandboxSpec small_spec() {
+  SpecOptions o;
+  o.limits.memory_bytes = 256 * kMiB;
+  o.limits.disk_bytes = 16 * kMiB;
+  o.limits.exec_timeout = 20s;
+  return *SandboxSpec::create(o);
+}
+
+ExecRequest true_request() {
+  ExecRequest req;
+  req.argv = {"true"};
+  return req;
+}
+
+class EngineBackendTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    engine_ = test_engine(GetParam(), &why);
+    if (!engine_) GTEST_SKIP() << GetParam() << " cannot run here: " << why;
+    EngineBackendOptions o;
+    o.engine.url = engine_->url;
+    o.agent_path = find_agent();
+    o.pool_size = 0;
+    auto b = EngineBackend::create(o);
+    ASSERT_TRUE(b.ok()) << b.error().message();
+    backend_ = std::move(*b);
+  }
+  void TearDown() override {
+    if (backend_) backend_->shutdown();
+  }
+  std::unique_ptr<Sandbox> make(const SandboxSpec& spec = small_spec()) {
+    auto sb = backend_->create(spec);
+    EXPECT_TRUE(sb.ok()) << sb.error().message();
+    return sb.ok() ? std::move(*sb) : nullptr;
+  }
+  ExecResult run(Sandbox& sb, std::vector<std::string> argv, std::string stdin_data = {}) {
+    ExecRequest req;
+    req.argv = std::move(argv);
+    req.stdin_data = std::move(stdin_data);
+    auto r = sb.exec(req);
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    return r.ok() ? *r : ExecResult{};
+  }
+  const TestEngine* engine_ = nullptr;
+  std::unique_ptr<EngineBackend> backend_;
+};
+
+TEST_P(EngineBackendTest, RunsCommandsAsTheSandboxUserWithoutCapabilities) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  auto r = run(*sb, {"sh", "-c", "id -u; grep CapEff /proc/self/status; echo err >&2; exit 3"});
+  EXPECT_EQ(r.reason, EndReason::kExited);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.stdout_data, "1000\nCapEff:\t0000000000000000\n");
+  EXPECT_EQ(r.stderr_data, "err\n");
+  // The host's interpreters, as on the native "host" image.
+  auto py = run(*sb, {"python3", "-c", "import sys; print(sys.version_info[0])"});
+  EXPECT_EQ(py.stdout_data, "3\n") << py.stderr_data;
+}
+
+TEST_P(EngineBackendTest, PassesLargeStdinThroughAndBack) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  std::string big(3 * 1024 * 1024 + 7, 'x');
+  for (std::size_t i = 0; i < big.size(); i += 4096) big[i] = static_cast<char>('a' + i % 26);
+  ExecRequest req;
+  req.argv = {"cat"};
+  req.stdin_data = big;
+  req.output.max_bytes = big.size() + 1;
+  auto r = sb->exec(req);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->stdout_total, big.size());
+  EXPECT_TRUE(r->stdout_data == big);
+}
+
+TEST_P(EngineBackendTest, TimeoutKillsTheCommandAndItsChildren) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  ExecRequest req;
+  req.argv = {"sh", "-c", "sleep 300 & sleep 300"};
+  req.timeout = 300ms;
+  auto r = sb->exec(req);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->reason, EndReason::kTimeout);
+  auto ps = run(*sb, {"sh", "-c", "ps -eo comm | grep -c '^sleep' || true"});
+  EXPECT_EQ(ps.stdout_data, "0\n");
+}
+
+TEST_P(EngineBackendTest, CancelEndsARunningCommand) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  sandbox::CancelToken token;
+  std::thread t([&] {
+    std::this_thread::sleep_for(200ms);  // the cancel must find the command running
+    token.cancel();
+  });
+  ExecRequest req;
+  req.argv = {"sleep", "60"};
+  auto r = sb->exec(req, {}, &token);
+  t.join();
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->reason, EndReason::kCancelled);
+  EXPECT_EQ(r->signal, SIGKILL);
+}
+
+TEST_P(EngineBackendTest, MissingProgramIsASetupError) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  ExecRequest req;
+  req.argv = {"/no/such/program"};
+  auto r = sb->exec(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().sys_errno, ENOENT);
+}
+
+TEST_P(EngineBackendTest, FilesGoThroughTheAgentAsTheSandboxUser) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  ASSERT_TRUE(sb->write_file("dir/a.txt", "hello", 0644, true).ok());
+  auto data = sb->read_file("/workspace/dir/a.txt");
+  ASSERT_TRUE(data.ok()) << data.error().message();
+  EXPECT_EQ(data->data, "hello");
+  auto owner = run(*sb, {"stat", "-c", "%u", "/workspace/dir/a.txt"});
+  EXPECT_EQ(owner.stdout_data, "1000\n");
+  auto listing = sb->list("/workspace", [] {
+    ListOptions lo;
+    lo.recursive = true;
+    return lo;
+  }());
+  ASSERT_TRUE(listing.ok());
+  EXPECT_EQ(listing->entries.size(), 2u);
+  // The root is read-only, and /etc is the host's template bound read-only.
+  auto ro = sb->write_file("/usr/x", "no");
+  ASSERT_FALSE(ro.ok());
+  EXPECT_EQ(ro.error().sys_errno, EROFS);
+  ASSERT_TRUE(sb->remove("dir", true).ok());
+  auto gone = sb->stat("dir");
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.error().sys_errno, ENOENT);
+}
+
+TEST_P(EngineBackendTest, DiskLimitIsTheWorkspaceSize) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  auto r = run(*sb, {"sh", "-c", "head -c 20000000 /dev/zero > big; echo $?"});
+  EXPECT_NE(r.stdout_data, "0\n");
+  EXPECT_NE(r.stderr_data.find("No space left"), std::string::npos) << r.stderr_data;
+}
+
+TEST_P(EngineBackendTest, Fd3IsTheCallersSocket) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  int sp[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+  UniqueFd ours(sp[0]), theirs(sp[1]);
+  ASSERT_EQ(::write(ours.get(), "ping\n", 5), 5);
+  ExecRequest req;
+  req.argv = {"sh", "-c", "read line <&3; echo \"got $line\" >&3"};
+  req.pass_fd = theirs.get();
+  auto r = sb->exec(req);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  theirs.reset();
+  char buf[64] = {};
+  ssize_t n = ::read(ours.get(), buf, sizeof buf - 1);
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(std::string(buf, static_cast<std::size_t>(n)), "got ping\n");
+}
+
+TEST_P(EngineBackendTest, DestroyRemovesTheContainer) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  const std::string cid = static_cast<EngineSandbox&>(*sb).container_id();
+  ASSERT_TRUE(sb->destroy().ok());
+  auto c = client_for(*engine_);
+  auto info = c->container_inspect(cid);
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(engine_http_status(info.error()), 404);
+  auto r = sb->exec(true_request());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+}
+
+TEST_P(EngineBackendTest, AContainerRemovedBehindOurBackIsReportedGone) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  auto c = client_for(*engine_);
+  ASSERT_TRUE(c->container_remove(static_cast<EngineSandbox&>(*sb).container_id(), true, true).ok());
+  // The link notices the stream's end on its own thread.
+  for (int i = 0; i < 250 && sb->alive(); ++i) std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(sb->alive());
+  auto r = sb->exec(true_request());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+}
+
+TEST_P(EngineBackendTest, AMissingImageSaysWhereToGetIt) {
+  SpecOptions o;
+  o.image = "sandcastle-test/no-such-image:1";
+  auto spec = SandboxSpec::create(o);
+  ASSERT_TRUE(spec.ok());
+  auto sb = backend_->create(*spec);
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(sb.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(sb.error().context.find("pull or load it"), std::string::npos) << sb.error().context;
+}
+
+TEST_P(EngineBackendTest, RunsOnTheEnginesOwnImage) {
+  SpecOptions o;
+  o.image = engine_->image;  // the fixture's busybox image
+  auto spec = SandboxSpec::create(o);
+  ASSERT_TRUE(spec.ok());
+  auto sb = make(*spec);
+  ASSERT_TRUE(sb);
+  auto r = run(*sb, {"sh", "-c", "echo $((6*7))"});
+  EXPECT_EQ(r.stdout_data, "42\n");
+}
+
+TEST_P(EngineBackendTest, WarmPoolHandsOutStartedContainers) {
+  backend_->shutdown();
+  EngineBackendOptions o;
+  o.engine.url = engine_->url;
+  o.agent_path = find_agent();
+  o.pool_size = 1;
+  o.pool_spec = small_spec();
+  auto b = EngineBackend::create(o);
+  ASSERT_TRUE(b.ok()) << b.error().message();
+  backend_ = std::move(*b);
+  for (int i = 0; i < 600 && backend_->warm_ready() == 0; ++i) std::this_thread::sleep_for(50ms);
+  ASSERT_EQ(backend_->warm_ready(), 1u);
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  EXPECT_EQ(run(*sb, {"echo", "warm"}).stdout_data, "warm\n");
+}
+
+TEST_P(EngineBackendTest, UsageComesFromTheEngineAndTheWorkspace) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  ASSERT_TRUE(sb->write_file("f", std::string(1 << 20, 'z')).ok());
+  auto u = sb->usage();
+  ASSERT_TRUE(u.ok()) << u.error().message();
+  EXPECT_GT(u->memory_bytes, 0u);
+  EXPECT_GE(u->processes, 1u);
+  EXPECT_GE(u->disk_bytes, std::uint64_t{1} << 20);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, EngineBackendTest, ::testing::Values("podman", "docker"),
+                         [](const auto& param_info) { return param_info.param; });
+
+TEST(EngineBackendDown, AnEngineThatDoesNotAnswerIsAClearError) {
+  EngineBackendOptions o;
+  o.engine.url = "unix:///nonexistent/engine.sock";
+  o.agent_path = find_agent();
+  auto b = EngineBackend::create(o);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().message().find("/nonexistent/engine.sock"), std::string::npos)
+      << b.error().message();
+}
+
+}  // namespace
+}  // namespace sandcastle::sandbox::engine::testing
