@@ -26,3 +26,19 @@ add_dependencies(sandcastle sandcastle-init)
 # path is the fallback for test binaries.
 target_compile_definitions(sandcastle_core PRIVATE
   SANDCASTLE_INIT_PATH="$<TARGET_FILE:sandcastle-init>")
+
+# sandcastle-agent: the helper bind-mounted into every engine container
+# (src/sandbox/engine/agent_wire.h). Static like sandcastle-init, so it runs
+# on any image (glibc, musl or none); its own sources stay out of the core.
+file(GLOB SANDCASTLE_AGENT_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/sandbox/engine/agent/*.cc)
+list(APPEND SANDCASTLE_AGENT_SOURCES
+  ${PROJECT_SOURCE_DIR}/src/sandbox/engine/agent_wire.cc
+  ${PROJECT_SOURCE_DIR}/src/sandbox/native/wire.cc
+  ${PROJECT_SOURCE_DIR}/src/sandbox/native/file_wire.cc
+  ${PROJECT_SOURCE_DIR}/src/sandbox/native/file_worker.cc
+  ${PROJECT_SOURCE_DIR}/src/sandbox/native/caps.cc)
+add_executable(sandcastle-agent ${SANDCASTLE_AGENT_SOURCES})
+target_include_directories(sandcastle-agent PRIVATE ${PROJECT_SOURCE_DIR}/src)
+target_compile_options(sandcastle-agent PRIVATE -fno-sanitize=all)
+target_link_options(sandcastle-agent PRIVATE -static -fno-sanitize=all)
+add_dependencies(sandcastle sandcastle-agent)

@@ -1,0 +1,209 @@
+#include "sandbox/engine/agent/command.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace sandcastle::sandbox::engine::agent {
+namespace {
+
+enum Step : std::int32_t { kSetsid, kDup2, kCloseRange, kSetrlimit, kChdir, kExecve, kSigaction };
+
+// What the child writes on its error pipe when a step fails.
+struct ChildReport {
+  std::int32_t step = 0;
+  std::int32_t err = 0;
+};
+
+// Above every fd number the child assigns (0-4), so no dup2 below
+// overwrites a source it still needs.
+constexpr int kHighFd = 10;
+
+struct Prepared {
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  std::vector<std::string> candidates;  // paths execve tries, in order
+  struct Limit {
+    int resource;
+    rlim_t value;
+  };
+  std::vector<Limit> limits;
+  int close_upto = 0;  // the fallback when close_range is not allowed
+};
+
+std::string env_value(const std::vector<std::string>& env, std::string_view key) {
+  for (const auto& kv : env)
+    if (kv.size() > key.size() && kv.compare(0, key.size(), key) == 0 && kv[key.size()] == '=')
+      return kv.substr(key.size() + 1);
+  return {};
+}
+
+// argv[0] without a '/' is looked up in the PATH of the command's own
+// environment (execvpe would use the agent's), so the candidates are
+// spelled out here, before the fork.
+Prepared prepare(const AgentExec& e) {
+  Prepared p;
+  for (const auto& a : e.argv) p.argv.push_back(const_cast<char*>(a.c_str()));
+  p.argv.push_back(nullptr);
+  for (const auto& kv : e.env) p.envp.push_back(const_cast<char*>(kv.c_str()));
+  p.envp.push_back(nullptr);
+  const std::string& file = e.argv[0];
+  if (file.find('/') != std::string::npos) {
+    p.candidates.push_back(file);
+  } else {
+    std::string path = env_value(e.env, "PATH");
+    if (path.empty()) path = "/usr/local/bin:/usr/bin:/bin";
+    std::size_t start = 0;
+    while (start <= path.size()) {
+      std::size_t end = path.find(':', start);
+      if (end == std::string::npos) end = path.size();
+      std::string dir = path.substr(start, end - start);
+      p.candidates.push_back((dir.empty() ? "." : dir) + "/" + file);
+      start = end + 1;
+    }
+  }
+  p.limits.push_back({RLIMIT_CORE, 0});
+  if (e.rlimit_nofile) p.limits.push_back({RLIMIT_NOFILE, static_cast<rlim_t>(e.rlimit_nofile)});
+  if (e.rlimit_fsize) p.limits.push_back({RLIMIT_FSIZE, static_cast<rlim_t>(e.rlimit_fsize)});
+  if (e.rlimit_nproc) p.limits.push_back({RLIMIT_NPROC, static_cast<rlim_t>(e.rlimit_nproc)});
+  if (e.rlimit_data) p.limits.push_back({RLIMIT_DATA, static_cast<rlim_t>(e.rlimit_data)});
+  struct rlimit nofile {};
+  getrlimit(RLIMIT_NOFILE, &nofile);
+  p.close_upto = nofile.rlim_cur > 65536 ? 65536 : static_cast<int>(nofile.rlim_cur);
+  return p;
+}
+
+[[noreturn]] void fail(int error_fd, Step step, int err) {
+  ChildReport r{step, err};
+  (void)!::write(error_fd, &r, sizeof r);
+  _exit(127);
+}
+
+// Lowers a limit; without CAP_SYS_RESOURCE a hard limit below the value
+// cannot be raised, so the value is clamped to it (as the native backend does).
+bool set_limit(int resource, rlim_t value) {
+  struct rlimit lim {
+    value, value
+  };
+  if (setrlimit(resource, &lim) == 0) return true;
+  struct rlimit cur {};
+  if (errno == EPERM && getrlimit(resource, &cur) == 0 && cur.rlim_max != RLIM_INFINITY &&
+      cur.rlim_max < value) {
+    lim = {cur.rlim_max, cur.rlim_max};
+    return setrlimit(resource, &lim) == 0;
+  }
+  return false;
+}
+
+// Moves fd above kHighFd (close-on-exec; the final dup2 clears it).
+int move_high(int error_fd, int fd) {
+  if (fd < 0) return -1;
+  int high = ::fcntl(fd, F_DUPFD_CLOEXEC, kHighFd);
+  if (high < 0) fail(error_fd, kDup2, errno);
+  return high;
+}
+
+// The child: only syscalls on memory prepared before the fork.
+[[noreturn]] void run_child(Prepared& p, const CommandFds& fds, const char* cwd, int error_fd) {
+  // Signals as a fresh process expects them: nothing blocked (the agent
+  // blocks SIGCHLD), nothing ignored (the agent ignores SIGPIPE; handlers
+  // are reset by execve itself).
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    (void)sigaction(sig, &dfl, nullptr);  // glibc's internal signals refuse: fine
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  if (sigprocmask(SIG_SETMASK, &none, nullptr) != 0) fail(error_fd, kSigaction, errno);
+  if (::setsid() < 0) fail(error_fd, kSetsid, errno);
+  error_fd = move_high(error_fd, error_fd);
+  int in = move_high(error_fd, fds.in);
+  int out = move_high(error_fd, fds.out);
+  int err = move_high(error_fd, fds.err);
+  int fd3 = move_high(error_fd, fds.fd3);
+  if (::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) fail(error_fd, kDup2, errno);
+  if (fd3 >= 0 && ::dup2(fd3, 3) < 0) fail(error_fd, kDup2, errno);
+  const int err_slot = fd3 >= 0 ? 4 : 3;
+  if (::dup3(error_fd, err_slot, O_CLOEXEC) < 0) fail(error_fd, kDup2, errno);
+  error_fd = err_slot;
+  if (syscall(SYS_close_range, static_cast<unsigned>(err_slot + 1), ~0U, 0U) != 0) {
+    // A seccomp profile older than close_range: close what the limit allows.
+    if (errno != ENOSYS && errno != EPERM) fail(error_fd, kCloseRange, errno);
+    for (int fd = err_slot + 1; fd < p.close_upto; ++fd) ::close(fd);
+  }
+  for (const auto& l : p.limits)
+    if (!set_limit(l.resource, l.value)) fail(error_fd, kSetrlimit, errno);
+  if (cwd[0] != '\0' && ::chdir(cwd) != 0) fail(error_fd, kChdir, errno);
+  int exec_err = ENOENT;
+  for (const auto& candidate : p.candidates) {
+    ::execve(candidate.c_str(), p.argv.data(), p.envp.data());
+    if (p.candidates.size() == 1)
+      exec_err = errno;
+    else if (errno == EACCES)
+      exec_err = EACCES;  // like execvp: remember, keep looking
+    else if (errno != ENOENT && errno != ENOTDIR)
+      exec_err = errno;
+  }
+  fail(error_fd, kExecve, exec_err);
+}
+
+}  // namespace
+
+SpawnOutcome spawn_command(const AgentExec& e, const CommandFds& fds) {
+  SpawnOutcome out;
+  Prepared p = prepare(e);
+  int errpipe[2];
+  if (::pipe2(errpipe, O_CLOEXEC) != 0) {
+    out.err = errno;
+    out.step = "pipe";
+    return out;
+  }
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(errpipe[0]);
+    run_child(p, fds, e.cwd.c_str(), errpipe[1]);
+  }
+  int fork_err = errno;
+  ::close(errpipe[1]);
+  if (pid < 0) {
+    ::close(errpipe[0]);
+    out.err = fork_err;
+    out.step = "fork";
+    return out;
+  }
+  // EOF: execve closed the pipe. A report: the child failed and exits.
+  ChildReport r;
+  ssize_t n;
+  do {
+    n = ::read(errpipe[0], &r, sizeof r);
+  } while (n < 0 && errno == EINTR);
+  ::close(errpipe[0]);
+  if (n == 0) {
+    out.pid = pid;
+    return out;
+  }
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  constexpr auto kSteps = sizeof kSpawnSteps / sizeof kSpawnSteps[0];
+  if (n == static_cast<ssize_t>(sizeof r) && r.step >= 0 &&
+      static_cast<std::size_t>(r.step) < kSteps) {
+    out.err = r.err;
+    out.step = kSpawnSteps[r.step];
+  } else {
+    out.err = n < 0 ? errno : EPROTO;
+    out.step = "exec report";
+  }
+  return out;
+}
+
+}  // namespace sandcastle::sandbox::engine::agent

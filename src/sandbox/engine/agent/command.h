@@ -1,0 +1,40 @@
+// sandcastle-agent: starting one command of an AgentExec (agent_wire.h).
+// Everything the child needs is prepared before the fork, so between fork
+// and execve it makes only syscalls; a failing step reaches the agent as
+// {errno, step} over a close-on-exec pipe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "sandbox/engine/agent_wire.h"
+
+namespace sandcastle::sandbox::engine::agent {
+
+// The command's fds 0, 1, 2 and 3 (-1: no fd 3). The caller keeps
+// ownership; the child gets copies.
+struct CommandFds {
+  int in = -1;
+  int out = -1;
+  int err = -1;
+  int fd3 = -1;
+};
+
+struct SpawnOutcome {
+  pid_t pid = -1;  // > 0: execve succeeded
+  int err = 0;
+  std::string step;  // "execve", "chdir", "setrlimit", "fork", ...
+};
+
+// Forks and execs e.argv in a new session: fds as given, everything else
+// closed, signals reset, rlimits lowered as asked (a core limit of 0 always),
+// env exactly e.env, cwd e.cwd. Waits only until execve succeeded or failed.
+SpawnOutcome spawn_command(const AgentExec& e, const CommandFds& fds);
+
+// The step names a child may report, by index (the pipe carries the index).
+inline constexpr const char* kSpawnSteps[] = {"setsid", "dup2",   "close_range", "setrlimit",
+                                              "chdir",  "execve", "sigaction"};
+
+}  // namespace sandcastle::sandbox::engine::agent

@@ -1,0 +1,41 @@
+#include "sandbox/engine/agent/init_mode.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <initializer_list>
+
+namespace sandcastle::sandbox::engine::agent {
+namespace {
+
+void on_signal(int) {}
+
+}  // namespace
+
+int run_init() {
+  // Handlers as well as the mask: the kernel drops a signal to a PID 1 that
+  // has no handler for it, unless the signal is blocked (then it waits in
+  // sigwaitinfo). Both, so neither rule depends on the other.
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGCHLD}) sigaction(sig, &sa, nullptr);
+  sigset_t wanted;
+  sigemptyset(&wanted);
+  for (int sig : {SIGTERM, SIGINT, SIGCHLD}) sigaddset(&wanted, sig);
+  sigprocmask(SIG_BLOCK, &wanted, nullptr);
+  for (;;) {
+    // Reap first: children may have exited before the mask was set.
+    int status = 0;
+    while (::waitpid(-1, &status, WNOHANG) > 0) {
+    }
+    siginfo_t info;
+    int sig = sigwaitinfo(&wanted, &info);
+    if (sig == SIGTERM || sig == SIGINT) return 0;
+    if (sig < 0 && errno != EINTR) return 1;
+  }
+}
+
+}  // namespace sandcastle::sandbox::engine::agent
