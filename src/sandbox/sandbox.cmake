@@ -42,3 +42,7 @@ target_include_directories(sandcastle-agent PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_compile_options(sandcastle-agent PRIVATE -fno-sanitize=all)
 target_link_options(sandcastle-agent PRIVATE -static -fno-sanitize=all)
 add_dependencies(sandcastle sandcastle-agent)
+# The server finds the agent next to its own binary first; this build-tree
+# path is the fallback for test binaries.
+target_compile_definitions(sandcastle_core PRIVATE
+  SANDCASTLE_AGENT_PATH="$<TARGET_FILE:sandcastle-agent>")

@@ -20,6 +20,7 @@ struct AgentLink::Channel {
   bool local_eof = false;          // fd gave EOF: our EOF frame is queued
   bool remote_eof = false;         // the agent's EOF frame came
   bool shut_wr = false;
+  bool started = false;  // the agent has been told of it
 };
 
 namespace {
@@ -186,12 +187,15 @@ void AgentLink::on_accept(std::uint32_t id, AcceptHandler handler) {
   accepts_[id] = std::move(handler);
 }
 
-Status AgentLink::send_control(const std::string& payload) {
+Status AgentLink::send_control(const std::string& payload,
+                               std::initializer_list<std::uint32_t> starts) {
   if (payload.size() > kMaxFrameToAgent)
     return Error::make(ErrorCode::kInvalidArgument, "agent request too large (argv and environment)");
   std::lock_guard l(mu_);
   if (!alive()) return Error::make(ErrorCode::kUnavailable, "agent " + options_.name + ": " + end_reason_);
   queue_frame(kControlChannel, payload);
+  for (std::uint32_t ch : starts)
+    if (auto it = channels_.find(ch); it != channels_.end()) it->second->started = true;
   wake();
   return ok_status();
 }
@@ -309,6 +313,7 @@ bool AgentLink::on_control(std::string_view payload) {
       set_nonblocking(fd.get());
       auto c = std::make_unique<Channel>();
       c->fd = std::move(fd);
+      c->started = true;
       channels_[ch] = std::move(c);
       return true;
     }
@@ -386,7 +391,7 @@ void AgentLink::service_channel(std::uint32_t id, Channel& c, short revents) {
     queue_frame(kControlChannel, encode_credit(id, c.owed));
     c.owed = 0;
   }
-  if ((revents & (POLLIN | POLLHUP | POLLERR)) && !c.local_eof && c.credit > 0 &&
+  if ((revents & (POLLIN | POLLHUP | POLLERR)) && c.started && !c.local_eof && c.credit > 0 &&
       out_.size() < kMaxQueued) {
     char buf[kMaxDataFrame];
     std::size_t want = std::min<std::size_t>(c.credit, sizeof buf);
@@ -422,7 +427,7 @@ void AgentLink::run() {
       fds.push_back({wake_.get(), POLLIN, 0});
       for (auto& [id, c] : channels_) {
         short ev = 0;
-        if (!c->local_eof && c->credit > 0 && out_.size() < kMaxQueued) ev |= POLLIN;
+        if (c->started && !c->local_eof && c->credit > 0 && out_.size() < kMaxQueued) ev |= POLLIN;
         if (!c->to_local.empty()) ev |= POLLOUT;
         // Work without waiting: credit to return, a half close to pass on.
         bool due = c->owed > 0 || (c->remote_eof && c->to_local.empty() && !c->shut_wr);

@@ -22,6 +22,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -89,7 +90,8 @@ class AgentLink {
   std::uint32_t next_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
   // Relays `local` (a SOCK_STREAM socket of the caller's, made non-blocking
   // here) as channel `channel`. The agent learns of it from the caller's
-  // control message.
+  // control message: until that is sent (send_control's `starts`), nothing
+  // is read from `local`, so no data reaches the agent before its channel.
   Status attach(std::uint32_t channel, UniqueFd local);
   // A socketpair: one end relayed as a new channel, the other returned.
   Result<std::pair<std::uint32_t, UniqueFd>> open_channel();
@@ -103,7 +105,9 @@ class AgentLink {
   using AcceptHandler = std::function<UniqueFd()>;
   void on_accept(std::uint32_t id, AcceptHandler handler);
 
-  Status send_control(const std::string& payload);
+  // Queues a control message; then the channels in `starts` (named in it)
+  // begin to be read.
+  Status send_control(const std::string& payload, std::initializer_list<std::uint32_t> starts = {});
   // Closes the stream (the agent sees EOF, kills every command and exits)
   // and stops the relay. Idempotent.
   void close();

@@ -71,7 +71,9 @@ json container_config(const SandboxSpec& spec, const ContainerPlan& plan) {
       {"Binds", binds},
       {"Tmpfs",
        {{"/tmp", tmpfs_options(l.tmp_bytes, ",mode=1777")},
-        {spec.workdir(), tmpfs_options(l.disk_bytes, owner_of(plan.user) + ",mode=0755")}}},
+        {spec.workdir(),
+         tmpfs_options(l.disk_bytes, (plan.podman ? std::string(",U") : owner_of(plan.user)) +
+                                         ",mode=0755")}}},
       {"ReadonlyRootfs", true},
       {"CapDrop", {"ALL"}},
       {"SecurityOpt", {"no-new-privileges"}},

@@ -24,6 +24,9 @@ struct ContainerPlan {
   std::string user = "1000:1000";
   std::string sandbox_id;
   std::string server_tag;  // label value naming this server (pid@host)
+  // Podman's tmpfs takes no uid=/gid= options; its "U" chowns the mount to
+  // the container's user instead.
+  bool podman = false;
 };
 
 // Every hardening the issue asks for, and Docker's defaults for the rest

@@ -65,6 +65,11 @@ Status EngineBackend::prepare(const EngineBackendOptions& options) {
                        "engine " + options.engine.url +
                            ": only a local engine (unix socket) can run sandboxes for now: the "
                            "agent is bound into each container from this host");
+  if (auto v = shared_->client->version(); v.ok())
+    if (auto comps = v->find("Components"); comps != v->end() && comps->is_array())
+      for (const auto& c : *comps)
+        if (c.is_object() && c.value("Name", std::string()).find("Podman") != std::string::npos)
+          podman_ = true;
   auto dirs = native::prepare_runtime_dirs();
   if (!dirs) return dirs.take_error();
   runtime_base_ = dirs->base;
@@ -142,6 +147,7 @@ Result<ContainerPlan> EngineBackend::plan_for(const SandboxSpec& spec, const std
   plan.share_dir = shared_->share_dir;
   plan.sandbox_id = id;
   plan.server_tag = server_tag_;
+  plan.podman = podman_;
   if (spec.image() == "host") {
     plan.image = kHostBaseImage;
     plan.host_root = true;

@@ -71,6 +71,7 @@ class EngineBackend final : public Backend {
   std::string runtime_base_;
   std::string server_tag_;
   bool local_ = false;  // a unix socket: host paths can be bound
+  bool podman_ = false;
   std::map<std::string, std::string> image_users_;  // image -> user to run as
 
   std::size_t pool_size_ = 0;

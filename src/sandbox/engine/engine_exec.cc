@@ -201,7 +201,8 @@ Result<ExecResult> EngineSandbox::exec(const ExecRequest& req, const ExecCallbac
     }
   } unwatch{link, e.id, cancel};
   const auto start = Clock::now();
-  if (auto st = link.send_control(encode_exec(e)); !st) return st.take_error();
+  if (auto st = link.send_control(encode_exec(e), {e.ch_stdin, e.ch_stdout, e.ch_stderr, e.ch_fd3}); !st)
+    return st.take_error();
   if (listener) {
     UniqueFd handed(::fcntl(listener->fd.get(), F_DUPFD_CLOEXEC, 0));
     if (!handed) return Error::from_errno("dup the exec's listener");

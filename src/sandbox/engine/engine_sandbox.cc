@@ -33,7 +33,8 @@ Result<UniqueFd> EngineSandbox::connect_files() {
   AgentLink& link = *container_.link;
   auto ch = link.open_channel();
   if (!ch) return ch.take_error();
-  if (auto st = link.send_control(encode_files(ch->first, spec_.limits().file_size_bytes)); !st)
+  if (auto st = link.send_control(encode_files(ch->first, spec_.limits().file_size_bytes), {ch->first});
+      !st)
     return st.take_error();
   return std::move(ch->second);
 }
