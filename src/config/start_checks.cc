@@ -54,9 +54,9 @@ StartCheck check_start_settings(const Config& cfg, const StartInputs& in) {
     std::string msg =
         said +
         ": sandcastle runs code in its own native Linux sandboxes (namespaces, seccomp, "
-        "cgroups) and has no '" +
+        "cgroups) or on a Docker/Podman engine (engine), and has no '" +
         cfg.backend + "' backend, so it cannot honour this setting. " + "To start, " + unset +
-        " (or set it to native)";
+        " (or set it to native or engine)";
     if (cfg.backend == "e2b" || cfg.backend == "E2B")
       msg += "; no E2B account or E2B_API_KEY is needed";
     out.errors.push_back(msg);

@@ -40,6 +40,6 @@ struct StartCheck {
 StartCheck check_start_settings(const Config& cfg, const StartInputs& in);
 
 // The backends this build has.
-inline constexpr const char* kBackends[] = {"native"};
+inline constexpr const char* kBackends[] = {"native", "engine"};
 
 }  // namespace sandcastle::config

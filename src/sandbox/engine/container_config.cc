@@ -103,9 +103,11 @@ json container_config(const SandboxSpec& spec, const ContainerPlan& plan) {
 
 std::string host_base_tar() {
   std::string out;
-  for (const char* d : {"usr/", "etc/", "tmp/", "workspace/", "opt/", "opt/sandcastle/", "proc/",
-                        "dev/", "sys/", "root/", "home/", "run/", "var/", "var/tmp/"})
+  for (const char* d : {"usr/", "etc/", "workspace/", "opt/", "opt/sandcastle/", "proc/", "dev/",
+                        "sys/", "root/", "home/", "run/", "var/"})
     out += tar_header(d, '5', 0755, "");
+  // Podman copies a tmpfs's mode from the image's directory.
+  for (const char* d : {"tmp/", "var/tmp/"}) out += tar_header(d, '5', 01777, "");
   for (const char* l : {"bin", "lib", "lib64", "sbin"})
     out += tar_header(l, '2', 0777, std::string("usr/") + l);
   out.append(1024, '\0');

@@ -13,7 +13,7 @@ namespace sandcastle::sandbox::engine {
 // Where the agent binary is bound in every container (read-only).
 inline constexpr const char* kAgentInContainer = "/opt/sandcastle-agent";
 // The image the "host" image is built on (imported once per engine).
-inline constexpr const char* kHostBaseImage = "sandcastle/host-base:1";
+inline constexpr const char* kHostBaseImage = "sandcastle/host-base:2";
 
 struct ContainerPlan {
   std::string image;  // engine image reference (kHostBaseImage for "host")
