@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <unistd.h>
 
 #include "sandbox/sandbox.h"
 
@@ -64,9 +65,14 @@ json container_config(const SandboxSpec& spec, const ContainerPlan& plan) {
   if (plan.host_root) {
     binds.push_back("/usr:/usr:ro");
     binds.push_back(plan.etc_dir + ":/etc:ro");
+    // As the native "host" image: certificates, and the alternatives that
+    // /usr's links go through (libblas, java, awk); the template has their
+    // mount points.
+    for (const char* sub : {"ssl", "alternatives", "ca-certificates"})
+      if (::access((std::string("/etc/") + sub).c_str(), F_OK) == 0)
+        binds.push_back(std::string("/etc/") + sub + ":/etc/" + sub + ":ro");
   }
-  if (!plan.share_dir.empty()) binds.push_back(plan.share_dir + ":" + kSharedDir + ":ro");
-  binds.push_back(plan.agent_path + ":" + kAgentInContainer + ":ro");
+  binds.push_back(plan.share_dir + ":" + kSharedDir + ":ro");
   json host{
       {"Binds", binds},
       {"Tmpfs",
@@ -108,7 +114,7 @@ std::string host_base_tar() {
     out += tar_header(d, '5', 0755, "");
   // Podman copies a tmpfs's mode from the image's directory.
   for (const char* d : {"tmp/", "var/tmp/"}) out += tar_header(d, '5', 01777, "");
-  for (const char* l : {"bin", "lib", "lib64", "sbin"})
+  for (const char* l : {"bin", "lib", "lib32", "lib64", "libx32", "sbin"})
     out += tar_header(l, '2', 0777, std::string("usr/") + l);
   out.append(1024, '\0');
   return out;

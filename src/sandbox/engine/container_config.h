@@ -10,8 +10,11 @@
 
 namespace sandcastle::sandbox::engine {
 
-// Where the agent binary is bound in every container (read-only).
-inline constexpr const char* kAgentInContainer = "/opt/sandcastle-agent";
+// Where the agent binary is in every container: a hidden file of the shared
+// directory (read-only; publish_shared refuses names with a leading dot, so
+// nothing replaces it), so the container's tree gains no other entry.
+inline constexpr const char* kAgentInContainer = "/opt/sandcastle/.agent";
+inline constexpr const char* kAgentInShare = ".agent";
 // The image the "host" image is built on (imported once per engine).
 inline constexpr const char* kHostBaseImage = "sandcastle/host-base:2";
 
@@ -19,8 +22,7 @@ struct ContainerPlan {
   std::string image;  // engine image reference (kHostBaseImage for "host")
   bool host_root = false;  // bind the host's /usr and the generated /etc
   std::string etc_dir;     // host_root: the /etc template
-  std::string share_dir;   // bound read-only at kSharedDir ("" none)
-  std::string agent_path;  // host path of the static agent
+  std::string share_dir;   // bound read-only at kSharedDir; holds the agent
   std::string user = "1000:1000";
   std::string sandbox_id;
   std::string server_tag;  // label value naming this server (pid@host)

@@ -4,6 +4,9 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
+#include <fstream>
 #include <random>
 
 #include "sandbox/native/fs_util.h"
@@ -75,6 +78,7 @@ Status EngineBackend::prepare(const EngineBackendOptions& options) {
   runtime_base_ = dirs->base;
   etc_dir_ = dirs->etc_template;
   shared_->share_dir = dirs->share;
+  if (auto st = install_agent(); !st) return st;
   server_tag_ = host_name() + ":" + std::to_string(::getpid());
   sweep_leftovers();
   auto base = shared_->client->image_inspect(kHostBaseImage);
@@ -104,6 +108,21 @@ Status EngineBackend::prepare(const EngineBackendOptions& options) {
 }
 
 EngineBackend::~EngineBackend() { shutdown(); }
+
+// The agent, copied into the shared directory (bound read-only into every
+// container): a copy, so replacing the server's build never changes a
+// running container's agent under it.
+Status EngineBackend::install_agent() {
+  const std::string dst = shared_->share_dir + "/" + kAgentInShare;
+  std::ifstream in(agent_path_, std::ios::binary);
+  std::ofstream out(dst + ".tmp", std::ios::binary | std::ios::trunc);
+  out << in.rdbuf();
+  out.close();
+  if (!in || !out || ::chmod((dst + ".tmp").c_str(), 0755) != 0 ||
+      ::rename((dst + ".tmp").c_str(), dst.c_str()) != 0)
+    return Error::from_errno("copy the agent to " + dst);
+  return ok_status();
+}
 
 std::string EngineBackend::new_id() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -143,7 +162,6 @@ void EngineBackend::remove_quietly(const std::string& container_id) {
 
 Result<ContainerPlan> EngineBackend::plan_for(const SandboxSpec& spec, const std::string& id) {
   ContainerPlan plan;
-  plan.agent_path = agent_path_;
   plan.share_dir = shared_->share_dir;
   plan.sandbox_id = id;
   plan.server_tag = server_tag_;

@@ -61,6 +61,7 @@ class EngineBackend final : public Backend {
   Result<std::unique_ptr<AgentLink>> connect_agent(const std::string& container_id);
   void remove_quietly(const std::string& container_id);
   void sweep_leftovers();
+  Status install_agent();
   void refill_loop();
   std::string new_id();
 

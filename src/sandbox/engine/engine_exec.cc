@@ -251,7 +251,13 @@ Result<ExecResult> EngineSandbox::exec(const ExecRequest& req, const ExecCallbac
     }
     if (!p[0].revents) continue;
     while (auto m = waiter->pop()) {
-      if (m->kind == AgentMsg::kExecFailed) return Error::from_errno(m->failure->step, m->failure->err);
+      if (m->kind == AgentMsg::kExecFailed) {
+        // "execve <program>", as the native backend says it: callers tell a
+        // program that could not run from other failures by it.
+        std::string step = m->failure->step;
+        if (step == "execve") step += " " + e.argv[0];
+        return Error::from_errno(step, m->failure->err);
+      }
       if (m->kind == AgentMsg::kDone && !done) {
         done = *m->done;
         in_w.reset();
