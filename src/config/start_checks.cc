@@ -62,11 +62,14 @@ StartCheck check_start_settings(const Config& cfg, const StartInputs& in) {
     out.errors.push_back(msg);
   }
   const std::string lang = in.default_language.empty() ? cfg.default_language : in.default_language;
-  if (auto image = get(in.env, "CONTAINER_IMAGE"); !image.empty() && image != "host")
+  // On an engine, images are the engine's: a create names one it lacks with
+  // where to get it (sandcastle's store is not asked).
+  const bool store_images = cfg.backend != "engine";
+  if (auto image = get(in.env, "CONTAINER_IMAGE"); store_images && !image.empty() && image != "host")
     check_image(out, in, "CONTAINER_IMAGE=" + image, image, lang,
                 "unset CONTAINER_IMAGE (CONTAINER_LANGUAGE alone still picks the default language)");
   for (const auto& [flag, value] : in.foreign_flags) {
-    if (value.empty() || value == "host") continue;
+    if (!store_images || value.empty() || value == "host") continue;
     check_image(out, in, flag + " " + value, value, flag == "--js-image" ? "javascript" : "python",
                 "drop " + flag);
   }

@@ -43,6 +43,18 @@ TEST(StartChecks, BackendFromFlagOrFileIsNamedAsWritten) {
             0u);
 }
 
+TEST(StartChecks, EngineBackendIsKnownAndItsImagesAreTheEngines) {
+  Config cfg;
+  cfg.backend = "engine";
+  StartInputs in;
+  in.backend_origin = "INTERPRETER_TYPE";
+  in.no_store_reason = "the store failed to open";
+  in.env["CONTAINER_IMAGE"] = "python:3.12-slim";
+  in.foreign_flags["--js-image"] = "node:22";
+  auto c = check_start_settings(cfg, in);
+  EXPECT_TRUE(c.errors.empty()) << c.errors.at(0);
+}
+
 TEST(StartChecks, ImagesNeedAStore) {
   Config cfg;
   StartInputs in;
