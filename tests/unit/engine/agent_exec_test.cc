@@ -96,6 +96,23 @@ TEST(AgentExec, OutputStopsAtTheWindowUntilCredited) {
   EXPECT_EQ(a.chans[e.ch_stdout].data.size(), 1000000u);
 }
 
+// The command has exited with output still in its pipe, waiting for credit
+// that never comes: the server's kClose of that channel lets kDone through.
+TEST(AgentExec, ServerCloseOfADrainingChannelEndsTheExec) {
+  AgentProc a;
+  AgentExec e = make_exec(a, 15, {"head", "-c", "300000", "/dev/zero"});
+  a.chans[e.ch_stdout].hold_credit = true;
+  a.send_control(encode_exec(e));
+  ASSERT_TRUE(a.pump_until([&] { return a.chans[e.ch_stdout].data.size() >= kWindow; }));
+  a.pump_for(200ms);
+  EXPECT_EQ(a.find(AgentMsg::kDone, 15), nullptr);
+  a.send_control(encode_close(e.ch_stdout));
+  const AgentControl* end = a.wait_end(15, 5s);
+  ASSERT_NE(end, nullptr);
+  EXPECT_EQ(end->kind, AgentMsg::kDone);
+  EXPECT_EQ(WEXITSTATUS(end->done->wait_status), 0);
+}
+
 TEST(AgentExec, TimeoutKillsTheCommand) {
   AgentProc a;
   AgentExec e = make_exec(a, 5, {"sleep", "30"});
