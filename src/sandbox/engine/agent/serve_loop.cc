@@ -443,8 +443,8 @@ int Agent::run() {
         next_deadline = x.deadline;
     }
     int timeout = -1;
-    if (next_deadline)
-      timeout = static_cast<int>(std::max<std::int64_t>(0, next_deadline - now_ms()) + 1);
+    if (next_deadline)  // at most a minute at a time: a far deadline fits no int
+      timeout = static_cast<int>(std::clamp<std::int64_t>(next_deadline - now_ms() + 1, 0, 60'000));
     int r = ::poll(pfds.data(), pfds.size(), timeout);
     if (r < 0 && errno != EINTR) {
       std::fprintf(stderr, "sandcastle-agent: poll: %s\n", std::strerror(errno));
