@@ -153,6 +153,29 @@ TEST(AgentExec, CancelKillsTheWholeTree) {
   EXPECT_TRUE(wait_gone(bg2));
 }
 
+// Two commands at once: cancelling one leaves the other's processes alone.
+TEST(AgentExec, CancelTakesOnlyItsOwnCommand) {
+  AgentProc a;
+  AgentExec keep = make_exec(a, 20, {"sh", "-c", "sleep 300 & echo $!; wait"});
+  AgentExec kill = make_exec(a, 21, {"sh", "-c", "sleep 301 & echo $!; wait"});
+  a.send_control(encode_exec(keep));
+  a.send_control(encode_exec(kill));
+  ASSERT_TRUE(a.pump_until([&] {
+    return !a.chans[keep.ch_stdout].data.empty() && !a.chans[kill.ch_stdout].data.empty();
+  }));
+  pid_t kept = std::atoi(a.chans[keep.ch_stdout].data.c_str());
+  pid_t killed = std::atoi(a.chans[kill.ch_stdout].data.c_str());
+  a.send_control(encode_signal(21, AgentSignal::kCancel));
+  const AgentControl* end = a.wait_end(21);
+  ASSERT_NE(end, nullptr);
+  EXPECT_TRUE(wait_gone(killed));
+  EXPECT_FALSE(pid_gone(kept));
+  EXPECT_EQ(a.find(AgentMsg::kDone, 20), nullptr);
+  a.send_control(encode_signal(20, AgentSignal::kCancel));
+  ASSERT_NE(a.wait_end(20), nullptr);
+  EXPECT_TRUE(wait_gone(kept));
+}
+
 // As in the native backend: what a command left running ends with it.
 TEST(AgentExec, NothingOutlivesTheMainProcess) {
   AgentProc a;
