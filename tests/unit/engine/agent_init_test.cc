@@ -66,12 +66,20 @@ TEST(AgentInit, ReapsOrphansAndLeavesOnSigterm) {
   pid_t middle = -1;
   pid_t init = start_init(&middle);
   ASSERT_GT(init, 0);
-  // Wait until the agent runs (its name replaces the forked test's).
+  // Whatever fails below, nothing started here is left running.
+  struct Cleanup {
+    pid_t init, middle;
+    ~Cleanup() {
+      if (middle <= 0) return;  // reaped: init is gone with it
+      ::kill(init, SIGKILL);
+      ::waitpid(middle, nullptr, 0);
+    }
+  } cleanup{init, middle};
+  // Wait until the agent runs (execve replaced the forked test).
   ASSERT_TRUE(wait_for([&] {
-    std::ifstream f("/proc/" + std::to_string(init) + "/comm");
-    std::string comm;
-    std::getline(f, comm);
-    return comm.rfind("sandcastle-agen", 0) == 0;
+    char exe[4096];
+    ssize_t n = ::readlink(("/proc/" + std::to_string(init) + "/exe").c_str(), exe, sizeof exe - 1);
+    return n > 0 && std::string(exe, static_cast<std::size_t>(n)) == SANDCASTLE_AGENT_PATH;
   }));
   // An orphan in its namespace: a process that enters it, forks a child
   // that exits at once, and exits itself, so the child comes to PID 1.
@@ -113,6 +121,7 @@ TEST(AgentInit, ReapsOrphansAndLeavesOnSigterm) {
   // handler: the agent has one, and leaves with 0.
   ASSERT_EQ(::kill(init, SIGTERM), 0);
   ASSERT_TRUE(wait_for([&] { return ::waitpid(middle, &st, WNOHANG) == middle; }));
+  cleanup.middle = -1;  // reaped
   EXPECT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 0);
 }
