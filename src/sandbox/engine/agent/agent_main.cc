@@ -14,6 +14,6 @@ int main(int argc, char** argv) {
   using namespace sandcastle::sandbox::engine::agent;
   if (argc == 2 && std::strcmp(argv[1], "init") == 0) return run_init();
   if (argc == 2 && std::strcmp(argv[1], "serve") == 0) return run_serve();
-  std::fprintf(stderr, "usage: sandcastle-agent init|serve\n");
+  (void)std::fprintf(stderr, "usage: sandcastle-agent init|serve\n");
   return 2;
 }

@@ -97,6 +97,14 @@ const char* Channels::on_credit(std::uint32_t id, std::uint32_t bytes) {
   return nullptr;
 }
 
+void Channels::on_close(std::uint32_t id) {
+  auto it = map_.find(id);
+  if (it == map_.end()) return;
+  // The exec may have been waiting for this channel to drain.
+  if (it->second.reading && it->second.exec) finished_.push_back(*it->second.exec);
+  map_.erase(it);
+}
+
 void Channels::pump_write(std::uint32_t id, Channel& c) {
   while (c.writing && c.in_flight() > 0) {
     ssize_t n = ::write(c.fd.get(), c.pending.data() + c.pending_off, c.in_flight());

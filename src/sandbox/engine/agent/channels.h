@@ -62,7 +62,7 @@ class Channels {
   // From the server. An error text means a protocol violation.
   const char* on_data(std::uint32_t id, std::string_view data);
   const char* on_credit(std::uint32_t id, std::uint32_t bytes);
-  void on_close(std::uint32_t id) { map_.erase(id); }
+  void on_close(std::uint32_t id);
 
   // The command behind the channel ended: stdin is closed (kClose), what
   // can be read is read until the fd is empty (or at EOF), then its EOF.

@@ -123,7 +123,7 @@ int move_high(int error_fd, int fd) {
   }
   sigset_t none;
   sigemptyset(&none);
-  if (sigprocmask(SIG_SETMASK, &none, nullptr) != 0) fail(error_fd, kSigaction, errno);
+  if (int e = pthread_sigmask(SIG_SETMASK, &none, nullptr); e != 0) fail(error_fd, kSigaction, e);
   if (::setsid() < 0) fail(error_fd, kSetsid, errno);
   error_fd = move_high(error_fd, error_fd);
   int in = move_high(error_fd, fds.in);
@@ -146,12 +146,10 @@ int move_high(int error_fd, int fd) {
   int exec_err = ENOENT;
   for (const auto& candidate : p.candidates) {
     ::execve(candidate.c_str(), p.argv.data(), p.envp.data());
-    if (p.candidates.size() == 1)
-      exec_err = errno;
-    else if (errno == EACCES)
-      exec_err = EACCES;  // like execvp: remember, keep looking
-    else if (errno != ENOENT && errno != ENOTDIR)
-      exec_err = errno;
+    // One candidate: its errno. Several, like execvp: EACCES is remembered
+    // while the search goes on; ENOENT and ENOTDIR only mean "not here".
+    const bool not_here = errno == ENOENT || errno == ENOTDIR;
+    if (p.candidates.size() == 1 || errno == EACCES || !not_here) exec_err = errno;
   }
   fail(error_fd, kExecve, exec_err);
 }

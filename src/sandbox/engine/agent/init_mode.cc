@@ -25,7 +25,7 @@ int run_init() {
   sigset_t wanted;
   sigemptyset(&wanted);
   for (int sig : {SIGTERM, SIGINT, SIGCHLD}) sigaddset(&wanted, sig);
-  sigprocmask(SIG_BLOCK, &wanted, nullptr);
+  pthread_sigmask(SIG_BLOCK, &wanted, nullptr);
   for (;;) {
     // Reap first: children may have exited before the mask was set.
     int status = 0;

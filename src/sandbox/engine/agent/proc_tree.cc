@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cctype>
-#include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <string>
@@ -66,11 +65,19 @@ pid_t session_of(pid_t pid) {
   // "pid (comm) state ppid pgrp session ...": comm may hold spaces and ')'.
   std::size_t close = stat.rfind(')');
   if (close == std::string::npos) return -1;
+  // After the name: state, ppid, pgrp, session.
   const char* p = stat.c_str() + close + 1;
-  char state = 0;
-  long ppid = 0, pgrp = 0, session = 0;
-  if (std::sscanf(p, " %c %ld %ld %ld", &state, &ppid, &pgrp, &session) != 4) return -1;
-  return static_cast<pid_t>(session);
+  while (*p == ' ') ++p;
+  if (*p == '\0') return -1;
+  ++p;  // state
+  long field = -1;
+  for (int i = 0; i < 3; ++i) {
+    char* end = nullptr;
+    field = std::strtol(p, &end, 10);
+    if (end == p) return -1;
+    p = end;
+  }
+  return static_cast<pid_t>(field);
 }
 
 std::size_t kill_trees(const std::vector<pid_t>& roots, std::set<pid_t>& seen) {

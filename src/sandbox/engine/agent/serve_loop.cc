@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -46,6 +45,16 @@ bool has_nul(const std::string& s) {
   return s.find('\0') != std::string::npos;
 }
 
+// One short line on stderr (the engine keeps it as the exec's log).
+void log(const std::string& line) {
+  (void)std::fprintf(stderr, "sandcastle-agent: %s\n", line.c_str());
+}
+
+std::string errno_line(const char* what, int err) {
+  const char* text = strerrordesc_np(err);
+  return std::string(what) + ": " + (text ? text : "errno " + std::to_string(err));
+}
+
 struct Exec {
   std::uint32_t id = 0;
   pid_t pid = -1;
@@ -67,7 +76,7 @@ class Agent {
   void read_server();
   void parse_frames();
   void on_control(std::string_view payload);
-  [[noreturn]] void protocol_error(const char* fmt, ...);
+  [[noreturn]] void protocol_error(const std::string& what);
 
   void start_exec(AgentExec e);
   bool make_exec_fds(const AgentExec& e, CommandFds& child, std::vector<UniqueFd>& keep,
@@ -93,13 +102,8 @@ class Agent {
   bool server_eof_ = false;
 };
 
-void Agent::protocol_error(const char* fmt, ...) {
-  std::fprintf(stderr, "sandcastle-agent: protocol error: ");
-  va_list ap;
-  va_start(ap, fmt);
-  std::vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  std::fprintf(stderr, "\n");
+void Agent::protocol_error(const std::string& what) {
+  log("protocol error: " + what);
   // The server drops the stream at a protocol error: nothing started here
   // may outlive it.
   kill_everything();
@@ -132,14 +136,15 @@ void Agent::parse_frames() {
     FrameHeader h = decode_frame_header(head);
     const std::uint32_t limit = h.channel == kControlChannel ? kMaxFrameToAgent : kMaxDataFrame;
     if (h.length > limit)
-      protocol_error("frame of %u bytes on channel %u (limit %u)", h.length, h.channel, limit);
+      protocol_error("frame of " + std::to_string(h.length) + " bytes on channel " +
+                     std::to_string(h.channel) + " (limit " + std::to_string(limit) + ")");
     if (in_.size() - pos - kFrameHeader < h.length) break;
     std::string_view payload(in_.data() + pos + kFrameHeader, h.length);
     pos += kFrameHeader + h.length;
     if (h.channel == kControlChannel) {
       on_control(payload);
     } else if (auto err = ch_.on_data(h.channel, payload)) {
-      protocol_error("%s", err);
+      protocol_error(err);
     }
   }
   in_.erase(0, pos);
@@ -147,19 +152,22 @@ void Agent::parse_frames() {
 
 void Agent::on_control(std::string_view payload) {
   auto m = decode_control(payload);
-  if (!m) protocol_error("malformed control message (%zu bytes)", payload.size());
+  if (!m)
+    protocol_error("malformed control message (" + std::to_string(payload.size()) + " bytes)");
   switch (m->kind) {
     case AgentMsg::kExec: start_exec(std::move(*m->exec)); break;
     case AgentMsg::kSignal: on_signal(m->a, static_cast<AgentSignal>(m->b)); break;
     case AgentMsg::kFiles: start_files(m->a, m->c); break;
     case AgentMsg::kCredit:
-      if (auto err = ch_.on_credit(m->a, m->b)) protocol_error("%s", err);
+      if (auto err = ch_.on_credit(m->a, m->b)) protocol_error(err);
       break;
     case AgentMsg::kClose: ch_.on_close(m->a); break;
     case AgentMsg::kUsageQuery:
       ch_.control(encode_usage(m->a, count_processes(), bytes_used("/workspace")));
       break;
-    default: protocol_error("message %u is not for the agent", static_cast<unsigned>(m->kind));
+    default:
+      protocol_error("message " + std::to_string(static_cast<unsigned>(m->kind)) +
+                     " is not for the agent");
   }
 }
 
@@ -168,9 +176,10 @@ void Agent::check_new_channels(const std::vector<std::uint32_t>& ids, const char
   for (std::size_t i = 0; i < ids.size(); ++i) {
     std::uint32_t c = ids[i];
     if (c == kControlChannel || c >= kAgentChannelBase || ch_.has(c))
-      protocol_error("%s: channel %u is not free", what, c);
+      protocol_error(std::string(what) + ": channel " + std::to_string(c) + " is not free");
     for (std::size_t j = 0; j < i; ++j)
-      if (ids[j] == c) protocol_error("%s: channel %u given twice", what, c);
+      if (ids[j] == c)
+        protocol_error(std::string(what) + ": channel " + std::to_string(c) + " given twice");
   }
 }
 
@@ -232,7 +241,7 @@ UniqueFd open_listener(std::uint16_t port) {
 }
 
 void Agent::start_exec(AgentExec e) {
-  if (execs_.count(e.id)) protocol_error("exec id %u is in use", e.id);
+  if (execs_.count(e.id)) protocol_error("exec id " + std::to_string(e.id) + " is in use");
   std::vector<std::uint32_t> ids;
   for (std::uint32_t c : {e.ch_stdin, e.ch_stdout, e.ch_stderr, e.ch_fd3})
     if (c) ids.push_back(c);
@@ -385,7 +394,7 @@ void Agent::accept_on(Exec& x) {
     UniqueFd conn(::accept4(x.listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!conn) return;
     if (ch_.size() >= kMaxChannels || next_agent_channel_ == 0) {
-      std::fprintf(stderr, "sandcastle-agent: too many channels: connection refused\n");
+      log("too many channels: a connection to the listener was closed");
       continue;
     }
     std::uint32_t id = next_agent_channel_++;
@@ -403,14 +412,16 @@ void Agent::kill_everything() {
 
 int Agent::run() {
   prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-  (void)signal(SIGPIPE, SIG_IGN);
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ignore, nullptr);
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &mask, nullptr);
+  pthread_sigmask(SIG_BLOCK, &mask, nullptr);
   sigfd_.reset(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
   if (!sigfd_ || !set_nonblock(0) || !set_nonblock(1)) {
-    std::fprintf(stderr, "sandcastle-agent: setup failed: %s\n", std::strerror(errno));
+    log(errno_line("setup failed", errno));
     return 1;
   }
   ch_.control(encode_hello(static_cast<std::uint32_t>(::getpid())));
@@ -443,11 +454,11 @@ int Agent::run() {
         next_deadline = x.deadline;
     }
     int timeout = -1;
-    if (next_deadline)
-      timeout = static_cast<int>(std::max<std::int64_t>(0, next_deadline - now_ms()) + 1);
+    if (next_deadline)  // at most a minute at a time: a far deadline fits no int
+      timeout = static_cast<int>(std::clamp<std::int64_t>(next_deadline - now_ms() + 1, 0, 60'000));
     int r = ::poll(pfds.data(), pfds.size(), timeout);
     if (r < 0 && errno != EINTR) {
-      std::fprintf(stderr, "sandcastle-agent: poll: %s\n", std::strerror(errno));
+      log(errno_line("poll", errno));
       kill_everything();
       return 1;
     }

@@ -1,0 +1,271 @@
+// sandcastle-agent's commands: the static agent run as a child, spoken to
+// through agent_wire.h as the engine backend does (no engine needed).
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "agent_harness.h"
+
+namespace sandcastle::sandbox::engine::agent_test {
+namespace {
+
+TEST(AgentExec, HelloComesFirstWithVersionAndPid) {
+  AgentProc a;
+  EXPECT_EQ(a.hello.kind, AgentMsg::kHello);
+  EXPECT_EQ(a.hello.a, kAgentProtocolVersion);
+  EXPECT_EQ(a.hello.b, static_cast<std::uint32_t>(a.pid()));
+}
+
+TEST(AgentExec, EchoOutputArrivesBeforeDone) {
+  AgentProc a;
+  AgentExec e = make_exec(a, 7, {"echo", "hello"});
+  a.send_control(encode_exec(e));
+  const AgentControl* end = a.wait_end(7);
+  ASSERT_NE(end, nullptr);
+  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  ASSERT_NE(a.find(AgentMsg::kStarted, 7), nullptr);
+  EXPECT_EQ(a.chans[e.ch_stdout].data, "hello\n");
+  EXPECT_TRUE(a.chans[e.ch_stdout].eof);
+  EXPECT_TRUE(a.chans[e.ch_stderr].eof);
+  EXPECT_LT(a.event_index("ctl:3:7"), a.event_index("eof:" + std::to_string(e.ch_stdout)));
+  EXPECT_LT(a.event_index("eof:" + std::to_string(e.ch_stdout)), a.event_index("ctl:5:7"));
+  EXPECT_TRUE(WIFEXITED(end->done->wait_status));
+  EXPECT_EQ(WEXITSTATUS(end->done->wait_status), 0);
+  EXPECT_EQ(end->done->end, AgentEnd::kExited);
+  EXPECT_GT(end->done->maxrss_kib, 0u);
+}
+
+TEST(AgentExec, LargeOutputAllArrivesBeforeDone) {
+  AgentProc a;
+  // Written, then the main process exits at once: every byte still counts.
+  AgentExec e = make_exec(a, 1, {"sh", "-c", "head -c 3000000 /dev/zero; exit 4"});
+  a.send_control(encode_exec(e));
+  const AgentControl* end = a.wait_end(1);
+  ASSERT_NE(end, nullptr);
+  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  EXPECT_EQ(a.chans[e.ch_stdout].data.size(), 3000000u);
+  EXPECT_EQ(WEXITSTATUS(end->done->wait_status), 4);
+  EXPECT_LE(a.max_frame, kMaxDataFrame);
+}
+
+TEST(AgentExec, ExitCodeAndEnvironmentAreTheRequestsOwn) {
+  AgentProc a;
+  AgentExec e = make_exec(a, 2, {"sh", "-c", "echo \"$ONLY:$HOME:$(pwd)\"; exit 3"});
+  e.env = {"PATH=/usr/bin:/bin", "ONLY=yes"};
+  e.cwd = "/tmp";
+  a.send_control(encode_exec(e));
+  const AgentControl* end = a.wait_end(2);
+  ASSERT_NE(end, nullptr);
+  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  EXPECT_EQ(WEXITSTATUS(end->done->wait_status), 3);
+  EXPECT_EQ(a.chans[e.ch_stdout].data, "yes::/tmp\n");
+}
+
+TEST(AgentExec, StdinPassesThroughWithFlowControl) {
+  AgentProc a;
+  AgentExec e = make_exec(a, 3, {"cat"});
+  e.ch_stdin = a.new_channel();
+  std::string in(1 << 20, '\0');
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<char>((i * 131) ^ (i >> 9));
+  a.send_control(encode_exec(e));
+  a.write(e.ch_stdin, in);
+  a.close_write(e.ch_stdin);
+  const AgentControl* end = a.wait_end(3, 20s);
+  ASSERT_NE(end, nullptr);
+  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  EXPECT_EQ(WEXITSTATUS(end->done->wait_status), 0);
+  EXPECT_TRUE(a.chans[e.ch_stdout].data == in) << a.chans[e.ch_stdout].data.size();
+  // Every byte sent was credited back (four windows' worth went through one).
+  EXPECT_EQ(a.chans[e.ch_stdin].sent, in.size());
+  EXPECT_EQ(a.chans[e.ch_stdin].credit, kWindow);
+}
+
+TEST(AgentExec, OutputStopsAtTheWindowUntilCredited) {
+  AgentProc a;
+  AgentExec e = make_exec(a, 4, {"head", "-c", "1000000", "/dev/zero"});
+  a.chans[e.ch_stdout].hold_credit = true;
+  a.send_control(encode_exec(e));
+  ASSERT_TRUE(a.pump_until([&] { return a.chans[e.ch_stdout].data.size() >= kWindow; }));
+  a.pump_for(300ms);
+  EXPECT_EQ(a.chans[e.ch_stdout].data.size(), kWindow);
+  EXPECT_EQ(a.find(AgentMsg::kDone, 4), nullptr);
+  a.release_credit(e.ch_stdout);
+  const AgentControl* end = a.wait_end(4);
+  ASSERT_NE(end, nullptr);
+  EXPECT_EQ(a.chans[e.ch_stdout].data.size(), 1000000u);
+}
+
+// The command has exited with output still in its pipe, waiting for credit
+// that never comes: the server's kClose of that channel lets kDone through.
+TEST(AgentExec, ServerCloseOfADrainingChannelEndsTheExec) {
+  AgentProc a;
+  AgentExec e = make_exec(a, 15, {"head", "-c", "300000", "/dev/zero"});
+  a.chans[e.ch_stdout].hold_credit = true;
+  a.send_control(encode_exec(e));
+  ASSERT_TRUE(a.pump_until([&] { return a.chans[e.ch_stdout].data.size() >= kWindow; }));
+  a.pump_for(200ms);
+  EXPECT_EQ(a.find(AgentMsg::kDone, 15), nullptr);
+  a.send_control(encode_close(e.ch_stdout));
+  const AgentControl* end = a.wait_end(15, 5s);
+  ASSERT_NE(end, nullptr);
+  EXPECT_EQ(end->kind, AgentMsg::kDone);
+  EXPECT_EQ(WEXITSTATUS(end->done->wait_status), 0);
+}
+
+TEST(AgentExec, TimeoutKillsTheCommand) {
+  AgentProc a;
+  AgentExec e = make_exec(a, 5, {"sleep", "30"});
+  e.timeout_ms = 200;
+  auto t0 = std::chrono::steady_clock::now();
+  a.send_control(encode_exec(e));
+  const AgentControl* end = a.wait_end(5);
+  ASSERT_NE(end, nullptr);
+  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  EXPECT_EQ(end->done->end, AgentEnd::kTimeout);
+  EXPECT_TRUE(WIFSIGNALED(end->done->wait_status));
+  EXPECT_EQ(WTERMSIG(end->done->wait_status), SIGKILL);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 200ms);
+  EXPECT_TRUE(pid_gone(static_cast<pid_t>(a.find(AgentMsg::kStarted, 5)->b)));
+}
+
+// The command starts two background sleeps, one in a session of its own
+// (out of the process group), and waits; cancel must take all three.
+TEST(AgentExec, CancelKillsTheWholeTree) {
+  AgentProc a;
+  AgentExec e =
+      make_exec(a, 6, {"sh", "-c", "sleep 300 & echo $!; setsid sleep 301 & echo $!; wait"});
+  a.send_control(encode_exec(e));
+  ASSERT_TRUE(a.pump_until([&] {
+    return std::count(a.chans[e.ch_stdout].data.begin(), a.chans[e.ch_stdout].data.end(), '\n') ==
+           2;
+  }));
+  pid_t bg1 = 0, bg2 = 0;
+  ASSERT_EQ(std::sscanf(a.chans[e.ch_stdout].data.c_str(), "%d %d", &bg1, &bg2), 2);
+  ASSERT_FALSE(pid_gone(bg1));
+  ASSERT_FALSE(pid_gone(bg2));
+  a.send_control(encode_signal(6, AgentSignal::kCancel));
+  const AgentControl* end = a.wait_end(6);
+  ASSERT_NE(end, nullptr);
+  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  EXPECT_EQ(end->done->end, AgentEnd::kCancelled);
+  EXPECT_TRUE(wait_gone(bg1));
+  EXPECT_TRUE(wait_gone(bg2));
+}
+
+// Two commands at once: cancelling one leaves the other's processes alone.
+TEST(AgentExec, CancelTakesOnlyItsOwnCommand) {
+  AgentProc a;
+  AgentExec keep = make_exec(a, 20, {"sh", "-c", "sleep 300 & echo $!; wait"});
+  AgentExec kill = make_exec(a, 21, {"sh", "-c", "sleep 301 & echo $!; wait"});
+  a.send_control(encode_exec(keep));
+  a.send_control(encode_exec(kill));
+  ASSERT_TRUE(a.pump_until([&] {
+    return !a.chans[keep.ch_stdout].data.empty() && !a.chans[kill.ch_stdout].data.empty();
+  }));
+  pid_t kept = std::atoi(a.chans[keep.ch_stdout].data.c_str());
+  pid_t killed = std::atoi(a.chans[kill.ch_stdout].data.c_str());
+  a.send_control(encode_signal(21, AgentSignal::kCancel));
+  const AgentControl* end = a.wait_end(21);
+  ASSERT_NE(end, nullptr);
+  EXPECT_TRUE(wait_gone(killed));
+  EXPECT_FALSE(pid_gone(kept));
+  EXPECT_EQ(a.find(AgentMsg::kDone, 20), nullptr);
+  a.send_control(encode_signal(20, AgentSignal::kCancel));
+  ASSERT_NE(a.wait_end(20), nullptr);
+  EXPECT_TRUE(wait_gone(kept));
+}
+
+// As in the native backend: what a command left running ends with it.
+TEST(AgentExec, NothingOutlivesTheMainProcess) {
+  AgentProc a;
+  AgentExec e = make_exec(a, 8, {"sh", "-c", "sleep 300 & echo $!; setsid sleep 301 & echo $!"});
+  a.send_control(encode_exec(e));
+  const AgentControl* end = a.wait_end(8);
+  ASSERT_NE(end, nullptr);
+  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  EXPECT_EQ(end->done->end, AgentEnd::kExited);
+  pid_t bg1 = 0, bg2 = 0;
+  ASSERT_EQ(std::sscanf(a.chans[e.ch_stdout].data.c_str(), "%d %d", &bg1, &bg2), 2);
+  EXPECT_TRUE(wait_gone(bg1));
+  EXPECT_TRUE(wait_gone(bg2));
+}
+
+TEST(AgentExec, InterruptReachesTheMainProcess) {
+  AgentProc a;
+  AgentExec e = make_exec(
+      a, 9,
+      {"bash", "-c", "trap 'echo got-int; exit 5' INT; echo ready; while :; do sleep 0.05; done"});
+  a.send_control(encode_exec(e));
+  ASSERT_TRUE(a.pump_until([&] { return a.chans[e.ch_stdout].data == "ready\n"; }));
+  a.send_control(encode_signal(9, AgentSignal::kInterrupt));
+  const AgentControl* end = a.wait_end(9);
+  ASSERT_NE(end, nullptr);
+  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  EXPECT_EQ(a.chans[e.ch_stdout].data, "ready\ngot-int\n");
+  EXPECT_EQ(WEXITSTATUS(end->done->wait_status), 5);
+  EXPECT_EQ(end->done->end, AgentEnd::kExited);
+}
+
+TEST(AgentExec, MissingProgramIsExecveEnoent) {
+  AgentProc a;
+  AgentExec e = make_exec(a, 10, {"no-such-program-sandcastle"});
+  a.send_control(encode_exec(e));
+  const AgentControl* end = a.wait_end(10);
+  ASSERT_NE(end, nullptr);
+  ASSERT_EQ(end->kind, AgentMsg::kExecFailed);
+  EXPECT_EQ(end->failure->err, ENOENT);
+  EXPECT_EQ(end->failure->step, "execve");
+  EXPECT_EQ(a.find(AgentMsg::kStarted, 10), nullptr);
+  // The agent goes on serving.
+  AgentExec again = make_exec(a, 11, {"/bin/true"});
+  again.cwd = "/no/such/dir";
+  a.send_control(encode_exec(again));
+  end = a.wait_end(11);
+  ASSERT_NE(end, nullptr);
+  ASSERT_EQ(end->kind, AgentMsg::kExecFailed);
+  EXPECT_EQ(end->failure->err, ENOENT);
+  EXPECT_EQ(end->failure->step, "chdir");
+}
+
+TEST(AgentExec, RlimitsAreApplied) {
+  AgentProc a;
+  AgentExec e = make_exec(a, 12, {"bash", "-c", "ulimit -n; ulimit -f; ulimit -c"});
+  e.rlimit_nofile = 77;
+  e.rlimit_fsize = 1024 * 1024;
+  a.send_control(encode_exec(e));
+  const AgentControl* end = a.wait_end(12);
+  ASSERT_NE(end, nullptr);
+  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  // bash's ulimit -f counts 1024-byte blocks.
+  EXPECT_EQ(a.chans[e.ch_stdout].data, "77\n1024\n0\n");
+}
+
+TEST(AgentExec, OnlyFdsZeroToTwoAreOpenAndSignalsAreReset) {
+  AgentProc a;
+  AgentExec e =
+      make_exec(a, 13, {"sh", "-c", "ls /proc/self/fd; grep -E '^Sig(Blk|Ign)' /proc/self/status"});
+  a.send_control(encode_exec(e));
+  const AgentControl* end = a.wait_end(13);
+  ASSERT_NE(end, nullptr);
+  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  // 0-2 and ls's own directory fd (3).
+  EXPECT_EQ(a.chans[e.ch_stdout].data,
+            "0\n1\n2\n3\nSigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+}
+
+TEST(AgentExec, StreamEofKillsEveryCommandAndTheAgentLeaves) {
+  AgentProc a;
+  AgentExec e = make_exec(a, 14, {"sleep", "300"});
+  a.send_control(encode_exec(e));
+  ASSERT_TRUE(a.pump_until([&] { return a.find(AgentMsg::kStarted, 14) != nullptr; }));
+  pid_t pid = static_cast<pid_t>(a.find(AgentMsg::kStarted, 14)->b);
+  a.close_stream();
+  int st = a.wait_exit();
+  EXPECT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  EXPECT_TRUE(wait_gone(pid));
+}
+
+}  // namespace
+}  // namespace sandcastle::sandbox::engine::agent_test
