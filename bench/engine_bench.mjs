@@ -222,7 +222,6 @@ async function benchEngine(opts, kind, native, nativeSb) {
     await waitSettled(engine, POOL);
     const { ready } = await readyContainers(engine);
     const shape = shapeFlags(engine, ready[0]);
-    if (process.env.ENGINE_BENCH_DEBUG) console.error(JSON.stringify(ready[0].HostConfig), shape.join(' '));
     const runArgv = [...engine.cli, 'run', '--rm', ...shape, IMAGE, 'python3', '-c', 'print(1)'];
     // Warm-up: one of each (first CLI run, first kernel, image layers cached).
     await timed(runArgv, '1\n');
@@ -231,16 +230,17 @@ async function benchEngine(opts, kind, native, nativeSb) {
     await waitSettled(engine, POOL);
 
     // (1) create+run+close vs the CLI's run --rm; order alternates.
-    const A = { total: [], create: [], exec: [], dur: [], close: [], cli: [], cmd: [], cmdExec: [], waits: [], fresh: 0 };
+    const A = { total: [], create: [], exec: [], dur: [], close: [], noClose: [], cli: [], cmd: [], cmdExec: [], cmdDur: [], waits: [], fresh: 0 };
     for (let i = 0; i < opts.iterations; i++) {
       const steps = [
         async () => {
           const r = await cycle(sc, false);
           A.total.push(r.total); A.create.push(r.create); A.exec.push(r.exec); A.dur.push(r.dur); A.close.push(r.close);
+          A.noClose.push(r.total - r.close);
           if (r.freshKernel) A.fresh++;
         },
         async () => { A.cli.push(await timed(runArgv, '1\n')); },
-        async () => { const r = await cycle(sc, true); A.cmd.push(r.total); A.cmdExec.push(r.exec); },
+        async () => { const r = await cycle(sc, true); A.cmd.push(r.total); A.cmdExec.push(r.exec); A.cmdDur.push(r.dur); },
       ];
       const order = i % 2 ? [1, 0, 2] : [0, 1, 2];
       for (const s of order) {
@@ -281,14 +281,25 @@ async function benchEngine(opts, kind, native, nativeSb) {
       checkPrint1(r, 'warm kernel');
       warmKernel.push(r.t);
     }
+    // A process, not the kernel, in the same kept sandbox: steady state of
+    // what the bash cycle's first execute_command costs.
+    const keptCmd = [];
+    const keptCmdDur = [];
+    for (let i = 0; i < 10; i++) {
+      const r = await sc.call('execute_command', { command: "python3 -c 'print(1)'", sandbox_id: keptId });
+      checkPrint1(r, 'kept execute_command python3');
+      keptCmd.push(r.t);
+      keptCmdDur.push(r.sc.duration_ms);
+    }
     await sc.callOk('close_sandbox', { sandbox_id: keptId });
     const s = (xs) => stat(xs);
     return {
       engine: kind, version: engine.version,
-      cycle: { total: s(A.total), create: s(A.create), exec: s(A.exec), execDur: s(A.dur), close: s(A.close), cli: s(A.cli),
-        viaCommand: s(A.cmd), viaCommandExec: s(A.cmdExec), freshKernels: A.fresh, settleWait: s(A.waits) },
+      cycle: { total: s(A.total), create: s(A.create), exec: s(A.exec), execDur: s(A.dur), close: s(A.close), noClose: s(A.noClose),
+        cli: s(A.cli), viaCommand: s(A.cmd), viaCommandExec: s(A.cmdExec), viaCommandDur: s(A.cmdDur), freshKernels: A.fresh,
+        settleWait: s(A.waits) },
       exec: { sc: s(B.sc), scDur: s(B.scDur), cli: s(B.cli), native: s(B.native), nativeDur: s(B.nativeDur) },
-      warmKernel: s(warmKernel),
+      warmKernel: s(warmKernel), keptCommand: s(keptCmd), keptCommandDur: s(keptCmdDur),
       cliShape: shape.join(' '),
     };
   } finally {
@@ -316,8 +327,12 @@ function table(r, opts) {
     row(`(1) … execute_code print(1) in the fresh sandbox (kernel started for it: ${c.freshKernels}/${c.total.n})`, c.exec, c.cli),
     row('(1) … of which the server\'s duration_ms', c.execDur, c.cli),
     row('(1) … close_sandbox (container removed)', c.close, c.cli),
+    row('(1) … the cycle without close_sandbox (create + execute_code)', c.noClose, c.cli),
     row('(1) create_sandbox (bash: no kernel) + execute_command `python3 -c \'print(1)\'` + close', c.viaCommand, c.cli),
-    row('(1) … of which execute_command', c.viaCommandExec, c.cli),
+    row('(1) … of which execute_command (the sandbox\'s first exec)', c.viaCommandExec, c.cli),
+    row('(1) … … of which the server\'s duration_ms', c.viaCommandDur, c.cli),
+    row('(1) execute_command `python3 -c \'print(1)\'` in a kept sandbox (not its first)', r.keptCommand, c.cli),
+    row('(1) … of which the server\'s duration_ms', r.keptCommandDur, c.cli),
     row('(1) warm-kernel execute_code print(1) in a kept sandbox', r.warmKernel, c.cli),
     row(`(2) execute_command \`true\` in a kept sandbox, ${e.sc.n}×`, e.sc, e.cli, `\`${cli} exec <ctr> true\``,
       `≤ 0.3× ${pass(e.sc.p50 / e.cli.p50 <= 0.3)}`),
