@@ -36,7 +36,7 @@
 import { spawn, execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
-import { hostname, tmpdir } from 'node:os';
+import { cpus, hostname, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from './lib/args.mjs';
@@ -321,7 +321,7 @@ async function benchEngine(opts, kind, native, nativeSb) {
   }
 }
 
-function table(r, opts) {
+function table(r) {
   const pass = (ok) => (ok ? 'met' : '**missed**');
   const c = r.cycle;
   const e = r.exec;
@@ -393,9 +393,9 @@ async function main() {
   }
   console.log(`Engine backend vs the engine's CLI, same container shape, interleaved; ${opts.iterations} cycles and ` +
     `${opts.count} exec rotations per engine; p50 / p90. Load average at the start ${load0}, at the end ${load1} ` +
-    `(${(await import('node:os')).cpus().length} CPUs).`);
+    `(${cpus().length} CPUs).`);
   console.log('');
-  for (const r of results) console.log(table(r, opts));
+  for (const r of results) console.log(table(r));
   for (const r of results) console.log(`${r.engine} CLI shape: \`${r.engine} run ${r.cliShape} ${IMAGE} ...\`\n`);
 }
 
