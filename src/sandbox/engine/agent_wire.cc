@@ -55,8 +55,10 @@ std::optional<AgentExec> read_exec(WireReader& r) {
   e.ch_stderr = r.u32();
   e.ch_fd3 = r.u32();
   std::uint32_t port = r.u32();
-  if (!r.ok() || port > 0xffff || e.argv.empty()) return std::nullopt;
+  std::uint32_t shell_env = r.u32();
+  if (!r.ok() || port > 0xffff || shell_env > 1 || e.argv.empty()) return std::nullopt;
   e.listen_port = static_cast<std::uint16_t>(port);
+  e.shell_env = shell_env == 1;
   return e;
 }
 
@@ -146,6 +148,7 @@ std::string encode_exec(const AgentExec& e) {
   w.u32(e.ch_stderr);
   w.u32(e.ch_fd3);
   w.u32(e.listen_port);
+  w.u32(e.shell_env ? 1 : 0);
   return with_kind(AgentMsg::kExec, w);
 }
 

@@ -112,6 +112,10 @@ struct AgentExec {
   // Nonzero: a TCP listener on 127.0.0.1:listen_port while the command
   // runs; each connection becomes a channel (kAccepted).
   std::uint16_t listen_port = 0;
+  // ExecRequest::shell_env: the command also gets PWD (its working
+  // directory as getcwd has it), SHLVL=0 and _ (the path execve ran), as
+  // bash gives a program it runs.
+  bool shell_env = false;
 };
 
 enum class AgentEnd : std::uint32_t { kExited = 0, kTimeout = 1, kCancelled = 2 };

@@ -46,11 +46,7 @@ Result<AgentExec> build_exec(const ExecRequest& req, const SandboxSpec& spec) {
       return Error::make(ErrorCode::kInvalidArgument, "exec: env " + k + " contains NUL");
     env[k] = v;
   }
-  if (req.shell_env) {
-    env["PWD"] = e.cwd;
-    env["SHLVL"] = "0";
-    env["_"] = e.argv[0];
-  }
+  e.shell_env = req.shell_env;  // the agent adds PWD, SHLVL and _ as bash would
   for (const auto& [k, v] : env) e.env.push_back(k + "=" + v);
   auto timeout = req.timeout.value_or(spec.limits().exec_timeout);
   if (timeout.count() <= 0)
