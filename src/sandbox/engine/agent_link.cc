@@ -21,12 +21,19 @@ struct AgentLink::Channel {
   bool remote_eof = false;         // the agent's EOF frame came
   bool shut_wr = false;
   bool started = false;  // the agent has been told of it
+  bool remote_closed = false;  // the agent's kClose came: flush, then finish
 };
 
 namespace {
 
 constexpr std::size_t kReadChunk = 64 * 1024;
 constexpr std::size_t kAgentLogLimit = 4096;
+// Reads of the stream per wake-up: an agent that streams without pause
+// must not keep the link's lock from callers.
+constexpr int kReadsPerWake = 4;
+// Answers queued for one waiter that nobody takes: an honest agent sends a
+// handful per request.
+constexpr std::size_t kMaxWaiterQueue = 64;
 
 void set_nonblocking(int fd) {
   int fl = ::fcntl(fd, F_GETFL);
@@ -37,11 +44,13 @@ void set_nonblocking(int fd) {
 
 AgentLink::Waiter::Waiter() : event_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
-void AgentLink::Waiter::push(AgentControl m) {
+bool AgentLink::Waiter::push(AgentControl m) {
   std::lock_guard l(mu_);
+  if (queue_.size() >= kMaxWaiterQueue) return false;
   queue_.push_back(std::move(m));
   const std::uint64_t one = 1;
   (void)!::write(event_.get(), &one, sizeof one);
+  return true;
 }
 
 void AgentLink::Waiter::kill() {
@@ -223,8 +232,8 @@ void AgentLink::close() {
 }
 
 void AgentLink::die(std::string why) {
-  // mu_ may or may not be held by the caller: only atomics and what the
-  // relay thread alone touches here, the rest in run()'s exit.
+  // With mu_ held (or before the relay thread exists): end_reason_ is read
+  // under it; the rest is released in run()'s exit.
   if (!alive_.exchange(false, std::memory_order_acq_rel)) return;
   end_reason_ = std::move(why);
   spdlog::debug("agent {}: link ended: {}", options_.name, end_reason_);
@@ -294,13 +303,21 @@ bool AgentLink::on_control(std::string_view payload) {
       return true;
     }
     case AgentMsg::kClose: {
-      auto it = channels_.find(m->a);
-      if (it != channels_.end()) channels_.erase(it);
+      // What the agent sent before its close is still delivered.
+      if (auto it = channels_.find(m->a); it != channels_.end()) {
+        it->second->remote_closed = true;
+        it->second->remote_eof = true;
+      }
       return true;
     }
     case AgentMsg::kAccepted: {
       const std::uint32_t ch = m->b;
-      if (ch < kAgentChannelBase || channels_.count(ch) || channels_.size() >= kMaxChannels) {
+      if (ch < kAgentChannelBase || channels_.count(ch)) {
+        die("agent announced a connection on channel " + std::to_string(ch) +
+            ", which is not its to pick");
+        return false;
+      }
+      if (channels_.size() >= kMaxChannels) {
         queue_frame(kControlChannel, encode_close(ch));
         return true;
       }
@@ -323,13 +340,16 @@ bool AgentLink::on_control(std::string_view payload) {
     case AgentMsg::kExecFailed: id = m->failure->id; break;
     default: die("agent sent a server's message"); return false;
   }
-  if (auto w = waiters_.find(id); w != waiters_.end()) w->second->push(std::move(*m));
+  if (auto w = waiters_.find(id); w != waiters_.end() && !w->second->push(std::move(*m))) {
+    die("agent sent more answers to request " + std::to_string(id) + " than anyone asked for");
+    return false;
+  }
   return true;
 }
 
 bool AgentLink::read_stream() {
   char buf[kReadChunk];
-  for (;;) {
+  for (int reads = 0; reads < kReadsPerWake; ++reads) {
     ssize_t n = ::read(stream_.get(), buf, sizeof buf);
     if (n > 0) {
       std::string_view bytes(buf, static_cast<std::size_t>(n));
@@ -350,6 +370,7 @@ bool AgentLink::read_stream() {
                : std::string("reading the agent's stream: ") + errno_text(errno));
     return false;
   }
+  return true;
 }
 
 bool AgentLink::write_stream() {
@@ -369,7 +390,15 @@ bool AgentLink::write_stream() {
 
 void AgentLink::finish_channel(std::uint32_t id, Channel& c) {
   c.fd.reset();
-  queue_frame(kControlChannel, encode_close(id));
+  if (!c.remote_closed) queue_frame(kControlChannel, encode_close(id));
+}
+
+void AgentLink::drop(std::uint32_t channel) {
+  std::lock_guard l(mu_);
+  auto it = channels_.find(channel);
+  if (it == channels_.end() || !it->second->fd) return;
+  finish_channel(channel, *it->second);
+  wake();
 }
 
 void AgentLink::service_channel(std::uint32_t id, Channel& c, short revents) {
@@ -387,11 +416,12 @@ void AgentLink::service_channel(std::uint32_t id, Channel& c, short revents) {
     finish_channel(id, c);  // the reader on our side is gone
     return;
   }
-  if (c.owed > 0 && (c.owed >= kWindow / 4 || c.to_local.empty())) {
+  if (c.owed > 0 && (c.owed >= kWindow / 4 || c.to_local.empty()) && out_.size() < kMaxQueued) {
     queue_frame(kControlChannel, encode_credit(id, c.owed));
     c.owed = 0;
   }
-  if ((revents & (POLLIN | POLLHUP | POLLERR)) && c.started && !c.local_eof && c.credit > 0 &&
+  if ((revents & (POLLIN | POLLHUP | POLLERR)) && c.started && !c.local_eof && !c.remote_closed &&
+      c.credit > 0 &&
       out_.size() < kMaxQueued) {
     char buf[kMaxDataFrame];
     std::size_t want = std::min<std::size_t>(c.credit, sizeof buf);
@@ -408,7 +438,7 @@ void AgentLink::service_channel(std::uint32_t id, Channel& c, short revents) {
     (void)::shutdown(c.fd.get(), SHUT_WR);
     c.shut_wr = true;
   }
-  if (c.local_eof && c.remote_eof && c.to_local.empty()) finish_channel(id, c);
+  if ((c.local_eof || c.remote_closed) && c.remote_eof && c.to_local.empty()) finish_channel(id, c);
 }
 
 void AgentLink::run() {
@@ -427,7 +457,9 @@ void AgentLink::run() {
       fds.push_back({wake_.get(), POLLIN, 0});
       for (auto& [id, c] : channels_) {
         short ev = 0;
-        if (c->started && !c->local_eof && c->credit > 0 && out_.size() < kMaxQueued) ev |= POLLIN;
+        if (c->started && !c->local_eof && !c->remote_closed && c->credit > 0 &&
+            out_.size() < kMaxQueued)
+          ev |= POLLIN;
         if (!c->to_local.empty()) ev |= POLLOUT;
         // Work without waiting: credit to return, a half close to pass on.
         bool due = c->owed > 0 || (c->remote_eof && c->to_local.empty() && !c->shut_wr);
@@ -438,6 +470,7 @@ void AgentLink::run() {
     }
     int r = ::poll(fds.data(), static_cast<nfds_t>(fds.size()), -1);
     if (r < 0 && errno != EINTR) {
+      std::lock_guard l(mu_);
       die(std::string("poll: ") + errno_text(errno));
       break;
     }
@@ -455,6 +488,13 @@ void AgentLink::run() {
       service_channel(ids[i], *it->second, fds[i + 2].revents);
     }
     if (!out_.empty() && !write_stream()) break;
+    // Only replies to what the agent sent can push the queue past its
+    // mark (a close per channel, one credit each): an agent that sends but
+    // never reads is not given the server's memory.
+    if (out_.size() > kMaxQueuedHard) {
+      die("the agent does not read what it is sent");
+      break;
+    }
   }
   std::lock_guard l(mu_);
   if (alive() && stopping_) {

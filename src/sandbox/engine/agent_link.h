@@ -43,6 +43,8 @@ class AgentLink {
   // Bytes read from channels but not yet written to the stream; past it,
   // channels are not read until the agent takes what is queued.
   static constexpr std::size_t kMaxQueued = std::size_t{1} << 20;
+  // Past this the agent is not reading at all: the link ends.
+  static constexpr std::size_t kMaxQueuedHard = 4 * kMaxQueued + kMaxFrameToAgent;
 
   struct Options {
     // The stream from the agent is wrapped in the engine's stdout/stderr
@@ -64,7 +66,7 @@ class AgentLink {
 
    private:
     friend class AgentLink;
-    void push(AgentControl m);
+    bool push(AgentControl m);  // false: the queue is full
     void kill();
     UniqueFd event_;
     mutable std::mutex mu_;
@@ -95,6 +97,9 @@ class AgentLink {
   Status attach(std::uint32_t channel, UniqueFd local);
   // A socketpair: one end relayed as a new channel, the other returned.
   Result<std::pair<std::uint32_t, UniqueFd>> open_channel();
+  // Forgets a channel (its descriptor closed, the agent told): for a
+  // request that failed or ended with channels still open. Unknown: no-op.
+  void drop(std::uint32_t channel);
 
   // Control messages whose id (exec id, request id, or channel for a file
   // session's failure) is `id` go to the waiter until unwatch.

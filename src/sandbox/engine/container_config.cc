@@ -92,6 +92,10 @@ json container_config(const SandboxSpec& spec, const ContainerPlan& plan) {
       {"Ulimits", json::array({{{"Name", "nofile"}, {"Soft", 20000}, {"Hard", 20000}},
                                {{"Name", "nproc"}, {"Soft", 32768}, {"Hard", 32768}}})},
   };
+  // PID 1's stdout is the container log: no log driver, so nothing written
+  // there (by the agent, or by sandbox code through /proc) fills the
+  // engine host's disk.
+  host["LogConfig"] = json{{"Type", "none"}, {"Config", json::object()}};
   if (l.cpu_millis > 0) host["NanoCpus"] = static_cast<std::uint64_t>(l.cpu_millis) * 1'000'000;
   return json{
       {"Image", plan.image},
@@ -104,6 +108,9 @@ json container_config(const SandboxSpec& spec, const ContainerPlan& plan) {
       {"Labels",
        {{"sandcastle", "1"}, {"sandcastle.sandbox", plan.sandbox_id}, {"sandcastle.server", plan.server_tag}}},
       {"HostConfig", host},
+      // The agent exits on SIGTERM; a hung one is killed after a second,
+      // not the engine's default ten.
+      {"StopTimeout", 1},
   };
 }
 

@@ -62,6 +62,7 @@ Status EngineBackend::prepare(const EngineBackendOptions& options) {
   shared_ = std::make_shared<EngineShared>();
   shared_->client = std::shared_ptr<EngineClient>(std::move(*client));
   shared_->engine_name = options.engine.url;
+  shared_->remover = std::make_unique<ContainerRemover>(shared_->client);
   local_ = shared_->client->endpoint().kind == Endpoint::Kind::kUnix;
   if (!local_)
     return Error::make(ErrorCode::kUnavailable,
@@ -148,16 +149,15 @@ void EngineBackend::sweep_leftovers() {
     const std::string t = tag->get<std::string>();
     if (t.rfind(prefix, 0) != 0) continue;
     const long pid = std::strtol(t.c_str() + prefix.size(), nullptr, 10);
-    if (pid <= 0 || (pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) == 0)) continue;
+    // Only a server that is surely gone: EPERM is another user's live one.
+    if (pid <= 0 || pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
+      continue;
     remove_quietly(id->get<std::string>());
   }
 }
 
 void EngineBackend::remove_quietly(const std::string& container_id) {
-  auto st = shared_->client->container_remove(container_id, true, true);
-  if (!st.ok() && engine_http_status(st.error()) != 404)
-    spdlog::warn("engine {}: removing container {}: {}", shared_->engine_name, container_id,
-                 st.error().message());
+  shared_->remover->remove(container_id);
 }
 
 Result<ContainerPlan> EngineBackend::plan_for(const SandboxSpec& spec, const std::string& id) {
@@ -238,9 +238,24 @@ Result<EngineContainer> EngineBackend::start_container(const SandboxSpec& spec, 
 }
 
 Result<std::unique_ptr<Sandbox>> EngineBackend::create(const SandboxSpec& spec) {
+  // Counted, so shutdown() waits for it before removing the directories
+  // its container binds.
+  struct InFlight {
+    EngineBackend& b;
+    explicit InFlight(EngineBackend& backend) : b(backend) {}
+    ~InFlight() {
+      std::lock_guard l(b.mu_);
+      if (--b.creating_ == 0) b.refill_cv_.notify_all();
+    }
+  };
   {
     std::unique_lock l(mu_);
     if (stopping_) return Error::make(ErrorCode::kUnavailable, "the engine backend is shutting down");
+    ++creating_;
+  }
+  InFlight in_flight(*this);
+  {
+    std::unique_lock l(mu_);
     if (pool_size_ > 0 && !pool_.empty() && native::pool_key(spec) == pool_key_) {
       Warm w = std::move(pool_.front());
       pool_.pop_front();
@@ -301,10 +316,15 @@ void EngineBackend::shutdown() {
   }
   refill_cv_.notify_all();
   if (refill_.joinable()) refill_.join();
+  {
+    std::unique_lock l(mu_);
+    refill_cv_.wait(l, [this] { return creating_ == 0; });
+  }
   for (auto& w : pool) {
     w.container.link->close();
     remove_quietly(w.container.container_id);
   }
+  if (shared_ && shared_->remover) shared_->remover->shutdown();
   if (!runtime_base_.empty()) {
     (void)native::remove_tree(runtime_base_);
     runtime_base_.clear();

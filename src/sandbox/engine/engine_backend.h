@@ -82,6 +82,7 @@ class EngineBackend final : public Backend {
   std::condition_variable refill_cv_;
   std::deque<Warm> pool_;
   bool stopping_ = false;
+  std::size_t creating_ = 0;  // create() calls under way
   std::thread refill_;
 };
 

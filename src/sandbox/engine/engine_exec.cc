@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <random>
+#include <vector>
 
 #include "sandbox/engine/engine_sandbox.h"
 #include "sandbox/output_buffer.h"
@@ -108,11 +109,23 @@ Result<PrivateListener> make_listener() {
   return l;
 }
 
+// On the link's relay thread: never blocks (a full backlog refuses the
+// connection rather than stalling every channel of the sandbox).
 UniqueFd connect_to(const PrivateListener& l) {
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd) return fd;
   if (::connect(fd.get(), reinterpret_cast<const struct sockaddr*>(&l.addr), l.len) != 0) return {};
   return fd;
+}
+
+// The agent's failure report is hostile input: an errno out of range or a
+// step with control characters is not passed on as such.
+Error failure_error(const AgentFailure& f, const std::string& program) {
+  std::string step;
+  for (char c : f.step) step += (c >= 0x20 && c < 0x7f) ? c : '?';
+  if (step == "execve") step += " " + program;
+  const int err = f.err > 0 && f.err < 4096 ? f.err : EPROTO;
+  return Error::from_errno(step.empty() ? "exec" : step, err);
 }
 
 ExecResult result_of(const AgentDone& done, Stream& out, Stream& err, Clock::time_point start) {
@@ -150,6 +163,15 @@ Result<ExecResult> EngineSandbox::exec(const ExecRequest& req, const ExecCallbac
   AgentExec& e = *wire;
   e.id = link.next_id();
 
+  // Whatever way this returns, the channels it opened are the link's to
+  // forget (the agent drops a failed exec's without a word).
+  struct Channels {
+    AgentLink& link;
+    std::vector<std::uint32_t> ids;
+    ~Channels() {
+      for (std::uint32_t id : ids) link.drop(id);
+    }
+  } opened{link, {}};
   std::size_t cap = req.output.max_bytes;
   Stream sout{UniqueFd(), OutputBuffer(cap), &callbacks.on_stdout};
   Stream serr{UniqueFd(), OutputBuffer(cap), &callbacks.on_stderr};
@@ -157,16 +179,19 @@ Result<ExecResult> EngineSandbox::exec(const ExecRequest& req, const ExecCallbac
   auto out_ch = link.open_channel();
   if (!out_ch) return out_ch.take_error();
   e.ch_stdout = out_ch->first;
+  opened.ids.push_back(e.ch_stdout);
   sout.fd = std::move(out_ch->second);
   auto err_ch = link.open_channel();
   if (!err_ch) return err_ch.take_error();
   e.ch_stderr = err_ch->first;
+  opened.ids.push_back(e.ch_stderr);
   serr.fd = std::move(err_ch->second);
   std::string_view pending_in = req.stdin_data;
   if (!pending_in.empty()) {
     auto in_ch = link.open_channel();
     if (!in_ch) return in_ch.take_error();
     e.ch_stdin = in_ch->first;
+    opened.ids.push_back(e.ch_stdin);
     in_w = std::move(in_ch->second);
   }
   for (int fd : {sout.fd.get(), serr.fd.get(), in_w.get()})
@@ -176,6 +201,7 @@ Result<ExecResult> EngineSandbox::exec(const ExecRequest& req, const ExecCallbac
     if (!dup) return Error::from_errno("dup the exec's fd 3");
     e.ch_fd3 = link.next_id();
     if (auto st = link.attach(e.ch_fd3, std::move(dup)); !st) return st.take_error();
+    opened.ids.push_back(e.ch_fd3);
   }
   std::optional<PrivateListener> listener;
   if (e.listen_port != 0) {
@@ -247,13 +273,9 @@ Result<ExecResult> EngineSandbox::exec(const ExecRequest& req, const ExecCallbac
     }
     if (!p[0].revents) continue;
     while (auto m = waiter->pop()) {
-      if (m->kind == AgentMsg::kExecFailed) {
-        // "execve <program>", as the native backend says it: callers tell a
-        // program that could not run from other failures by it.
-        std::string step = m->failure->step;
-        if (step == "execve") step += " " + e.argv[0];
-        return Error::from_errno(step, m->failure->err);
-      }
+      // "execve <program>", as the native backend says it: callers tell a
+      // program that could not run from other failures by it.
+      if (m->kind == AgentMsg::kExecFailed) return failure_error(*m->failure, e.argv[0]);
       if (m->kind == AgentMsg::kDone && !done) {
         done = *m->done;
         in_w.reset();

@@ -148,13 +148,9 @@ Status EngineSandbox::destroy() {
   }
   files_.close();
   if (container_.link) container_.link->close();
-  // With its anonymous volumes (/workspace): nothing of the sandbox stays.
-  auto st = shared_->client->container_remove(container_.container_id, true, true);
-  if (!st.ok() && engine_http_status(st.error()) != 404) {
-    spdlog::warn("sandbox {}: removing container {} on {}: {}", id_, container_.container_id,
-                 shared_->engine_name, st.error().message());
-    return st;
-  }
+  // Every process is gone with the agent's stream; the container itself
+  // (and its anonymous volumes) goes off the request path.
+  shared_->remover->remove(container_.container_id);
   return ok_status();
 }
 

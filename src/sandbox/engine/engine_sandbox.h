@@ -10,6 +10,7 @@
 #include <string>
 
 #include "sandbox/engine/agent_link.h"
+#include "sandbox/engine/container_remover.h"
 #include "sandbox/engine/engine_client.h"
 #include "sandbox/native/file_client.h"
 #include "sandbox/sandbox.h"
@@ -21,6 +22,7 @@ struct EngineShared {
   std::shared_ptr<EngineClient> client;
   std::string engine_name;  // "docker@unix:///run/docker.sock", for messages
   std::string share_dir;    // the host directory bound at kSharedDir ("" if none)
+  std::unique_ptr<ContainerRemover> remover;
 };
 
 struct EngineContainer {
