@@ -229,6 +229,20 @@ class Sandbox {
     return Error::make(ErrorCode::kUnavailable, "this sandbox backend cannot save a sandbox");
   }
 
+  // Backends whose images live outside sandcastle's image store (a
+  // container engine's): save_sandbox makes the image there, from the
+  // sandbox's /workspace on top of its own image, named `name`.
+  virtual bool saves_own_images() const { return false; }
+  struct SavedImage {
+    std::string name;
+    std::string id;
+    std::string base;
+    std::uint64_t workspace_bytes = 0;  // of the tar taken inside the sandbox
+  };
+  virtual Result<SavedImage> save_image(const std::string& /*name*/) {
+    return Error::make(ErrorCode::kUnavailable, "this sandbox backend saves into the image store");
+  }
+
   // Writes `name` (no '/') into the directory every sandbox of this backend
   // sees read-only at kSharedDir; an existing file of that name is replaced
   // atomically. Backends without one say kUnavailable.

@@ -2,9 +2,8 @@
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
-
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <random>
@@ -98,9 +97,10 @@ Status EngineBackend::prepare(const EngineBackendOptions& options) {
   caps_.seccomp = true;
   caps_.cgroup_limits = true;
   caps_.cgroup_version = "engine";
-  caps_.notes.push_back("isolation is the engine's: its runtime's namespaces and default seccomp "
-                        "profile, plus CapDrop ALL, no-new-privileges, a read-only root and no "
-                        "network");
+  caps_.notes.push_back(
+      "isolation is the engine's: its runtime's namespaces and default seccomp "
+      "profile, plus CapDrop ALL, no-new-privileges, a read-only root and no "
+      "network");
   pool_size_ = options.pool_spec ? options.pool_size : 0;
   pool_spec_ = options.pool_spec;
   if (pool_spec_) pool_key_ = native::pool_key(*pool_spec_);
@@ -108,7 +108,9 @@ Status EngineBackend::prepare(const EngineBackendOptions& options) {
   return ok_status();
 }
 
-EngineBackend::~EngineBackend() { shutdown(); }
+EngineBackend::~EngineBackend() {
+  shutdown();
+}
 
 // The agent, copied into the shared directory (bound read-only into every
 // container): a copy, so replacing the server's build never changes a
@@ -135,9 +137,9 @@ std::string EngineBackend::new_id() {
 // Containers a crashed server of this host left: labelled with its tag,
 // whose pid is gone.
 void EngineBackend::sweep_leftovers() {
-  auto list = shared_->client->call_json("GET", "/containers/json?all=1&filters=" +
-                                                    query_escape(R"({"label":["sandcastle=1"]})"),
-                                         nullptr);
+  auto list = shared_->client->call_json(
+      "GET", "/containers/json?all=1&filters=" + query_escape(R"({"label":["sandcastle=1"]})"),
+      nullptr);
   if (!list || !list->is_array()) return;
   const std::string prefix = host_name() + ":";
   for (const auto& c : *list) {
@@ -174,23 +176,38 @@ Result<ContainerPlan> EngineBackend::plan_for(const SandboxSpec& spec, const std
   }
   plan.image = spec.image();
   std::lock_guard l(mu_);
-  if (auto it = image_users_.find(plan.image); it != image_users_.end()) {
-    plan.user = it->second;
-    return plan;
+  auto it = image_facts_.find(plan.image);
+  if (it == image_facts_.end()) {
+    auto info = shared_->client->image_inspect(plan.image);
+    if (!info) {
+      if (engine_http_status(info.error()) == 404)
+        return Error::make(ErrorCode::kNotFound,
+                           "image '" + plan.image + "' is not on engine " + shared_->engine_name +
+                               ": pull or load it there first (docker pull / podman load)");
+      return info.take_error();
+    }
+    ImageFacts f;
+    f.user = plan.user;
+    // The image's own user if it names one, else the sandbox user; an image
+    // save_sandbox made says how to start it in its labels.
+    if (auto cfg = info->find("Config"); cfg != info->end() && cfg->is_object()) {
+      if (auto u = cfg->find("User");
+          u != cfg->end() && u->is_string() && !u->get<std::string>().empty())
+        f.user = u->get<std::string>();
+      if (auto lb = cfg->find("Labels"); lb != cfg->end() && lb->is_object()) {
+        f.host_root = lb->value(kLabelHostRoot, std::string()) == "1";
+        if (lb->value(kLabelWorkspaceSeed, std::string()) == kWorkspaceSeedDir)
+          f.workspace_seed = kWorkspaceSeedDir;
+      }
+    }
+    it = image_facts_.emplace(plan.image, f).first;
   }
-  auto info = shared_->client->image_inspect(plan.image);
-  if (!info) {
-    if (engine_http_status(info.error()) == 404)
-      return Error::make(ErrorCode::kNotFound,
-                         "image '" + plan.image + "' is not on engine " + shared_->engine_name +
-                             ": pull or load it there first (docker pull / podman load)");
-    return info.take_error();
+  plan.user = it->second.user;
+  plan.workspace_seed = it->second.workspace_seed;
+  if (it->second.host_root) {
+    plan.host_root = true;
+    plan.etc_dir = etc_dir_;
   }
-  // The image's own user if it names one, else the sandbox user.
-  if (auto cfg = info->find("Config"); cfg != info->end() && cfg->is_object())
-    if (auto u = cfg->find("User"); u != cfg->end() && u->is_string() && !u->get<std::string>().empty())
-      plan.user = u->get<std::string>();
-  image_users_[plan.image] = plan.user;
   return plan;
 }
 
@@ -214,7 +231,8 @@ Result<std::unique_ptr<AgentLink>> EngineBackend::connect_agent(const std::strin
   return AgentLink::start(std::move(raw->fd), std::move(raw->buffered), o);
 }
 
-Result<EngineContainer> EngineBackend::start_container(const SandboxSpec& spec, const std::string& id) {
+Result<EngineContainer> EngineBackend::start_container(const SandboxSpec& spec,
+                                                       const std::string& id) {
   if (spec.persistence() == Persistence::kPersistent)
     return Error::make(ErrorCode::kUnavailable,
                        "persistent sandboxes are not available on the engine backend yet; use the "
@@ -234,6 +252,7 @@ Result<EngineContainer> EngineBackend::start_container(const SandboxSpec& spec, 
   auto link = connect_agent(out.container_id);
   if (!link) return fail(link.take_error());
   out.link = std::move(*link);
+  out.workspace_seed = plan->workspace_seed;
   return out;
 }
 
@@ -250,7 +269,8 @@ Result<std::unique_ptr<Sandbox>> EngineBackend::create(const SandboxSpec& spec) 
   };
   {
     std::unique_lock l(mu_);
-    if (stopping_) return Error::make(ErrorCode::kUnavailable, "the engine backend is shutting down");
+    if (stopping_)
+      return Error::make(ErrorCode::kUnavailable, "the engine backend is shutting down");
     ++creating_;
   }
   InFlight in_flight(*this);
@@ -270,7 +290,21 @@ Result<std::unique_ptr<Sandbox>> EngineBackend::create(const SandboxSpec& spec) 
   const std::string id = new_id();
   auto container = start_container(spec, id);
   if (!container) return container.take_error();
-  return std::unique_ptr<Sandbox>(new EngineSandbox(shared_, id, spec, std::move(*container)));
+  const std::string seed = container->workspace_seed;
+  auto sb = std::make_unique<EngineSandbox>(shared_, id, spec, std::move(*container));
+  if (!seed.empty()) {
+    // A saved image's files, into the sandbox's own /workspace.
+    ExecRequest req;
+    req.argv = {"cp", "-a", seed + "/.", spec.workdir() + "/"};
+    auto r = sb->exec(req);
+    if (!r || r->status() != 0) {
+      (void)sb->destroy();
+      return Error::make(ErrorCode::kFailedPrecondition,
+                         "copying the saved workspace of image '" + spec.image() + "' failed: " +
+                             (r ? r->stderr_data.substr(0, 500) : r.error().message()));
+    }
+  }
+  return std::unique_ptr<Sandbox>(std::move(sb));
 }
 
 void EngineBackend::refill_loop() {

@@ -1,7 +1,6 @@
 #include "sandbox/engine/engine_http.h"
 
 #include <fcntl.h>
-
 #include <sys/socket.h>
 
 #include <boost/asio/connect.hpp>
