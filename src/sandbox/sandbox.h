@@ -304,9 +304,23 @@ struct BackendCapabilities {
   std::vector<std::string> notes;  // weakened guarantees, e.g. "memory limit via RLIMIT_DATA"
 };
 
+struct BackendImage {
+  std::string name;  // repo:tag as the backend names it
+  std::string id;
+  std::uint64_t size_bytes = 0;
+  std::int64_t created_unix = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
+  // Backends that keep their own images (a container engine): create()
+  // takes their names, list_images() shows them, and sandcastle's image
+  // store is not asked.
+  virtual bool owns_images() const { return false; }
+  virtual Result<std::vector<BackendImage>> list_images() {
+    return Error::make(ErrorCode::kUnavailable, "this sandbox backend has no images of its own");
+  }
   virtual std::string name() const = 0;
   virtual const BackendCapabilities& capabilities() const = 0;
   virtual Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) = 0;

@@ -335,6 +335,34 @@ void EngineBackend::refill_loop() {
   }
 }
 
+// GET /images/json: every tagged image but sandcastle's own base.
+Result<std::vector<BackendImage>> EngineBackend::list_images() {
+  auto list = shared_->client->image_list();
+  if (!list) return list.take_error();
+  std::vector<BackendImage> out;
+  if (!list->is_array()) return out;
+  for (const auto& img : *list) {
+    if (!img.is_object()) continue;
+    auto tags = img.find("RepoTags");
+    if (tags == img.end() || !tags->is_array()) continue;
+    for (const auto& t : *tags) {
+      if (!t.is_string()) continue;
+      std::string name = t.get<std::string>();
+      if (name == kHostBaseImage || name.find("<none>") != std::string::npos) continue;
+      BackendImage b;
+      b.name = name.substr(0, 256);
+      b.id = img.value("Id", std::string()).substr(0, 128);
+      if (auto sz = img.find("Size"); sz != img.end() && sz->is_number_unsigned())
+        b.size_bytes = sz->get<std::uint64_t>();
+      if (auto cr = img.find("Created"); cr != img.end() && cr->is_number_integer())
+        b.created_unix = cr->get<std::int64_t>();
+      out.push_back(std::move(b));
+      if (out.size() >= 10'000) return out;
+    }
+  }
+  return out;
+}
+
 std::size_t EngineBackend::warm_ready() const {
   std::lock_guard l(mu_);
   return pool_.size();
