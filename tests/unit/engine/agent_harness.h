@@ -5,9 +5,13 @@
 #pragma once
 
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,18 +58,46 @@ struct Chan {
   std::uint64_t sent = 0;
 };
 
+// How the agent is started: as another user (its bounding set emptied
+// first, as in a container), with fewer descriptors.
+struct AgentOptions {
+  uid_t uid = 0;      // 0: as the test runs
+  rlim_t nofile = 0;  // 0: as is
+};
+
 // What happened, in order: "ctl:<kind>:<a>", "eof:<ch>", "close:<ch>".
 class AgentProc {
  public:
-  AgentProc() {
+  explicit AgentProc(AgentOptions o = {}) {
     ::signal(SIGPIPE, SIG_IGN);  // a write to an agent that has left is EPIPE
     int in[2], out[2];
     EXPECT_EQ(::pipe2(in, O_CLOEXEC), 0);
     EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    // The stream as the agent's user could reach it if nothing else stopped it.
+    if (o.uid) {
+      for (int fd : {in[0], out[1]}) {
+        EXPECT_EQ(::fchown(fd, o.uid, o.uid), 0);
+      }
+    }
     pid_ = ::fork();
     if (pid_ == 0) {
       ::dup2(in[0], 0);
       ::dup2(out[1], 1);
+      // Only 0-2: the agent's own descriptors are counted by some tests.
+      (void)syscall(SYS_close_range, 3U, ~0U, 0U);
+      if (o.nofile) {
+        struct rlimit r {
+          o.nofile, o.nofile
+        };
+        if (::setrlimit(RLIMIT_NOFILE, &r) != 0) _exit(126);
+      }
+      if (o.uid) {
+        for (unsigned long cap = 0; prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; ++cap)
+          (void)prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+        if (::setgroups(0, nullptr) != 0 || ::setresgid(o.uid, o.uid, o.uid) != 0 ||
+            ::setresuid(o.uid, o.uid, o.uid) != 0)
+          _exit(126);
+      }
       const char* argv[] = {SANDCASTLE_AGENT_PATH, "serve", nullptr};
       ::execv(argv[0], const_cast<char**>(argv));
       _exit(127);

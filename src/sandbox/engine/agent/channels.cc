@@ -120,23 +120,22 @@ void Channels::pump_write(std::uint32_t id, Channel& c) {
     c.owed += static_cast<std::uint32_t>(c.in_flight());
     c.pending.clear();
     c.pending_off = 0;
-    end_writing(id, c, true);
+    end_writing(id, c);
     return;
   }
   if (c.owed > 0 && (c.owed >= kCreditBatch || c.in_flight() == 0)) {
     frame(kControlChannel, encode_credit(id, c.owed));
     c.owed = 0;
   }
-  if (c.in_flight() == 0 && c.server_eof && c.writing) end_writing(id, c, false);
+  if (c.in_flight() == 0 && c.server_eof && c.writing) end_writing(id, c);
 }
 
-void Channels::end_writing(std::uint32_t id, Channel& c, bool tell) {
+void Channels::end_writing(std::uint32_t id, Channel& c) {
   if (c.owed > 0) {
     frame(kControlChannel, encode_credit(id, c.owed));
     c.owed = 0;
   }
   c.writing = false;
-  c.tell = c.tell || tell;
   c.pending.clear();
   c.pending_off = 0;
   // A socket keeps its other direction: the peer sees EOF on its read.
@@ -176,7 +175,7 @@ void Channels::end_reading(std::uint32_t id, Channel& c) {
 
 void Channels::retire(std::uint32_t id, Channel& c) {
   if (c.reading || c.writing) return;
-  if (c.tell) frame(kControlChannel, encode_close(id));
+  frame(kControlChannel, encode_close(id));
   map_.erase(id);
 }
 
@@ -185,7 +184,7 @@ void Channels::end_of_command(std::uint32_t id) {
   if (it == map_.end()) return;
   Channel& c = it->second;
   if (c.kind == ChannelKind::kStdin) {
-    end_writing(id, c, true);
+    end_writing(id, c);
     return;
   }
   c.draining = true;
@@ -206,9 +205,15 @@ void Channels::close(std::uint32_t id) {
     frame(id, {});
   }
   if (c.writing)
-    end_writing(id, c, true);  // retires
+    end_writing(id, c);  // retires
   else
     retire(id, c);
+}
+
+void Channels::abandon(std::uint32_t id, bool output) {
+  if (map_.count(id)) return close(id);
+  if (output) frame(id, {});
+  frame(kControlChannel, encode_close(id));
 }
 
 void Channels::resume_drains() {

@@ -1,6 +1,7 @@
 #include "sandbox/engine/agent/command.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -26,10 +27,20 @@ struct ChildReport {
 // overwrites a source it still needs.
 constexpr int kHighFd = 10;
 
+// bash -c lowers it again when it execs the program in its place.
+constexpr char kShlvl[] = "SHLVL=0";
+
 struct Prepared {
   std::vector<char*> argv;
   std::vector<char*> envp;
   std::vector<std::string> candidates;  // paths execve tries, in order
+  // shell_env (as the native supervisor's add_shell_env): envp ends in
+  // PWD, SHLVL=0 and _, filled in by the child (PWD after its chdir, _ per
+  // candidate) from buffers made here.
+  bool shell_env = false;
+  std::size_t pwd_slot = 0;              // envp index of "PWD="
+  std::string pwd;                       // "PWD=" and room for PATH_MAX
+  std::vector<std::string> underscores;  // "_=<candidate>", one per candidate
   struct Limit {
     int resource;
     rlim_t value;
@@ -53,7 +64,6 @@ Prepared prepare(const AgentExec& e) {
   for (const auto& a : e.argv) p.argv.push_back(const_cast<char*>(a.c_str()));
   p.argv.push_back(nullptr);
   for (const auto& kv : e.env) p.envp.push_back(const_cast<char*>(kv.c_str()));
-  p.envp.push_back(nullptr);
   const std::string& file = e.argv[0];
   if (file.find('/') != std::string::npos) {
     p.candidates.push_back(file);
@@ -69,6 +79,18 @@ Prepared prepare(const AgentExec& e) {
       start = end + 1;
     }
   }
+  if (e.shell_env) {
+    p.shell_env = true;
+    p.pwd.assign(4 + PATH_MAX + 1, '\0');
+    p.pwd.replace(0, 4, "PWD=");
+    p.pwd_slot = p.envp.size();
+    // Pointers into `p` itself are set in the child (p moves before that).
+    p.envp.push_back(nullptr);  // PWD
+    p.envp.push_back(const_cast<char*>(kShlvl));
+    p.envp.push_back(nullptr);  // _, per candidate
+    for (const auto& c : p.candidates) p.underscores.push_back("_=" + c);
+  }
+  p.envp.push_back(nullptr);
   p.limits.push_back({RLIMIT_CORE, 0});
   if (e.rlimit_nofile) p.limits.push_back({RLIMIT_NOFILE, static_cast<rlim_t>(e.rlimit_nofile)});
   if (e.rlimit_fsize) p.limits.push_back({RLIMIT_FSIZE, static_cast<rlim_t>(e.rlimit_fsize)});
@@ -143,8 +165,22 @@ int move_high(int error_fd, int fd) {
   for (const auto& l : p.limits)
     if (!set_limit(l.resource, l.value)) fail(error_fd, kSetrlimit, errno);
   if (cwd[0] != '\0' && ::chdir(cwd) != 0) fail(error_fd, kChdir, errno);
+  std::size_t underscore_slot = 0;
+  if (p.shell_env) {
+    // getcwd(2) itself (glibc's getcwd may allocate); without an answer
+    // there is no PWD, as in bash.
+    underscore_slot = p.pwd_slot + 2;
+    p.envp[p.pwd_slot] = p.pwd.data();
+    if (syscall(SYS_getcwd, p.pwd.data() + 4, p.pwd.size() - 4) <= 0 || p.pwd[4] != '/') {
+      p.envp[p.pwd_slot] = p.envp[p.pwd_slot + 1];
+      underscore_slot = p.pwd_slot + 1;
+      p.envp[underscore_slot + 1] = nullptr;
+    }
+  }
   int exec_err = ENOENT;
-  for (const auto& candidate : p.candidates) {
+  for (std::size_t i = 0; i < p.candidates.size(); ++i) {
+    const std::string& candidate = p.candidates[i];
+    if (underscore_slot) p.envp[underscore_slot] = p.underscores[i].data();
     ::execve(candidate.c_str(), p.argv.data(), p.envp.data());
     // One candidate: its errno. Several, like execvp: EACCES is remembered
     // while the search goes on; ENOENT and ENOTDIR only mean "not here".
