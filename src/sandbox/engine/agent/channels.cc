@@ -93,6 +93,10 @@ const char* Channels::on_credit(std::uint32_t id, std::uint32_t bytes) {
   Channel& c = it->second;
   if (bytes > kWindow - c.credit) return "credit beyond the channel's window";
   c.credit += bytes;
+  if (!c.reading && !c.writing) {  // closed here, waiting for this credit
+    retire(id, c);
+    return nullptr;
+  }
   if (c.reading && c.draining) pump_read(id, c);
   return nullptr;
 }
@@ -175,6 +179,12 @@ void Channels::end_reading(std::uint32_t id, Channel& c) {
 
 void Channels::retire(std::uint32_t id, Channel& c) {
   if (c.reading || c.writing) return;
+  // The server closes its end at kClose, dropping what it has not handed
+  // on yet: so kClose waits until all we sent is credited (or is forced).
+  if (c.credit < kWindow && !c.now) {
+    c.fd.reset();
+    return;
+  }
   frame(kControlChannel, encode_close(id));
   map_.erase(id);
 }
@@ -196,10 +206,11 @@ bool Channels::still_reading(std::uint32_t id) const {
   return it != map_.end() && it->second.reading;
 }
 
-void Channels::close(std::uint32_t id) {
+void Channels::close(std::uint32_t id, bool now) {
   auto it = map_.find(id);
   if (it == map_.end()) return;
   Channel& c = it->second;
+  c.now = c.now || now;
   if (c.reading) {
     c.reading = false;
     frame(id, {});
@@ -211,7 +222,7 @@ void Channels::close(std::uint32_t id) {
 }
 
 void Channels::abandon(std::uint32_t id, bool output) {
-  if (map_.count(id)) return close(id);
+  if (map_.count(id)) return close(id, true);
   if (output) frame(id, {});
   frame(kControlChannel, encode_close(id));
 }

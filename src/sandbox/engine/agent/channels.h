@@ -10,7 +10,10 @@
 //   is drained): a data frame of length 0;
 // - the agent forgets the channel (both directions ended here, the command
 //   ended, or its exec failed): kClose, always, so the server can release
-//   its end too (the server's own kClose alone is not answered);
+//   its end too (the server's own kClose alone is not answered). It waits
+//   until the server has credited all the channel's data (the server drops
+//   what it still holds at kClose), unless the channel is closed by force
+//   (a failed request, a drain that took too long);
 // - the server's EOF: after the pending bytes are written, the fd is closed
 //   (stdin) or shut down for writing (sockets); its kClose: the fd is closed.
 #pragma once
@@ -71,8 +74,9 @@ class Channels {
   // can be read is read until the fd is empty (or at EOF), then its EOF.
   void end_of_command(std::uint32_t id);
   bool still_reading(std::uint32_t id) const;
-  // Closes the channel: EOF if it was still read, then kClose.
-  void close(std::uint32_t id);
+  // Closes the channel: EOF if it was still read, then kClose, once the
+  // server has credited everything sent on it (at once when `now`).
+  void close(std::uint32_t id, bool now = false);
 
   // The pollfds for every channel with something to wait for, and which
   // channel each is (in `who`, in the same order).
@@ -93,6 +97,7 @@ class Channels {
     bool writing = false;  // server -> fd still open
     bool server_eof = false;
     bool draining = false;
+    bool now = false;  // kClose without waiting for credit
     std::size_t drained = 0;
     std::string pending;  // from the server, not yet written to fd
     std::size_t pending_off = 0;

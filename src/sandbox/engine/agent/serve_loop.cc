@@ -406,7 +406,7 @@ void Agent::check_deadlines() {
     auto it = execs_.find(id);
     if (it == execs_.end()) continue;
     log("exec " + std::to_string(id) + ": output not taken in time, channels closed");
-    for (std::uint32_t c : it->second.channels) ch_.close(c);
+    for (std::uint32_t c : it->second.channels) ch_.close(c, true);
     try_finish(id);
   }
 }
