@@ -8,6 +8,7 @@
 #include <grp.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -304,6 +305,16 @@ class AgentProc {
   std::string in_;
   std::uint32_t next_channel_ = 1;
 };
+
+// Whether the agent can give a listening exec network and user namespaces
+// of its own (own_net.h): it tries the same.
+inline bool own_netns_available() {
+  pid_t pid = ::fork();
+  if (pid == 0) _exit(::unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0 ? 0 : 1);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
 
 // An exec request with stdout and stderr channels and PATH set.
 inline AgentExec make_exec(AgentProc& a, std::uint32_t id, std::vector<std::string> argv) {

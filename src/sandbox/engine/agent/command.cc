@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,10 +13,21 @@
 #include <cstring>
 #include <vector>
 
+#include "sandbox/engine/agent/own_net.h"
+
 namespace sandcastle::sandbox::engine::agent {
 namespace {
 
-enum Step : std::int32_t { kSetsid, kDup2, kCloseRange, kSetrlimit, kChdir, kExecve, kSigaction };
+enum Step : std::int32_t {
+  kSetsid,
+  kDup2,
+  kCloseRange,
+  kSetrlimit,
+  kChdir,
+  kExecve,
+  kSigaction,
+  kListen
+};
 
 // What the child writes on its error pipe when a step fails.
 struct ChildReport {
@@ -47,6 +59,7 @@ struct Prepared {
   };
   std::vector<Limit> limits;
   int close_upto = 0;  // the fallback when close_range is not allowed
+  OwnNetPlan net;      // port 0: the container's network
 };
 
 std::string env_value(const std::vector<std::string>& env, std::string_view key) {
@@ -59,8 +72,9 @@ std::string env_value(const std::vector<std::string>& env, std::string_view key)
 // argv[0] without a '/' is looked up in the PATH of the command's own
 // environment (execvpe would use the agent's), so the candidates are
 // spelled out here, before the fork.
-Prepared prepare(const AgentExec& e) {
+Prepared prepare(const AgentExec& e, bool own_net) {
   Prepared p;
+  if (own_net) p.net = plan_own_net(e.listen_port);
   for (const auto& a : e.argv) p.argv.push_back(const_cast<char*>(a.c_str()));
   p.argv.push_back(nullptr);
   for (const auto& kv : e.env) p.envp.push_back(const_cast<char*>(kv.c_str()));
@@ -162,6 +176,14 @@ int move_high(int error_fd, int fd) {
     if (errno != ENOSYS && errno != EPERM) fail(error_fd, kCloseRange, errno);
     for (int fd = err_slot + 1; fd < p.close_upto; ++fd) ::close(fd);
   }
+  // Only now, with none of the agent's descriptors left: enter_own_net
+  // makes this process dumpable for its uid maps.
+  if (p.net.port != 0) {
+    int listener = enter_own_net(p.net);
+    if (listener < 0) fail(error_fd, kListen, errno);
+    if (!send_listener(error_fd, listener)) fail(error_fd, kListen, errno);
+    ::close(listener);
+  }
   for (const auto& l : p.limits)
     if (!set_limit(l.resource, l.value)) fail(error_fd, kSetrlimit, errno);
   if (cwd[0] != '\0' && ::chdir(cwd) != 0) fail(error_fd, kChdir, errno);
@@ -192,39 +214,66 @@ int move_high(int error_fd, int fd) {
 
 }  // namespace
 
-SpawnOutcome spawn_command(const AgentExec& e, const CommandFds& fds) {
+SpawnOutcome spawn_command(const AgentExec& e, const CommandFds& fds, bool own_net) {
   SpawnOutcome out;
-  Prepared p = prepare(e);
-  int errpipe[2];
-  if (::pipe2(errpipe, O_CLOEXEC) != 0) {
+  Prepared p = prepare(e, own_net);
+  // A datagram-like socket, not a pipe: it also carries the listener.
+  int report[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, report) != 0) {
     out.err = errno;
-    out.step = "pipe";
+    out.step = "socketpair";
     return out;
   }
   pid_t pid = ::fork();
   if (pid == 0) {
-    ::close(errpipe[0]);
-    run_child(p, fds, e.cwd.c_str(), errpipe[1]);
+    ::close(report[0]);
+    run_child(p, fds, e.cwd.c_str(), report[1]);
   }
   int fork_err = errno;
-  ::close(errpipe[1]);
+  ::close(report[1]);
   if (pid < 0) {
-    ::close(errpipe[0]);
+    ::close(report[0]);
     out.err = fork_err;
     out.step = "fork";
     return out;
   }
-  // EOF: execve closed the pipe. A report: the child failed and exits.
+  // EOF: execve closed the socket. A report: the child failed and exits.
+  // Before either, with own_net: the listener.
   ChildReport r;
   ssize_t n;
-  do {
-    n = ::read(errpipe[0], &r, sizeof r);
-  } while (n < 0 && errno == EINTR);
-  ::close(errpipe[0]);
+  for (;;) {
+    char buf[sizeof r];
+    struct iovec iov {
+      buf, sizeof buf
+    };
+    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    n = ::recvmsg(report[0], &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    for (struct cmsghdr* c = n >= 0 ? CMSG_FIRSTHDR(&msg) : nullptr; c; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+      if (!out.listener && own_net) {
+        out.listener.reset(fd);
+      } else {
+        ::close(fd);
+      }
+    }
+    if (n == 1 && buf[0] == kListenerMark && out.listener) continue;
+    if (n == static_cast<ssize_t>(sizeof r)) std::memcpy(&r, buf, sizeof r);
+    break;
+  }
+  ::close(report[0]);
   if (n == 0) {
     out.pid = pid;
     return out;
   }
+  out.listener.reset();
   int st = 0;
   while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }

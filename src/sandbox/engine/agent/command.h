@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/unique_fd.h"
 #include "sandbox/engine/agent_wire.h"
 
 namespace sandcastle::sandbox::engine::agent {
@@ -23,7 +24,8 @@ struct CommandFds {
 };
 
 struct SpawnOutcome {
-  pid_t pid = -1;  // > 0: execve succeeded
+  pid_t pid = -1;     // > 0: execve succeeded
+  UniqueFd listener;  // own_net: the listener in the command's namespace
   int err = 0;
   std::string step;  // "execve", "chdir", "setrlimit", "fork", ...
 };
@@ -31,10 +33,12 @@ struct SpawnOutcome {
 // Forks and execs e.argv in a new session: fds as given, everything else
 // closed, signals reset, rlimits lowered as asked (a core limit of 0 always),
 // env exactly e.env, cwd e.cwd. Waits only until execve succeeded or failed.
-SpawnOutcome spawn_command(const AgentExec& e, const CommandFds& fds);
+// own_net: in network (and user) namespaces of its own, listening on
+// 127.0.0.1:e.listen_port there (own_net.h).
+SpawnOutcome spawn_command(const AgentExec& e, const CommandFds& fds, bool own_net);
 
 // The step names a child may report, by index (the pipe carries the index).
 inline constexpr const char* kSpawnSteps[] = {"setsid", "dup2",   "close_range", "setrlimit",
-                                              "chdir",  "execve", "sigaction"};
+                                              "chdir",  "execve", "sigaction",   "listen"};
 
 }  // namespace sandcastle::sandbox::engine::agent

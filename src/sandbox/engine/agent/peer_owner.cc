@@ -74,11 +74,14 @@ unsigned long find_inode(const char* table, const sockaddr_in& client, const soc
 
 bool connection_from_session(const sockaddr_in& client, const sockaddr_in& server, pid_t sid,
                              std::string& why) {
+  // The tables of the session leader's network namespace (its own, or
+  // the container's).
+  const std::string net = "/proc/" + std::to_string(sid) + "/net/";
   bool readable = false;
-  unsigned long inode = find_inode("/proc/net/tcp", client, server, readable);
-  if (inode == 0) inode = find_inode("/proc/net/tcp6", client, server, readable);
+  unsigned long inode = find_inode((net + "tcp").c_str(), client, server, readable);
+  if (inode == 0) inode = find_inode((net + "tcp6").c_str(), client, server, readable);
   if (inode == 0) {
-    why = readable ? "its socket is not in /proc/net/tcp" : "/proc/net/tcp cannot be read";
+    why = readable ? "its socket is not in " + net + "tcp" : net + "tcp cannot be read";
     return false;
   }
   const std::string want = "socket:[" + std::to_string(inode) + "]";

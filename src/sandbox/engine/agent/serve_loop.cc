@@ -25,6 +25,7 @@
 #include "sandbox/engine/agent/channels.h"
 #include "sandbox/engine/agent/command.h"
 #include "sandbox/engine/agent/file_session.h"
+#include "sandbox/engine/agent/own_net.h"
 #include "sandbox/engine/agent/peer_owner.h"
 #include "sandbox/engine/agent/proc_tree.h"
 
@@ -271,7 +272,10 @@ void Agent::start_exec(AgentExec e) {
   if (bad) return fail(EINVAL, "argv");
   Exec x;
   x.id = e.id;
-  if (e.listen_port) {
+  // The listener in a network namespace of the command's own where the
+  // engine allows it (own_net.h), else in the container's.
+  const bool own_net = e.listen_port != 0 && own_netns_supported();
+  if (e.listen_port && !own_net) {
     x.listener = open_listener(e.listen_port);
     if (!x.listener) return fail(errno, "listen");
   }
@@ -279,7 +283,7 @@ void Agent::start_exec(AgentExec e) {
   std::vector<UniqueFd> keep;
   SpawnOutcome out;
   if (make_exec_fds(e, child, keep, failure)) {
-    out = spawn_command(e, child);
+    out = spawn_command(e, child, own_net);
   } else {
     out.err = failure.err;
     out.step = failure.step;
@@ -287,6 +291,7 @@ void Agent::start_exec(AgentExec e) {
   keep.clear();  // the child's ends: it has its own copies now
   if (out.pid <= 0) return fail(out.err, out.step.c_str());
   x.pid = out.pid;
+  if (own_net) x.listener = std::move(out.listener);
   x.channels = ids;
   if (e.timeout_ms)
     x.deadline =
