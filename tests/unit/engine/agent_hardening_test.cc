@@ -3,9 +3,11 @@
 // wait for ever, an agent that other programs of its uid cannot write
 // through, and an install listener only the install's own session can use.
 #include <arpa/inet.h>
+#include <linux/landlock.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include <fstream>
@@ -299,6 +301,42 @@ TEST(AgentHardening, TheListenerServesOnlyItsOwnSession) {
   ASSERT_EQ(end->kind, AgentMsg::kDone);
   EXPECT_EQ(a.chans[e.ch_stdout].data, "left\nback\n");
   EXPECT_EQ(accepted_count(a), 1u);
+}
+
+bool landlock_available() {
+  struct landlock_ruleset_attr attr {};
+  attr.handled_access_fs = LANDLOCK_ACCESS_FS_MAKE_BLOCK;
+  long fd = syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0U);
+  if (fd < 0) return false;
+  ::close(static_cast<int>(fd));
+  return true;
+}
+
+// Each command in a Landlock domain of its own: one exec cannot read
+// another's /proc/<pid>/environ (ptrace-class access), though both run as
+// one uid; its own children it can.
+TEST(AgentHardening, OneCommandCannotReachIntoAnother) {
+  if (!landlock_available()) GTEST_SKIP() << "no Landlock in this kernel";
+  AgentProc a({.uid = kNobody});
+  AgentExec victim = make_exec(a, 11, {"sleep", "30"});
+  victim.env.push_back("SECRET=s3");
+  a.send_control(encode_exec(victim));
+  ASSERT_TRUE(a.pump_until([&] { return a.find(AgentMsg::kStarted, 11) != nullptr; }));
+  const std::string pid = std::to_string(a.find(AgentMsg::kStarted, 11)->b);
+  AgentExec probe =
+      make_exec(a, 12,
+                {"sh", "-c",
+                 "sleep 5 & tr '\\0' '\\n' </proc/$!/environ | grep -c PATH; cat /proc/" + pid +
+                     "/environ; echo \"status $?\""});
+  a.send_control(encode_exec(probe));
+  const AgentControl* end = a.wait_end(12);
+  ASSERT_NE(end, nullptr);
+  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  EXPECT_EQ(a.chans[probe.ch_stdout].data, "1\nstatus 1\n");
+  EXPECT_NE(a.chans[probe.ch_stderr].data.find("Permission denied"), std::string::npos)
+      << a.chans[probe.ch_stderr].data;
+  a.send_control(encode_signal(11, AgentSignal::kCancel));
+  ASSERT_NE(a.wait_end(11), nullptr);
 }
 
 }  // namespace

@@ -30,7 +30,9 @@ struct SpawnOutcome {
   std::string step;  // "execve", "chdir", "setrlimit", "fork", ...
 };
 
-// Forks and execs e.argv in a new session: fds as given, everything else
+// Forks and execs e.argv in a new session and a Landlock domain of its own
+// (where the kernel and the engine's seccomp profile allow Landlock): fds
+// as given, everything else
 // closed, signals reset, rlimits lowered as asked (a core limit of 0 always),
 // env exactly e.env, cwd e.cwd. Waits only until execve succeeded or failed.
 // own_net: in network (and user) namespaces of its own, listening on
@@ -38,7 +40,8 @@ struct SpawnOutcome {
 SpawnOutcome spawn_command(const AgentExec& e, const CommandFds& fds, bool own_net);
 
 // The step names a child may report, by index (the pipe carries the index).
-inline constexpr const char* kSpawnSteps[] = {"setsid", "dup2",   "close_range", "setrlimit",
-                                              "chdir",  "execve", "sigaction",   "listen"};
+inline constexpr const char* kSpawnSteps[] = {"setsid",    "dup2",   "close_range",
+                                              "setrlimit", "chdir",  "execve",
+                                              "sigaction", "listen", "landlock"};
 
 }  // namespace sandcastle::sandbox::engine::agent
