@@ -433,9 +433,10 @@ std::int64_t Agent::next_deadline() const {
 
 void Agent::accept_on(Exec& x) {
   for (;;) {
-    struct sockaddr_in client {
-    }, server{};
-    socklen_t client_len = sizeof client, server_len = sizeof server;
+    struct sockaddr_in client {};
+    struct sockaddr_in server {};
+    socklen_t client_len = sizeof client;
+    socklen_t server_len = sizeof server;
     UniqueFd conn(::accept4(x.listener.get(), reinterpret_cast<struct sockaddr*>(&client),
                             &client_len, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!conn) return;
