@@ -323,16 +323,18 @@ TEST(AgentHardening, OneCommandCannotReachIntoAnother) {
   a.send_control(encode_exec(victim));
   ASSERT_TRUE(a.pump_until([&] { return a.find(AgentMsg::kStarted, 11) != nullptr; }));
   const std::string pid = std::to_string(a.find(AgentMsg::kStarted, 11)->b);
-  AgentExec probe =
-      make_exec(a, 12,
-                {"sh", "-c",
-                 "sleep 5 & tr '\\0' '\\n' </proc/$!/environ | grep -c PATH; cat /proc/" + pid +
-                     "/environ; echo \"status $?\""});
+  AgentExec probe = make_exec(a, 12,
+                              {"sh", "-c",
+                               // Its own child's environment (a forked shell: no execve
+                               // to race with): readable.
+                               "{ sleep 5; :; } & tr '\\0' '\\n' </proc/$!/environ | grep -c PATH; "
+                               "cat /proc/" +
+                                   pid + "/environ; echo \"status $?\""});
   a.send_control(encode_exec(probe));
   const AgentControl* end = a.wait_end(12);
   ASSERT_NE(end, nullptr);
   ASSERT_EQ(end->kind, AgentMsg::kDone);
-  EXPECT_EQ(a.chans[probe.ch_stdout].data, "1\nstatus 1\n");
+  EXPECT_EQ(a.chans[probe.ch_stdout].data, "1\nstatus 1\n") << a.chans[probe.ch_stderr].data;
   EXPECT_NE(a.chans[probe.ch_stderr].data.find("Permission denied"), std::string::npos)
       << a.chans[probe.ch_stderr].data;
   a.send_control(encode_signal(11, AgentSignal::kCancel));
