@@ -35,13 +35,14 @@ void put_octal(std::string& h, std::size_t off, std::size_t width, unsigned long
   std::copy_n(buf, width - 1, h.begin() + static_cast<std::ptrdiff_t>(off));
 }
 
-std::string tar_header(const std::string& name, char type, unsigned mode, const std::string& link) {
+std::string tar_header(const std::string& name, char type, unsigned mode, const std::string& link,
+                       std::uint64_t size = 0) {
   std::string h(512, '\0');
   std::copy(name.begin(), name.end(), h.begin());
   put_octal(h, 100, 8, mode);
   put_octal(h, 108, 8, 0);
   put_octal(h, 116, 8, 0);
-  put_octal(h, 124, 12, 0);
+  put_octal(h, 124, 12, size);
   put_octal(h, 136, 12, 1700000000);
   h[156] = type;
   std::copy(link.begin(), link.end(), h.begin() + 157);
@@ -72,7 +73,7 @@ json container_config(const SandboxSpec& spec, const ContainerPlan& plan) {
       if (::access((std::string("/etc/") + sub).c_str(), F_OK) == 0)
         binds.push_back(std::string("/etc/") + sub + ":/etc/" + sub + ":ro");
   }
-  binds.push_back(plan.share_dir + ":" + kSharedDir + ":ro");
+  if (!plan.remote) binds.push_back(plan.share_dir + ":" + kSharedDir + ":ro");
   json host{
       {"Binds", binds},
       {"Tmpfs",
@@ -97,7 +98,7 @@ json container_config(const SandboxSpec& spec, const ContainerPlan& plan) {
   // engine host's disk.
   host["LogConfig"] = json{{"Type", "none"}, {"Config", json::object()}};
   if (l.cpu_millis > 0) host["NanoCpus"] = static_cast<std::uint64_t>(l.cpu_millis) * 1'000'000;
-  return json{
+  json config{
       {"Image", plan.image},
       {"Entrypoint", {kAgentInContainer}},
       {"Cmd", {"init"}},
@@ -106,12 +107,30 @@ json container_config(const SandboxSpec& spec, const ContainerPlan& plan) {
       {"Hostname", spec.hostname()},
       {"NetworkDisabled", true},
       {"Labels",
-       {{"sandcastle", "1"}, {"sandcastle.sandbox", plan.sandbox_id}, {"sandcastle.server", plan.server_tag}}},
+       {{"sandcastle", "1"},
+        {"sandcastle.sandbox", plan.sandbox_id},
+        {"sandcastle.server", plan.server_tag}}},
       {"HostConfig", host},
       // The agent exits on SIGTERM; a hung one is killed after a second,
       // not the engine's default ten.
       {"StopTimeout", 1},
   };
+  // Removed with the container (the remover's v=1).
+  if (plan.remote) config["Volumes"] = {{kSharedDir, json::object()}};
+  return config;
+}
+
+Result<std::string> tar_file_entry(const std::string& name, unsigned mode, std::string_view data) {
+  if (name.empty() || name.size() >= 100 || name.find('\0') != std::string::npos)
+    return Error::make(ErrorCode::kInvalidArgument, "tar entry name '" + name.substr(0, 100) + "'");
+  std::string out = tar_header(name, '0', mode, "", data.size());
+  out.append(data);
+  out.append((512 - data.size() % 512) % 512, '\0');
+  return out;
+}
+
+std::string tar_end() {
+  return std::string(1024, '\0');
 }
 
 std::string host_base_tar() {
