@@ -4,10 +4,13 @@
 // take_stream), and nothing of this host is bound into the containers: the
 // agent and the shared files are put into a volume through the archive API.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "engine_fixture.h"
 #include "sandbox/engine/engine_backend.h"
@@ -16,6 +19,7 @@ namespace sandcastle::sandbox::engine::testing {
 namespace {
 
 using namespace std::chrono_literals;
+using nlohmann::json;
 
 constexpr const char* kBusybox = "sandcastle-engine-test:busybox";
 
@@ -82,6 +86,108 @@ class RemoteEngineTest : public ::testing::Test {
   const TestEngine* engine_ = nullptr;
   std::unique_ptr<EngineBackend> backend_;
 };
+
+// Everything `fd` gives until its EOF (10 s at most per wait); false on a
+// timeout or an error.
+bool read_to_eof(int fd, std::string* out) {
+  char buf[65536];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 10000) != 1) return false;
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) return false;
+    if (n == 0) return true;
+    out->append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+// An attached exec over TLS taken as a descriptor: `argv` running in a
+// fresh busybox container of `client`'s.
+struct TakenExec {
+  std::string container;
+  std::string exec_id;
+  ExecSession::RawStream raw;
+};
+TakenExec take_exec(EngineClient& client, const TestEngine& engine,
+                    const std::vector<std::string>& argv) {
+  TakenExec t;
+  auto id = client.container_create(locked_down_config(engine.image));
+  EXPECT_TRUE(id.ok()) << id.error().message();
+  if (!id.ok()) return t;
+  t.container = *id;
+  EXPECT_TRUE(client.container_start(t.container).ok());
+  auto ex = client.exec_create(
+      t.container,
+      {{"Cmd", argv}, {"AttachStdin", true}, {"AttachStdout", true}, {"AttachStderr", true}});
+  EXPECT_TRUE(ex.ok());
+  if (!ex.ok()) return t;
+  t.exec_id = *ex;
+  auto session = client.exec_attach(*ex);
+  EXPECT_TRUE(session.ok()) << session.error().message();
+  if (!session.ok()) return t;
+  auto raw = (*session)->take_stream();
+  EXPECT_TRUE(raw.ok()) << raw.error().message();
+  if (raw.ok()) t.raw = std::move(*raw);
+  return t;
+}
+
+TEST_F(RemoteEngineTest, TlsExecStreamIsPumpedToADescriptorBothWays) {
+  EngineOptions eo;
+  eo.url = engine_->tls_url;
+  eo.tls_dir = engine_->tls_dir;
+  auto client = EngineClient::connect(eo);
+  ASSERT_TRUE(client.ok()) << client.error().message();
+  auto t = take_exec(**client, *engine_, {"sh", "-c", "cat; echo done >&2; exit 5"});
+  ASSERT_TRUE(t.raw.fd);
+  std::string in(1024 * 1024, 'q');
+  std::thread writer([&] {
+    std::string_view rest = in;
+    while (!rest.empty()) {
+      const ssize_t n = ::send(t.raw.fd.get(), rest.data(), rest.size(), MSG_NOSIGNAL);
+      if (n <= 0) break;
+      rest.remove_prefix(static_cast<std::size_t>(n));
+    }
+    // Our EOF becomes cat's: the pump half-closes the TLS connection.
+    ::shutdown(t.raw.fd.get(), SHUT_WR);
+  });
+  std::string framed = t.raw.buffered;
+  const bool eof = read_to_eof(t.raw.fd.get(), &framed);
+  writer.join();
+  ASSERT_TRUE(eof) << "the stream did not end";
+  std::string out, err;
+  StreamDemuxer demux([&](StreamId id, std::string_view b) -> Status {
+    (id == StreamId::kStderr ? err : out).append(b);
+    return ok_status();
+  });
+  ASSERT_TRUE(demux.feed(framed).ok());
+  EXPECT_TRUE(out == in) << out.size();
+  EXPECT_EQ(err, "done\n");
+  // The process ended of our EOF, with its own exit code.
+  json info;
+  for (int i = 0; i < 200; ++i) {
+    auto j = (*client)->exec_inspect(t.exec_id);
+    ASSERT_TRUE(j.ok());
+    info = *j;
+    if (!info.value("Running", true)) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(info.value("ExitCode", -1), 5);
+  (void)(*client)->container_remove(t.container, true, true);
+}
+
+TEST_F(RemoteEngineTest, ClosingTheClientEndsItsPumps) {
+  EngineOptions eo;
+  eo.url = engine_->tls_url;
+  eo.tls_dir = engine_->tls_dir;
+  auto client = EngineClient::connect(eo);
+  ASSERT_TRUE(client.ok()) << client.error().message();
+  auto t = take_exec(**client, *engine_, {"cat"});
+  ASSERT_TRUE(t.raw.fd);
+  client->reset();  // stops and joins the pump: our end sees EOF
+  std::string rest;
+  EXPECT_TRUE(read_to_eof(t.raw.fd.get(), &rest));
+  (void)client_for(*engine_)->container_remove(t.container, true, true);
+}
 
 TEST_F(RemoteEngineTest, RunsCommandsOverTheTlsAgentStream) {
   start();
