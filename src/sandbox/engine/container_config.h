@@ -21,7 +21,7 @@ inline constexpr const char* kAgentInShare = ".agent";
 inline constexpr const char* kHostBaseImage = "sandcastle/host-base:2";
 
 struct ContainerPlan {
-  std::string image;  // engine image reference (kHostBaseImage for "host")
+  std::string image;       // engine image reference (kHostBaseImage for "host")
   bool host_root = false;  // bind the host's /usr and the generated /etc
   std::string etc_dir;     // host_root: the /etc template
   std::string share_dir;   // bound read-only at kSharedDir; holds the agent
@@ -35,7 +35,20 @@ struct ContainerPlan {
   // Podman's tmpfs takes no uid=/gid= options; its "U" chowns the mount to
   // the container's user instead.
   bool podman = false;
+  // An image save_sandbox made: its /workspace files are at this path of
+  // the image (a tmpfs hides the image's own /workspace), copied into the
+  // sandbox's /workspace when it starts.
+  std::string workspace_seed;
 };
+
+// Labels save_sandbox puts on an engine image (and plan_for reads back).
+inline constexpr const char* kLabelHostRoot = "sandcastle.host-root";
+inline constexpr const char* kLabelWorkspaceSeed = "sandcastle.workspace-seed";
+inline constexpr const char* kWorkspaceSeedDir = "/.sandcastle-workspace";
+
+// One ustar header (type '0' file, '2' symlink, '5' directory), owner root.
+std::string ustar_header(const std::string& name, char type, unsigned mode, std::uint64_t size,
+                         const std::string& link = {});
 
 // Every hardening the issue asks for, and Docker's defaults for the rest
 // (its seccomp profile, masked /proc paths): CapDrop ALL, no-new-privileges,

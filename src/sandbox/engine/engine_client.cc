@@ -316,6 +316,35 @@ Result<json> EngineClient::image_list(const CallOptions& call) {
   return call_json("GET", "/images/json", nullptr, call);
 }
 
+Result<std::string> EngineClient::image_build(const ByteSource& context, std::string_view repo_tag,
+                                              const CallOptions& call) {
+  if (auto st = check_image(repo_tag); !st.ok()) return st.take_error();
+  const std::string target = versioned("/build?rm=1&forcerm=1&t=" + query_escape(repo_tag));
+  auto a = exchange("POST", target, nullptr, &context, "application/x-tar", call);
+  if (!a.ok()) return a.take_error();
+  const std::string what = "engine " + endpoint_.str() + ": image build";
+  std::string_view rest = a->body;
+  while (!rest.empty()) {
+    const auto nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    if (line.find_first_not_of(" \r\t") == std::string_view::npos) continue;
+    auto j = parse_body(std::string(line), what);
+    if (!j.ok()) return j.take_error();
+    if (!j->is_object()) continue;
+    if (auto e = j->find("error"); e != j->end() && e->is_string())
+      return Error::make(ErrorCode::kIo,
+                         what + ": " + printable(e->get<std::string>(), kMessageLimit));
+  }
+  // Both engines tag the result; its id is the tag's.
+  auto info = image_inspect(repo_tag, call);
+  if (!info.ok()) return info.take_error();
+  auto id = info->find("Id");
+  if (id == info->end() || !id->is_string())
+    return Error::make(ErrorCode::kIo, what + ": the built image has no id");
+  return printable(id->get<std::string>(), 128);
+}
+
 Result<std::string> EngineClient::image_import(const ByteSource& tar, std::string_view repo_tag,
                                                const CallOptions& call) {
   if (auto st = check_image(repo_tag); !st.ok()) return st.take_error();

@@ -119,6 +119,11 @@ class EngineClient {
   Result<std::string> image_import(const ByteSource& tar, std::string_view repo_tag,
                                    const CallOptions& call = {});
   Status image_remove(std::string_view image, bool force, const CallOptions& call = {});
+  // POST /build?t= with a build context tar (a Dockerfile at its top):
+  // the new image's id. The engine's progress stream is read to its end
+  // (kJsonBodyLimit); an "error" in it fails the call with the message.
+  Result<std::string> image_build(const ByteSource& context, std::string_view repo_tag,
+                                  const CallOptions& call = {});
 
   // POST /containers/create with `config` as the body; the container's id.
   Result<std::string> container_create(const nlohmann::json& config, std::string_view name = {},

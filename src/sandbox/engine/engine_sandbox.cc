@@ -15,7 +15,9 @@ EngineSandbox::EngineSandbox(std::shared_ptr<EngineShared> shared, std::string i
       container_(std::move(container)),
       files_([this] { return connect_files(); }) {}
 
-EngineSandbox::~EngineSandbox() { (void)destroy(); }
+EngineSandbox::~EngineSandbox() {
+  (void)destroy();
+}
 
 Status EngineSandbox::check_alive() const {
   std::lock_guard l(mu_);
@@ -33,7 +35,8 @@ Result<UniqueFd> EngineSandbox::connect_files() {
   AgentLink& link = *container_.link;
   auto ch = link.open_channel();
   if (!ch) return ch.take_error();
-  if (auto st = link.send_control(encode_files(ch->first, spec_.limits().file_size_bytes), {ch->first});
+  if (auto st =
+          link.send_control(encode_files(ch->first, spec_.limits().file_size_bytes), {ch->first});
       !st)
     return st.take_error();
   return std::move(ch->second);

@@ -31,6 +31,7 @@ struct EngineShared {
 struct EngineContainer {
   std::string container_id;
   std::unique_ptr<AgentLink> link;
+  std::string workspace_seed;  // ContainerPlan::workspace_seed: copied in at create
   std::set<std::string> shared_names;  // remote: in this container's kSharedDir
 };
 
@@ -56,6 +57,8 @@ class EngineSandbox final : public Sandbox {
   Status remove(const std::string& path, bool recursive = false) override;
 
   Result<Usage> usage() override;
+  bool saves_own_images() const override { return true; }
+  Result<SavedImage> save_image(const std::string& name) override;
   Status publish_shared(const std::string& name, std::string_view data) override;
   bool has_shared(const std::string& name) const override;
   Status freeze() override;

@@ -275,6 +275,24 @@ TEST_F(RemoteEngineTest, HostImageIsRefused) {
   EXPECT_NE(sb.error().message().find(engine_->tls_url), std::string::npos);
 }
 
+TEST_F(RemoteEngineTest, AnImageSavedFromHostIsRefused) {
+  // An image labelled as save_sandbox labels one made from "host".
+  auto local = client_for(*engine_);
+  auto id = local->container_create(locked_down_config(engine_->image));
+  ASSERT_TRUE(id.ok()) << id.error().message();
+  auto img = local->commit(*id, "sandcastle-engine-test/saved-host", "1",
+                           {{"Labels", {{kLabelHostRoot, "1"}}}});
+  (void)local->container_remove(*id, true, true);
+  ASSERT_TRUE(img.ok()) << img.error().message();
+  start();
+  auto sb = backend_->create(busybox_spec("sandcastle-engine-test/saved-host:1"));
+  (void)local->image_remove(*img, true);
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(sb.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(sb.error().message().find("was saved from the \"host\" image"), std::string::npos)
+      << sb.error().message();
+}
+
 TEST_F(RemoteEngineTest, MissingTlsFilesAreAClearStartError) {
   char tmpl[] = "/tmp/sandcastle-tls-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
