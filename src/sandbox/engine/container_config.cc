@@ -75,7 +75,7 @@ json container_config(const SandboxSpec& spec, const ContainerPlan& plan) {
       if (::access((std::string("/etc/") + sub).c_str(), F_OK) == 0)
         binds.push_back(std::string("/etc/") + sub + ":/etc/" + sub + ":ro");
   }
-  binds.push_back(plan.share_dir + ":" + kSharedDir + ":ro");
+  if (!plan.remote) binds.push_back(plan.share_dir + ":" + kSharedDir + ":ro");
   json host{
       {"Binds", binds},
       {"Tmpfs",
@@ -100,7 +100,7 @@ json container_config(const SandboxSpec& spec, const ContainerPlan& plan) {
   // engine host's disk.
   host["LogConfig"] = json{{"Type", "none"}, {"Config", json::object()}};
   if (l.cpu_millis > 0) host["NanoCpus"] = static_cast<std::uint64_t>(l.cpu_millis) * 1'000'000;
-  return json{
+  json config{
       {"Image", plan.image},
       {"Entrypoint", {kAgentInContainer}},
       {"Cmd", {"init"}},
@@ -117,6 +117,22 @@ json container_config(const SandboxSpec& spec, const ContainerPlan& plan) {
       // not the engine's default ten.
       {"StopTimeout", 1},
   };
+  // Removed with the container (the remover's v=1).
+  if (plan.remote) config["Volumes"] = {{kSharedDir, json::object()}};
+  return config;
+}
+
+Result<std::string> tar_file_entry(const std::string& name, unsigned mode, std::string_view data) {
+  if (name.empty() || name.size() >= 100 || name.find('\0') != std::string::npos)
+    return Error::make(ErrorCode::kInvalidArgument, "tar entry name '" + name.substr(0, 100) + "'");
+  std::string out = ustar_header(name, '0', mode, data.size());
+  out.append(data);
+  out.append((512 - data.size() % 512) % 512, '\0');
+  return out;
+}
+
+std::string tar_end() {
+  return std::string(1024, '\0');
 }
 
 std::string host_base_tar() {

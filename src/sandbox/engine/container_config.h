@@ -5,7 +5,9 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
+#include "common/result.h"
 #include "sandbox/spec.h"
 
 namespace sandcastle::sandbox::engine {
@@ -23,6 +25,10 @@ struct ContainerPlan {
   bool host_root = false;  // bind the host's /usr and the generated /etc
   std::string etc_dir;     // host_root: the /etc template
   std::string share_dir;   // bound read-only at kSharedDir; holds the agent
+  // An engine on another host (not a unix socket): nothing of this host can
+  // be bound. kSharedDir is an anonymous volume instead, filled through the
+  // archive API before the start (the agent) and by publish_shared.
+  bool remote = false;
   std::string user = "1000:1000";
   std::string sandbox_id;
   std::string server_tag;  // label value naming this server (pid@host)
@@ -50,6 +56,12 @@ std::string ustar_header(const std::string& name, char type, unsigned mode, std:
 // (owned by the sandbox user, exec allowed: compiled programs run there),
 // memory (no swap), pids and CPU limits.
 nlohmann::json container_config(const SandboxSpec& spec, const ContainerPlan& plan);
+
+// One regular file as a ustar entry (header, data, padding), owned by root,
+// for the archive API. `name` shorter than 100 bytes (else kInvalidArgument).
+Result<std::string> tar_file_entry(const std::string& name, unsigned mode, std::string_view data);
+// The two zero blocks that end a tar.
+std::string tar_end();
 
 // A root filesystem tar with only mount points, the merged-/usr symlinks
 // (bin, lib, lib64, sbin -> usr/...) and empty /etc, /tmp, /workspace: all

@@ -62,37 +62,43 @@ Status EngineBackend::prepare(const EngineBackendOptions& options) {
   shared_->client = std::shared_ptr<EngineClient>(std::move(*client));
   shared_->engine_name = options.engine.url;
   shared_->remover = std::make_unique<ContainerRemover>(shared_->client);
+  // Local means a unix socket: its engine runs on this host and can bind
+  // this host's files (the agent, the "host" image's /usr). Any tcp://
+  // engine, even one on 127.0.0.1, is treated as on another host.
   local_ = shared_->client->endpoint().kind == Endpoint::Kind::kUnix;
-  if (!local_)
-    return Error::make(ErrorCode::kUnavailable,
-                       "engine " + options.engine.url +
-                           ": only a local engine (unix socket) can run sandboxes for now: the "
-                           "agent is bound into each container from this host");
   if (auto v = shared_->client->version(); v.ok())
     if (auto comps = v->find("Components"); comps != v->end() && comps->is_array())
       for (const auto& c : *comps)
         if (c.is_object() && c.value("Name", std::string()).find("Podman") != std::string::npos)
           podman_ = true;
-  auto dirs = native::prepare_runtime_dirs();
-  if (!dirs) return dirs.take_error();
-  runtime_base_ = dirs->base;
-  etc_dir_ = dirs->etc_template;
-  shared_->share_dir = dirs->share;
-  if (auto st = install_agent(); !st) return st;
   server_tag_ = host_name() + ":" + std::to_string(::getpid());
+  if (local_) {
+    auto dirs = native::prepare_runtime_dirs();
+    if (!dirs) return dirs.take_error();
+    runtime_base_ = dirs->base;
+    etc_dir_ = dirs->etc_template;
+    shared_->share_dir = dirs->share;
+    if (auto st = install_agent(); !st) return st;
+  } else {
+    auto share = RemoteShare::load(agent_path_);
+    if (!share) return share.take_error();
+    shared_->remote = std::move(*share);
+  }
   sweep_leftovers();
-  auto base = shared_->client->image_inspect(kHostBaseImage);
-  if (!base) {
-    if (engine_http_status(base.error()) != 404) return base.take_error();
-    std::string tar = host_base_tar();
-    std::size_t at = 0;
-    ByteSource src = [&](char* buf, std::size_t cap) -> Result<std::size_t> {
-      std::size_t n = std::min(cap, tar.size() - at);
-      std::copy_n(tar.data() + at, n, buf);
-      at += n;
-      return n;
-    };
-    if (auto id = shared_->client->image_import(src, kHostBaseImage); !id) return id.take_error();
+  if (local_) {
+    auto base = shared_->client->image_inspect(kHostBaseImage);
+    if (!base) {
+      if (engine_http_status(base.error()) != 404) return base.take_error();
+      std::string tar = host_base_tar();
+      std::size_t at = 0;
+      ByteSource src = [&](char* buf, std::size_t cap) -> Result<std::size_t> {
+        std::size_t n = std::min(cap, tar.size() - at);
+        std::copy_n(tar.data() + at, n, buf);
+        at += n;
+        return n;
+      };
+      if (auto id = shared_->client->image_import(src, kHostBaseImage); !id) return id.take_error();
+    }
   }
   caps_.seccomp = true;
   caps_.cgroup_limits = true;
@@ -101,6 +107,11 @@ Status EngineBackend::prepare(const EngineBackendOptions& options) {
       "isolation is the engine's: its runtime's namespaces and default seccomp "
       "profile, plus CapDrop ALL, no-new-privileges, a read-only root and no "
       "network");
+  if (!local_)
+    caps_.notes.push_back("engine " + options.engine.url +
+                          " is treated as on another host: no bind mounts of this host's files, "
+                          "the agent and shared files are copied into each container's " +
+                          std::string(kSharedDir) + " volume; the \"host\" image is refused");
   pool_size_ = options.pool_spec ? options.pool_size : 0;
   pool_spec_ = options.pool_spec;
   if (pool_spec_) pool_key_ = native::pool_key(*pool_spec_);
@@ -168,6 +179,13 @@ Result<ContainerPlan> EngineBackend::plan_for(const SandboxSpec& spec, const std
   plan.sandbox_id = id;
   plan.server_tag = server_tag_;
   plan.podman = podman_;
+  plan.remote = !local_;
+  if (spec.image() == "host" && !local_)
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "image \"host\" runs this host's /usr, which engine " +
+                           shared_->engine_name +
+                           " (not a unix socket: another host) does not have; name a real image "
+                           "on that engine (CONTAINER_IMAGE)");
   if (spec.image() == "host") {
     plan.image = kHostBaseImage;
     plan.host_root = true;
@@ -205,6 +223,11 @@ Result<ContainerPlan> EngineBackend::plan_for(const SandboxSpec& spec, const std
   plan.user = it->second.user;
   plan.workspace_seed = it->second.workspace_seed;
   if (it->second.host_root) {
+    if (!local_)
+      return Error::make(ErrorCode::kInvalidArgument,
+                         "image '" + plan.image +
+                             "' was saved from the \"host\" image and runs this host's /usr, "
+                             "which engine " + shared_->engine_name + " (another host) does not have");
     plan.host_root = true;
     plan.etc_dir = etc_dir_;
   }
@@ -248,6 +271,11 @@ Result<EngineContainer> EngineBackend::start_container(const SandboxSpec& spec,
     remove_quietly(out.container_id);
     return e;
   };
+  // A remote engine's container gets the agent (its entrypoint) and the
+  // shared files in its volume before it starts.
+  if (shared_->remote)
+    if (auto st = shared_->remote->fill(c, out.container_id, &out.shared_names); !st)
+      return fail(st.take_error());
   if (auto st = c.container_start(out.container_id); !st) return fail(st.take_error());
   auto link = connect_agent(out.container_id);
   if (!link) return fail(link.take_error());

@@ -7,11 +7,13 @@
 
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "sandbox/engine/agent_link.h"
 #include "sandbox/engine/container_remover.h"
 #include "sandbox/engine/engine_client.h"
+#include "sandbox/engine/remote_share.h"
 #include "sandbox/native/file_client.h"
 #include "sandbox/sandbox.h"
 
@@ -23,12 +25,14 @@ struct EngineShared {
   std::string engine_name;  // "docker@unix:///run/docker.sock", for messages
   std::string share_dir;    // the host directory bound at kSharedDir ("" if none)
   std::unique_ptr<ContainerRemover> remover;
+  std::shared_ptr<RemoteShare> remote;  // an engine on another host (else null)
 };
 
 struct EngineContainer {
   std::string container_id;
   std::unique_ptr<AgentLink> link;
   std::string workspace_seed;  // ContainerPlan::workspace_seed: copied in at create
+  std::set<std::string> shared_names;  // remote: in this container's kSharedDir
 };
 
 class EngineSandbox final : public Sandbox {

@@ -96,6 +96,39 @@ TEST(ContainerConfig, AnImageOfTheEnginesKeepsItsOwnTree) {
   EXPECT_EQ(c["HostConfig"]["Tmpfs"]["/workspace"], "rw,exec,nosuid,nodev,size=41943040,mode=0755");
 }
 
+TEST(ContainerConfig, ARemotePlanBindsNothingOfThisHost) {
+  auto plan = host_plan();
+  plan.host_root = false;
+  plan.remote = true;
+  plan.image = "busybox:1";
+  auto c = container_config(spec_with_limits(), plan);
+  EXPECT_EQ(c["HostConfig"]["Binds"], nlohmann::json::array());
+  // kSharedDir is an anonymous volume of the container's (removed with it).
+  EXPECT_EQ(c["Volumes"], (nlohmann::json{{"/opt/sandcastle", nlohmann::json::object()}}));
+  EXPECT_EQ(c["Entrypoint"], nlohmann::json::array({kAgentInContainer}));
+  EXPECT_FALSE(container_config(spec_with_limits(), host_plan()).contains("Volumes"));
+}
+
+TEST(ContainerConfig, TarFileEntryIsRootsWithItsModeAndPadding) {
+  auto e = tar_file_entry(".agent", 0755, "abc");
+  ASSERT_TRUE(e.ok());
+  ASSERT_EQ(e->size(), 1024u);
+  EXPECT_EQ(std::string(e->c_str()), ".agent");
+  EXPECT_EQ(std::string(e->c_str() + 100, 7), "0000755");
+  EXPECT_EQ(std::string(e->c_str() + 108, 7), "0000000");  // uid
+  EXPECT_EQ(std::string(e->c_str() + 116, 7), "0000000");  // gid
+  EXPECT_EQ(std::string(e->c_str() + 124, 11), "00000000003");
+  EXPECT_EQ((*e)[156], '0');
+  EXPECT_EQ(e->substr(512, 4), std::string("abc\0", 4));
+  auto empty = tar_file_entry("x", 0444, "");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->size(), 512u);
+  auto long_name = tar_file_entry(std::string(100, 'n'), 0444, "x");
+  ASSERT_FALSE(long_name.ok());
+  EXPECT_EQ(long_name.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(tar_end(), std::string(1024, '\0'));
+}
+
 TEST(ContainerConfig, BaseTarHasMountPointsAndMergedUsrLinks) {
   const std::string tar = host_base_tar();
   ASSERT_EQ(tar.size() % 512, 0u);
