@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 
 #include "engine_fixture.h"
+#include "tools/sandbox_manager.h"
+#include "tools/tool_env.h"
 
 namespace sandcastle::sandbox::engine::testing {
 namespace {
@@ -180,6 +183,22 @@ TEST_F(MultiEngineTest, AStoppedEngineLosesItsSandboxesAndRejoinsWhenItAnswers) 
   EXPECT_EQ(back->location(), "podman");
   EXPECT_EQ(echo(*back, "back"), "back\n");
   EXPECT_TRUE(on_podman->destroy().ok());
+}
+
+TEST_F(MultiEngineTest, TheManagerListsEachSandboxWithItsEngine) {
+  start(1);
+  tools::ManagerOptions mo;
+  mo.max_sandboxes = 4;
+  tools::SandboxManager m(*backend_, mo);
+  tools::CreateRequest req;
+  req.language = "python";
+  std::set<std::string> engines;
+  for (int i = 0; i < 2; ++i) {
+    auto e = m.create(req);
+    ASSERT_TRUE(e.ok()) << e.error().message();
+    engines.insert(tools::sandbox_json(**e).value("engine", ""));
+  }
+  EXPECT_EQ(engines, (std::set<std::string>{"podman", "docker"}));
 }
 
 TEST(MultiEngineDown, StartsWithNoEngineAnsweringAndSaysWhyPerEngine) {
