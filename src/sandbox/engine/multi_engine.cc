@@ -364,6 +364,9 @@ Result<std::unique_ptr<MultiEngineBackend>> MultiEngineBackend::create(
     return Error::make(ErrorCode::kInvalidArgument, "no engine given (--engine or [[engines]])");
   std::set<std::string> names;
   for (const auto& e : options.engines) {
+    if (!valid_name(e.name))
+      return Error::make(ErrorCode::kInvalidArgument,
+                         "engine name '" + e.name + "': use letters, digits, '-', '_' or '.'");
     if (!names.insert(e.name).second)
       return Error::make(ErrorCode::kInvalidArgument, "engine name '" + e.name + "' is used twice");
     if (auto ep = parse_endpoint(e.url, e.tls_dir); !ep.ok())

@@ -49,6 +49,10 @@ TEST(EngineList, TheBackendRefusesABadUrlNamingTheEngine) {
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(b.error().context.rfind("engine x: ", 0), 0u) << b.error().context;
+  o.engines = {{"a b", "unix:///x.sock", "", 0}};
+  auto named = MultiEngineBackend::create(o);
+  ASSERT_FALSE(named.ok());
+  EXPECT_NE(named.error().context.find("engine name 'a b'"), std::string::npos);
 }
 
 }  // namespace
