@@ -229,6 +229,20 @@ class Sandbox {
     return Error::make(ErrorCode::kUnavailable, "this sandbox backend cannot save a sandbox");
   }
 
+  // Backends whose images live outside sandcastle's image store (a
+  // container engine's): save_sandbox makes the image there, from the
+  // sandbox's /workspace on top of its own image, named `name`.
+  virtual bool saves_own_images() const { return false; }
+  struct SavedImage {
+    std::string name;
+    std::string id;
+    std::string base;
+    std::uint64_t workspace_bytes = 0;  // of the tar taken inside the sandbox
+  };
+  virtual Result<SavedImage> save_image(const std::string& /*name*/) {
+    return Error::make(ErrorCode::kUnavailable, "this sandbox backend saves into the image store");
+  }
+
   // Writes `name` (no '/') into the directory every sandbox of this backend
   // sees read-only at kSharedDir; an existing file of that name is replaced
   // atomically. Backends without one say kUnavailable.
@@ -294,9 +308,23 @@ struct BackendCapabilities {
   std::vector<std::string> notes;  // weakened guarantees, e.g. "memory limit via RLIMIT_DATA"
 };
 
+struct BackendImage {
+  std::string name;  // repo:tag as the backend names it
+  std::string id;
+  std::uint64_t size_bytes = 0;
+  std::int64_t created_unix = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
+  // Backends that keep their own images (a container engine): create()
+  // takes their names, list_images() shows them, and sandcastle's image
+  // store is not asked.
+  virtual bool owns_images() const { return false; }
+  virtual Result<std::vector<BackendImage>> list_images() {
+    return Error::make(ErrorCode::kUnavailable, "this sandbox backend has no images of its own");
+  }
   virtual std::string name() const = 0;
   virtual const BackendCapabilities& capabilities() const = 0;
   virtual Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) = 0;

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "images/image_store.h"
+#include "tools/sandbox_manager.h"
 #include "tools/languages.h"
 #include "tools/tool_env.h"
 
@@ -66,6 +67,13 @@ std::string default_image_for(const ToolConfig& config, const std::string& langu
 Result<const Language*> language_for_image(const ToolEnv& env, std::string_view name,
                                            const std::string& image) {
   if (image == "host") return find_language(name);
+  if (env.manager.backend().owns_images()) {
+    // The engine's image: its interpreters are not probed ahead (a missing
+    // one fails the first run, naming the program).
+    const Language* lang = lookup(name);
+    if (!lang) return Error::make(ErrorCode::kInvalidArgument, "unknown language '" + std::string(name) + "'");
+    return lang;
+  }
   if (!env.images)
     return Error::make(ErrorCode::kFailedPrecondition,
                        "image '" + image + "': this server has no image store (only image 'host')");
@@ -111,8 +119,20 @@ void register_image_tools(mcp::Server& server, ToolEnv& env) {
                             {"size_bytes", 0},
                             {"created", ""},
                             {"source", "host"}});
-        if (env.images)
+        if (env.manager.backend().owns_images()) {
+          auto own = env.manager.backend().list_images();
+          if (!own.ok()) return ToolResult::error("listing the engine's images: " + own.error().message());
+          for (const auto& b : *own)
+            list.push_back(json{{"name", b.name},
+                                {"id", b.id},
+                                {"tags", json::array({b.name})},
+                                {"languages", json::array()},
+                                {"size_bytes", b.size_bytes},
+                                {"created", iso_time(std::chrono::system_clock::from_time_t(b.created_unix))},
+                                {"source", "engine"}});
+        } else if (env.images) {
           for (const auto& r : env.images->list()) list.push_back(image_json(r));
+        }
         const std::size_t n = list.size();
         return ToolResult::from_structured(json{{"images", std::move(list)}, {"count", n}});
       });

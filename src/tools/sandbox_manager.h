@@ -186,6 +186,8 @@ struct SandboxListing {
 class SandboxManager {
  public:
   // `store` records every live sandbox (null: an in-memory store of its own).
+  // The backend's own facts (its images, for one) for the tools' face.
+  sandbox::Backend& backend() { return backend_; }
   SandboxManager(sandbox::Backend& backend, ManagerOptions options,
                  store::SandboxStore* store = nullptr);
   ~SandboxManager();

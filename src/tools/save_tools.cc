@@ -39,9 +39,35 @@ std::string temp_dir(const ToolConfig& config) {
   return t && *t ? t : "/tmp";
 }
 
+// On a backend that keeps its own images (a container engine): the image
+// is made there, from the sandbox's /workspace on its own image.
+ToolResult save_in_backend(EntryUse& use, const std::string& name) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto saved = use->sandbox().save_image(name);
+  if (!saved.ok()) return error_result(saved.error());
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return ToolResult::from_structured(
+      json{{"image", {{"name", saved->name}, {"id", saved->id}, {"base", saved->base}}},
+           {"sandbox_id", use->id()},
+           {"saved", "workspace"},
+           {"layer_bytes", saved->workspace_bytes},
+           {"consistent", false},
+           {"consistency_note", "taken while the sandbox's processes ran"},
+           {"warnings", json::array()},
+           {"layer_ms", ms}});
+}
+
 ToolResult save(ToolEnv& env, const json& args, RequestContext& ctx) {
   auto entry = env.manager.get(args["sandbox_id"], owner_of(ctx));
   if (!entry.ok()) return error_result(entry.error());
+  if (EntryUse use(*entry); use->sandbox().saves_own_images()) {
+    const std::string name = args.value("name", "");
+    if (name.empty() || name == "host")
+      return error_result(Error::make(ErrorCode::kInvalidArgument,
+                                      "name: the new image's name is required (not 'host')"));
+    return save_in_backend(use, name);
+  }
   if (!env.images)
     return error_result(Error::make(ErrorCode::kFailedPrecondition,
                                     "this server has no image store: save_sandbox needs one"));

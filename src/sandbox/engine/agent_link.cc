@@ -14,13 +14,13 @@ namespace sandcastle::sandbox::engine {
 
 struct AgentLink::Channel {
   UniqueFd fd;
-  std::string to_local;  // from the agent, not yet written to fd
+  std::string to_local;            // from the agent, not yet written to fd
   std::uint32_t credit = kWindow;  // how much more we may send
   std::uint32_t owed = 0;          // credit to return to the agent
   bool local_eof = false;          // fd gave EOF: our EOF frame is queued
   bool remote_eof = false;         // the agent's EOF frame came
   bool shut_wr = false;
-  bool started = false;  // the agent has been told of it
+  bool started = false;        // the agent has been told of it
   bool remote_closed = false;  // the agent's kClose came: flush, then finish
 };
 
@@ -121,8 +121,8 @@ Result<std::unique_ptr<AgentLink>> AgentLink::start(UniqueFd stream, std::string
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
-      link->die("no hello from the agent within " +
-                std::to_string(options.hello_timeout.count()) + " ms");
+      link->die("no hello from the agent within " + std::to_string(options.hello_timeout.count()) +
+                " ms");
       break;
     }
     struct pollfd p {
@@ -134,13 +134,16 @@ Result<std::unique_ptr<AgentLink>> AgentLink::start(UniqueFd stream, std::string
     if (!link->read_stream()) break;
   }
   if (!link->alive() || link->agent_pid_ == 0)
-    return Error::make(ErrorCode::kUnavailable, "agent " + options.name + ": " + link->end_reason());
+    return Error::make(ErrorCode::kUnavailable,
+                       "agent " + options.name + ": " + link->end_reason());
   AgentLink* raw = link.get();
   link->thread_ = std::thread([raw] { raw->run(); });
   return link;
 }
 
-AgentLink::~AgentLink() { close(); }
+AgentLink::~AgentLink() {
+  close();
+}
 
 std::string AgentLink::end_reason() const {
   std::lock_guard l(mu_);
@@ -155,11 +158,12 @@ void AgentLink::wake() {
 Status AgentLink::attach(std::uint32_t channel, UniqueFd local) {
   set_nonblocking(local.get());
   std::lock_guard l(mu_);
-  if (!alive()) return Error::make(ErrorCode::kUnavailable, "agent " + options_.name + ": " + end_reason_);
+  if (!alive())
+    return Error::make(ErrorCode::kUnavailable, "agent " + options_.name + ": " + end_reason_);
   if (channels_.size() >= kMaxChannels)
-    return Error::make(ErrorCode::kResourceExhausted,
-                       "agent " + options_.name + ": " + std::to_string(kMaxChannels) +
-                           " channels open at once");
+    return Error::make(
+        ErrorCode::kResourceExhausted,
+        "agent " + options_.name + ": " + std::to_string(kMaxChannels) + " channels open at once");
   auto c = std::make_unique<Channel>();
   c->fd = std::move(local);
   channels_[channel] = std::move(c);
@@ -199,9 +203,11 @@ void AgentLink::on_accept(std::uint32_t id, AcceptHandler handler) {
 Status AgentLink::send_control(const std::string& payload,
                                std::initializer_list<std::uint32_t> starts) {
   if (payload.size() > kMaxFrameToAgent)
-    return Error::make(ErrorCode::kInvalidArgument, "agent request too large (argv and environment)");
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "agent request too large (argv and environment)");
   std::lock_guard l(mu_);
-  if (!alive()) return Error::make(ErrorCode::kUnavailable, "agent " + options_.name + ": " + end_reason_);
+  if (!alive())
+    return Error::make(ErrorCode::kUnavailable, "agent " + options_.name + ": " + end_reason_);
   queue_frame(kControlChannel, payload);
   for (std::uint32_t ch : starts)
     if (auto it = channels_.find(ch); it != channels_.end()) it->second->started = true;
@@ -421,8 +427,7 @@ void AgentLink::service_channel(std::uint32_t id, Channel& c, short revents) {
     c.owed = 0;
   }
   if ((revents & (POLLIN | POLLHUP | POLLERR)) && c.started && !c.local_eof && !c.remote_closed &&
-      c.credit > 0 &&
-      out_.size() < kMaxQueued) {
+      c.credit > 0 && out_.size() < kMaxQueued) {
     char buf[kMaxDataFrame];
     std::size_t want = std::min<std::size_t>(c.credit, sizeof buf);
     ssize_t n = ::read(c.fd.get(), buf, want);

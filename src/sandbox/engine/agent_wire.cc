@@ -35,7 +35,8 @@ void put_le32(char* p, std::uint32_t v) {
 
 std::uint32_t get_le32(const char* p) {
   std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
 
@@ -76,9 +77,7 @@ bool decode_fields(AgentControl& m, WireReader& r) {
         return false;
       return true;
     case AgentMsg::kClose:
-    case AgentMsg::kUsageQuery:
-      m.a = r.u32();
-      return true;
+    case AgentMsg::kUsageQuery: m.a = r.u32(); return true;
     case AgentMsg::kFiles:
       m.a = r.u32();
       m.c = r.u64();
@@ -88,9 +87,7 @@ bool decode_fields(AgentControl& m, WireReader& r) {
       m.b = r.u32();
       m.c = r.u64();
       return true;
-    case AgentMsg::kExec:
-      m.exec = read_exec(r);
-      return m.exec.has_value();
+    case AgentMsg::kExec: m.exec = read_exec(r); return m.exec.has_value();
     case AgentMsg::kExecFailed: {
       AgentFailure f;
       f.id = r.u32();
@@ -130,7 +127,9 @@ FrameHeader decode_frame_header(const char (&bytes)[kFrameHeader]) {
   return FrameHeader{get_le32(bytes), get_le32(bytes + 4)};
 }
 
-std::string encode_hello(std::uint32_t pid) { return two(AgentMsg::kHello, kAgentProtocolVersion, pid); }
+std::string encode_hello(std::uint32_t pid) {
+  return two(AgentMsg::kHello, kAgentProtocolVersion, pid);
+}
 
 std::string encode_exec(const AgentExec& e) {
   WireWriter w;
@@ -152,7 +151,9 @@ std::string encode_exec(const AgentExec& e) {
   return with_kind(AgentMsg::kExec, w);
 }
 
-std::string encode_started(std::uint32_t id, std::uint32_t pid) { return two(AgentMsg::kStarted, id, pid); }
+std::string encode_started(std::uint32_t id, std::uint32_t pid) {
+  return two(AgentMsg::kStarted, id, pid);
+}
 
 std::string encode_failure(const AgentFailure& f) {
   WireWriter w;
@@ -186,8 +187,12 @@ std::string encode_files(std::uint32_t channel, std::uint64_t rlimit_fsize) {
 std::string encode_credit(std::uint32_t channel, std::uint32_t bytes) {
   return two(AgentMsg::kCredit, channel, bytes);
 }
-std::string encode_close(std::uint32_t channel) { return one(AgentMsg::kClose, channel); }
-std::string encode_usage_query(std::uint32_t request) { return one(AgentMsg::kUsageQuery, request); }
+std::string encode_close(std::uint32_t channel) {
+  return one(AgentMsg::kClose, channel);
+}
+std::string encode_usage_query(std::uint32_t request) {
+  return one(AgentMsg::kUsageQuery, request);
+}
 
 std::string encode_usage(std::uint32_t request, std::uint32_t processes, std::uint64_t disk_bytes) {
   WireWriter w;

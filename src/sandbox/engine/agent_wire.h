@@ -95,11 +95,11 @@ enum class AgentSignal : std::uint32_t {
 };
 
 struct AgentExec {
-  std::uint32_t id = 0;  // server-chosen, unique on the stream
+  std::uint32_t id = 0;           // server-chosen, unique on the stream
   std::vector<std::string> argv;  // argv[0] is looked up in PATH if it has no '/'
   std::vector<std::string> env;   // "KEY=value", the whole environment
   std::string cwd;
-  std::uint64_t timeout_ms = 0;  // 0: none (the server's backstop only)
+  std::uint64_t timeout_ms = 0;     // 0: none (the server's backstop only)
   std::uint64_t rlimit_nofile = 0;  // 0: leave as is
   std::uint64_t rlimit_fsize = 0;
   std::uint64_t rlimit_nproc = 0;
@@ -124,7 +124,7 @@ struct AgentDone {
   std::uint32_t id = 0;
   std::int32_t wait_status = 0;  // as from wait4
   AgentEnd end = AgentEnd::kExited;
-  std::uint64_t cpu_us = 0;      // user + system of the command and its waited-for children
+  std::uint64_t cpu_us = 0;  // user + system of the command and its waited-for children
   std::uint64_t maxrss_kib = 0;
 };
 

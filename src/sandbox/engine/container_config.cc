@@ -1,8 +1,9 @@
 #include "sandbox/engine/container_config.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
-#include <unistd.h>
 
 #include "sandbox/sandbox.h"
 
@@ -23,7 +24,8 @@ std::string owner_of(const std::string& user) {
   std::string uid = user.substr(0, colon);
   std::string gid = colon == std::string::npos ? uid : user.substr(colon + 1);
   auto numeric = [](const std::string& s) {
-    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+    return !s.empty() &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
   };
   if (!numeric(uid) || !numeric(gid)) return "";
   return ",uid=" + uid + ",gid=" + gid;
@@ -35,13 +37,16 @@ void put_octal(std::string& h, std::size_t off, std::size_t width, unsigned long
   std::copy_n(buf, width - 1, h.begin() + static_cast<std::ptrdiff_t>(off));
 }
 
-std::string tar_header(const std::string& name, char type, unsigned mode, const std::string& link) {
+}  // namespace
+
+std::string ustar_header(const std::string& name, char type, unsigned mode, std::uint64_t size,
+                         const std::string& link) {
   std::string h(512, '\0');
   std::copy(name.begin(), name.end(), h.begin());
   put_octal(h, 100, 8, mode);
   put_octal(h, 108, 8, 0);
   put_octal(h, 116, 8, 0);
-  put_octal(h, 124, 12, 0);
+  put_octal(h, 124, 12, size);
   put_octal(h, 136, 12, 1700000000);
   h[156] = type;
   std::copy(link.begin(), link.end(), h.begin() + 157);
@@ -57,8 +62,6 @@ std::string tar_header(const std::string& name, char type, unsigned mode, const 
   return h;
 }
 
-}  // namespace
-
 json container_config(const SandboxSpec& spec, const ContainerPlan& plan) {
   const Limits& l = spec.limits();
   json binds = json::array();
@@ -72,14 +75,14 @@ json container_config(const SandboxSpec& spec, const ContainerPlan& plan) {
       if (::access((std::string("/etc/") + sub).c_str(), F_OK) == 0)
         binds.push_back(std::string("/etc/") + sub + ":/etc/" + sub + ":ro");
   }
-  binds.push_back(plan.share_dir + ":" + kSharedDir + ":ro");
+  if (!plan.remote) binds.push_back(plan.share_dir + ":" + kSharedDir + ":ro");
   json host{
       {"Binds", binds},
       {"Tmpfs",
        {{"/tmp", tmpfs_options(l.tmp_bytes, ",mode=1777")},
         {spec.workdir(),
-         tmpfs_options(l.disk_bytes, (plan.podman ? std::string(",U") : owner_of(plan.user)) +
-                                         ",mode=0755")}}},
+         tmpfs_options(l.disk_bytes,
+                       (plan.podman ? std::string(",U") : owner_of(plan.user)) + ",mode=0755")}}},
       {"ReadonlyRootfs", true},
       {"CapDrop", {"ALL"}},
       {"SecurityOpt", {"no-new-privileges"}},
@@ -97,7 +100,7 @@ json container_config(const SandboxSpec& spec, const ContainerPlan& plan) {
   // engine host's disk.
   host["LogConfig"] = json{{"Type", "none"}, {"Config", json::object()}};
   if (l.cpu_millis > 0) host["NanoCpus"] = static_cast<std::uint64_t>(l.cpu_millis) * 1'000'000;
-  return json{
+  json config{
       {"Image", plan.image},
       {"Entrypoint", {kAgentInContainer}},
       {"Cmd", {"init"}},
@@ -106,23 +109,41 @@ json container_config(const SandboxSpec& spec, const ContainerPlan& plan) {
       {"Hostname", spec.hostname()},
       {"NetworkDisabled", true},
       {"Labels",
-       {{"sandcastle", "1"}, {"sandcastle.sandbox", plan.sandbox_id}, {"sandcastle.server", plan.server_tag}}},
+       {{"sandcastle", "1"},
+        {"sandcastle.sandbox", plan.sandbox_id},
+        {"sandcastle.server", plan.server_tag}}},
       {"HostConfig", host},
       // The agent exits on SIGTERM; a hung one is killed after a second,
       // not the engine's default ten.
       {"StopTimeout", 1},
   };
+  // Removed with the container (the remover's v=1).
+  if (plan.remote) config["Volumes"] = {{kSharedDir, json::object()}};
+  return config;
+}
+
+Result<std::string> tar_file_entry(const std::string& name, unsigned mode, std::string_view data) {
+  if (name.empty() || name.size() >= 100 || name.find('\0') != std::string::npos)
+    return Error::make(ErrorCode::kInvalidArgument, "tar entry name '" + name.substr(0, 100) + "'");
+  std::string out = ustar_header(name, '0', mode, data.size());
+  out.append(data);
+  out.append((512 - data.size() % 512) % 512, '\0');
+  return out;
+}
+
+std::string tar_end() {
+  return std::string(1024, '\0');
 }
 
 std::string host_base_tar() {
   std::string out;
   for (const char* d : {"usr/", "etc/", "workspace/", "opt/", "opt/sandcastle/", "proc/", "dev/",
                         "sys/", "root/", "home/", "run/", "var/"})
-    out += tar_header(d, '5', 0755, "");
+    out += ustar_header(d, '5', 0755, 0);
   // Podman copies a tmpfs's mode from the image's directory.
-  for (const char* d : {"tmp/", "var/tmp/"}) out += tar_header(d, '5', 01777, "");
+  for (const char* d : {"tmp/", "var/tmp/"}) out += ustar_header(d, '5', 01777, 0);
   for (const char* l : {"bin", "lib", "lib32", "lib64", "libx32", "sbin"})
-    out += tar_header(l, '2', 0777, std::string("usr/") + l);
+    out += ustar_header(l, '2', 0777, 0, std::string("usr/") + l);
   out.append(1024, '\0');
   return out;
 }

@@ -7,7 +7,9 @@ namespace sandcastle::sandbox::engine {
 ContainerRemover::ContainerRemover(std::shared_ptr<EngineClient> client)
     : client_(std::move(client)), thread_([this] { loop(); }) {}
 
-ContainerRemover::~ContainerRemover() { shutdown(); }
+ContainerRemover::~ContainerRemover() {
+  shutdown();
+}
 
 void ContainerRemover::remove(const std::string& container_id) {
   {

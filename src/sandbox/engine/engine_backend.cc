@@ -2,9 +2,8 @@
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
-
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <random>
@@ -63,44 +62,56 @@ Status EngineBackend::prepare(const EngineBackendOptions& options) {
   shared_->client = std::shared_ptr<EngineClient>(std::move(*client));
   shared_->engine_name = options.engine.url;
   shared_->remover = std::make_unique<ContainerRemover>(shared_->client);
+  // Local means a unix socket: its engine runs on this host and can bind
+  // this host's files (the agent, the "host" image's /usr). Any tcp://
+  // engine, even one on 127.0.0.1, is treated as on another host.
   local_ = shared_->client->endpoint().kind == Endpoint::Kind::kUnix;
-  if (!local_)
-    return Error::make(ErrorCode::kUnavailable,
-                       "engine " + options.engine.url +
-                           ": only a local engine (unix socket) can run sandboxes for now: the "
-                           "agent is bound into each container from this host");
   if (auto v = shared_->client->version(); v.ok())
     if (auto comps = v->find("Components"); comps != v->end() && comps->is_array())
       for (const auto& c : *comps)
         if (c.is_object() && c.value("Name", std::string()).find("Podman") != std::string::npos)
           podman_ = true;
-  auto dirs = native::prepare_runtime_dirs();
-  if (!dirs) return dirs.take_error();
-  runtime_base_ = dirs->base;
-  etc_dir_ = dirs->etc_template;
-  shared_->share_dir = dirs->share;
-  if (auto st = install_agent(); !st) return st;
   server_tag_ = host_name() + ":" + std::to_string(::getpid());
+  if (local_) {
+    auto dirs = native::prepare_runtime_dirs();
+    if (!dirs) return dirs.take_error();
+    runtime_base_ = dirs->base;
+    etc_dir_ = dirs->etc_template;
+    shared_->share_dir = dirs->share;
+    if (auto st = install_agent(); !st) return st;
+  } else {
+    auto share = RemoteShare::load(agent_path_);
+    if (!share) return share.take_error();
+    shared_->remote = std::move(*share);
+  }
   sweep_leftovers();
-  auto base = shared_->client->image_inspect(kHostBaseImage);
-  if (!base) {
-    if (engine_http_status(base.error()) != 404) return base.take_error();
-    std::string tar = host_base_tar();
-    std::size_t at = 0;
-    ByteSource src = [&](char* buf, std::size_t cap) -> Result<std::size_t> {
-      std::size_t n = std::min(cap, tar.size() - at);
-      std::copy_n(tar.data() + at, n, buf);
-      at += n;
-      return n;
-    };
-    if (auto id = shared_->client->image_import(src, kHostBaseImage); !id) return id.take_error();
+  if (local_) {
+    auto base = shared_->client->image_inspect(kHostBaseImage);
+    if (!base) {
+      if (engine_http_status(base.error()) != 404) return base.take_error();
+      std::string tar = host_base_tar();
+      std::size_t at = 0;
+      ByteSource src = [&](char* buf, std::size_t cap) -> Result<std::size_t> {
+        std::size_t n = std::min(cap, tar.size() - at);
+        std::copy_n(tar.data() + at, n, buf);
+        at += n;
+        return n;
+      };
+      if (auto id = shared_->client->image_import(src, kHostBaseImage); !id) return id.take_error();
+    }
   }
   caps_.seccomp = true;
   caps_.cgroup_limits = true;
   caps_.cgroup_version = "engine";
-  caps_.notes.push_back("isolation is the engine's: its runtime's namespaces and default seccomp "
-                        "profile, plus CapDrop ALL, no-new-privileges, a read-only root and no "
-                        "network");
+  caps_.notes.push_back(
+      "isolation is the engine's: its runtime's namespaces and default seccomp "
+      "profile, plus CapDrop ALL, no-new-privileges, a read-only root and no "
+      "network");
+  if (!local_)
+    caps_.notes.push_back("engine " + options.engine.url +
+                          " is treated as on another host: no bind mounts of this host's files, "
+                          "the agent and shared files are copied into each container's " +
+                          std::string(kSharedDir) + " volume; the \"host\" image is refused");
   pool_size_ = options.pool_spec ? options.pool_size : 0;
   pool_spec_ = options.pool_spec;
   if (pool_spec_) pool_key_ = native::pool_key(*pool_spec_);
@@ -108,7 +119,9 @@ Status EngineBackend::prepare(const EngineBackendOptions& options) {
   return ok_status();
 }
 
-EngineBackend::~EngineBackend() { shutdown(); }
+EngineBackend::~EngineBackend() {
+  shutdown();
+}
 
 // The agent, copied into the shared directory (bound read-only into every
 // container): a copy, so replacing the server's build never changes a
@@ -135,9 +148,9 @@ std::string EngineBackend::new_id() {
 // Containers a crashed server of this host left: labelled with its tag,
 // whose pid is gone.
 void EngineBackend::sweep_leftovers() {
-  auto list = shared_->client->call_json("GET", "/containers/json?all=1&filters=" +
-                                                    query_escape(R"({"label":["sandcastle=1"]})"),
-                                         nullptr);
+  auto list = shared_->client->call_json(
+      "GET", "/containers/json?all=1&filters=" + query_escape(R"({"label":["sandcastle=1"]})"),
+      nullptr);
   if (!list || !list->is_array()) return;
   const std::string prefix = host_name() + ":";
   for (const auto& c : *list) {
@@ -166,6 +179,13 @@ Result<ContainerPlan> EngineBackend::plan_for(const SandboxSpec& spec, const std
   plan.sandbox_id = id;
   plan.server_tag = server_tag_;
   plan.podman = podman_;
+  plan.remote = !local_;
+  if (spec.image() == "host" && !local_)
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "image \"host\" runs this host's /usr, which engine " +
+                           shared_->engine_name +
+                           " (not a unix socket: another host) does not have; name a real image "
+                           "on that engine (CONTAINER_IMAGE)");
   if (spec.image() == "host") {
     plan.image = kHostBaseImage;
     plan.host_root = true;
@@ -174,23 +194,43 @@ Result<ContainerPlan> EngineBackend::plan_for(const SandboxSpec& spec, const std
   }
   plan.image = spec.image();
   std::lock_guard l(mu_);
-  if (auto it = image_users_.find(plan.image); it != image_users_.end()) {
-    plan.user = it->second;
-    return plan;
+  auto it = image_facts_.find(plan.image);
+  if (it == image_facts_.end()) {
+    auto info = shared_->client->image_inspect(plan.image);
+    if (!info) {
+      if (engine_http_status(info.error()) == 404)
+        return Error::make(ErrorCode::kNotFound,
+                           "image '" + plan.image + "' is not on engine " + shared_->engine_name +
+                               ": pull or load it there first (docker pull / podman load)");
+      return info.take_error();
+    }
+    ImageFacts f;
+    f.user = plan.user;
+    // The image's own user if it names one, else the sandbox user; an image
+    // save_sandbox made says how to start it in its labels.
+    if (auto cfg = info->find("Config"); cfg != info->end() && cfg->is_object()) {
+      if (auto u = cfg->find("User");
+          u != cfg->end() && u->is_string() && !u->get<std::string>().empty())
+        f.user = u->get<std::string>();
+      if (auto lb = cfg->find("Labels"); lb != cfg->end() && lb->is_object()) {
+        f.host_root = lb->value(kLabelHostRoot, std::string()) == "1";
+        if (lb->value(kLabelWorkspaceSeed, std::string()) == kWorkspaceSeedDir)
+          f.workspace_seed = kWorkspaceSeedDir;
+      }
+    }
+    it = image_facts_.emplace(plan.image, f).first;
   }
-  auto info = shared_->client->image_inspect(plan.image);
-  if (!info) {
-    if (engine_http_status(info.error()) == 404)
-      return Error::make(ErrorCode::kNotFound,
-                         "image '" + plan.image + "' is not on engine " + shared_->engine_name +
-                             ": pull or load it there first (docker pull / podman load)");
-    return info.take_error();
+  plan.user = it->second.user;
+  plan.workspace_seed = it->second.workspace_seed;
+  if (it->second.host_root) {
+    if (!local_)
+      return Error::make(ErrorCode::kInvalidArgument,
+                         "image '" + plan.image +
+                             "' was saved from the \"host\" image and runs this host's /usr, "
+                             "which engine " + shared_->engine_name + " (another host) does not have");
+    plan.host_root = true;
+    plan.etc_dir = etc_dir_;
   }
-  // The image's own user if it names one, else the sandbox user.
-  if (auto cfg = info->find("Config"); cfg != info->end() && cfg->is_object())
-    if (auto u = cfg->find("User"); u != cfg->end() && u->is_string() && !u->get<std::string>().empty())
-      plan.user = u->get<std::string>();
-  image_users_[plan.image] = plan.user;
   return plan;
 }
 
@@ -214,7 +254,8 @@ Result<std::unique_ptr<AgentLink>> EngineBackend::connect_agent(const std::strin
   return AgentLink::start(std::move(raw->fd), std::move(raw->buffered), o);
 }
 
-Result<EngineContainer> EngineBackend::start_container(const SandboxSpec& spec, const std::string& id) {
+Result<EngineContainer> EngineBackend::start_container(const SandboxSpec& spec,
+                                                       const std::string& id) {
   if (spec.persistence() == Persistence::kPersistent)
     return Error::make(ErrorCode::kUnavailable,
                        "persistent sandboxes are not available on the engine backend yet; use the "
@@ -230,10 +271,16 @@ Result<EngineContainer> EngineBackend::start_container(const SandboxSpec& spec, 
     remove_quietly(out.container_id);
     return e;
   };
+  // A remote engine's container gets the agent (its entrypoint) and the
+  // shared files in its volume before it starts.
+  if (shared_->remote)
+    if (auto st = shared_->remote->fill(c, out.container_id, &out.shared_names); !st)
+      return fail(st.take_error());
   if (auto st = c.container_start(out.container_id); !st) return fail(st.take_error());
   auto link = connect_agent(out.container_id);
   if (!link) return fail(link.take_error());
   out.link = std::move(*link);
+  out.workspace_seed = plan->workspace_seed;
   return out;
 }
 
@@ -250,7 +297,8 @@ Result<std::unique_ptr<Sandbox>> EngineBackend::create(const SandboxSpec& spec) 
   };
   {
     std::unique_lock l(mu_);
-    if (stopping_) return Error::make(ErrorCode::kUnavailable, "the engine backend is shutting down");
+    if (stopping_)
+      return Error::make(ErrorCode::kUnavailable, "the engine backend is shutting down");
     ++creating_;
   }
   InFlight in_flight(*this);
@@ -270,7 +318,21 @@ Result<std::unique_ptr<Sandbox>> EngineBackend::create(const SandboxSpec& spec) 
   const std::string id = new_id();
   auto container = start_container(spec, id);
   if (!container) return container.take_error();
-  return std::unique_ptr<Sandbox>(new EngineSandbox(shared_, id, spec, std::move(*container)));
+  const std::string seed = container->workspace_seed;
+  auto sb = std::make_unique<EngineSandbox>(shared_, id, spec, std::move(*container));
+  if (!seed.empty()) {
+    // A saved image's files, into the sandbox's own /workspace.
+    ExecRequest req;
+    req.argv = {"cp", "-a", seed + "/.", spec.workdir() + "/"};
+    auto r = sb->exec(req);
+    if (!r || r->status() != 0) {
+      (void)sb->destroy();
+      return Error::make(ErrorCode::kFailedPrecondition,
+                         "copying the saved workspace of image '" + spec.image() + "' failed: " +
+                             (r ? r->stderr_data.substr(0, 500) : r.error().message()));
+    }
+  }
+  return std::unique_ptr<Sandbox>(std::move(sb));
 }
 
 void EngineBackend::refill_loop() {
@@ -299,6 +361,34 @@ void EngineBackend::refill_loop() {
     }
     pool_.push_back(Warm{id, std::move(*c)});
   }
+}
+
+// GET /images/json: every tagged image but sandcastle's own base.
+Result<std::vector<BackendImage>> EngineBackend::list_images() {
+  auto list = shared_->client->image_list();
+  if (!list) return list.take_error();
+  std::vector<BackendImage> out;
+  if (!list->is_array()) return out;
+  for (const auto& img : *list) {
+    if (!img.is_object()) continue;
+    auto tags = img.find("RepoTags");
+    if (tags == img.end() || !tags->is_array()) continue;
+    for (const auto& t : *tags) {
+      if (!t.is_string()) continue;
+      std::string name = t.get<std::string>();
+      if (name == kHostBaseImage || name.find("<none>") != std::string::npos) continue;
+      BackendImage b;
+      b.name = name.substr(0, 256);
+      b.id = img.value("Id", std::string()).substr(0, 128);
+      if (auto sz = img.find("Size"); sz != img.end() && sz->is_number_unsigned())
+        b.size_bytes = sz->get<std::uint64_t>();
+      if (auto cr = img.find("Created"); cr != img.end() && cr->is_number_integer())
+        b.created_unix = cr->get<std::int64_t>();
+      out.push_back(std::move(b));
+      if (out.size() >= 10'000) return out;
+    }
+  }
+  return out;
 }
 
 std::size_t EngineBackend::warm_ready() const {

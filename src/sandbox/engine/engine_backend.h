@@ -45,6 +45,8 @@ class EngineBackend final : public Backend {
   const BackendCapabilities& capabilities() const override { return caps_; }
   Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) override;
   std::size_t warm_ready() const override;
+  bool owns_images() const override { return true; }
+  Result<std::vector<BackendImage>> list_images() override;
   void shutdown() override;
 
   const EngineClient& client() const { return *shared_->client; }
@@ -74,7 +76,12 @@ class EngineBackend final : public Backend {
   std::string server_tag_;
   bool local_ = false;  // a unix socket: host paths can be bound
   bool podman_ = false;
-  std::map<std::string, std::string> image_users_;  // image -> user to run as
+  struct ImageFacts {
+    std::string user;
+    bool host_root = false;
+    std::string workspace_seed;
+  };
+  std::map<std::string, ImageFacts> image_facts_;  // what plan_for read off each image
 
   std::size_t pool_size_ = 0;
   std::optional<SandboxSpec> pool_spec_;

@@ -1,7 +1,10 @@
 #include "sandbox/engine/engine_client.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <boost/beast/http/verb.hpp>
 #include <cctype>
 #include <filesystem>
@@ -150,7 +153,48 @@ std::string query_escape(std::string_view value) {
   return out;
 }
 
-EngineClient::~EngineClient() = default;
+// One TLS exec stream relayed to a socketpair end (ExecSession::take_stream):
+// its own thread, running the HttpCall's relay on the call's io_context.
+class StreamPump {
+ public:
+  StreamPump(std::unique_ptr<HttpCall> http, UniqueFd local) : http_(std::move(http)) {
+    thread_ = std::thread([this, fd = std::move(local)]() mutable {
+      (void)http_->relay(std::move(fd));
+      done_.store(true, std::memory_order_release);
+    });
+  }
+  ~StreamPump() {
+    http_->stop();
+    thread_.join();
+  }
+  StreamPump(const StreamPump&) = delete;
+  StreamPump& operator=(const StreamPump&) = delete;
+  bool done() const { return done_.load(std::memory_order_acquire); }
+
+ private:
+  std::unique_ptr<HttpCall> http_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+EngineClient::~EngineClient() {
+  std::vector<std::unique_ptr<StreamPump>> pumps;
+  {
+    std::lock_guard l(pumps_mu_);
+    pumps.swap(pumps_);
+  }
+  pumps.clear();  // each stopped and joined
+}
+
+void EngineClient::start_pump(std::unique_ptr<HttpCall> http, UniqueFd local) {
+  std::vector<std::unique_ptr<StreamPump>> finished;
+  std::lock_guard l(pumps_mu_);
+  // Ended pumps are joined here (their threads are done), not one by one.
+  for (auto& p : pumps_)
+    if (p->done()) finished.push_back(std::move(p));
+  std::erase(pumps_, nullptr);
+  pumps_.push_back(std::make_unique<StreamPump>(std::move(http), std::move(local)));
+}
 
 std::chrono::milliseconds EngineClient::timeout_of(const CallOptions& call) const {
   return call.timeout.count() > 0 ? call.timeout : options_.timeout;
@@ -270,6 +314,35 @@ Result<json> EngineClient::image_inspect(std::string_view image, const CallOptio
 
 Result<json> EngineClient::image_list(const CallOptions& call) {
   return call_json("GET", "/images/json", nullptr, call);
+}
+
+Result<std::string> EngineClient::image_build(const ByteSource& context, std::string_view repo_tag,
+                                              const CallOptions& call) {
+  if (auto st = check_image(repo_tag); !st.ok()) return st.take_error();
+  const std::string target = versioned("/build?rm=1&forcerm=1&t=" + query_escape(repo_tag));
+  auto a = exchange("POST", target, nullptr, &context, "application/x-tar", call);
+  if (!a.ok()) return a.take_error();
+  const std::string what = "engine " + endpoint_.str() + ": image build";
+  std::string_view rest = a->body;
+  while (!rest.empty()) {
+    const auto nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    if (line.find_first_not_of(" \r\t") == std::string_view::npos) continue;
+    auto j = parse_body(std::string(line), what);
+    if (!j.ok()) return j.take_error();
+    if (!j->is_object()) continue;
+    if (auto e = j->find("error"); e != j->end() && e->is_string())
+      return Error::make(ErrorCode::kIo,
+                         what + ": " + printable(e->get<std::string>(), kMessageLimit));
+  }
+  // Both engines tag the result; its id is the tag's.
+  auto info = image_inspect(repo_tag, call);
+  if (!info.ok()) return info.take_error();
+  auto id = info->find("Id");
+  if (id == info->end() || !id->is_string())
+    return Error::make(ErrorCode::kIo, what + ": the built image has no id");
+  return printable(id->get<std::string>(), 128);
 }
 
 Result<std::string> EngineClient::image_import(const ByteSource& tar, std::string_view repo_tag,
@@ -487,6 +560,7 @@ Result<std::unique_ptr<ExecSession>> EngineClient::exec_attach(std::string_view 
   auto http = open_exec_stream(exec_id, call.timeout, call.cancel);
   if (!http.ok()) return http.take_error();
   std::unique_ptr<ExecSession> s(new ExecSession());
+  s->client_ = this;
   s->http_ = std::move(*http);
   s->exec_id_ = std::string(exec_id);
   s->buffered_ = s->http_->take_buffered();
@@ -514,6 +588,19 @@ Status ExecSession::write(std::string_view data, std::chrono::milliseconds timeo
 Result<ExecSession::RawStream> ExecSession::take_stream() {
   if (ended_)
     return Error::make(ErrorCode::kFailedPrecondition, "exec session " + exec_id_ + " ended");
+  if (http_->is_tls()) {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+      return Error::from_errno("exec session " + exec_id_ + ": socketpair");
+    RawStream out{UniqueFd(sv[0]), std::move(buffered_)};
+    buffered_.clear();
+    ended_ = true;
+    // The caller's cancel token may not outlive this session; the pump
+    // does.
+    http_->forget_cancel();
+    client_->start_pump(std::move(http_), UniqueFd(sv[1]));
+    return out;
+  }
   auto fd = http_->dup_stream_fd();
   if (!fd.ok()) return fd.take_error();
   RawStream out{UniqueFd(*fd), std::move(buffered_)};
@@ -524,6 +611,8 @@ Result<ExecSession::RawStream> ExecSession::take_stream() {
 }
 
 Status ExecSession::close_stdin() {
+  if (ended_ || !http_)
+    return Error::make(ErrorCode::kFailedPrecondition, "exec session " + exec_id_ + " ended");
   return http_->shutdown_send();
 }
 

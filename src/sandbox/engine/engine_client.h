@@ -17,6 +17,7 @@
 #include <boost/asio/ssl/context.hpp>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -42,6 +43,8 @@ struct ExecRun {
 };
 
 class HttpCall;
+class StreamPump;
+class EngineClient;
 
 // A long-lived attached exec (a shell, a kernel, an agent): its hijacked
 // stream kept open, so each exchange with the process costs a round trip on
@@ -64,10 +67,12 @@ class ExecSession {
   // kTimeout when nothing came: the session goes on.
   Result<bool> read(const StreamDemuxer::Sink& output, std::chrono::milliseconds timeout);
 
-  // The stream, for a relay of the caller's: a descriptor (see
-  // HttpCall::dup_stream_fd) and the raw bytes already read past the
-  // response head (still in the engine's framing). Only before the first
-  // read; the session is closed afterwards.
+  // The stream, for a relay of the caller's: a descriptor and the raw bytes
+  // already read past the response head (still in the engine's framing).
+  // Unix and TCP: a dup of the socket. TLS, whose bytes are not the
+  // socket's: one end of a socketpair, the other pumped to and from the
+  // TLS stream by a thread of the client's (StreamPump) until either side
+  // ends. Only before the first read; the session is closed afterwards.
   struct RawStream {
     UniqueFd fd;
     std::string buffered;
@@ -77,6 +82,7 @@ class ExecSession {
  private:
   friend class EngineClient;
   ExecSession() = default;
+  EngineClient* client_ = nullptr;
   std::unique_ptr<HttpCall> http_;
   std::unique_ptr<StreamDemuxer> demux_;
   const StreamDemuxer::Sink* sink_ = nullptr;  // the current read's
@@ -113,6 +119,11 @@ class EngineClient {
   Result<std::string> image_import(const ByteSource& tar, std::string_view repo_tag,
                                    const CallOptions& call = {});
   Status image_remove(std::string_view image, bool force, const CallOptions& call = {});
+  // POST /build?t= with a build context tar (a Dockerfile at its top):
+  // the new image's id. The engine's progress stream is read to its end
+  // (kJsonBodyLimit); an "error" in it fails the call with the message.
+  Result<std::string> image_build(const ByteSource& context, std::string_view repo_tag,
+                                  const CallOptions& call = {});
 
   // POST /containers/create with `config` as the body; the container's id.
   Result<std::string> container_create(const nlohmann::json& config, std::string_view name = {},
@@ -173,7 +184,10 @@ class EngineClient {
                                    const nlohmann::json* body, const CallOptions& call = {});
 
  private:
+  friend class ExecSession;
   EngineClient() = default;
+  // Starts a StreamPump between `http`'s upgraded stream and `local`.
+  void start_pump(std::unique_ptr<HttpCall> http, UniqueFd local);
   struct Answer {
     int status = 0;
     std::string body;
@@ -197,6 +211,9 @@ class EngineClient {
   EngineOptions options_;
   std::unique_ptr<boost::asio::ssl::context> tls_;
   std::string api_version_;
+  // Last: pumps end (and join) before what their calls refer to goes.
+  std::mutex pumps_mu_;
+  std::vector<std::unique_ptr<StreamPump>> pumps_;
 };
 
 // The HTTP status in an engine error's message, 0 if there is none.

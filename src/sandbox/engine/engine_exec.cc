@@ -145,7 +145,9 @@ ExecResult result_of(const AgentDone& done, Stream& out, Stream& err, Clock::tim
   switch (done.end) {
     case AgentEnd::kTimeout: res.reason = EndReason::kTimeout; break;
     case AgentEnd::kCancelled: res.reason = EndReason::kCancelled; break;
-    case AgentEnd::kExited: res.reason = res.signal ? EndReason::kKilled : EndReason::kExited; break;
+    case AgentEnd::kExited:
+      res.reason = res.signal ? EndReason::kKilled : EndReason::kExited;
+      break;
   }
   return res;
 }
@@ -155,7 +157,8 @@ ExecResult result_of(const AgentDone& done, Stream& out, Stream& err, Clock::tim
 Result<ExecResult> EngineSandbox::exec(const ExecRequest& req, const ExecCallbacks& callbacks,
                                        const sandbox::CancelToken* cancel) {
   if (req.private_listener_port != 0 && !callbacks.on_listener)
-    return Error::make(ErrorCode::kInvalidArgument, "exec: a private listener needs an on_listener callback");
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "exec: a private listener needs an on_listener callback");
   auto wire = build_exec(req, spec_);
   if (!wire) return wire.take_error();
   if (auto st = check_alive(); !st) return st.take_error();
@@ -223,7 +226,8 @@ Result<ExecResult> EngineSandbox::exec(const ExecRequest& req, const ExecCallbac
     }
   } unwatch{link, e.id, cancel};
   const auto start = Clock::now();
-  if (auto st = link.send_control(encode_exec(e), {e.ch_stdin, e.ch_stdout, e.ch_stderr, e.ch_fd3}); !st)
+  if (auto st = link.send_control(encode_exec(e), {e.ch_stdin, e.ch_stdout, e.ch_stderr, e.ch_fd3});
+      !st)
     return st.take_error();
   if (listener) {
     UniqueFd handed(::fcntl(listener->fd.get(), F_DUPFD_CLOEXEC, 0));
@@ -232,7 +236,8 @@ Result<ExecResult> EngineSandbox::exec(const ExecRequest& req, const ExecCallbac
   }
   if (cancel) {
     cancel->set_channel([&link, id = e.id](sandbox::CancelToken::Signal sig) {
-      auto s = sig == sandbox::CancelToken::Signal::kCancel ? AgentSignal::kCancel : AgentSignal::kInterrupt;
+      auto s = sig == sandbox::CancelToken::Signal::kCancel ? AgentSignal::kCancel
+                                                            : AgentSignal::kInterrupt;
       return link.send_control(encode_signal(id, s)).ok();
     });
     if (cancel->cancelled()) (void)link.send_control(encode_signal(e.id, AgentSignal::kCancel));
@@ -246,16 +251,28 @@ Result<ExecResult> EngineSandbox::exec(const ExecRequest& req, const ExecCallbac
     if (now >= deadline) {
       if (done) break;  // output that never ended: what came is the result
       (void)link.send_control(encode_signal(e.id, AgentSignal::kCancel));
-      return Error::make(ErrorCode::kTimeout, "exec: the container's agent did not report within timeout + grace");
+      return Error::make(ErrorCode::kTimeout,
+                         "exec: the container's agent did not report within timeout + grace");
     }
-    auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+    auto left_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
     struct pollfd p[4];
     int n = 0, io = -1, ie = -1, ii = -1;
     p[n++] = {waiter->fd(), POLLIN, 0};
-    if (sout.fd) { p[n] = {sout.fd.get(), POLLIN, 0}; io = n++; }
-    if (serr.fd) { p[n] = {serr.fd.get(), POLLIN, 0}; ie = n++; }
-    if (in_w) { p[n] = {in_w.get(), POLLOUT, 0}; ii = n++; }
-    if (::poll(p, static_cast<nfds_t>(n), static_cast<int>(std::min<long long>(left_ms, 60'000))) < 0) {
+    if (sout.fd) {
+      p[n] = {sout.fd.get(), POLLIN, 0};
+      io = n++;
+    }
+    if (serr.fd) {
+      p[n] = {serr.fd.get(), POLLIN, 0};
+      ie = n++;
+    }
+    if (in_w) {
+      p[n] = {in_w.get(), POLLOUT, 0};
+      ii = n++;
+    }
+    if (::poll(p, static_cast<nfds_t>(n), static_cast<int>(std::min<long long>(left_ms, 60'000))) <
+        0) {
       if (errno == EINTR) continue;
       return Error::from_errno("poll exec channels");
     }
@@ -283,7 +300,8 @@ Result<ExecResult> EngineSandbox::exec(const ExecRequest& req, const ExecCallbac
       }
     }
     if (waiter->dead() && !done)
-      return Error::make(ErrorCode::kUnavailable, "exec: sandbox " + id_ + " went away (" + link.end_reason() + ")");
+      return Error::make(ErrorCode::kUnavailable,
+                         "exec: sandbox " + id_ + " went away (" + link.end_reason() + ")");
   }
   return result_of(*done, sout, serr, start);
 }

@@ -1,7 +1,6 @@
 #include "sandbox/engine/engine_http.h"
 
 #include <fcntl.h>
-
 #include <sys/socket.h>
 
 #include <boost/asio/connect.hpp>
@@ -14,8 +13,10 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <functional>
 #include <limits>
 #include <utility>
+#include <vector>
 
 namespace sandcastle::sandbox::engine {
 
@@ -111,6 +112,7 @@ void HttpCall::close_now() {
   if (auto* t = std::get_if<TcpSocket>(&stream_)) t->close(ignored);
   if (auto* s = std::get_if<std::unique_ptr<TlsStream>>(&stream_))
     (*s)->lowest_layer().close(ignored);
+  if (local_) local_->close(ignored);
 }
 
 Error HttpCall::io_error(const char* doing, const error_code& ec) const {
@@ -515,6 +517,121 @@ Result<int> HttpCall::dup_stream_fd() {
   int fl = ::fcntl(fd, F_GETFL);
   if (fl >= 0) (void)::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
   return fd;
+}
+
+void HttpCall::stop() {
+  net::post(ioc_, [this] { close_now(); });
+}
+
+void HttpCall::forget_cancel() {
+  if (!cancel_) return;
+  std::lock_guard lock(cancel_->mu_);
+  cancel_->closer_ = nullptr;
+  cancel_ = nullptr;
+}
+
+Status HttpCall::relay(UniqueFd local_fd) {
+  // The exec lives as long as its agent: the call's deadline is over.
+  deadline_.cancel();
+  error_code ec;
+  auto& local = local_.emplace(ioc_);
+  local.assign(net::local::stream_protocol(), local_fd.release(), ec);
+  if (ec) return io_error("relay socket", ec);
+  if (closed_ || cancelled_ || timed_out_)
+    return io_error("relaying", net::error::operation_aborted);
+  // Once the engine's side ended, a local side that does not close its end
+  // in this time is not waited for.
+  constexpr auto kLinger = std::chrono::seconds(10);
+
+  std::optional<Error> failure;
+  bool down = true;  // engine -> local
+  bool up = true;    // local -> engine
+  std::vector<char> dbuf(kChunk);
+  std::vector<char> ubuf(kChunk);
+  net::steady_timer linger(ioc_);
+  auto fail = [&](Error e) {
+    if (!failure && !closed_) failure = std::move(e);
+    close_now();
+  };
+  auto is_eof = [](const error_code& e) {
+    return e == net::error::eof || e == net::ssl::error::stream_truncated;
+  };
+  auto start_linger = [&] {
+    linger.expires_after(kLinger);
+    linger.async_wait([&](error_code e) {
+      if (!e) close_now();
+    });
+  };
+  std::function<void(error_code)> down_ended = [&](error_code e) {
+    down = false;
+    if (is_eof(e)) {
+      error_code ignored;
+      local.shutdown(net::socket_base::shutdown_send, ignored);
+      if (up) start_linger();
+      return;
+    }
+    fail(io_error("reading the stream", e));
+  };
+  std::function<void()> read_down = [&] {
+    with_stream([&](auto& s) {
+      s.async_read_some(net::buffer(dbuf), [&](error_code e, std::size_t n) {
+        if (n == 0) return down_ended(e ? e : net::error::eof);
+        net::async_write(local, net::buffer(dbuf.data(), n), [&, e](error_code we, std::size_t) {
+          if (we) {
+            // The local side is gone: nobody reads the process any more.
+            down = false;
+            return close_now();
+          }
+          if (e) return down_ended(e);
+          read_down();
+        });
+      });
+      return 0;
+    });
+  };
+  std::function<void(error_code)> up_ended = [&](error_code e) {
+    up = false;
+    if (e == net::error::eof) {
+      // stdin's EOF: a TCP half-close (see duplex), the agent then exits.
+      error_code ignored;
+      with_stream([&](auto& s) {
+        beast::get_lowest_layer(s).shutdown(net::socket_base::shutdown_send, ignored);
+        return 0;
+      });
+      if (down) start_linger();
+      return;
+    }
+    close_now();
+  };
+  std::function<void()> read_up = [&] {
+    local.async_read_some(net::buffer(ubuf), [&](error_code e, std::size_t n) {
+      if (n == 0) return up_ended(e ? e : net::error::eof);
+      with_stream([&](auto& s) {
+        net::async_write(s, net::buffer(ubuf.data(), n), [&, e](error_code we, std::size_t) {
+          if (we) {
+            up = false;
+            return fail(io_error("writing the stream", we));
+          }
+          if (e) return up_ended(e);
+          read_up();
+        });
+        return 0;
+      });
+    });
+  };
+
+  read_down();
+  read_up();
+  ioc_.restart();
+  while ((down || up) && ioc_.run_one() > 0) {
+  }
+  close_now();
+  linger.cancel();
+  // Aborted handlers still queued refer to this frame: run them now.
+  ioc_.restart();
+  ioc_.poll();
+  if (failure) return *failure;
+  return ok_status();
 }
 
 }  // namespace sandcastle::sandbox::engine

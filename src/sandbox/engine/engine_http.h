@@ -23,6 +23,7 @@
 #include <string>
 #include <variant>
 
+#include "common/unique_fd.h"
 #include "sandbox/engine/endpoint.h"
 #include "sandbox/engine/engine_types.h"
 
@@ -78,6 +79,22 @@ class HttpCall {
   // O_CLOEXEC, blocking), for a relay that polls it with others. Unix and
   // TCP only: a TLS stream's bytes are not the socket's (kUnavailable).
   Result<int> dup_stream_fd();
+  bool is_tls() const { return endpoint_.tls; }
+
+  // For a stream dup_stream_fd cannot hand on (TLS): moves bytes both ways
+  // between the upgraded stream and `local` (a SOCK_STREAM socket of the
+  // caller's), in the calling thread, until both directions ended: one read
+  // and one write in flight per direction, each through a fixed buffer (a
+  // slow side stops the other's reads). `local`'s EOF half-closes the
+  // stream towards the engine (the process's stdin EOF); the engine's EOF
+  // half-closes `local`; an error on either side closes both. The call's
+  // deadline and cancel token no longer apply (forget_cancel first).
+  Status relay(UniqueFd local);
+  // Ends a relay (or any call) from any thread: both sides closed.
+  void stop();
+  // Detaches the CancelToken given at construction (which may not outlive
+  // this call's new owner).
+  void forget_cancel();
 
   // "engine unix:///x.sock: POST /v1.41/exec/1/start" for error messages.
   std::string what() const;
@@ -110,6 +127,7 @@ class HttpCall {
   boost::asio::io_context ioc_{1};
   boost::asio::steady_timer deadline_{ioc_};
   std::variant<std::monostate, UnixSocket, TcpSocket, std::unique_ptr<TlsStream>> stream_;
+  std::optional<UnixSocket> local_;  // relay's other side
   boost::beast::flat_buffer buffer_;
   std::optional<boost::beast::http::response_parser<boost::beast::http::buffer_body>> parser_;
   bool timed_out_ = false;

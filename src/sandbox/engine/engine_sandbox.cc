@@ -15,7 +15,9 @@ EngineSandbox::EngineSandbox(std::shared_ptr<EngineShared> shared, std::string i
       container_(std::move(container)),
       files_([this] { return connect_files(); }) {}
 
-EngineSandbox::~EngineSandbox() { (void)destroy(); }
+EngineSandbox::~EngineSandbox() {
+  (void)destroy();
+}
 
 Status EngineSandbox::check_alive() const {
   std::lock_guard l(mu_);
@@ -33,7 +35,8 @@ Result<UniqueFd> EngineSandbox::connect_files() {
   AgentLink& link = *container_.link;
   auto ch = link.open_channel();
   if (!ch) return ch.take_error();
-  if (auto st = link.send_control(encode_files(ch->first, spec_.limits().file_size_bytes), {ch->first});
+  if (auto st =
+          link.send_control(encode_files(ch->first, spec_.limits().file_size_bytes), {ch->first});
       !st)
     return st.take_error();
   return std::move(ch->second);
@@ -111,6 +114,15 @@ Result<Usage> EngineSandbox::usage() {
 }
 
 Status EngineSandbox::publish_shared(const std::string& name, std::string_view data) {
+  if (shared_->remote) {
+    if (auto st = check_alive(); !st) return st;
+    auto st = shared_->remote->publish(*shared_->client, container_.container_id, name, data);
+    if (st) {
+      std::lock_guard l(mu_);
+      container_.shared_names.insert(name);
+    }
+    return st;
+  }
   if (shared_->share_dir.empty())
     return Error::make(ErrorCode::kUnavailable, "this engine has no shared directory");
   native::RuntimeDirs dirs;
@@ -119,6 +131,10 @@ Status EngineSandbox::publish_shared(const std::string& name, std::string_view d
 }
 
 bool EngineSandbox::has_shared(const std::string& name) const {
+  if (shared_->remote) {
+    std::lock_guard l(mu_);
+    return container_.shared_names.count(name) > 0;
+  }
   if (shared_->share_dir.empty() || name.empty() || name.find('/') != std::string::npos ||
       name[0] == '.')
     return false;

@@ -7,11 +7,13 @@
 
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "sandbox/engine/agent_link.h"
 #include "sandbox/engine/container_remover.h"
 #include "sandbox/engine/engine_client.h"
+#include "sandbox/engine/remote_share.h"
 #include "sandbox/native/file_client.h"
 #include "sandbox/sandbox.h"
 
@@ -23,11 +25,14 @@ struct EngineShared {
   std::string engine_name;  // "docker@unix:///run/docker.sock", for messages
   std::string share_dir;    // the host directory bound at kSharedDir ("" if none)
   std::unique_ptr<ContainerRemover> remover;
+  std::shared_ptr<RemoteShare> remote;  // an engine on another host (else null)
 };
 
 struct EngineContainer {
   std::string container_id;
   std::unique_ptr<AgentLink> link;
+  std::string workspace_seed;  // ContainerPlan::workspace_seed: copied in at create
+  std::set<std::string> shared_names;  // remote: in this container's kSharedDir
 };
 
 class EngineSandbox final : public Sandbox {
@@ -52,6 +57,8 @@ class EngineSandbox final : public Sandbox {
   Status remove(const std::string& path, bool recursive = false) override;
 
   Result<Usage> usage() override;
+  bool saves_own_images() const override { return true; }
+  Result<SavedImage> save_image(const std::string& name) override;
   Status publish_shared(const std::string& name, std::string_view data) override;
   bool has_shared(const std::string& name) const override;
   Status freeze() override;

@@ -208,7 +208,8 @@ TEST_P(EngineBackendTest, AContainerRemovedBehindOurBackIsReportedGone) {
   auto sb = make();
   ASSERT_TRUE(sb);
   auto c = client_for(*engine_);
-  ASSERT_TRUE(c->container_remove(static_cast<EngineSandbox&>(*sb).container_id(), true, true).ok());
+  ASSERT_TRUE(
+      c->container_remove(static_cast<EngineSandbox&>(*sb).container_id(), true, true).ok());
   // The link notices the stream's end on its own thread.
   for (int i = 0; i < 250 && sb->alive(); ++i) std::this_thread::sleep_for(20ms);
   EXPECT_FALSE(sb->alive());
@@ -265,6 +266,31 @@ TEST_P(EngineBackendTest, UsageComesFromTheEngineAndTheWorkspace) {
   EXPECT_GT(u->memory_bytes, 0u);
   EXPECT_GE(u->processes, 1u);
   EXPECT_GE(u->disk_bytes, std::uint64_t{1} << 20);
+}
+
+TEST_P(EngineBackendTest, SaveMakesAnEngineImageThatStartsWithTheWorkspace) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  ASSERT_TRUE(sb->saves_own_images());
+  ASSERT_TRUE(sb->write_file("notes/a.txt", "kept", 0640, true).ok());
+  auto saved = sb->save_image("sandcastle-test/saved:1");
+  ASSERT_TRUE(saved.ok()) << saved.error().message();
+  EXPECT_EQ(saved->base, "host");
+  EXPECT_FALSE(saved->id.empty());
+  SpecOptions o;
+  o.image = "sandcastle-test/saved:1";
+  o.limits.exec_timeout = 20s;
+  auto spec = SandboxSpec::create(o);
+  ASSERT_TRUE(spec.ok());
+  auto again = make(*spec);
+  ASSERT_TRUE(again);
+  auto data = again->read_file("notes/a.txt");
+  ASSERT_TRUE(data.ok()) << data.error().message();
+  EXPECT_EQ(data->data, "kept");
+  // Owned by the sandbox user, mode kept, and the host's /usr still bound
+  // (the label says the image is a "host" one).
+  auto st = run(*again, {"sh", "-c", "stat -c '%u %a' notes/a.txt; python3 -c 'print(7)'"});
+  EXPECT_EQ(st.stdout_data, "1000 640\n7\n") << st.stderr_data;
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, EngineBackendTest, ::testing::Values("podman", "docker"),

@@ -5,9 +5,14 @@
 #pragma once
 
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,18 +59,46 @@ struct Chan {
   std::uint64_t sent = 0;
 };
 
+// How the agent is started: as another user (its bounding set emptied
+// first, as in a container), with fewer descriptors.
+struct AgentOptions {
+  uid_t uid = 0;      // 0: as the test runs
+  rlim_t nofile = 0;  // 0: as is
+};
+
 // What happened, in order: "ctl:<kind>:<a>", "eof:<ch>", "close:<ch>".
 class AgentProc {
  public:
-  AgentProc() {
+  explicit AgentProc(AgentOptions o = {}) {
     ::signal(SIGPIPE, SIG_IGN);  // a write to an agent that has left is EPIPE
     int in[2], out[2];
     EXPECT_EQ(::pipe2(in, O_CLOEXEC), 0);
     EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    // The stream as the agent's user could reach it if nothing else stopped it.
+    if (o.uid) {
+      for (int fd : {in[0], out[1]}) {
+        EXPECT_EQ(::fchown(fd, o.uid, o.uid), 0);
+      }
+    }
     pid_ = ::fork();
     if (pid_ == 0) {
       ::dup2(in[0], 0);
       ::dup2(out[1], 1);
+      // Only 0-2: the agent's own descriptors are counted by some tests.
+      (void)syscall(SYS_close_range, 3U, ~0U, 0U);
+      if (o.nofile) {
+        struct rlimit r {
+          o.nofile, o.nofile
+        };
+        if (::setrlimit(RLIMIT_NOFILE, &r) != 0) _exit(126);
+      }
+      if (o.uid) {
+        for (unsigned long cap = 0; prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; ++cap)
+          (void)prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+        if (::setgroups(0, nullptr) != 0 || ::setresgid(o.uid, o.uid, o.uid) != 0 ||
+            ::setresuid(o.uid, o.uid, o.uid) != 0)
+          _exit(126);
+      }
       const char* argv[] = {SANDCASTLE_AGENT_PATH, "serve", nullptr};
       ::execv(argv[0], const_cast<char**>(argv));
       _exit(127);
@@ -272,6 +305,16 @@ class AgentProc {
   std::string in_;
   std::uint32_t next_channel_ = 1;
 };
+
+// Whether the agent can give a listening exec network and user namespaces
+// of its own (own_net.h): it tries the same.
+inline bool own_netns_available() {
+  pid_t pid = ::fork();
+  if (pid == 0) _exit(::unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0 ? 0 : 1);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
 
 // An exec request with stdout and stderr channels and PATH set.
 inline AgentExec make_exec(AgentProc& a, std::uint32_t id, std::vector<std::string> argv) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,7 +21,7 @@ using namespace std::chrono_literals;
 
 // Forks a child that unshares a PID namespace and forks the agent as its
 // PID 1; returns the agent's pid as seen here (the middle process waits).
-pid_t start_init(pid_t* middle) {
+pid_t start_init(pid_t* middle, uid_t uid = 0) {
   int p[2];
   if (::pipe(p) != 0) return -1;
   *middle = ::fork();
@@ -29,6 +30,8 @@ pid_t start_init(pid_t* middle) {
     if (::unshare(CLONE_NEWPID) != 0) _exit(3);
     pid_t init = ::fork();
     if (init == 0) {
+      if (uid != 0 && (::setresgid(uid, uid, uid) != 0 || ::setresuid(uid, uid, uid) != 0))
+        _exit(126);
       const char* argv[] = {SANDCASTLE_AGENT_PATH, "init", nullptr};
       ::execv(argv[0], const_cast<char**>(argv));
       _exit(127);
@@ -124,6 +127,44 @@ TEST(AgentInit, ReapsOrphansAndLeavesOnSigterm) {
   cleanup.middle = -1;  // reaped
   EXPECT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 0);
+}
+
+// Run as another uid, init is not dumpable (its /proc entries are root's, so
+// no process of its uid can open its fds) and its stdio is /dev/null: no
+// one writes into the container's log through it.
+TEST(AgentInit, IsNotDumpableAndHoldsNoStdio) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a PID namespace needs root here";
+  pid_t middle = -1;
+  pid_t init = start_init(&middle, 65534);
+  ASSERT_GT(init, 0);
+  struct Cleanup {
+    pid_t init, middle;
+    ~Cleanup() {
+      ::kill(init, SIGKILL);
+      ::waitpid(middle, nullptr, 0);
+    }
+  } cleanup{init, middle};
+  const std::string proc = "/proc/" + std::to_string(init);
+  ASSERT_TRUE(wait_for([&] {
+    char exe[4096];
+    ssize_t n = ::readlink((proc + "/exe").c_str(), exe, sizeof exe - 1);
+    return n > 0 && std::string(exe, static_cast<std::size_t>(n)) == SANDCASTLE_AGENT_PATH;
+  }));
+  auto link = [&](int fd) {
+    char target[4096];
+    ssize_t n = ::readlink((proc + "/fd/" + std::to_string(fd)).c_str(), target, sizeof target - 1);
+    return n > 0 ? std::string(target, static_cast<std::size_t>(n)) : std::string();
+  };
+  EXPECT_TRUE(wait_for(
+      [&] {
+        struct stat st {};
+        return ::stat((proc + "/fd").c_str(), &st) == 0 && st.st_uid == 0;
+      },
+      2s));
+  EXPECT_TRUE(wait_for(
+      [&] { return link(0) == "/dev/null" && link(1) == "/dev/null" && link(2) == "/dev/null"; },
+      2s))
+      << link(0) << " " << link(1) << " " << link(2);
 }
 
 }  // namespace

@@ -64,7 +64,9 @@ struct FrameReader {
           return true;
         }
       }
-      struct pollfd p {fd, POLLIN, 0};
+      struct pollfd p {
+        fd, POLLIN, 0
+      };
       if (std::chrono::steady_clock::now() > end || ::poll(&p, 1, 100) < 0) return false;
       if (!p.revents) continue;
       char tmp[65536];
@@ -125,7 +127,9 @@ TEST(AgentLinkHostile, AnOversizedFrameEndsTheLinkAndWakesWaiters) {
   send_all(p.peer.get(), big.substr(0, kFrameHeader));
   ASSERT_TRUE(wait_dead(*link));
   EXPECT_NE(link->end_reason().find("agent frame of"), std::string::npos) << link->end_reason();
-  struct pollfd w {waiter->fd(), POLLIN, 0};
+  struct pollfd w {
+    waiter->fd(), POLLIN, 0
+  };
   EXPECT_EQ(::poll(&w, 1, 1000), 1);
   EXPECT_FALSE(waiter->pop().has_value());
   EXPECT_TRUE(waiter->dead());
@@ -156,7 +160,8 @@ TEST(AgentLinkHostile, DataPastTheWindowEndsTheLinkInsteadOfBuffering) {
   std::thread flood([&] {
     std::size_t at = 0;
     for (int sent = 0; sent < 200 && link->alive();) {
-      ssize_t n = ::send(p.peer.get(), chunk.data() + at, chunk.size() - at, MSG_NOSIGNAL | MSG_DONTWAIT);
+      ssize_t n =
+          ::send(p.peer.get(), chunk.data() + at, chunk.size() - at, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n < 0) {
         std::this_thread::sleep_for(1ms);
         continue;
@@ -220,7 +225,8 @@ TEST(AgentLinkHostile, AnAgentThatNeverReadsIsCutOff) {
     for (std::uint32_t round = 0; round < 4096 && link->alive(); ++round) {
       std::string b;
       for (std::uint32_t i = 0; i < 4096; ++i)
-        b += encode_frame(kControlChannel, encode_accepted(9, kAgentChannelBase + round * 4096 + i));
+        b +=
+            encode_frame(kControlChannel, encode_accepted(9, kAgentChannelBase + round * 4096 + i));
       std::size_t at = 0;
       while (at < b.size() && link->alive()) {
         ssize_t n = ::send(p.peer.get(), b.data() + at, b.size() - at, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -270,7 +276,8 @@ class RealAgent {
   ~RealAgent() {
     link_.reset();  // EOF: the agent kills its commands and exits
     int st = 0;
-    for (int i = 0; i < 500 && ::waitpid(pid_, &st, WNOHANG) == 0; ++i) std::this_thread::sleep_for(10ms);
+    for (int i = 0; i < 500 && ::waitpid(pid_, &st, WNOHANG) == 0; ++i)
+      std::this_thread::sleep_for(10ms);
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, &st, 0);
   }

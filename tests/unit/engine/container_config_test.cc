@@ -42,7 +42,8 @@ TEST(ContainerConfig, LocksTheContainerDown) {
   EXPECT_EQ(c["NetworkDisabled"], true);
   EXPECT_EQ(c["User"], "1000:1000");
   // No seccomp override: the engine's default profile applies.
-  for (const auto& o : h["SecurityOpt"]) EXPECT_EQ(o.get<std::string>().find("seccomp"), std::string::npos);
+  for (const auto& o : h["SecurityOpt"])
+    EXPECT_EQ(o.get<std::string>().find("seccomp"), std::string::npos);
   EXPECT_FALSE(h.contains("Privileged"));
   EXPECT_FALSE(h.contains("CapAdd"));
   EXPECT_EQ(h["LogConfig"]["Type"], "none");  // PID 1's output fills no disk
@@ -59,7 +60,8 @@ TEST(ContainerConfig, LimitsComeFromTheSpec) {
   EXPECT_EQ(h["PidsLimit"], 77);
   EXPECT_EQ(h["NanoCpus"], 1'500'000'000u);
   EXPECT_EQ(h["Tmpfs"]["/tmp"], "rw,exec,nosuid,nodev,size=8388608,mode=1777");
-  EXPECT_EQ(h["Tmpfs"]["/workspace"], "rw,exec,nosuid,nodev,size=41943040,uid=1000,gid=1000,mode=0755");
+  EXPECT_EQ(h["Tmpfs"]["/workspace"],
+            "rw,exec,nosuid,nodev,size=41943040,uid=1000,gid=1000,mode=0755");
   EXPECT_EQ(c["Hostname"], "box");
 }
 
@@ -67,7 +69,8 @@ TEST(ContainerConfig, PodmanOwnsTheWorkspaceWithU) {
   auto plan = host_plan();
   plan.podman = true;
   auto c = container_config(spec_with_limits(), plan);
-  EXPECT_EQ(c["HostConfig"]["Tmpfs"]["/workspace"], "rw,exec,nosuid,nodev,size=41943040,U,mode=0755");
+  EXPECT_EQ(c["HostConfig"]["Tmpfs"]["/workspace"],
+            "rw,exec,nosuid,nodev,size=41943040,U,mode=0755");
 }
 
 TEST(ContainerConfig, HostImageBindsUsrAndTheTemplateReadOnly) {
@@ -76,7 +79,8 @@ TEST(ContainerConfig, HostImageBindsUsrAndTheTemplateReadOnly) {
   EXPECT_EQ(binds[0], "/usr:/usr:ro");
   EXPECT_EQ(binds[1], "/run/sandcastle-1/etc:/etc:ro");
   EXPECT_EQ(binds.back(), "/run/sandcastle-1/share:/opt/sandcastle:ro");
-  for (const auto& b : binds) EXPECT_EQ(b.get<std::string>().substr(b.get<std::string>().size() - 3), ":ro");
+  for (const auto& b : binds)
+    EXPECT_EQ(b.get<std::string>().substr(b.get<std::string>().size() - 3), ":ro");
 }
 
 TEST(ContainerConfig, AnImageOfTheEnginesKeepsItsOwnTree) {
@@ -85,10 +89,44 @@ TEST(ContainerConfig, AnImageOfTheEnginesKeepsItsOwnTree) {
   plan.image = "busybox:1";
   plan.user = "nobody";
   auto c = container_config(spec_with_limits(), plan);
-  EXPECT_EQ(c["HostConfig"]["Binds"], nlohmann::json::array({"/run/sandcastle-1/share:/opt/sandcastle:ro"}));
+  EXPECT_EQ(c["HostConfig"]["Binds"],
+            nlohmann::json::array({"/run/sandcastle-1/share:/opt/sandcastle:ro"}));
   EXPECT_EQ(c["User"], "nobody");
   // A named user: the tmpfs is not chowned to a number we would guess.
   EXPECT_EQ(c["HostConfig"]["Tmpfs"]["/workspace"], "rw,exec,nosuid,nodev,size=41943040,mode=0755");
+}
+
+TEST(ContainerConfig, ARemotePlanBindsNothingOfThisHost) {
+  auto plan = host_plan();
+  plan.host_root = false;
+  plan.remote = true;
+  plan.image = "busybox:1";
+  auto c = container_config(spec_with_limits(), plan);
+  EXPECT_EQ(c["HostConfig"]["Binds"], nlohmann::json::array());
+  // kSharedDir is an anonymous volume of the container's (removed with it).
+  EXPECT_EQ(c["Volumes"], (nlohmann::json{{"/opt/sandcastle", nlohmann::json::object()}}));
+  EXPECT_EQ(c["Entrypoint"], nlohmann::json::array({kAgentInContainer}));
+  EXPECT_FALSE(container_config(spec_with_limits(), host_plan()).contains("Volumes"));
+}
+
+TEST(ContainerConfig, TarFileEntryIsRootsWithItsModeAndPadding) {
+  auto e = tar_file_entry(".agent", 0755, "abc");
+  ASSERT_TRUE(e.ok());
+  ASSERT_EQ(e->size(), 1024u);
+  EXPECT_EQ(std::string(e->c_str()), ".agent");
+  EXPECT_EQ(std::string(e->c_str() + 100, 7), "0000755");
+  EXPECT_EQ(std::string(e->c_str() + 108, 7), "0000000");  // uid
+  EXPECT_EQ(std::string(e->c_str() + 116, 7), "0000000");  // gid
+  EXPECT_EQ(std::string(e->c_str() + 124, 11), "00000000003");
+  EXPECT_EQ((*e)[156], '0');
+  EXPECT_EQ(e->substr(512, 4), std::string("abc\0", 4));
+  auto empty = tar_file_entry("x", 0444, "");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->size(), 512u);
+  auto long_name = tar_file_entry(std::string(100, 'n'), 0444, "x");
+  ASSERT_FALSE(long_name.ok());
+  EXPECT_EQ(long_name.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(tar_end(), std::string(1024, '\0'));
 }
 
 TEST(ContainerConfig, BaseTarHasMountPointsAndMergedUsrLinks) {

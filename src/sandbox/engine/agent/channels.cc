@@ -93,6 +93,10 @@ const char* Channels::on_credit(std::uint32_t id, std::uint32_t bytes) {
   Channel& c = it->second;
   if (bytes > kWindow - c.credit) return "credit beyond the channel's window";
   c.credit += bytes;
+  if (!c.reading && !c.writing) {  // closed here, waiting for this credit
+    retire(id, c);
+    return nullptr;
+  }
   if (c.reading && c.draining) pump_read(id, c);
   return nullptr;
 }
@@ -120,23 +124,22 @@ void Channels::pump_write(std::uint32_t id, Channel& c) {
     c.owed += static_cast<std::uint32_t>(c.in_flight());
     c.pending.clear();
     c.pending_off = 0;
-    end_writing(id, c, true);
+    end_writing(id, c);
     return;
   }
   if (c.owed > 0 && (c.owed >= kCreditBatch || c.in_flight() == 0)) {
     frame(kControlChannel, encode_credit(id, c.owed));
     c.owed = 0;
   }
-  if (c.in_flight() == 0 && c.server_eof && c.writing) end_writing(id, c, false);
+  if (c.in_flight() == 0 && c.server_eof && c.writing) end_writing(id, c);
 }
 
-void Channels::end_writing(std::uint32_t id, Channel& c, bool tell) {
+void Channels::end_writing(std::uint32_t id, Channel& c) {
   if (c.owed > 0) {
     frame(kControlChannel, encode_credit(id, c.owed));
     c.owed = 0;
   }
   c.writing = false;
-  c.tell = c.tell || tell;
   c.pending.clear();
   c.pending_off = 0;
   // A socket keeps its other direction: the peer sees EOF on its read.
@@ -176,7 +179,13 @@ void Channels::end_reading(std::uint32_t id, Channel& c) {
 
 void Channels::retire(std::uint32_t id, Channel& c) {
   if (c.reading || c.writing) return;
-  if (c.tell) frame(kControlChannel, encode_close(id));
+  // The server closes its end at kClose, dropping what it has not handed
+  // on yet: so kClose waits until all we sent is credited (or is forced).
+  if (c.credit < kWindow && !c.now) {
+    c.fd.reset();
+    return;
+  }
+  frame(kControlChannel, encode_close(id));
   map_.erase(id);
 }
 
@@ -185,7 +194,7 @@ void Channels::end_of_command(std::uint32_t id) {
   if (it == map_.end()) return;
   Channel& c = it->second;
   if (c.kind == ChannelKind::kStdin) {
-    end_writing(id, c, true);
+    end_writing(id, c);
     return;
   }
   c.draining = true;
@@ -197,18 +206,25 @@ bool Channels::still_reading(std::uint32_t id) const {
   return it != map_.end() && it->second.reading;
 }
 
-void Channels::close(std::uint32_t id) {
+void Channels::close(std::uint32_t id, bool now) {
   auto it = map_.find(id);
   if (it == map_.end()) return;
   Channel& c = it->second;
+  c.now = c.now || now;
   if (c.reading) {
     c.reading = false;
     frame(id, {});
   }
   if (c.writing)
-    end_writing(id, c, true);  // retires
+    end_writing(id, c);  // retires
   else
     retire(id, c);
+}
+
+void Channels::abandon(std::uint32_t id, bool output) {
+  if (map_.count(id)) return close(id, true);
+  if (output) frame(id, {});
+  frame(kControlChannel, encode_close(id));
 }
 
 void Channels::resume_drains() {

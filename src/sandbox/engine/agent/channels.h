@@ -8,8 +8,12 @@
 // Ends of a channel, as the server sees them:
 // - the agent stops reading its fd (EOF, or the command ended and the pipe
 //   is drained): a data frame of length 0;
-// - the agent closes a channel the server could still send on (the command
-//   ended, or the fd refused a write): kClose;
+// - the agent forgets the channel (both directions ended here, the command
+//   ended, or its exec failed): kClose, always, so the server can release
+//   its end too (the server's own kClose alone is not answered). It waits
+//   until the server has credited all the channel's data (the server drops
+//   what it still holds at kClose), unless the channel is closed by force
+//   (a failed request, a drain that took too long);
 // - the server's EOF: after the pending bytes are written, the fd is closed
 //   (stdin) or shut down for writing (sockets); its kClose: the fd is closed.
 #pragma once
@@ -56,8 +60,10 @@ class Channels {
   std::size_t size() const { return map_.size(); }
   // `fd` is made non-blocking; `exec` is the command it belongs to.
   void add(std::uint32_t id, ChannelKind kind, UniqueFd fd, std::optional<std::uint32_t> exec);
-  // Forgets a channel the server was never told about (a failed exec).
-  void drop(std::uint32_t id) { map_.erase(id); }
+  // A channel of a request that failed: closed, and the server told (EOF
+  // first when `output`: one the agent would have sent on), whether or not
+  // it was registered yet.
+  void abandon(std::uint32_t id, bool output);
 
   // From the server. An error text means a protocol violation.
   const char* on_data(std::uint32_t id, std::string_view data);
@@ -68,8 +74,9 @@ class Channels {
   // can be read is read until the fd is empty (or at EOF), then its EOF.
   void end_of_command(std::uint32_t id);
   bool still_reading(std::uint32_t id) const;
-  // Closes the channel; kClose when the server could still send on it.
-  void close(std::uint32_t id);
+  // Closes the channel: EOF if it was still read, then kClose, once the
+  // server has credited everything sent on it (at once when `now`).
+  void close(std::uint32_t id, bool now = false);
 
   // The pollfds for every channel with something to wait for, and which
   // channel each is (in `who`, in the same order).
@@ -89,8 +96,8 @@ class Channels {
     bool reading = false;  // fd -> server still open
     bool writing = false;  // server -> fd still open
     bool server_eof = false;
-    bool tell = false;  // kClose when erased: the agent ended the server's direction
     bool draining = false;
+    bool now = false;  // kClose without waiting for credit
     std::size_t drained = 0;
     std::string pending;  // from the server, not yet written to fd
     std::size_t pending_off = 0;
@@ -103,8 +110,8 @@ class Channels {
   void pump_write(std::uint32_t id, Channel& c);
   void pump_read(std::uint32_t id, Channel& c);
   void end_reading(std::uint32_t id, Channel& c);
-  void end_writing(std::uint32_t id, Channel& c, bool tell);
-  // Erases the channel when neither direction is open.
+  void end_writing(std::uint32_t id, Channel& c);
+  // Erases the channel (kClose) when neither direction is open.
   void retire(std::uint32_t id, Channel& c);
 
   std::unordered_map<std::uint32_t, Channel> map_;

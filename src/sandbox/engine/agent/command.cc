@@ -1,8 +1,12 @@
 #include "sandbox/engine/agent/command.h"
 
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/landlock.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,10 +15,22 @@
 #include <cstring>
 #include <vector>
 
+#include "sandbox/engine/agent/own_net.h"
+
 namespace sandcastle::sandbox::engine::agent {
 namespace {
 
-enum Step : std::int32_t { kSetsid, kDup2, kCloseRange, kSetrlimit, kChdir, kExecve, kSigaction };
+enum Step : std::int32_t {
+  kSetsid,
+  kDup2,
+  kCloseRange,
+  kSetrlimit,
+  kChdir,
+  kExecve,
+  kSigaction,
+  kListen,
+  kLandlock
+};
 
 // What the child writes on its error pipe when a step fails.
 struct ChildReport {
@@ -26,16 +42,27 @@ struct ChildReport {
 // overwrites a source it still needs.
 constexpr int kHighFd = 10;
 
+// bash -c lowers it again when it execs the program in its place.
+constexpr char kShlvl[] = "SHLVL=0";
+
 struct Prepared {
   std::vector<char*> argv;
   std::vector<char*> envp;
   std::vector<std::string> candidates;  // paths execve tries, in order
+  // shell_env (as the native supervisor's add_shell_env): envp ends in
+  // PWD, SHLVL=0 and _, filled in by the child (PWD after its chdir, _ per
+  // candidate) from buffers made here.
+  bool shell_env = false;
+  std::size_t pwd_slot = 0;              // envp index of "PWD="
+  std::string pwd;                       // "PWD=" and room for PATH_MAX
+  std::vector<std::string> underscores;  // "_=<candidate>", one per candidate
   struct Limit {
     int resource;
     rlim_t value;
   };
   std::vector<Limit> limits;
   int close_upto = 0;  // the fallback when close_range is not allowed
+  OwnNetPlan net;      // port 0: the container's network
 };
 
 std::string env_value(const std::vector<std::string>& env, std::string_view key) {
@@ -48,12 +75,12 @@ std::string env_value(const std::vector<std::string>& env, std::string_view key)
 // argv[0] without a '/' is looked up in the PATH of the command's own
 // environment (execvpe would use the agent's), so the candidates are
 // spelled out here, before the fork.
-Prepared prepare(const AgentExec& e) {
+Prepared prepare(const AgentExec& e, bool own_net) {
   Prepared p;
+  if (own_net) p.net = plan_own_net(e.listen_port);
   for (const auto& a : e.argv) p.argv.push_back(const_cast<char*>(a.c_str()));
   p.argv.push_back(nullptr);
   for (const auto& kv : e.env) p.envp.push_back(const_cast<char*>(kv.c_str()));
-  p.envp.push_back(nullptr);
   const std::string& file = e.argv[0];
   if (file.find('/') != std::string::npos) {
     p.candidates.push_back(file);
@@ -69,6 +96,18 @@ Prepared prepare(const AgentExec& e) {
       start = end + 1;
     }
   }
+  if (e.shell_env) {
+    p.shell_env = true;
+    p.pwd.assign(4 + PATH_MAX + 1, '\0');
+    p.pwd.replace(0, 4, "PWD=");
+    p.pwd_slot = p.envp.size();
+    // Pointers into `p` itself are set in the child (p moves before that).
+    p.envp.push_back(nullptr);  // PWD
+    p.envp.push_back(const_cast<char*>(kShlvl));
+    p.envp.push_back(nullptr);  // _, per candidate
+    for (const auto& c : p.candidates) p.underscores.push_back("_=" + c);
+  }
+  p.envp.push_back(nullptr);
   p.limits.push_back({RLIMIT_CORE, 0});
   if (e.rlimit_nofile) p.limits.push_back({RLIMIT_NOFILE, static_cast<rlim_t>(e.rlimit_nofile)});
   if (e.rlimit_fsize) p.limits.push_back({RLIMIT_FSIZE, static_cast<rlim_t>(e.rlimit_fsize)});
@@ -78,6 +117,29 @@ Prepared prepare(const AgentExec& e) {
   getrlimit(RLIMIT_NOFILE, &nofile);
   p.close_upto = nofile.rlim_cur > 65536 ? 65536 : static_cast<int>(nofile.rlim_cur);
   return p;
+}
+
+// A Landlock domain of the command's own, as the native backend gives every
+// command: all commands of a sandbox run as one uid, which alone lets one
+// reach into another's processes (ptrace, /proc/<pid>/mem, environ, fd,
+// pidfd_getfd); in a domain of its own a process gets such access only to
+// its domain and those nested in it. So no other program of the sandbox can
+// take over the installer, the one with a way out. The ruleset handles only
+// block device creation, which no command can do anyway: it is there for
+// the domain. No Landlock in the kernel, or a seccomp profile that refuses
+// it: the step is left out. errno on failure.
+bool enter_own_landlock_domain() {
+  struct landlock_ruleset_attr attr {};
+  attr.handled_access_fs = LANDLOCK_ACCESS_FS_MAKE_BLOCK;
+  long ruleset = syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0U);
+  if (ruleset < 0) return errno == ENOSYS || errno == EOPNOTSUPP || errno == EPERM;
+  // Needed to restrict oneself without CAP_SYS_ADMIN (engines set it anyway).
+  long r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+  if (r == 0) r = syscall(SYS_landlock_restrict_self, ruleset, 0U);
+  int err = errno;
+  ::close(static_cast<int>(ruleset));
+  errno = err;
+  return r == 0;
 }
 
 [[noreturn]] void fail(int error_fd, Step step, int err) {
@@ -140,11 +202,34 @@ int move_high(int error_fd, int fd) {
     if (errno != ENOSYS && errno != EPERM) fail(error_fd, kCloseRange, errno);
     for (int fd = err_slot + 1; fd < p.close_upto; ++fd) ::close(fd);
   }
+  // Only now, with none of the agent's descriptors left: enter_own_net
+  // makes this process dumpable for its uid maps.
+  if (p.net.port != 0) {
+    int listener = enter_own_net(p.net);
+    if (listener < 0) fail(error_fd, kListen, errno);
+    if (!send_listener(error_fd, listener)) fail(error_fd, kListen, errno);
+    ::close(listener);
+  }
   for (const auto& l : p.limits)
     if (!set_limit(l.resource, l.value)) fail(error_fd, kSetrlimit, errno);
   if (cwd[0] != '\0' && ::chdir(cwd) != 0) fail(error_fd, kChdir, errno);
+  if (!enter_own_landlock_domain()) fail(error_fd, kLandlock, errno);
+  std::size_t underscore_slot = 0;
+  if (p.shell_env) {
+    // getcwd(2) itself (glibc's getcwd may allocate); without an answer
+    // there is no PWD, as in bash.
+    underscore_slot = p.pwd_slot + 2;
+    p.envp[p.pwd_slot] = p.pwd.data();
+    if (syscall(SYS_getcwd, p.pwd.data() + 4, p.pwd.size() - 4) <= 0 || p.pwd[4] != '/') {
+      p.envp[p.pwd_slot] = p.envp[p.pwd_slot + 1];
+      underscore_slot = p.pwd_slot + 1;
+      p.envp[underscore_slot + 1] = nullptr;
+    }
+  }
   int exec_err = ENOENT;
-  for (const auto& candidate : p.candidates) {
+  for (std::size_t i = 0; i < p.candidates.size(); ++i) {
+    const std::string& candidate = p.candidates[i];
+    if (underscore_slot) p.envp[underscore_slot] = p.underscores[i].data();
     ::execve(candidate.c_str(), p.argv.data(), p.envp.data());
     // One candidate: its errno. Several, like execvp: EACCES is remembered
     // while the search goes on; ENOENT and ENOTDIR only mean "not here".
@@ -156,39 +241,66 @@ int move_high(int error_fd, int fd) {
 
 }  // namespace
 
-SpawnOutcome spawn_command(const AgentExec& e, const CommandFds& fds) {
+SpawnOutcome spawn_command(const AgentExec& e, const CommandFds& fds, bool own_net) {
   SpawnOutcome out;
-  Prepared p = prepare(e);
-  int errpipe[2];
-  if (::pipe2(errpipe, O_CLOEXEC) != 0) {
+  Prepared p = prepare(e, own_net);
+  // A datagram-like socket, not a pipe: it also carries the listener.
+  int report[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, report) != 0) {
     out.err = errno;
-    out.step = "pipe";
+    out.step = "socketpair";
     return out;
   }
   pid_t pid = ::fork();
   if (pid == 0) {
-    ::close(errpipe[0]);
-    run_child(p, fds, e.cwd.c_str(), errpipe[1]);
+    ::close(report[0]);
+    run_child(p, fds, e.cwd.c_str(), report[1]);
   }
   int fork_err = errno;
-  ::close(errpipe[1]);
+  ::close(report[1]);
   if (pid < 0) {
-    ::close(errpipe[0]);
+    ::close(report[0]);
     out.err = fork_err;
     out.step = "fork";
     return out;
   }
-  // EOF: execve closed the pipe. A report: the child failed and exits.
+  // EOF: execve closed the socket. A report: the child failed and exits.
+  // Before either, with own_net: the listener.
   ChildReport r;
   ssize_t n;
-  do {
-    n = ::read(errpipe[0], &r, sizeof r);
-  } while (n < 0 && errno == EINTR);
-  ::close(errpipe[0]);
+  for (;;) {
+    char buf[sizeof r];
+    struct iovec iov {
+      buf, sizeof buf
+    };
+    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    n = ::recvmsg(report[0], &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    for (struct cmsghdr* c = n >= 0 ? CMSG_FIRSTHDR(&msg) : nullptr; c; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+      if (!out.listener && own_net) {
+        out.listener.reset(fd);
+      } else {
+        ::close(fd);
+      }
+    }
+    if (n == 1 && buf[0] == kListenerMark && out.listener) continue;
+    if (n == static_cast<ssize_t>(sizeof r)) std::memcpy(&r, buf, sizeof r);
+    break;
+  }
+  ::close(report[0]);
   if (n == 0) {
     out.pid = pid;
     return out;
   }
+  out.listener.reset();
   int st = 0;
   while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }

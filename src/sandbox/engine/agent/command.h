@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/unique_fd.h"
 #include "sandbox/engine/agent_wire.h"
 
 namespace sandcastle::sandbox::engine::agent {
@@ -23,18 +24,24 @@ struct CommandFds {
 };
 
 struct SpawnOutcome {
-  pid_t pid = -1;  // > 0: execve succeeded
+  pid_t pid = -1;     // > 0: execve succeeded
+  UniqueFd listener;  // own_net: the listener in the command's namespace
   int err = 0;
   std::string step;  // "execve", "chdir", "setrlimit", "fork", ...
 };
 
-// Forks and execs e.argv in a new session: fds as given, everything else
+// Forks and execs e.argv in a new session and a Landlock domain of its own
+// (where the kernel and the engine's seccomp profile allow Landlock): fds
+// as given, everything else
 // closed, signals reset, rlimits lowered as asked (a core limit of 0 always),
 // env exactly e.env, cwd e.cwd. Waits only until execve succeeded or failed.
-SpawnOutcome spawn_command(const AgentExec& e, const CommandFds& fds);
+// own_net: in network (and user) namespaces of its own, listening on
+// 127.0.0.1:e.listen_port there (own_net.h).
+SpawnOutcome spawn_command(const AgentExec& e, const CommandFds& fds, bool own_net);
 
 // The step names a child may report, by index (the pipe carries the index).
-inline constexpr const char* kSpawnSteps[] = {"setsid", "dup2",   "close_range", "setrlimit",
-                                              "chdir",  "execve", "sigaction"};
+inline constexpr const char* kSpawnSteps[] = {"setsid",    "dup2",   "close_range",
+                                              "setrlimit", "chdir",  "execve",
+                                              "sigaction", "listen", "landlock"};
 
 }  // namespace sandcastle::sandbox::engine::agent

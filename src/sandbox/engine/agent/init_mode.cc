@@ -1,6 +1,8 @@
 #include "sandbox/engine/agent/init_mode.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +17,15 @@ void on_signal(int) {}
 }  // namespace
 
 int run_init() {
+  // As serve: no process of the container's uid may open this one's /proc
+  // fds (its stdio is the container's log) or memory. And it holds no
+  // stdio at all: it never writes, and nothing may write the log through it.
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return 1;
+  int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null < 0) return 1;
+  for (int fd = 0; fd <= 2; ++fd)
+    if (::dup2(null, fd) < 0) return 1;  // dup2 clears close-on-exec: fine, init never execs
+  if (null > 2) ::close(null);
   // Handlers as well as the mask: the kernel drops a signal to a PID 1 that
   // has no handler for it, unless the signal is blocked (then it waits in
   // sigwaitinfo). Both, so neither rule depends on the other.

@@ -25,6 +25,8 @@
 #include "sandbox/engine/agent/channels.h"
 #include "sandbox/engine/agent/command.h"
 #include "sandbox/engine/agent/file_session.h"
+#include "sandbox/engine/agent/own_net.h"
+#include "sandbox/engine/agent/peer_owner.h"
 #include "sandbox/engine/agent/proc_tree.h"
 
 namespace sandcastle::sandbox::engine::agent {
@@ -55,10 +57,16 @@ std::string errno_line(const char* what, int err) {
   return std::string(what) + ": " + (text ? text : "errno " + std::to_string(err));
 }
 
+// How long channels may drain after their command ended while the server
+// gives no credit: then they are closed and kDone sent (the server stops
+// waiting 5 s after kDone anyway; nothing here may wait for ever).
+constexpr std::int64_t kDrainWaitMs = 3000;
+
 struct Exec {
   std::uint32_t id = 0;
   pid_t pid = -1;
-  std::int64_t deadline = 0;  // 0: none
+  std::int64_t deadline = 0;        // 0: none
+  std::int64_t drain_deadline = 0;  // set when the main process is reaped
   AgentEnd end = AgentEnd::kExited;
   bool killed = false;
   bool reaped = false;
@@ -89,6 +97,7 @@ class Agent {
   void try_finish(std::uint32_t id);
   void reap();
   void check_deadlines();
+  std::int64_t next_deadline() const;
   void accept_on(Exec& x);
   void kill_everything();
 
@@ -247,7 +256,10 @@ void Agent::start_exec(AgentExec e) {
     if (c) ids.push_back(c);
   check_new_channels(ids, "exec");
   AgentFailure failure{e.id, 0, ""};
+  // The server made its ends of every channel it named: all are closed
+  // back before the failure, or it would hold them for ever.
   auto fail = [&](int err, const char* step) {
+    for (std::uint32_t c : ids) ch_.abandon(c, c != e.ch_stdin);
     failure.err = err;
     failure.step = step;
     ch_.control(encode_failure(failure));
@@ -260,7 +272,10 @@ void Agent::start_exec(AgentExec e) {
   if (bad) return fail(EINVAL, "argv");
   Exec x;
   x.id = e.id;
-  if (e.listen_port) {
+  // The listener in a network namespace of the command's own where the
+  // engine allows it (own_net.h), else in the container's.
+  const bool own_net = e.listen_port != 0 && own_netns_supported();
+  if (e.listen_port && !own_net) {
     x.listener = open_listener(e.listen_port);
     if (!x.listener) return fail(errno, "listen");
   }
@@ -268,17 +283,15 @@ void Agent::start_exec(AgentExec e) {
   std::vector<UniqueFd> keep;
   SpawnOutcome out;
   if (make_exec_fds(e, child, keep, failure)) {
-    out = spawn_command(e, child);
+    out = spawn_command(e, child, own_net);
   } else {
     out.err = failure.err;
     out.step = failure.step;
   }
   keep.clear();  // the child's ends: it has its own copies now
-  if (out.pid <= 0) {
-    for (std::uint32_t c : ids) ch_.drop(c);
-    return fail(out.err, out.step.c_str());
-  }
+  if (out.pid <= 0) return fail(out.err, out.step.c_str());
   x.pid = out.pid;
+  if (own_net) x.listener = std::move(out.listener);
   x.channels = ids;
   if (e.timeout_ms)
     x.deadline =
@@ -291,10 +304,14 @@ void Agent::start_exec(AgentExec e) {
 void Agent::start_files(std::uint32_t ch, std::uint64_t rlimit_fsize) {
   check_new_channels({ch}, "files");
   AgentFailure failure{ch, EMFILE, "channels"};
-  if (ch_.size() + 1 > kMaxChannels) return ch_.control(encode_failure(failure));
+  auto fail = [&] {
+    ch_.abandon(ch, true);
+    ch_.control(encode_failure(failure));
+  };
+  if (ch_.size() + 1 > kMaxChannels) return fail();
   pid_t pid = -1;
   UniqueFd ours = start_file_worker(rlimit_fsize, &pid, failure);
-  if (!ours) return ch_.control(encode_failure(failure));
+  if (!ours) return fail();
   file_workers_.insert(pid);
   ch_.add(ch, ChannelKind::kFiles, std::move(ours), std::nullopt);
 }
@@ -334,6 +351,7 @@ void Agent::kill_exec_tree(Exec& x) {
 }
 
 void Agent::on_main_exit(Exec& x) {
+  x.drain_deadline = now_ms() + kDrainWaitMs;
   kill_exec_tree(x);
   x.listener.reset();
   for (std::uint32_t c : x.channels) ch_.end_of_command(c);
@@ -382,19 +400,59 @@ void Agent::reap() {
 
 void Agent::check_deadlines() {
   std::int64_t now = now_ms();
+  std::vector<std::uint32_t> drained;
   for (auto& [id, x] : execs_) {
+    if (x.reaped && now >= x.drain_deadline) drained.push_back(id);
     if (x.reaped || x.killed || x.deadline == 0 || now < x.deadline) continue;
     x.end = AgentEnd::kTimeout;
     kill_exec_tree(x);
   }
+  for (std::uint32_t id : drained) {
+    auto it = execs_.find(id);
+    if (it == execs_.end()) continue;
+    log("exec " + std::to_string(id) + ": output not taken in time, channels closed");
+    for (std::uint32_t c : it->second.channels) ch_.close(c, true);
+    try_finish(id);
+  }
+}
+
+// The next time check_deadlines has something to do (0: none).
+std::int64_t Agent::next_deadline() const {
+  std::int64_t next = 0;
+  auto consider = [&](std::int64_t t) {
+    if (t && (next == 0 || t < next)) next = t;
+  };
+  for (const auto& [id, x] : execs_) {
+    if (x.reaped)
+      consider(x.drain_deadline);
+    else if (!x.killed)
+      consider(x.deadline);
+  }
+  return next;
 }
 
 void Agent::accept_on(Exec& x) {
   for (;;) {
-    UniqueFd conn(::accept4(x.listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    struct sockaddr_in client {};
+    struct sockaddr_in server {};
+    socklen_t client_len = sizeof client;
+    socklen_t server_len = sizeof server;
+    UniqueFd conn(::accept4(x.listener.get(), reinterpret_cast<struct sockaddr*>(&client),
+                            &client_len, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!conn) return;
     if (ch_.size() >= kMaxChannels || next_agent_channel_ == 0) {
       log("too many channels: a connection to the listener was closed");
+      continue;
+    }
+    // The listener leads out of the sandbox (the installer's proxy): only
+    // the exec's own session may use it, not the rest of the container.
+    // A refused connection is closed at once: its client sees EOF.
+    std::string why;
+    if (client_len != sizeof client || client.sin_family != AF_INET ||
+        ::getsockname(conn.get(), reinterpret_cast<struct sockaddr*>(&server), &server_len) != 0 ||
+        !connection_from_session(client, server, x.pid, why)) {
+      log("exec " + std::to_string(x.id) + ": refused a connection to its listener from port " +
+          std::to_string(ntohs(client.sin_port)) + ": " + (why.empty() ? "no address" : why));
       continue;
     }
     std::uint32_t id = next_agent_channel_++;
@@ -411,6 +469,15 @@ void Agent::kill_everything() {
 }
 
 int Agent::run() {
+  // Not dumpable: another process of the sandbox's uid could otherwise open
+  // /proc/<agent>/fd/{0,1} and write frames into the stream (or read the
+  // server's), or take the agent over through /proc/<agent>/mem. Commands
+  // are dumpable again after their execve; a file worker (forked only)
+  // keeps this.
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+    log(errno_line("prctl(PR_SET_DUMPABLE)", errno));
+    return 1;
+  }
   prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
@@ -442,20 +509,16 @@ int Agent::run() {
     pfds.push_back({sigfd_.get(), POLLIN, 0});
     ch_.poll_set(pfds, who);
     is_listener.assign(who.size(), false);
-    std::int64_t next_deadline = 0;
     for (auto& [id, x] : execs_) {
       if (x.listener) {
         pfds.push_back({x.listener.get(), POLLIN, 0});
         who.push_back(id);
         is_listener.push_back(true);
       }
-      if (!x.reaped && !x.killed && x.deadline &&
-          (next_deadline == 0 || x.deadline < next_deadline))
-        next_deadline = x.deadline;
     }
     int timeout = -1;
-    if (next_deadline)  // at most a minute at a time: a far deadline fits no int
-      timeout = static_cast<int>(std::clamp<std::int64_t>(next_deadline - now_ms() + 1, 0, 60'000));
+    if (std::int64_t next = next_deadline())  // at most a minute at a time: a far one fits no int
+      timeout = static_cast<int>(std::clamp<std::int64_t>(next - now_ms() + 1, 0, 60'000));
     int r = ::poll(pfds.data(), pfds.size(), timeout);
     if (r < 0 && errno != EINTR) {
       log(errno_line("poll", errno));

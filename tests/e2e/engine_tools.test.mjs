@@ -1,0 +1,41 @@
+// What only the engine backend does, through the tools (issue 17): images
+// are the engine's (list_images, create_sandbox {image}), save_sandbox builds
+// one there, and a missing image says where to get it. Runs in make test's
+// engine stage (scripts/with-engine podman ...), which sets
+// SANDCASTLE_ENGINE_URL; in the native run it is skipped, saying so.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { connectSandcastle } from './lib/sandbox_client.mjs';
+
+const ENGINE = process.env.SANDCASTLE_ENGINE_URL;
+const skip = ENGINE ? false : 'engine backend only: make test runs it in the engine stage (scripts/with-engine)';
+
+describe('engine backend: images are the engine\'s', { skip }, () => {
+  let sc;
+  before(async () => { sc = await connectSandcastle({ args: ['--pool-size', '1'] }); });
+  after(async () => { await sc?.close(); });
+
+  test('save_sandbox makes an engine image that list_images shows and create_sandbox starts from', async () => {
+    const { sandbox_id: id } = await sc.create({ language: 'python' });
+    await sc.ok('execute_code', { sandbox_id: id, code: 'open("model.txt", "w").write("weights")' });
+    const saved = await sc.ok('save_sandbox', { sandbox_id: id, name: 'e2e-saved:1' });
+    assert.equal(saved.image.name, 'e2e-saved:1');
+    assert.match(saved.image.id, /\S/);
+    assert.ok(saved.layer_bytes > 0);
+    const { images } = await sc.ok('list_images');
+    const mine = images.find((i) => i.name.endsWith('e2e-saved:1'));
+    assert.ok(mine, `list_images shows the saved image: ${JSON.stringify(images.map((i) => i.name))}`);
+    assert.equal(mine.source, 'engine');
+    assert.ok(!images.some((i) => i.name.startsWith('sandcastle/host-base')), 'the base image is sandcastle\'s own, not listed');
+    const again = await sc.create({ language: 'python', image: 'e2e-saved:1' });
+    const r = await sc.ok('execute_code', { sandbox_id: again.sandbox_id, code: 'print(open("model.txt").read())' });
+    assert.equal(r.stdout, 'weights\n');
+    await sc.ok('close_sandbox', { sandbox_id: again.sandbox_id });
+    await sc.ok('close_sandbox', { sandbox_id: id });
+  });
+
+  test('an image the engine lacks is an error that says where to get it', async () => {
+    const r = await sc.err('create_sandbox', { image: 'no-such-registry.invalid/nothing:1' });
+    assert.match(r.text, /not on engine unix:\/\/.*pull or load it there first/);
+  });
+});
