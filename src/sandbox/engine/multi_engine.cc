@@ -204,6 +204,10 @@ class PlacedSandbox final : public Sandbox {
   Result<SavedLayer> save_layer(const std::string& tar_path, const SaveLimits& limits) override {
     return call([&] { return inner_->save_layer(tar_path, limits); });
   }
+  bool saves_own_images() const override { return inner_->saves_own_images(); }
+  Result<SavedImage> save_image(const std::string& name) override {
+    return call([&] { return inner_->save_image(name); });
+  }
   Status publish_shared(const std::string& name, std::string_view data) override {
     return call([&] { return inner_->publish_shared(name, data); });
   }
@@ -565,6 +569,26 @@ std::size_t MultiEngineBackend::warm_ready() const {
   std::size_t n = 0;
   for (auto* b : backends) n += b->warm_ready();
   return n;
+}
+
+// Every image of the engines that answer, each name once (a name on two
+// engines is placed by the engines' own answers at create).
+Result<std::vector<BackendImage>> MultiEngineBackend::list_images() {
+  std::vector<EngineBackend*> backends;
+  {
+    std::lock_guard l(fleet_->mu);
+    for (const auto& s : fleet_->slots)
+      if (s->up && s->backend) backends.push_back(s->backend.get());
+  }
+  std::vector<BackendImage> out;
+  std::set<std::string> seen;
+  for (auto* b : backends) {
+    auto images = b->list_images();
+    if (!images.ok()) continue;  // its health check says why
+    for (auto& i : *images)
+      if (seen.insert(i.name).second) out.push_back(std::move(i));
+  }
+  return out;
 }
 
 std::vector<MultiEngineBackend::EngineState> MultiEngineBackend::engines() const {

@@ -60,6 +60,8 @@ class MultiEngineBackend final : public Backend {
   const BackendCapabilities& capabilities() const override { return caps_; }
   Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) override;
   std::size_t warm_ready() const override;
+  bool owns_images() const override { return true; }
+  Result<std::vector<BackendImage>> list_images() override;
   void shutdown() override;
 
   struct EngineState {

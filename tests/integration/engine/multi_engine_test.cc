@@ -110,6 +110,12 @@ TEST_F(MultiEngineTest, AnImageOnlyOneEngineHasGoesThere) {
     ASSERT_TRUE(id.ok()) << id.error().message();
   }
   start(0);
+  // Listed once, from the engine that has it.
+  auto images = backend_->list_images();
+  ASSERT_TRUE(images.ok()) << images.error().message();
+  int listed = 0;
+  for (const auto& i : *images) listed += i.name == tag ? 1 : 0;
+  EXPECT_EQ(listed, 1);
   // podman is emptier after this one, yet the next goes where the image is.
   auto first = make();
   ASSERT_TRUE(first);
