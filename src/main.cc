@@ -24,8 +24,9 @@
 #include "images/image_store.h"
 #include "mcp/fixtures.h"
 #include "mcp/server.h"
-#include "sandbox/native/doctor.h"
 #include "sandbox/engine/engine_backend.h"
+#include "sandbox/engine/multi_engine.h"
+#include "sandbox/native/doctor.h"
 #include "sandbox/native/native_backend.h"
 #include "sandbox/native/sweep.h"
 #include "sandbox/refusing_backend.h"
@@ -57,12 +58,58 @@ std::string env_or(const char* name, const std::string& fallback) {
   return (v && *v) ? std::string(v) : fallback;
 }
 
+// Several engines (--engine repeated, or [[engines]]): one backend over all
+// of them; a single engine without a capacity is an EngineBackend as before.
+std::unique_ptr<sandbox::Backend> make_multi_engine_backend(
+    std::vector<sandbox::engine::EngineSpec> engines, const sandbox::SpecOptions& default_spec,
+    const sandbox::native::PoolPolicy& pool) {
+  sandbox::engine::MultiEngineOptions options;
+  options.engines = std::move(engines);
+  options.agent_path = sandbox::engine::find_agent();
+  options.pool_size = pool.min;
+  if (auto spec = sandbox::SandboxSpec::create(default_spec); spec.ok()) options.pool_spec = *spec;
+  auto multi = sandbox::engine::MultiEngineBackend::create(options);
+  if (!multi.ok()) {
+    spdlog::error("engine backend unavailable: {}", multi.error().message());
+    return std::make_unique<sandbox::RefusingBackend>("the engine backend could not start: " +
+                                                      multi.error().message());
+  }
+  std::string names;
+  for (const auto& e : options.engines) names += (names.empty() ? "" : ", ") + e.name + "=" + e.url;
+  spdlog::info("engine backend over {} engines: {}", options.engines.size(), names);
+  return std::move(multi).value();
+}
+
 std::unique_ptr<sandbox::Backend> make_engine_backend(const config::Config& cfg,
                                                       const sandbox::SpecOptions& default_spec,
                                                       const sandbox::native::PoolPolicy& pool) {
+  auto listed = sandbox::engine::parse_engine_list(cfg.engine, cfg.engine_tls_dir);
+  if (!listed.ok())
+    return std::make_unique<sandbox::RefusingBackend>("the engine backend could not start: " +
+                                                      listed.error().message());
+  std::vector<sandbox::engine::EngineSpec> engines;
+  for (const auto& e : cfg.engines)
+    engines.push_back({e.name, e.url, e.tls_dir, static_cast<std::size_t>(e.capacity)});
+  for (auto& e : *listed) {
+    for (const auto& f : engines)
+      if (f.name == e.name)
+        return std::make_unique<sandbox::RefusingBackend>(
+            "the engine backend could not start: engine name '" + e.name +
+            "' is both in [[engines]] and --engine");
+    engines.push_back(std::move(e));
+  }
+  if (engines.size() > 1 || (engines.size() == 1 && engines[0].capacity > 0))
+    return make_multi_engine_backend(std::move(engines), default_spec, pool);
   sandbox::engine::EngineBackendOptions options;
-  options.engine.url = cfg.engine.empty() ? env_or("DOCKER_HOST", "unix:///var/run/docker.sock") : cfg.engine;
-  options.engine.tls_dir = cfg.engine_tls_dir;
+  if (engines.empty()) {
+    options.engine.url = env_or("DOCKER_HOST", "unix:///var/run/docker.sock");
+    options.engine.tls_dir = cfg.engine_tls_dir;
+  } else {
+    options.engine.url = engines[0].url;
+    options.engine.tls_dir = engines[0].tls_dir;
+    if (cfg.engines.empty() && cfg.engine_tls_dir.find('=') == std::string::npos)
+      options.engine.tls_dir = cfg.engine_tls_dir;  // as before: the one directory, as given
+  }
   options.agent_path = sandbox::engine::find_agent();
   options.pool_size = pool.min;
   if (auto spec = sandbox::SandboxSpec::create(default_spec); spec.ok()) options.pool_spec = *spec;
@@ -338,11 +385,17 @@ static int run(int argc, char** argv) {
                "largest accepted message (stdio line)");
   setting_flag("--page-size", "server.page_size", "items per page of list results");
   setting_flag("--backend", "sandbox.backend", "sandbox backend (env INTERPRETER_TYPE): native or engine");
+  // Repeatable: the values are joined with ',' (multi_engine.h parses them).
   setting_flag("--engine", "sandbox.engine",
                "Docker/Podman Engine API for --backend engine (default $DOCKER_HOST, else "
-               "unix:///var/run/docker.sock)");
+               "unix:///var/run/docker.sock); repeat it, as name=URL, for several engines")
+      ->delimiter(',')
+      ->multi_option_policy(CLI::MultiOptionPolicy::Join);
   setting_flag("--engine-tls-dir", "sandbox.engine_tls_dir",
-               "TLS client files (ca.pem, cert.pem, key.pem) for a tcp:// engine");
+               "TLS client files (ca.pem, cert.pem, key.pem) for the tcp:// engines, or "
+               "name=DIR per engine (repeatable)")
+      ->delimiter(',')
+      ->multi_option_policy(CLI::MultiOptionPolicy::Join);
   app.add_flag("--allow-weak-isolation", allow_weak,
                "run code even when `sandcastle doctor` finds isolation inadequate");
   app.add_option("--pass-through-env", pass_through,

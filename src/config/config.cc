@@ -195,6 +195,49 @@ Status Loader::load_file(const std::string& path) {
                        path + ":" + std::to_string(e.source().begin.line) + ":" +
                            std::to_string(e.source().begin.column) + ": " + std::string(e.description()));
   }
+  // [[engines]]: an array of tables, each key checked.
+  if (const toml::node* engines = tbl.get("engines")) {
+    const std::string where = path + ":" + std::to_string(engines->source().begin.line) + ": ";
+    const toml::array* arr = engines->as_array();
+    if (!arr || !arr->is_array_of_tables())
+      return Error::make(ErrorCode::kInvalidArgument,
+                         where + "'engines' must be an array of tables ([[engines]])");
+    std::vector<EngineEntry> out;
+    for (const auto& item : *arr) {
+      const toml::table& t = *item.as_table();
+      const std::string at = path + ":" + std::to_string(t.source().begin.line) + ": [[engines]] ";
+      EngineEntry e;
+      for (const auto& kv : t) {
+        const std::string key(kv.first.str());
+        const toml::node& v = kv.second;
+        if (key == "name" || key == "url" || key == "tls_dir") {
+          if (!v.is_string())
+            return Error::make(ErrorCode::kInvalidArgument, at + "'" + key + "' must be a string");
+          (key == "name"  ? e.name
+           : key == "url" ? e.url
+                          : e.tls_dir) = v.value<std::string>().value_or("");
+        } else if (key == "capacity") {
+          const int64_t c = v.value<int64_t>().value_or(-1);
+          if (!v.is_integer() || c < 0 || c > 1'000'000)
+            return Error::make(ErrorCode::kInvalidArgument,
+                               at + "'capacity' must be an integer between 0 and 1000000");
+          e.capacity = c;
+        } else {
+          return Error::make(ErrorCode::kInvalidArgument,
+                             at + "unknown key '" + key + "' (name, url, tls_dir, capacity)");
+        }
+      }
+      if (e.url.empty()) return Error::make(ErrorCode::kInvalidArgument, at + "needs a 'url'");
+      if (e.name.empty()) e.name = "engine" + std::to_string(out.size() + 1);
+      for (const auto& o : out)
+        if (o.name == e.name)
+          return Error::make(ErrorCode::kInvalidArgument,
+                             at + "name '" + e.name + "' is used twice");
+      out.push_back(std::move(e));
+    }
+    cfg_.engines = std::move(out);
+    tbl.erase("engines");
+  }
   // Walks every leaf: unknown keys and wrong types are errors naming key and line.
   std::function<Status(const toml::table&, const std::string&)> walk =
       [&](const toml::table& t, const std::string& prefix) -> Status {
@@ -342,6 +385,9 @@ std::string Loader::show() const {
     out += e.setting.name.substr(dot + 1) + " = " + render_value(cfg_, e.field) + "  # " +
            source_name(source_of(e.setting.name)) + "\n";
   }
+  for (const auto& e : cfg_.engines)
+    out += "\n[[engines]]  # config file\nname = " + quote(e.name) + "\nurl = " + quote(e.url) +
+           "\ntls_dir = " + quote(e.tls_dir) + "\ncapacity = " + std::to_string(e.capacity) + "\n";
   return out;
 }
 
@@ -351,6 +397,11 @@ std::string Loader::show_json() const {
     nlohmann::json value = std::visit([&](auto ptr) { return nlohmann::json(cfg_.*ptr); }, e.field);
     out[e.setting.name] = {{"value", std::move(value)}, {"source", source_name(source_of(e.setting.name))}};
   }
+  nlohmann::json engines = nlohmann::json::array();
+  for (const auto& e : cfg_.engines)
+    engines.push_back(
+        {{"name", e.name}, {"url", e.url}, {"tls_dir", e.tls_dir}, {"capacity", e.capacity}});
+  if (!engines.empty()) out["engines"] = {{"value", std::move(engines)}, {"source", "config file"}};
   return out.dump(2) + "\n";
 }
 

@@ -15,6 +15,14 @@
 
 namespace sandcastle::config {
 
+// One engine of [[engines]] in config.toml (engine backend, several engines).
+struct EngineEntry {
+  std::string name;
+  std::string url;       // unix:///path.sock or tcp://host:port
+  std::string tls_dir;   // ca.pem, cert.pem, key.pem for a tcp:// engine
+  int64_t capacity = 0;  // most live sandboxes on it; 0: only sandbox.max_sandboxes
+};
+
 struct Config {
   // [server]
   std::string transport = "stdio";  // stdio | http
@@ -67,6 +75,8 @@ struct Config {
   int64_t max_image_bytes = int64_t{8} << 30;  // unpacked size of one image
   // [history]
   int64_t history_max_mb = 256;  // run history kept in the state database (0: none)
+  // [[engines]] (not a setting of its own: config.toml only; --engine adds to it)
+  std::vector<EngineEntry> engines;
   // top level
   std::string state_dir;  // default $XDG_STATE_HOME/sandcastle or ~/.local/state/sandcastle
 };

@@ -264,6 +264,10 @@ class Sandbox {
   // processes' deaths just before the sandbox's own is final.
   virtual bool alive(std::chrono::milliseconds /*grace*/ = {}) const { return true; }
 
+  // Where the sandbox runs when a backend has several places (the engine's
+  // name with several engines, issue 17); "" when there is one.
+  virtual std::string location() const { return {}; }
+
   // Issue 16. Kills every process like destroy(), but a persistent
   // sandbox's files stay where the backend keeps them (keyed by the spec's
   // storage_id), for a later create with the same storage_id: how a server

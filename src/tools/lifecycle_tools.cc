@@ -81,18 +81,20 @@ json sandbox_json(const SandboxEntry& e) {
                         {"manager", p.manager},
                         {"status", package_state_name(p.state)},
                         {"version", p.version}});
-  return json{{"sandbox_id", e.id()},
-              {"name", e.name()},
-              {"language", e.language()},
-              {"image", e.spec().image()},
-              {"status", e.frozen() ? "paused" : "running"},
-              {"persistent", e.persistent()},
-              {"limits", limits_json(e.spec().limits())},
-              {"created_at", iso_time(e.created_at())},
-              {"last_used", iso_time(e.last_used())},
-              {"ttl_s", e.ttl().count()},
-              {"ttl_action", e.ttl_action()},
-              {"packages", packages}};
+  json out{{"sandbox_id", e.id()},
+           {"name", e.name()},
+           {"language", e.language()},
+           {"image", e.spec().image()},
+           {"status", e.frozen() ? "paused" : "running"},
+           {"persistent", e.persistent()},
+           {"limits", limits_json(e.spec().limits())},
+           {"created_at", iso_time(e.created_at())},
+           {"last_used", iso_time(e.last_used())},
+           {"ttl_s", e.ttl().count()},
+           {"ttl_action", e.ttl_action()},
+           {"packages", packages}};
+  if (auto engine = e.location(); !engine.empty()) out["engine"] = engine;
+  return out;
 }
 
 json dormant_json(const store::SandboxRecord& r, const store::SandboxStore& store) {

@@ -56,6 +56,8 @@ class SandboxEntry {
   std::chrono::system_clock::time_point created_at() const { return created_at_; }
   sandbox::Sandbox& sandbox() { return *sandbox_; }
   const sandbox::SandboxSpec& spec() const { return sandbox_->spec(); }
+  // The engine it runs on with several engines (Sandbox::location), else "".
+  std::string location() const { return sandbox_->location(); }
   bool persistent() const { return spec().persistence() == sandbox::Persistence::kPersistent; }
   // What the reaper does when the TTL passes: "destroy" or "pause".
   const std::string& ttl_action() const { return ttl_action_; }

@@ -50,6 +50,7 @@ class EngineBackend final : public Backend {
   void shutdown() override;
 
   const EngineClient& client() const { return *shared_->client; }
+  EngineClient& client() { return *shared_->client; }
 
  private:
   struct Warm {

@@ -32,6 +32,7 @@ struct RunningEngine {
   pid_t pid = -1;
   std::string why;  // set when it could not start
   std::string log;
+  std::vector<std::string> argv;  // how it was started (restart_test_engine)
 };
 
 bool sh(const std::string& cmd) {
@@ -246,6 +247,7 @@ void start(RunningEngine& r, const std::string& name) {
             d + "/server-key.pem"};
     r.engine.cli_prefix = "docker -H " + r.engine.url;
   }
+  r.argv = argv;
   r.pid = spawn(argv, r.log);
   if (r.pid < 0) {
     r.why = "could not start " + bin;
@@ -335,6 +337,40 @@ const TestEngine* test_engine(const std::string& name, std::string* why) {
     return nullptr;
   }
   return &slot->engine;
+}
+
+bool stop_test_engine(const std::string& name) {
+  auto& e = engines();
+  std::lock_guard lock(e.mu);
+  auto it = e.running.find(name);
+  if (it == e.running.end() || it->second->pid <= 0) return false;
+  stop(it->second->pid);
+  it->second->pid = -1;
+  return true;
+}
+
+bool restart_test_engine(const std::string& name, std::string* why) {
+  auto& e = engines();
+  std::lock_guard lock(e.mu);
+  auto it = e.running.find(name);
+  if (it == e.running.end() || it->second->argv.empty()) {
+    if (why) *why = name + " was never started";
+    return false;
+  }
+  RunningEngine& r = *it->second;
+  if (r.pid > 0) return true;
+  // The log of the first start stays: the restart's goes next to it.
+  r.pid = spawn(r.argv, r.log + ".restart");
+  if (r.pid < 0) {
+    if (why) *why = "could not start " + name + " again";
+    return false;
+  }
+  if (!wait_ready(r)) {
+    if (why) *why = r.why;
+    r.why.clear();
+    return false;
+  }
+  return true;
 }
 
 std::unique_ptr<EngineClient> client_for(const TestEngine& engine) {

@@ -27,6 +27,14 @@ struct TestEngine {
 // as this user (the caller skips, saying why).
 const TestEngine* test_engine(const std::string& name, std::string* why);
 
+// Stops engine `name`'s process (as `stop` at exit: SIGTERM, then SIGKILL
+// after 15 s), keeping its directories, images and socket path; false if
+// it was not running. restart_test_engine starts it again with the same
+// flags and waits until it answers (false with the reason if it does not).
+// For tests of an engine that goes away; the tests after them find it up.
+bool stop_test_engine(const std::string& name);
+bool restart_test_engine(const std::string& name, std::string* why);
+
 // A client for `engine` (fails the test if it cannot connect).
 std::unique_ptr<EngineClient> client_for(const TestEngine& engine);
 
