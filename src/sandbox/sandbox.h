@@ -263,6 +263,9 @@ class Sandbox {
   // `grace`, waits that long for a death under way: a call may fail on its
   // processes' deaths just before the sandbox's own is final.
   virtual bool alive(std::chrono::milliseconds /*grace*/ = {}) const { return true; }
+  // Once !alive(): why, when the backend knows better than "its processes
+  // died" (an engine that stopped answering: the sandbox is lost with it).
+  virtual std::string lost_reason() const { return {}; }
 
   // Where the sandbox runs when a backend has several places (the engine's
   // name with several engines, issue 17); "" when there is one.

@@ -154,7 +154,8 @@ bool SandboxManager::bury_dead(const std::shared_ptr<SandboxEntry>& e) {
       dormant_[r.id] = r;
     } else {
       // Before it leaves the lock: a call that looks it up next is told.
-      ended_.remember(e->id(), kEndedUnexpectedly);
+      const std::string lost = e->sandbox().lost_reason();
+      ended_.remember(e->id(), lost.empty() ? std::string(kEndedUnexpectedly) : lost);
       if (e->recorded()) (void)store_->remove(e->id());
     }
   }
@@ -191,6 +192,8 @@ std::optional<Error> SandboxManager::ended_during_call(const std::shared_ptr<San
                            "Its files and installed packages are kept and it starts again at "
                            "your next call (which says state_lost: variables and background "
                            "processes are gone): check what the call did, and run it again");
+  const std::string lost = e->sandbox().lost_reason();
+  if (!lost.empty()) return Error::make(ErrorCode::kUnavailable, lost);
   return Error::make(ErrorCode::kNotFound,
                      "sandbox '" + e->id() + "' no longer exists: " + kEndedUnexpectedly);
 }

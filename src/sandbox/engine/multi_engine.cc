@@ -174,6 +174,7 @@ class PlacedSandbox final : public Sandbox {
   const std::string& id() const override { return inner_->id(); }
   const SandboxSpec& spec() const override { return inner_->spec(); }
   std::string location() const override { return engine_; }
+  std::string lost_reason() const override { return lost() ? lost_error().context : std::string(); }
 
   Result<ExecResult> exec(const ExecRequest& req, const ExecCallbacks& callbacks = {},
                           const sandbox::CancelToken* cancel = nullptr) override {

@@ -147,6 +147,10 @@ TEST_F(MultiEngineTest, AStoppedEngineLosesItsSandboxesAndRejoinsWhenItAnswers) 
   ASSERT_TRUE(stop_test_engine("podman"));
   ASSERT_TRUE(backend_->wait_for("podman", false, 10s));
   EXPECT_FALSE(on_podman->alive());
+  // What the manager tells the sandbox's caller once it buries it.
+  EXPECT_NE(on_podman->lost_reason().find("engine podman does not answer"), std::string::npos)
+      << on_podman->lost_reason();
+  EXPECT_EQ(on_docker->lost_reason(), "");
   ExecRequest req;
   req.argv = {"true"};
   auto r = on_podman->exec(req);
