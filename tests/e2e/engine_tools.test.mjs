@@ -34,6 +34,17 @@ describe('engine backend: images are the engine\'s', { skip }, () => {
     await sc.ok('close_sandbox', { sandbox_id: id });
   });
 
+  test('pause_sandbox freeze is the engine\'s pause: a kernel\'s variables survive it', async () => {
+    const { sandbox_id: id } = await sc.create({ language: 'python' });
+    await sc.ok('execute_code', { sandbox_id: id, code: 'kept = 41' });
+    const paused = await sc.ok('pause_sandbox', { sandbox_id: id, mode: 'freeze' });
+    assert.equal(paused.memory_saved ?? true, true, JSON.stringify(paused));
+    await sc.ok('resume_sandbox', { sandbox_id: id });
+    const r = await sc.ok('execute_code', { sandbox_id: id, code: 'kept + 1' });
+    assert.match(JSON.stringify(r), /42/);
+    await sc.ok('close_sandbox', { sandbox_id: id });
+  });
+
   test('an image the engine lacks is an error that says where to get it', async () => {
     const r = await sc.err('create_sandbox', { image: 'no-such-registry.invalid/nothing:1' });
     assert.match(r.text, /not on engine unix:\/\/.*pull or load it there first/);
