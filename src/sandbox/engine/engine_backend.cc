@@ -113,9 +113,12 @@ Status EngineBackend::prepare(const EngineBackendOptions& options) {
                           "the agent and shared files are copied into each container's " +
                           std::string(kSharedDir) + " volume; the \"host\" image is refused");
   pool_size_ = options.pool_spec ? options.pool_size : 0;
-  pool_spec_ = options.pool_spec;
-  if (pool_spec_) pool_key_ = native::pool_key(*pool_spec_);
-  if (pool_size_ > 0) refill_ = std::thread([this] { refill_loop(); });
+  if (pool_size_ > 0) {
+    pools_.emplace(
+        native::pool_key(*options.pool_spec),
+        Pool{*options.pool_spec, pool_size_, {}, std::chrono::steady_clock::now(), false});
+    refill_ = std::thread([this] { refill_loop(); });
+  }
   return ok_status();
 }
 
@@ -227,7 +230,8 @@ Result<ContainerPlan> EngineBackend::plan_for(const SandboxSpec& spec, const std
       return Error::make(ErrorCode::kInvalidArgument,
                          "image '" + plan.image +
                              "' was saved from the \"host\" image and runs this host's /usr, "
-                             "which engine " + shared_->engine_name + " (another host) does not have");
+                             "which engine " +
+                             shared_->engine_name + " (another host) does not have");
     plan.host_root = true;
     plan.etc_dir = etc_dir_;
   }
@@ -302,34 +306,72 @@ Result<std::unique_ptr<Sandbox>> EngineBackend::create(const SandboxSpec& spec) 
     ++creating_;
   }
   InFlight in_flight(*this);
+  const std::string key = native::pool_key(spec);
+  std::optional<Warm> taken;
+  std::deque<Warm> evicted;
   {
-    std::unique_lock l(mu_);
-    if (pool_size_ > 0 && !pool_.empty() && native::pool_key(spec) == pool_key_) {
-      Warm w = std::move(pool_.front());
-      pool_.pop_front();
-      refill_cv_.notify_one();
-      l.unlock();
-      if (w.container.link->alive())
-        return std::unique_ptr<Sandbox>(
-            new EngineSandbox(shared_, w.id, spec, std::move(w.container)));
-      remove_quietly(w.container.container_id);
+    std::lock_guard l(mu_);
+    if (auto it = pools_.find(key); it != pools_.end()) {
+      it->second.used = std::chrono::steady_clock::now();
+      if (!it->second.ready.empty()) {
+        taken = std::move(it->second.ready.front());
+        it->second.ready.pop_front();
+        refill_cv_.notify_one();
+      }
+    } else if (pool_size_ > 0 && spec.persistence() == Persistence::kEphemeral) {
+      learn(key, spec, evicted);
     }
+  }
+  for (auto& w : evicted) {
+    w.container.link->close();
+    remove_quietly(w.container.container_id);
+  }
+  if (taken) {
+    if (taken->container.link->alive()) {
+      const std::string seed = taken->container.workspace_seed;
+      return finish(
+          std::make_unique<EngineSandbox>(shared_, taken->id, spec, std::move(taken->container)),
+          seed);
+    }
+    remove_quietly(taken->container.container_id);
   }
   const std::string id = new_id();
   auto container = start_container(spec, id);
   if (!container) return container.take_error();
   const std::string seed = container->workspace_seed;
-  auto sb = std::make_unique<EngineSandbox>(shared_, id, spec, std::move(*container));
+  return finish(std::make_unique<EngineSandbox>(shared_, id, spec, std::move(*container)), seed);
+}
+
+// A pool of one for a spec a create asked for; past kMaxPools the least
+// recently used learned pool goes (its containers to `evicted`). mu_ held.
+void EngineBackend::learn(const std::string& key, const SandboxSpec& spec,
+                          std::deque<Warm>& evicted) {
+  if (pools_.size() >= kMaxPools) {
+    auto oldest = pools_.end();
+    for (auto it = pools_.begin(); it != pools_.end(); ++it)
+      if (it->second.learned && (oldest == pools_.end() || it->second.used < oldest->second.used))
+        oldest = it;
+    if (oldest == pools_.end()) return;
+    for (auto& w : oldest->second.ready) evicted.push_back(std::move(w));
+    pools_.erase(oldest);
+  }
+  pools_.emplace(key, Pool{spec, 1, {}, std::chrono::steady_clock::now(), true});
+  refill_cv_.notify_one();
+}
+
+Result<std::unique_ptr<Sandbox>> EngineBackend::finish(std::unique_ptr<EngineSandbox> sb,
+                                                       const std::string& seed) {
   if (!seed.empty()) {
     // A saved image's files, into the sandbox's own /workspace.
     ExecRequest req;
-    req.argv = {"cp", "-a", seed + "/.", spec.workdir() + "/"};
+    req.argv = {"cp", "-a", seed + "/.", sb->spec().workdir() + "/"};
     auto r = sb->exec(req);
     if (!r || r->status() != 0) {
       (void)sb->destroy();
-      return Error::make(ErrorCode::kFailedPrecondition,
-                         "copying the saved workspace of image '" + spec.image() + "' failed: " +
-                             (r ? r->stderr_data.substr(0, 500) : r.error().message()));
+      return Error::make(
+          ErrorCode::kFailedPrecondition,
+          "copying the saved workspace of image '" + sb->spec().image() +
+              "' failed: " + (r ? r->stderr_data.substr(0, 500) : r.error().message()));
     }
   }
   return std::unique_ptr<Sandbox>(std::move(sb));
@@ -338,13 +380,18 @@ Result<std::unique_ptr<Sandbox>> EngineBackend::create(const SandboxSpec& spec) 
 void EngineBackend::refill_loop() {
   std::unique_lock l(mu_);
   while (!stopping_) {
-    if (pool_.size() >= pool_size_) {
+    // The first pool short of its target, in key order.
+    auto it = pools_.begin();
+    while (it != pools_.end() && it->second.ready.size() >= it->second.target) ++it;
+    if (it == pools_.end()) {
       refill_cv_.wait(l);
       continue;
     }
+    const std::string key = it->first;
+    const SandboxSpec spec = it->second.spec;
     l.unlock();
     const std::string id = new_id();
-    auto c = start_container(*pool_spec_, id);
+    auto c = start_container(spec, id);
     l.lock();
     if (!c) {
       spdlog::warn("engine {}: warm pool: {}", shared_->engine_name, c.error().message());
@@ -352,14 +399,15 @@ void EngineBackend::refill_loop() {
       refill_cv_.wait_for(l, std::chrono::seconds(5));
       continue;
     }
-    if (stopping_) {
+    auto pool = pools_.find(key);
+    if (stopping_ || pool == pools_.end()) {  // stopping, or the pool gave way meanwhile
       l.unlock();
       c->link->close();
       remove_quietly(c->container_id);
       l.lock();
-      break;
+      continue;
     }
-    pool_.push_back(Warm{id, std::move(*c)});
+    pool->second.ready.push_back(Warm{id, std::move(*c)});
   }
 }
 
@@ -393,7 +441,15 @@ Result<std::vector<BackendImage>> EngineBackend::list_images() {
 
 std::size_t EngineBackend::warm_ready() const {
   std::lock_guard l(mu_);
-  return pool_.size();
+  std::size_t n = 0;
+  for (const auto& [key, p] : pools_) n += p.ready.size();
+  return n;
+}
+
+std::size_t EngineBackend::warm_ready_for(const SandboxSpec& spec) const {
+  std::lock_guard l(mu_);
+  auto it = pools_.find(native::pool_key(spec));
+  return it == pools_.end() ? 0 : it->second.ready.size();
 }
 
 void EngineBackend::shutdown() {
@@ -402,7 +458,9 @@ void EngineBackend::shutdown() {
     std::lock_guard l(mu_);
     if (stopping_ && !refill_.joinable()) return;
     stopping_ = true;
-    pool.swap(pool_);
+    for (auto& [key, p] : pools_)
+      for (auto& w : p.ready) pool.push_back(std::move(w));
+    pools_.clear();
   }
   refill_cv_.notify_all();
   if (refill_.joinable()) refill_.join();

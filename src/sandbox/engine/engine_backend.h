@@ -3,9 +3,11 @@
 // the agent (agent_wire.h) as PID 1's reaper and one attached agent exec as
 // its call channel.
 //
-// A warm pool of started containers with their agents connected, for the
-// spec most creates ask for, keeps the engine's container start (hundreds of
-// milliseconds) off the request path.
+// Warm pools of started containers with their agents connected keep the
+// engine's container start (hundreds of milliseconds) off the request path:
+// one for the spec most creates ask for, and one (of one container) for
+// each other spec a create asked for lately, at most kMaxPools in all (the
+// least recently used learned one gives way).
 #pragma once
 
 #include <condition_variable>
@@ -45,6 +47,9 @@ class EngineBackend final : public Backend {
   const BackendCapabilities& capabilities() const override { return caps_; }
   Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) override;
   std::size_t warm_ready() const override;
+  // Containers ready for `spec` (its pool's).
+  std::size_t warm_ready_for(const SandboxSpec& spec) const;
+  static constexpr std::size_t kMaxPools = 4;
   bool owns_images() const override { return true; }
   Result<std::vector<BackendImage>> list_images() override;
   void shutdown() override;
@@ -83,12 +88,20 @@ class EngineBackend final : public Backend {
   };
   std::map<std::string, ImageFacts> image_facts_;  // what plan_for read off each image
 
+  struct Pool {
+    SandboxSpec spec;
+    std::size_t target = 0;
+    std::deque<Warm> ready;
+    std::chrono::steady_clock::time_point used;
+    bool learned = false;  // made for a create's spec, not the configured one
+  };
+  void learn(const std::string& key, const SandboxSpec& spec, std::deque<Warm>& evicted);
+  Result<std::unique_ptr<Sandbox>> finish(std::unique_ptr<EngineSandbox> sb,
+                                          const std::string& seed);
   std::size_t pool_size_ = 0;
-  std::optional<SandboxSpec> pool_spec_;
-  std::string pool_key_;
+  std::map<std::string, Pool> pools_;  // by native::pool_key
   mutable std::mutex mu_;
   std::condition_variable refill_cv_;
-  std::deque<Warm> pool_;
   bool stopping_ = false;
   std::size_t creating_ = 0;  // create() calls under way
   std::thread refill_;

@@ -257,6 +257,45 @@ TEST_P(EngineBackendTest, WarmPoolHandsOutStartedContainers) {
   EXPECT_EQ(run(*sb, {"echo", "warm"}).stdout_data, "warm\n");
 }
 
+TEST_P(EngineBackendTest, WarmPoolsLearnTheSpecsCreatesAskFor) {
+  backend_->shutdown();
+  EngineBackendOptions o;
+  o.engine.url = engine_->url;
+  o.agent_path = find_agent();
+  o.pool_size = 1;
+  o.pool_spec = small_spec();
+  auto b = EngineBackend::create(o);
+  ASSERT_TRUE(b.ok()) << b.error().message();
+  backend_ = std::move(*b);
+  SpecOptions other;
+  other.image = engine_->image;  // busybox, other limits: not the configured pool's
+  other.limits.memory_bytes = 128 * kMiB;
+  auto spec = SandboxSpec::create(other);
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(backend_->warm_ready_for(*spec), 0u);
+  {
+    auto first = make(*spec);  // started on the request path; the spec is learned
+    ASSERT_TRUE(first);
+  }
+  for (int i = 0; i < 600 && backend_->warm_ready_for(*spec) == 0; ++i)
+    std::this_thread::sleep_for(50ms);
+  ASSERT_EQ(backend_->warm_ready_for(*spec), 1u);
+  auto second = make(*spec);  // from the learned pool
+  ASSERT_TRUE(second);
+  EXPECT_EQ(backend_->warm_ready_for(*spec), 0u);
+  EXPECT_EQ(run(*second, {"sh", "-c", "echo $((2+2))"}).stdout_data, "4\n");
+  // At most kMaxPools pools: more specs push the least recently used out.
+  for (std::uint64_t mb = 64; mb < 64 + 8 * EngineBackend::kMaxPools; mb += 8) {
+    SpecOptions more = other;
+    more.limits.memory_bytes = mb * kMiB;
+    auto s2 = SandboxSpec::create(more);
+    ASSERT_TRUE(s2.ok());
+    auto sb = make(*s2);
+    ASSERT_TRUE(sb);
+  }
+  EXPECT_LE(backend_->warm_ready(), EngineBackend::kMaxPools);
+}
+
 TEST_P(EngineBackendTest, UsageComesFromTheEngineAndTheWorkspace) {
   auto sb = make();
   ASSERT_TRUE(sb);
