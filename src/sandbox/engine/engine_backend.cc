@@ -57,7 +57,15 @@ Status EngineBackend::prepare(const EngineBackendOptions& options) {
                              " (built with sandcastle as sandcastle-agent)");
   agent_path_ = options.agent_path;
   auto client = EngineClient::connect(options.engine);
-  if (!client) return client.take_error();
+  if (!client) {
+    Error e = client.take_error();
+    if (e.message().find("Permission denied") != std::string::npos)
+      e.context +=
+          " (this server's user may not use the engine's socket: add it to the engine's "
+          "group, e.g. docker, or point --engine at a socket it owns, such as rootless "
+          "podman's unix://$XDG_RUNTIME_DIR/podman/podman.sock)";
+    return e;
+  }
   shared_ = std::make_shared<EngineShared>();
   shared_->client = std::shared_ptr<EngineClient>(std::move(*client));
   shared_->engine_name = options.engine.url;

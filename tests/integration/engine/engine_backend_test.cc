@@ -3,8 +3,12 @@
 // through the in-container agent. Nothing is mocked.
 #include "sandbox/engine/engine_backend.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <thread>
@@ -343,6 +347,50 @@ TEST(EngineBackendDown, AnEngineThatDoesNotAnswerIsAClearError) {
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.error().message().find("/nonexistent/engine.sock"), std::string::npos)
       << b.error().message();
+}
+
+// A socket the server's user may not use: the start names the engine and
+// the cause. As root the check runs in a child that drops to nobody (root
+// passes any file mode).
+TEST(EngineBackendDown, ASocketWithoutPermissionIsAClearError) {
+  char dir[] = "/tmp/sc-eng-perm-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/engine.sock";
+  UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  struct sockaddr_un a {};
+  a.sun_family = AF_UNIX;
+  std::copy(path.begin(), path.end(), a.sun_path);
+  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<struct sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(listener.get(), 4), 0);
+  ASSERT_EQ(::chmod(path.c_str(), 0), 0);
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  UniqueFd rd(p[0]), wr(p[1]);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(3);
+    EngineBackendOptions o;
+    o.engine.url = "unix://" + path;
+    o.agent_path = find_agent();
+    auto b = EngineBackend::create(o);
+    const std::string msg = b.ok() ? std::string("started") : b.error().message();
+    (void)!::write(wr.get(), msg.data(), msg.size());
+    ::_exit(0);
+  }
+  wr.reset();
+  std::string msg;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(rd.get(), buf, sizeof buf)) > 0) msg.append(buf, static_cast<std::size_t>(n));
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  ::unlink(path.c_str());
+  ::rmdir(dir);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Permission denied"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("may not use the engine's socket"), std::string::npos) << msg;
 }
 
 }  // namespace
