@@ -181,7 +181,17 @@ int move_high(int error_fd, int fd) {
   dfl.sa_handler = SIG_DFL;
   for (int sig = 1; sig < NSIG; ++sig) {
     if (sig == SIGKILL || sig == SIGSTOP) continue;
-    (void)sigaction(sig, &dfl, nullptr);  // glibc's internal signals refuse: fine
+    if (sigaction(sig, &dfl, nullptr) == 0) continue;
+    // glibc refuses its internal signals (32, 33); an ignored one would
+    // still reach the program: reset it with the raw call (the kernel's
+    // struct: handler, flags, restorer, an 8-byte mask).
+    struct {
+      void (*handler)(int);
+      unsigned long flags;
+      void (*restorer)();
+      unsigned long mask;
+    } raw{SIG_DFL, 0, nullptr, 0};
+    (void)::syscall(SYS_rt_sigaction, sig, &raw, nullptr, sizeof raw.mask);
   }
   sigset_t none;
   sigemptyset(&none);
