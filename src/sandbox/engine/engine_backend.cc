@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <random>
 
@@ -81,7 +82,11 @@ Status EngineBackend::prepare(const EngineBackendOptions& options) {
           podman_ = true;
   server_tag_ = host_name() + ":" + std::to_string(::getpid());
   if (local_) {
-    auto dirs = native::prepare_runtime_dirs();
+    // A directory of this backend's own: a process may hold a native backend
+  // and several engine backends (tests; several engines), none removing
+  // another's.
+  static std::atomic<unsigned> serial{0};
+  auto dirs = native::prepare_runtime_dirs("engine-" + std::to_string(serial.fetch_add(1)));
     if (!dirs) return dirs.take_error();
     runtime_base_ = dirs->base;
     etc_dir_ = dirs->etc_template;

@@ -98,9 +98,10 @@ std::string runtime_parent() {
   return "/tmp";
 }
 
-Result<RuntimeDirs> prepare_runtime_dirs() {
+Result<RuntimeDirs> prepare_runtime_dirs(const std::string& tag) {
   RuntimeDirs d;
-  d.base = runtime_parent() + "/" + kRuntimePrefix + std::to_string(::getpid());
+  d.base = runtime_parent() + "/" + kRuntimePrefix + std::to_string(::getpid()) +
+           (tag.empty() ? "" : "-" + tag);
   d.etc_template = d.base + "/etc";
   d.root_mount = d.base + "/root";
   d.share = d.base + "/share";

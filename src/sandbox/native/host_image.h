@@ -28,7 +28,10 @@ struct RuntimeDirs {
 // Creates the server's runtime directory and the /etc template. The
 // directory name carries the server pid so sweep_leftovers() can tell ours
 // from a crashed predecessor's.
-Result<RuntimeDirs> prepare_runtime_dirs();
+// `tag` (for a backend other than the native one, e.g. "engine-2") makes
+// the directory <tmp>/sandcastle-<pid>-<tag>, so backends of one process
+// never share or remove each other's.
+Result<RuntimeDirs> prepare_runtime_dirs(const std::string& tag = {});
 
 // Mount plan for the "host" image (paths relative to the new root), in two
 // parts: what every sandbox of this server has (binds, /proc, /dev, mount

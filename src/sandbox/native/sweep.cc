@@ -166,7 +166,8 @@ SweepReport sweep_leftovers() {
     for (const auto& name : names_in(pfd.get())) {
       std::string_view rest;
       auto owner = owner_pid(name, "sandcastle-", &rest);
-      if (!owner || !rest.empty() || pid_alive(*owner)) continue;
+      // sandcastle-<pid>, or an engine backend's sandcastle-<pid>-engine-<n>.
+      if (!owner || (!rest.empty() && rest.rfind("-engine-", 0) != 0) || pid_alive(*owner)) continue;
       UniqueFd fd = open_dir_at(pfd.get(), name, true);
       if (!fd) continue;  // another user's, or not a directory
       stale.push_back({parent + "/" + name, std::move(fd)});
