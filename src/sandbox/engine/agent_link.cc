@@ -26,7 +26,7 @@ struct AgentLink::Channel {
 
 namespace {
 
-constexpr std::size_t kReadChunk = 64 * 1024;
+constexpr std::size_t kReadChunk = std::size_t{64} * 1024;
 constexpr std::size_t kAgentLogLimit = 4096;
 // Reads of the stream per wake-up: an agent that streams without pause
 // must not keep the link's lock from callers.

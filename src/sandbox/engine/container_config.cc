@@ -33,7 +33,7 @@ std::string owner_of(const std::string& user) {
 
 void put_octal(std::string& h, std::size_t off, std::size_t width, unsigned long long v) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%0*llo", static_cast<int>(width - 1), v);
+  (void)std::snprintf(buf, sizeof buf, "%0*llo", static_cast<int>(width - 1), v);
   std::copy_n(buf, width - 1, h.begin() + static_cast<std::ptrdiff_t>(off));
 }
 
@@ -57,7 +57,7 @@ std::string ustar_header(const std::string& name, char type, unsigned mode, std:
   unsigned sum = 0;
   for (unsigned char c : h) sum += c;
   char cks[8];
-  std::snprintf(cks, sizeof cks, "%06o", sum);
+  (void)std::snprintf(cks, sizeof cks, "%06o", sum);
   std::copy_n(cks, 7, h.begin() + 148);
   return h;
 }

@@ -157,7 +157,7 @@ Status EngineBackend::install_agent() {
 std::string EngineBackend::new_id() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
+  (void)std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
   return std::string("eng-") + std::string(buf, 12);
 }
 

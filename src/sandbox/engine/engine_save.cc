@@ -36,7 +36,7 @@ Result<Sandbox::SavedImage> EngineSandbox::save_image(const std::string& name) {
   bool too_big = false;
   ExecRequest req;
   req.argv = {"tar", "-cf", "-", "-C", spec_.workdir(), "."};
-  req.output.max_bytes = 64 * 1024;
+  req.output.max_bytes = std::size_t{64} * 1024;
   ExecCallbacks cb;
   cb.on_stdout = [&](std::string_view bytes) {
     if (workspace_tar.size() + bytes.size() > limit) {

@@ -17,7 +17,7 @@ namespace sandcastle::sandbox::engine::agent {
 namespace {
 
 struct Closer {
-  void operator()(FILE* f) const { std::fclose(f); }
+  void operator()(FILE* f) const { (void)std::fclose(f); }
   void operator()(DIR* d) const { ::closedir(d); }
 };
 
@@ -63,7 +63,8 @@ unsigned long find_inode(const char* table, const sockaddr_in& client, const soc
     // sl local rem st tx:rx tr:when retrnsmt uid timeout inode ...
     char local[64], rem[64];
     unsigned long inode = 0;
-    if (std::sscanf(line, " %*s %63s %63s %*s %*s %*s %*s %*s %*s %lu", local, rem, &inode) != 3)
+    // The kernel's own table; a malformed line fails the count and is skipped.
+    if (std::sscanf(line, " %*s %63s %63s %*s %*s %*s %*s %*s %*s %lu", local, rem, &inode) != 3)  // NOLINT(cert-err34-c)
       continue;
     if (inode != 0 && same_endpoint(local, client) && same_endpoint(rem, server)) return inode;
   }
@@ -116,7 +117,7 @@ bool connection_from_session(const sockaddr_in& client, const sockaddr_in& serve
       }
     }
     if (!holds) continue;
-    const pid_t pid = static_cast<pid_t>(std::atol(p->d_name));
+    const pid_t pid = static_cast<pid_t>(std::strtol(p->d_name, nullptr, 10));
     const pid_t s = session_of(pid);
     if (s != sid) {
       why = "held by process " + std::to_string(pid) + " of session " + std::to_string(s);
