@@ -215,9 +215,14 @@ int start_registry(EnvHolder& h, const std::string& name, const std::string& ext
   return 0;
 }
 
-bool push(const std::string& src, const std::string& dest, std::vector<std::string> extra,
-          std::string* why) {
-  std::vector<std::string> argv = {"skopeo", "copy", "--quiet", "--dest-tls-verify=false"};
+// An auth file of the test's own: skopeo otherwise reads /run/containers/<uid>/auth.json,
+// which a root podman on the same machine leaves unreadable (EACCES) to other users.
+bool push(const EnvHolder& h, const std::string& src, const std::string& dest,
+          std::vector<std::string> extra, std::string* why) {
+  const std::string authfile = h.dir.path + "/auth.json";
+  if (::access(authfile.c_str(), F_OK) != 0) write_file(authfile, "{}\n");
+  std::vector<std::string> argv = {"skopeo",          "copy",  "--quiet", "--dest-tls-verify=false",
+                                   "--dest-authfile", authfile};
   argv.insert(argv.end(), extra.begin(), extra.end());
   argv.push_back(src);
   argv.push_back(dest);
@@ -252,10 +257,11 @@ void build(EnvHolder& h) {
   // Anonymous registry.
   if (!(e.port = start_registry(h, "anon", "", &e.error))) return;
   const std::string anon = "docker://127.0.0.1:" + std::to_string(e.port);
-  if (!push("oci:" + e.layout + ":amd", anon + "/test/img:v1", {}, &e.error) ||
-      !push("oci:" + e.layout + ":arm", anon + "/test/arm:v1", {}, &e.error) ||
-      !push("oci:" + e.layout + ":multi", anon + "/test/multi:v1", {"--all"}, &e.error) ||
-      !push("oci:" + e.layout + ":amd", anon + "/test/docker:v1", {"--format", "v2s2"}, &e.error))
+  if (!push(h, "oci:" + e.layout + ":amd", anon + "/test/img:v1", {}, &e.error) ||
+      !push(h, "oci:" + e.layout + ":arm", anon + "/test/arm:v1", {}, &e.error) ||
+      !push(h, "oci:" + e.layout + ":multi", anon + "/test/multi:v1", {"--all"}, &e.error) ||
+      !push(h, "oci:" + e.layout + ":amd", anon + "/test/docker:v1", {"--format", "v2s2"},
+            &e.error))
     return;
 
   // Token auth: a token server signing with a key whose certificate the registry trusts.
@@ -280,10 +286,10 @@ void build(EnvHolder& h) {
       cert + "\n";
   if (!(e.auth_port = start_registry(h, "auth", auth, &e.error))) return;
   const std::string authed = "docker://127.0.0.1:" + std::to_string(e.auth_port);
-  if (!push("oci:" + e.layout + ":amd", authed + "/private/img:v1",
+  if (!push(h, "oci:" + e.layout + ":amd", authed + "/private/img:v1",
             {"--dest-creds", "alice:secret"}, &e.error) ||
-      !push("oci:" + e.layout + ":amd", authed + "/public/img:v1", {"--dest-creds", "alice:secret"},
-            &e.error))
+      !push(h, "oci:" + e.layout + ":amd", authed + "/public/img:v1",
+            {"--dest-creds", "alice:secret"}, &e.error))
     return;
 
   // TLS: a self-signed certificate for the IP address 127.0.0.1 only.
@@ -298,7 +304,7 @@ void build(EnvHolder& h) {
   }
   const std::string tls = "  tls:\n    certificate: " + e.tls_ca + "\n    key: " + tkey + "\n";
   if (!(e.tls_port = start_registry(h, "tls", tls, &e.error))) return;
-  if (!push("oci:" + e.layout + ":amd",
+  if (!push(h, "oci:" + e.layout + ":amd",
             "docker://127.0.0.1:" + std::to_string(e.tls_port) + "/test/img:v1", {}, &e.error))
     return;
 }
