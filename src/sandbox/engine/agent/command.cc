@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <linux/landlock.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -29,7 +30,8 @@ enum Step : std::int32_t {
   kExecve,
   kSigaction,
   kListen,
-  kLandlock
+  kLandlock,
+  kCtty
 };
 
 // What the child writes on its error pipe when a step fails.
@@ -204,6 +206,7 @@ int move_high(int error_fd, int fd) {
   int fd3 = move_high(error_fd, fds.fd3);
   if (::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) fail(error_fd, kDup2, errno);
   if (fd3 >= 0 && ::dup2(fd3, 3) < 0) fail(error_fd, kDup2, errno);
+  if (fds.ctty && ::ioctl(0, TIOCSCTTY, 0) != 0) fail(error_fd, kCtty, errno);
   const int err_slot = fd3 >= 0 ? 4 : 3;
   if (::dup3(error_fd, err_slot, O_CLOEXEC) < 0) fail(error_fd, kDup2, errno);
   error_fd = err_slot;
