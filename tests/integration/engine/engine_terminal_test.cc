@@ -65,6 +65,22 @@ TEST_P(EngineTerminalTest, ShellAnswersOnItsOwnPtyAsTheSandboxUser) {
   EXPECT_NE(out.find("Txterm-256colorT"), std::string::npos) << out;
 }
 
+// The engines' default seccomp profiles allow TIOCSTI and this host's kernel
+// does too (dev.tty.legacy_tiocsti=1): the terminal's command gets a filter
+// of its own that refuses it, as the native backend's does.
+TEST_P(EngineTerminalTest, ShellHasNoCapabilitiesAndCannotTypeIntoItsTty) {
+  auto t = open();
+  ASSERT_TRUE(t);
+  type(*t,
+       "grep CapEff /proc/self/status; python3 -c \"import fcntl,termios; "
+       "fcntl.ioctl(0, termios.TIOCSTI, b'x')\" 2>&1 | tail -1\n");
+  std::string out;
+  ASSERT_TRUE(read_until(*t, out, std::regex("Error: .*\r\n"))) << out;
+  EXPECT_NE(out.find("CapEff:\t0000000000000000"), std::string::npos) << out;
+  EXPECT_NE(out.find("PermissionError: [Errno 1] Operation not permitted"), std::string::npos)
+      << out;
+}
+
 TEST_P(EngineTerminalTest, ResizeCtrlCAndExitCode) {
   auto t = open(sized(80, 24));
   ASSERT_TRUE(t);

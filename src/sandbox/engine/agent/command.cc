@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "sandbox/engine/agent/own_net.h"
+#include "sandbox/engine/agent/terminal.h"
 
 namespace sandcastle::sandbox::engine::agent {
 namespace {
@@ -31,7 +32,8 @@ enum Step : std::int32_t {
   kSigaction,
   kListen,
   kLandlock,
-  kCtty
+  kCtty,
+  kSeccomp
 };
 
 // What the child writes on its error pipe when a step fails.
@@ -227,6 +229,8 @@ int move_high(int error_fd, int fd) {
     if (!set_limit(l.resource, l.value)) fail(error_fd, kSetrlimit, errno);
   if (cwd[0] != '\0' && ::chdir(cwd) != 0) fail(error_fd, kChdir, errno);
   if (!enter_own_landlock_domain()) fail(error_fd, kLandlock, errno);
+  // A terminal: no typing into it from inside (terminal.h).
+  if (fds.ctty && !deny_terminal_injection()) fail(error_fd, kSeccomp, errno);
   std::size_t underscore_slot = 0;
   if (p.shell_env) {
     // getcwd(2) itself (glibc's getcwd may allocate); without an answer

@@ -45,6 +45,6 @@ SpawnOutcome spawn_command(const AgentExec& e, const CommandFds& fds, bool own_n
 inline constexpr const char* kSpawnSteps[] = {"setsid",    "dup2",   "close_range",
                                               "setrlimit", "chdir",  "execve",
                                               "sigaction", "listen", "landlock",
-                                              "ioctl TIOCSCTTY"};
+                                              "ioctl TIOCSCTTY", "seccomp"};
 
 }  // namespace sandcastle::sandbox::engine::agent
