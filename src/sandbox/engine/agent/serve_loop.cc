@@ -217,7 +217,7 @@ bool Agent::make_exec_fds(const AgentExec& e, CommandFds& child, std::vector<Uni
     AgentPty pty = open_pty(e.pty_cols, e.pty_rows);
     if (!pty.master) {
       errno = pty.err;
-      return failed(pty.step == "open /dev/ptmx" ? "open /dev/ptmx" : "pty");
+      return failed(pty.step.c_str());  // copied into failure.step at once
     }
     child.in = child.out = child.err = pty.slave.get();
     child.ctty = true;
