@@ -46,6 +46,31 @@ inline std::optional<int> wait_end(Terminal& t, std::string& acc,
   return t.exit_code();
 }
 
+// Reads everything until `marker` shows in the last bytes read; returns how
+// many bytes of `fill` came before (without keeping them), or -1 on timeout.
+inline long long count_until(Terminal& t, char fill, const std::string& marker,
+                             std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  long long count = 0;
+  std::string tail;
+  for (;;) {
+    char buf[65536];
+    for (;;) {
+      auto n = t.read(buf, sizeof buf);
+      if (!n.ok() || *n == 0) break;
+      for (std::size_t i = 0; i < *n; ++i) count += buf[i] == fill;
+      tail.append(buf, *n);
+      if (tail.size() > 4096) tail.erase(0, tail.size() - 4096);
+    }
+    if (tail.find(marker) != std::string::npos) return count;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0 || t.exit_code()) return -1;
+    struct pollfd p = {t.fd(), POLLIN, 0};
+    (void)::poll(&p, 1, static_cast<int>(left.count()));
+  }
+}
+
 inline TerminalRequest sized(std::uint16_t cols, std::uint16_t rows) {
   TerminalRequest r;
   r.cols = cols;

@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <regex>
+#include <thread>
 
 #include "../terminal_io.h"
 #include "engine_fixture.h"
@@ -15,6 +16,7 @@ namespace sandcastle::sandbox::engine::testing {
 namespace {
 
 using namespace std::chrono_literals;
+using sandbox::testing::count_until;
 using sandbox::testing::read_until;
 using sandbox::testing::sized;
 using sandbox::testing::type;
@@ -101,6 +103,25 @@ TEST_P(EngineTerminalTest, ResizeCtrlCAndExitCode) {
   auto code = wait_end(*t, out);
   ASSERT_TRUE(code.has_value()) << out;
   EXPECT_EQ(*code, 3);
+}
+
+// A shell nobody reads waits at its pty: the agent's window per channel is
+// all that is in flight, and none of the output is lost.
+TEST_P(EngineTerminalTest, AShellNobodyReadsWaitsAndLosesNothing) {
+  auto t = open();
+  ASSERT_TRUE(t);
+  std::string out;
+  type(*t, "echo O\"\"K\n");
+  ASSERT_TRUE(read_until(*t, out, std::regex("OK\r\n")));
+  constexpr long long kBytes = 4 << 20;
+  type(*t, "head -c " + std::to_string(kBytes) + " /dev/zero | tr '\\0' x; echo; echo D\"\"ONE\n");
+  std::this_thread::sleep_for(500ms);  // not read for a while
+  ExecRequest ps;
+  ps.argv = {"sh", "-c", "ps -eo comm | grep -c '^tr$' || true"};
+  auto r = sb_->exec(ps);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->stdout_data, "1\n");
+  EXPECT_GE(count_until(*t, 'x', "DONE\r\n"), kBytes);
 }
 
 TEST_P(EngineTerminalTest, FifthTerminalIsRefused) {

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <regex>
 #include <string>
+#include <thread>
 
 #include "../terminal_io.h"
 #include "fixture.h"
@@ -104,6 +105,22 @@ TEST_F(TerminalTest, ExitCodeIsReportedAfterTheOutput) {
   // Ended and read: the descriptor no longer wakes an event loop.
   struct pollfd p = {t->fd(), POLLIN, 0};
   EXPECT_EQ(::poll(&p, 1, 0), 0);
+}
+
+// The output is bounded by its reader: a shell whose output nobody reads
+// waits in its write (the server holds nothing), and none of it is lost.
+TEST_F(TerminalTest, AShellNobodyReadsWaitsAndLosesNothing) {
+  auto t = open();
+  ASSERT_TRUE(t);
+  std::string out;
+  type(*t, "echo O\"\"K\n");
+  ASSERT_TRUE(read_until(*t, out, std::regex("OK\r\n")));
+  constexpr long long kBytes = 4 << 20;
+  type(*t, "head -c " + std::to_string(kBytes) + " /dev/zero | tr '\\0' x; echo; echo D\"\"ONE\n");
+  // Not read for a while: the writer is still there, stopped at the pty.
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(sh("ps -eo comm | grep -c '^tr$' || true").stdout_data, "1\n");
+  EXPECT_GE(count_until(*t, 'x', "DONE\r\n"), kBytes);
 }
 
 TEST_F(TerminalTest, KillEndsTheShell) {
