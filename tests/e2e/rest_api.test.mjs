@@ -5,6 +5,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
+import { Validator } from '@seriousme/openapi-schema-validator';
 import { keys, startHttp, tempStateDir } from './lib/http.mjs';
 
 const PROBLEM = 'application/problem+json';
@@ -161,6 +162,28 @@ describe('REST API with auth on', () => {
     const r = await call(base, 'POST', '/api/v1/session', { body: { api_key: admin.key }, headers: { origin: 'https://evil.example' } });
     assertProblem(r, 403, 'forbidden');
     assert.equal(r.headers.get('set-cookie'), null);
+  });
+
+  test('the OpenAPI document is valid OpenAPI 3.1 and every path in it is routed', async () => {
+    const doc = (await call(base, 'GET', '/api/v1/openapi.json')).json;
+    const validator = new Validator();
+    const res = await validator.validate(doc);
+    assert.ok(res.valid, JSON.stringify(res.errors, null, 1));
+    assert.equal(validator.version, '3.1');
+    for (const [path, item] of Object.entries(doc.paths)) {
+      for (const method of Object.keys(item)) {
+        const concrete = path.replace(/\{[^}]+\}/g, 'p1');
+        // Status and the start of the body only: some answers are endless streams.
+        const ac = new AbortController();
+        const res = await fetch(base + concrete, { method: method.toUpperCase(), headers: { authorization: `Bearer ${admin.key}` },
+          signal: ac.signal });
+        const first = res.body ? await res.body.getReader().read() : {};
+        ac.abort();
+        const text = first.value ? Buffer.from(first.value).toString('utf8') : '';
+        assert.notEqual(res.status, 405, `${method} ${path}`);
+        if (res.status === 404) assert.doesNotMatch(text, /no such API route|Not Found: MCP is served/, `${method} ${path}`);
+      }
+    }
   });
 
   test('the OpenAPI document needs no key and describes the routes', async () => {
