@@ -23,6 +23,7 @@
 #include "images/image_cli.h"
 #include "images/image_store.h"
 #include "mcp/fixtures.h"
+#include "service/sandboxes.h"
 #include "mcp/server.h"
 #include "sandbox/native/doctor.h"
 #include "sandbox/native/native_backend.h"
@@ -637,6 +638,8 @@ static int run(int argc, char** argv) {
   mcp::Server server(info, options);
   tools::register_sandbox_tools(server, tool_env);
   if (test_fixtures) mcp::register_test_fixtures(server);
+  // The service layer the REST API and the console call (service/sandboxes.h).
+  service::Sandboxes sandboxes(tool_env, server);
 
   metrics::registry().gauge_fn(metrics::name::kSandboxesLive, "sandboxes alive now",
                                [&manager] { return static_cast<double>(manager.live_count()); });
