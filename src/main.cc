@@ -678,6 +678,9 @@ static int run(int argc, char** argv) {
     ropts.keys = key_store.get();
     ropts.secure_cookies = cfg.public_url.rfind("https://", 0) == 0;
     ropts.version = server.info().version;
+    ropts.backend = backend->name();
+    ropts.sandboxes = &sandboxes;
+    ropts.max_body_bytes = static_cast<size_t>(cfg.max_body_bytes);
     web::RestApi rest(ropts);
     rest.add_routes(mcp_http.router());
     transport::http::ServerOptions sopts;
@@ -720,6 +723,7 @@ static int run(int argc, char** argv) {
     wait_for_termination();
     http.stop_accepting();
     mcp_http.shutdown(std::chrono::milliseconds(1000), std::chrono::milliseconds(700));
+    rest.shutdown();  // its event streams end while the server can still send
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let final writes flush
     http.stop();
   }
