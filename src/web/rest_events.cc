@@ -4,6 +4,7 @@
 // nothing is sent). One ticker thread serves every open stream, asking the
 // service once per owner per tick; a comment line keeps quiet streams open.
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <map>
 #include <thread>
@@ -51,9 +52,16 @@ struct EventStream {
   }
 };
 
-bool changed(const service::UsageSample& a, const service::UsageSample& b) {
-  return a.memory_bytes != b.memory_bytes || a.cpu_ms != b.cpu_ms || a.disk_bytes != b.disk_bytes ||
-         a.processes != b.processes;
+// Changed enough to redraw, against what this stream last sent: an idle
+// sandbox's init still costs a few microseconds of CPU now and then, memory
+// moves by pages, and the process count blinks with the sandbox's own
+// helpers; a console shows none of that.
+bool changed(const service::UsageSample& sent, const service::UsageSample& now) {
+  constexpr uint64_t kBytes = 64 * 1024;
+  auto apart = [](uint64_t x, uint64_t y) { return x > y ? x - y : y - x; };
+  return std::abs(now.cpu_ms - sent.cpu_ms) >= 10.0 ||
+         apart(now.memory_bytes, sent.memory_bytes) >= kBytes ||
+         apart(now.disk_bytes, sent.disk_bytes) >= kBytes;
 }
 
 }  // namespace
@@ -103,14 +111,17 @@ struct RestApi::Events {
       std::map<std::string, service::UsageSample> next;
       for (const auto& u : by_owner[s->owner]) {
         auto it = s->last.find(u.sandbox_id);
-        if (it == s->last.end() || changed(it->second, u))
+        if (it == s->last.end() || changed(it->second, u)) {
           samples.push_back(json{{"sandbox_id", u.sandbox_id},
                                  {"memory_bytes", u.memory_bytes},
                                  {"peak_memory_bytes", u.peak_memory_bytes},
                                  {"cpu_ms", u.cpu_ms},
                                  {"processes", u.processes},
                                  {"disk_bytes", u.disk_bytes}});
-        next[u.sandbox_id] = u;
+          next[u.sandbox_id] = u;
+        } else {
+          next[u.sandbox_id] = it->second;  // what the client has
+        }
       }
       s->last = std::move(next);
       if (!samples.empty()) {

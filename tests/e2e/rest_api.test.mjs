@@ -197,6 +197,25 @@ describe('REST API with auth on', () => {
   });
 });
 
+describe('REST API behind TLS (an https public URL)', () => {
+  let state, srv, k;
+  before(async () => {
+    state = tempStateDir();
+    k = JSON.parse(keys(state, '--json', 'create', '--name', 'tls'));
+    srv = await startHttp(['--auth', '--pool-size', '0', '--public-url', 'https://sandcastle.example'], { stateDir: state });
+  });
+  after(async () => {
+    await srv?.stop();
+    rmSync(state, { recursive: true, force: true });
+  });
+
+  test('the session cookie is Secure', async () => {
+    const r = await call(srv.base, 'POST', '/api/v1/session', { body: { api_key: k.key } });
+    assert.equal(r.status, 200, r.text);
+    assert.match(r.headers.get('set-cookie'), /; HttpOnly; SameSite=Strict; Secure$/);
+  });
+});
+
 describe('REST API with auth off (loopback)', () => {
   let srv;
   before(async () => { srv = await startHttp(['--pool-size', '0']); });
@@ -230,7 +249,7 @@ async function readSse(res, until = () => false, timeoutMs = 30000) {
     while ((i = buf.indexOf('\n\n')) >= 0) {
       const block = buf.slice(0, i);
       buf = buf.slice(i + 2);
-      const ev = { event: 'message', data: '', comment: false };
+      const ev = { event: 'message', data: '', comment: false, t: Date.now() };
       for (const line of block.split('\n')) {
         if (line.startsWith(':')) ev.comment = true;
         else if (line.startsWith('event: ')) ev.event = line.slice(7);
@@ -454,6 +473,24 @@ describe('REST API: sandboxes, executions, files, events (two keys)', () => {
     assert.equal(eventsB[0].event, 'snapshot');
     assert.deepEqual(eventsB[0].data.sandboxes, []);
     assert.ok(!JSON.stringify(eventsB).includes(created), 'B saw none of A\'s sandboxes');
+  });
+
+  test('events: usage only for sandboxes whose numbers changed (a settled idle one sends nothing)', async () => {
+    const idle = await A('POST', '/api/v1/sandboxes', { body: { language: 'bash' } });
+    const busy = await A('POST', '/api/v1/sandboxes', { body: { language: 'bash' } });
+    const res = await fetch(`${base}/api/v1/events`, { headers: { authorization: `Bearer ${a.key}` } });
+    const reading = readSse(res, () => false, 15000);
+    // A new sandbox's first helpers come and go for ~6 s (usage events for
+    // it meanwhile); then it is idle. The busy one spins for 5 s after that.
+    await new Promise((ok) => setTimeout(ok, 8000));
+    const busyFrom = Date.now();
+    await A('POST', `/api/v1/sandboxes/${busy.json.sandbox_id}/executions`,
+      { body: { kind: 'command', command: 'end=$((SECONDS+5)); while [ $SECONDS -lt $end ]; do :; done', timeout_s: 20 } });
+    const later = (await reading).filter((e) => e.event === 'usage' && e.t > busyFrom);
+    const ids = later.flatMap((e) => e.data.samples.map((x) => x.sandbox_id));
+    assert.ok(ids.includes(busy.json.sandbox_id), JSON.stringify(later));
+    assert.ok(!ids.includes(idle.json.sandbox_id), JSON.stringify(later));
+    for (const id of [idle.json.sandbox_id, busy.json.sandbox_id]) await A('DELETE', `/api/v1/sandboxes/${id}`);
   });
 
   test('terminal: a shell over a WebSocket (binary both ways, resize, exit code, close 1000)', async () => {
