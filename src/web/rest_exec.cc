@@ -9,7 +9,7 @@ namespace sandcastle::web {
 using namespace rest;
 
 void RestApi::exec_routes(Router& r) {
-  auto* svc = &options_.sandboxes;
+  service::Sandboxes* svc = options_.sandboxes;  // outlives the server; null: 503
   auto m = meta(
       "Run code or a command (execute_code / execute_command); SSE with Accept: text/event-stream",
       "executions");
@@ -37,13 +37,13 @@ void RestApi::exec_routes(Router& r) {
       (*body)["sandbox_id"] = call.param("id");
       const auto caller = to_service(who);
       auto run = [&](const service::RunOptions& opts) {
-        return kind == "code" ? (*svc)->run_code(caller, *body, opts)
-                              : (*svc)->run_command(caller, *body, opts);
+        return kind == "code" ? svc->run_code(caller, *body, opts)
+                              : svc->run_command(caller, *body, opts);
       };
       if (call.req.header("accept").find("text/event-stream") == std::string::npos)
         return reply_result(call, run({}));
       // A sandbox that is not there is an HTTP error, not an event.
-      if (auto g = (*svc)->get(caller, call.param("id")); !g.ok())
+      if (auto g = svc->get(caller, call.param("id")); !g.ok())
         return call.reply(problem(g.error()));
       auto ex = call.ex;
       auto token = std::make_shared<service::CancelToken>();

@@ -90,7 +90,7 @@ bool need_path(Call& c, std::string* path) {
 }  // namespace
 
 void RestApi::file_routes(Router& r) {
-  auto* svc = &options_.sandboxes;
+  service::Sandboxes* svc = options_.sandboxes;  // outlives the server; null: 503
   const RouteParam path_param{"path", "query", "string",
                               "a path in the sandbox (relative to its workdir)", true};
   {
@@ -100,8 +100,8 @@ void RestApi::file_routes(Router& r) {
       async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
         auto it = call.req.query.find("path");
         reply_result(call,
-                     (*svc)->list_files(to_service(who), call.param("id"),
-                                        it == call.req.query.end() ? std::string() : it->second));
+                     svc->list_files(to_service(who), call.param("id"),
+                                     it == call.req.query.end() ? std::string() : it->second));
       });
     });
   }
@@ -115,7 +115,7 @@ void RestApi::file_routes(Router& r) {
       async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
         std::string path;
         if (!need_path(call, &path)) return;
-        auto f = (*svc)->read_file(to_service(who), call.param("id"), path);
+        auto f = svc->read_file(to_service(who), call.param("id"), path);
         if (!f.ok()) return call.reply(problem(f.error()));
         auto [type, can_inline] = content_type_for(f->path.empty() ? path : f->path);
         Response res = Response::text(200, std::move(f->data), type);
@@ -140,13 +140,13 @@ void RestApi::file_routes(Router& r) {
       async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
         std::string path;
         if (!need_path(call, &path)) return;
-        const uint64_t cap = (*svc)->max_file_bytes();
+        const uint64_t cap = svc->max_file_bytes();
         if (call.req.body.size() > cap)
           return call.reply(problem(413, "payload_too_large",
                                     "the file is " + std::to_string(call.req.body.size()) +
                                         " bytes, above the limit of " + std::to_string(cap)));
-        reply_result(
-            call, (*svc)->write_file(to_service(who), call.param("id"), path, call.req.body), 201);
+        reply_result(call, svc->write_file(to_service(who), call.param("id"), path, call.req.body),
+                     201);
       });
     });
   }
@@ -169,7 +169,7 @@ void RestApi::file_routes(Router& r) {
             if (!boundary.ok())
               return call.reply(problem(415, "unsupported_media_type", boundary.error().message()));
             MultipartLimits limits;
-            limits.max_part_bytes = (*svc)->max_file_bytes();
+            limits.max_part_bytes = svc->max_file_bytes();
             limits.max_total_bytes = total;
             struct Upload {
               std::string name;
@@ -237,7 +237,7 @@ void RestApi::file_routes(Router& r) {
             for (const auto& f : files) {
               std::string target =
                   dir.empty() ? f.name : (dir == "/" ? "/" + f.name : dir + "/" + f.name);
-              auto w = (*svc)->write_file(to_service(who), call.param("id"), target, f.data);
+              auto w = svc->write_file(to_service(who), call.param("id"), target, f.data);
               if (!w.ok()) return call.reply(problem(w.error()));
               out.push_back(*w);
             }
@@ -254,8 +254,8 @@ void RestApi::file_routes(Router& r) {
       async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
         std::string path;
         if (!need_path(call, &path)) return;
-        auto s = (*svc)->remove_file(to_service(who), call.param("id"), path,
-                                     query_flag(call, "recursive"));
+        auto s = svc->remove_file(to_service(who), call.param("id"), path,
+                                  query_flag(call, "recursive"));
         if (!s.ok()) return call.reply(problem(s.error()));
         call.reply(Response{204, {}, {}});
       });

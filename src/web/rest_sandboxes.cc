@@ -57,7 +57,7 @@ json metrics_json(const std::string& text) {
 }  // namespace
 
 void RestApi::sandbox_routes(Router& r) {
-  auto* svc = &options_.sandboxes;
+  service::Sandboxes* svc = options_.sandboxes;  // outlives the server; null: 503
   {
     auto m = meta("Server health (no key needed)", "server", RouteAuth::kNone);
     (void)r.add("GET", "/api/v1/health", m, [this, svc](Call& c) {
@@ -67,9 +67,9 @@ void RestApi::sandbox_routes(Router& r) {
                                 std::chrono::steady_clock::now() - started_)
                                 .count()},
                {"backend", options_.backend}};
-      if (*svc) {
-        out["sandboxes"] = (*svc)->live_count();
-        out["warm_ready"] = (*svc)->warm_ready();
+      if (svc) {
+        out["sandboxes"] = svc->live_count();
+        out["warm_ready"] = svc->warm_ready();
       }
       reply_json(c, 200, out);
     });
@@ -85,7 +85,7 @@ void RestApi::sandbox_routes(Router& r) {
     auto m = meta("Images sandboxes can start from (list_images)", "images");
     (void)r.add("GET", "/api/v1/images", m, [this, svc](Call& c) {
       async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
-        reply_result(call, (*svc)->images(to_service(who)));
+        reply_result(call, svc->images(to_service(who)));
       });
     });
   }
@@ -93,7 +93,7 @@ void RestApi::sandbox_routes(Router& r) {
     auto m = meta("The caller's sandboxes", "sandboxes");
     (void)r.add("GET", "/api/v1/sandboxes", m, [this, svc](Call& c) {
       async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
-        reply_json(call, 200, json{{"sandboxes", (*svc)->list(to_service(who))}});
+        reply_json(call, 200, json{{"sandboxes", svc->list(to_service(who))}});
       });
     });
   }
@@ -106,7 +106,7 @@ void RestApi::sandbox_routes(Router& r) {
             [svc, max = options_.max_json_bytes](Call& call, const Caller& who) {
               auto body = json_body(call, max);
               if (!body) return;
-              reply_result(call, (*svc)->create(to_service(who), *body), 201);
+              reply_result(call, svc->create(to_service(who), *body), 201);
             });
     });
   }
@@ -114,7 +114,7 @@ void RestApi::sandbox_routes(Router& r) {
     auto m = meta("One sandbox, with its resource usage", "sandboxes");
     (void)r.add("GET", "/api/v1/sandboxes/{id}", m, [this, svc](Call& c) {
       async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
-        reply_result(call, (*svc)->get(to_service(who), call.param("id")));
+        reply_result(call, svc->get(to_service(who), call.param("id")));
       });
     });
   }
@@ -123,7 +123,7 @@ void RestApi::sandbox_routes(Router& r) {
     m.success_status = 204;
     (void)r.add("DELETE", "/api/v1/sandboxes/{id}", m, [this, svc](Call& c) {
       async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
-        auto res = (*svc)->close(to_service(who), call.param("id"));
+        auto res = svc->close(to_service(who), call.param("id"));
         if (!res.ok()) return call.reply(problem(res.error()));
         call.reply(Response{204, {}, {}});
       });
@@ -153,7 +153,7 @@ void RestApi::sandbox_routes(Router& r) {
             [svc, op, max = options_.max_json_bytes](Call& call, const Caller& who) {
               auto body = json_body(call, max);
               if (!body) return;
-              reply_result(call, ((**svc).*op)(to_service(who), call.param("id"), *body));
+              reply_result(call, (svc->*op)(to_service(who), call.param("id"), *body));
             });
     });
   }
@@ -162,7 +162,7 @@ void RestApi::sandbox_routes(Router& r) {
     m.success_status = 202;
     (void)r.add("POST", "/api/v1/sandboxes/{id}/interrupt", m, [this, svc](Call& c) {
       async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
-        auto res = (*svc)->interrupt(to_service(who), call.param("id"));
+        auto res = svc->interrupt(to_service(who), call.param("id"));
         if (!res.ok()) return call.reply(problem(res.error()));
         reply_json(call, 202, json{{"interrupted", *res}});
       });
@@ -172,7 +172,7 @@ void RestApi::sandbox_routes(Router& r) {
     auto m = meta("Restart the sandbox's kernel (restart_kernel)", "executions");
     (void)r.add("POST", "/api/v1/sandboxes/{id}/restart", m, [this, svc](Call& c) {
       async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
-        reply_result(call, (*svc)->restart_kernel(to_service(who), call.param("id")));
+        reply_result(call, svc->restart_kernel(to_service(who), call.param("id")));
       });
     });
   }
@@ -186,9 +186,9 @@ void RestApi::sandbox_routes(Router& r) {
           !query_uint(c, "limit", 1000, &limit))
         return;
       async(c, RouteAuth::kApi, [svc, cursor, limit](Call& call, const Caller& who) {
-        reply_result(call, (*svc)->history(to_service(who), call.param("id"),
-                                           static_cast<int64_t>(cursor.value_or(0)),
-                                           static_cast<size_t>(limit.value_or(0))));
+        reply_result(call, svc->history(to_service(who), call.param("id"),
+                                        static_cast<int64_t>(cursor.value_or(0)),
+                                        static_cast<size_t>(limit.value_or(0))));
       });
     });
   }
@@ -196,7 +196,7 @@ void RestApi::sandbox_routes(Router& r) {
     auto m = meta("Packages installed or installing", "packages");
     (void)r.add("GET", "/api/v1/sandboxes/{id}/packages", m, [this, svc](Call& c) {
       async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
-        reply_result(call, (*svc)->packages(to_service(who), call.param("id")));
+        reply_result(call, svc->packages(to_service(who), call.param("id")));
       });
     });
   }
@@ -209,7 +209,7 @@ void RestApi::sandbox_routes(Router& r) {
             [svc, max = options_.max_json_bytes](Call& call, const Caller& who) {
               auto body = json_body(call, max);
               if (!body) return;
-              reply_result(call, (*svc)->install_packages(to_service(who), call.param("id"), *body),
+              reply_result(call, svc->install_packages(to_service(who), call.param("id"), *body),
                            202);
             });
     });

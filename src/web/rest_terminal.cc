@@ -174,7 +174,7 @@ class TerminalSession : public WsHandler, public std::enable_shared_from_this<Te
 }  // namespace
 
 void RestApi::terminal_routes(Router& r) {
-  auto* svc = &options_.sandboxes;
+  service::Sandboxes* svc = options_.sandboxes;  // outlives the server; null: 503
   auto m = meta("An interactive terminal (WebSocket upgrade; see docs/rest-api.md)", "terminal");
   m.params = {RouteParam{"cols", "query", "integer", "columns (1-1000, default 80)", false},
               RouteParam{"rows", "query", "integer", "rows (1-1000, default 24)", false}};
@@ -203,7 +203,7 @@ void RestApi::terminal_routes(Router& r) {
             "the server has " + std::to_string(max) + " terminals open (the most it allows)"));
       }
       std::chrono::seconds idle{1800};
-      auto info = (*svc)->get(to_service(who), call.param("id"));
+      auto info = svc->get(to_service(who), call.param("id"));
       if (!info.ok()) {
         count->fetch_sub(1);
         return call.reply(problem(info.error()));
@@ -214,7 +214,7 @@ void RestApi::terminal_routes(Router& r) {
       sandbox::TerminalRequest req;
       req.cols = static_cast<uint16_t>(cols.value_or(80) ? cols.value_or(80) : 80);
       req.rows = static_cast<uint16_t>(rows.value_or(24) ? rows.value_or(24) : 24);
-      auto t = (*svc)->open_terminal(to_service(who), call.param("id"), req);
+      auto t = svc->open_terminal(to_service(who), call.param("id"), req);
       if (!t.ok()) {
         count->fetch_sub(1);
         return call.reply(problem(t.error()));

@@ -482,7 +482,7 @@ describe('REST API: sandboxes, executions, files, events (two keys)', () => {
     const reading = readSse(res, () => false, 15000);
     // A new sandbox's first helpers come and go for ~6 s (usage events for
     // it meanwhile); then it is idle. The busy one spins for 5 s after that.
-    await new Promise((ok) => setTimeout(ok, 8000));
+    await new Promise((ok) => setTimeout(ok, 6000));
     const busyFrom = Date.now();
     await A('POST', `/api/v1/sandboxes/${busy.json.sandbox_id}/executions`,
       { body: { kind: 'command', command: 'end=$((SECONDS+5)); while [ $SECONDS -lt $end ]; do :; done', timeout_s: 20 } });
