@@ -681,6 +681,7 @@ static int run(int argc, char** argv) {
     ropts.backend = backend->name();
     ropts.sandboxes = &sandboxes;
     ropts.max_body_bytes = static_cast<size_t>(cfg.max_body_bytes);
+    ropts.allowed_origins = cfg.allowed_origins;
     web::RestApi rest(ropts);
     rest.add_routes(mcp_http.router());
     transport::http::ServerOptions sopts;

@@ -3,7 +3,9 @@
 #include "common/json_parse.h"
 #include "common/thread_pool.h"
 #include "store/key_store.h"
+#include "transport/http/mcp_http.h"
 #include "transport/http/problem.h"
+#include "transport/http/websocket.h"
 #include "web/openapi.h"
 
 namespace sandcastle::web {
@@ -84,7 +86,16 @@ RestApi::~RestApi() {
   shutdown();
 }
 
+bool RestApi::origin_ok(const transport::http::Request& req) const {
+  if (!req.has_header("origin") || transport::http::websocket_origin_ok(req)) return true;
+  return transport::http::origin_allowed(req.header("origin"), options_.allowed_origins, false);
+}
+
 std::optional<Caller> RestApi::authenticate(Call& c, RouteAuth need) {
+  if (!origin_ok(c.req)) {
+    c.reply(problem(403, "forbidden", "a page on another origin may not use this API"));
+    return std::nullopt;
+  }
   std::optional<Caller> who;
   const std::string key = header_key(c.req);
   if (!key.empty()) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "transport/http/router.h"
 #include "web/session.h"
@@ -44,7 +45,11 @@ struct RestOptions {
   size_t max_body_bytes = size_t{16} << 20;        // the HTTP server's, for uploads
   std::chrono::milliseconds usage_interval{2000};  // events: usage diffs
   std::chrono::milliseconds keepalive{15000};      // events: comment lines
-  size_t max_terminals = 64;                        // open at once, server-wide
+  size_t max_terminals = 64;                       // open at once, server-wide
+  // Origins besides the server's own that may call the REST API from a
+  // browser (the MCP endpoints also take any loopback origin; this API does
+  // not: another local page must not drive it, least of all with auth off).
+  std::vector<std::string> allowed_origins;
 };
 
 // Who a REST request acts for.
@@ -75,6 +80,8 @@ class RestApi {
   // a wrong X-CSRF-Token).
   std::optional<Caller> authenticate(Call& c, RouteAuth need);
   SessionTable& sessions() { return sessions_; }
+  // No Origin (not a browser), the server's own, or one allowed_origins names.
+  bool origin_ok(const transport::http::Request& req) const;
   const RestOptions& options() const { return options_; }
 
  private:

@@ -45,6 +45,8 @@ void RestApi::session_routes(Router& r) {
                            {"properties", {{"api_key", {{"type", "string"}}}}}};
   in.response_schema = kSessionInfo;
   (void)r.add("POST", "/api/v1/session", in, [this](Call& c) {
+    if (!origin_ok(c.req))
+      return c.reply(problem(403, "forbidden", "a page on another origin may not sign in here"));
     auto body = json_body(c, 4096);
     if (!body) return;
     auto k = body->find("api_key");

@@ -227,6 +227,18 @@ describe('REST API with auth off (loopback)', () => {
     const list = await call(srv.base, 'GET', '/api/v1/keys');
     assert.equal(list.status, 200, list.text);
     assert.deepEqual(list.json, { keys: [] });
+    // Another local page (a loopback origin on another port) may not drive
+    // the API, even with auth off; the server's own origin may.
+    const before = (await call(srv.base, 'GET', '/api/v1/sandboxes')).json.sandboxes.length;
+    const port = new URL(srv.base).port;
+    assertProblem(await call(srv.base, 'POST', '/api/v1/sandboxes', { body: {}, headers: { origin: 'http://localhost:1' } }),
+      403, 'forbidden');
+    assertProblem(await call(srv.base, 'POST', '/api/v1/sandboxes/x/restart', { headers: { origin: 'http://127.0.0.1:1' } }),
+      403, 'forbidden');
+    assert.equal((await call(srv.base, 'GET', '/api/v1/sandboxes')).json.sandboxes.length, before, 'nothing created');
+    const own = await call(srv.base, 'POST', '/api/v1/sandboxes', { body: { language: 'bash' }, headers: { origin: `http://127.0.0.1:${port}` } });
+    assert.equal(own.status, 201, own.text);
+    assert.equal((await call(srv.base, 'DELETE', `/api/v1/sandboxes/${own.json.sandbox_id}`, { headers: { origin: `http://127.0.0.1:${port}` } })).status, 204);
     // A key presented must still be valid.
     assertProblem(await call(srv.base, 'GET', '/api/v1/keys', { key: 'sc_nope_nope' }), 401, 'unauthorized');
   });
