@@ -65,7 +65,7 @@ describe('engine backend: images are the engine\'s', { skip }, () => {
     const { sandboxes } = await sc.ok('list_sandboxes');
     assert.equal(sandboxes.find((s) => s.sandbox_id === id)?.status, 'paused');
     const refused = await sc.err('execute_code', { sandbox_id: id, code: 'kept' });
-    assert.equal(refused.text, `sandbox '${id}' is paused: call resume_sandbox first`);
+    assert.equal(refused.text, `sandbox '${id}' is paused: call resume_sandbox first [failed_precondition]`);
     await sc.ok('resume_sandbox', { sandbox_id: id });
     assert.equal((await pausedContainers()).length, 0, 'resumed on the engine too');
     const r = await sc.ok('execute_code', { sandbox_id: id, code: 'kept + 1' });
