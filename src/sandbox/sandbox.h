@@ -17,50 +17,18 @@
 #include <string_view>
 #include <vector>
 
+#include "common/cancel_token.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "sandbox/spec.h"
 
 namespace sandcastle::sandbox {
 
-// Shared by the caller and a running exec; cancel() ends the exec (its whole
-// process tree is killed) and the result says kCancelled. interrupt() sends
-// SIGINT to the exec's main process and lets it go on: how a REPL-like
-// program is told to stop what it is doing without losing its state. Both
-// reach the running exec at once, through the channel its backend set: no
-// exec waits by polling the token (a server holds thousands of idle ones).
-class CancelToken {
- public:
-  // What a backend's channel is asked to deliver.
-  enum class Signal : char { kCancel = 'c', kInterrupt = 'i' };
-
-  void cancel() {
-    cancelled_.store(true, std::memory_order_release);
-    std::lock_guard l(mu_);
-    if (channel_) (void)channel_(Signal::kCancel);
-  }
-  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
-
-  // False when no exec runs with this token (or it has ended).
-  bool interrupt() const {
-    std::lock_guard l(mu_);
-    return channel_ && channel_(Signal::kInterrupt);
-  }
-
-  // For backends: how to reach the exec that runs with this token now (null
-  // when it ends). Set, then check cancelled(): a cancel from before the
-  // channel existed is not lost. The channel is not the token's state,
-  // hence const.
-  void set_channel(std::function<bool(Signal)> fn) const {
-    std::lock_guard l(mu_);
-    channel_ = std::move(fn);
-  }
-
- private:
-  std::atomic<bool> cancelled_{false};
-  mutable std::mutex mu_;
-  mutable std::function<bool(Signal)> channel_;
-};
+// Shared by the caller and a running exec (common/cancel_token.h): cancel()
+// ends the exec and its whole process tree (the result says kCancelled),
+// interrupt() sends SIGINT to its main process. A backend's exec sets the
+// token's channel while it runs.
+using CancelToken = sandcastle::CancelToken;
 
 // Where every sandbox sees the files its server publishes (publish_shared):
 // read-only, the same bytes for all, so a file that every sandbox needs (a

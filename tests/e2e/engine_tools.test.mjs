@@ -5,10 +5,25 @@
 // SANDCASTLE_ENGINE_URL; in the native run it is skipped, saying so.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { connectSandcastle } from './lib/sandbox_client.mjs';
 
 const ENGINE = process.env.SANDCASTLE_ENGINE_URL;
 const skip = ENGINE ? false : 'engine backend only: make test runs it in the engine stage (scripts/with-engine)';
+
+// The engine's own view: sandcastle's containers it holds paused.
+function pausedContainers() {
+  const filters = encodeURIComponent(JSON.stringify({ status: ['paused'], label: ['sandcastle.sandbox'] }));
+  return new Promise((resolve, reject) => {
+    const req = http.get({ socketPath: ENGINE.replace(/^unix:\/\//, ''), path: `/containers/json?filters=${filters}` }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { body += d; });
+      res.on('end', () => (res.statusCode === 200 ? resolve(JSON.parse(body)) : reject(new Error(`engine: HTTP ${res.statusCode}: ${body}`))));
+    });
+    req.on('error', reject);
+  });
+}
 
 describe('engine backend: images are the engine\'s', { skip }, () => {
   let sc;
@@ -38,8 +53,21 @@ describe('engine backend: images are the engine\'s', { skip }, () => {
     const { sandbox_id: id } = await sc.create({ language: 'python' });
     await sc.ok('execute_code', { sandbox_id: id, code: 'kept = 41' });
     const paused = await sc.ok('pause_sandbox', { sandbox_id: id, mode: 'freeze' });
-    assert.equal(paused.memory_saved ?? true, true, JSON.stringify(paused));
+    assert.deepEqual(paused, {
+      sandbox_id: id,
+      status: 'paused',
+      mode: 'freeze',
+      memory_saved: true,
+      note: 'frozen in memory: the sandbox keeps its memory while paused, and a server restart loses it (the files stay)',
+    });
+    // The engine itself holds the container paused (no other suite pauses).
+    assert.equal((await pausedContainers()).length, 1, 'one paused sandcastle container on the engine');
+    const { sandboxes } = await sc.ok('list_sandboxes');
+    assert.equal(sandboxes.find((s) => s.sandbox_id === id)?.status, 'paused');
+    const refused = await sc.err('execute_code', { sandbox_id: id, code: 'kept' });
+    assert.equal(refused.text, `sandbox '${id}' is paused: call resume_sandbox first [failed_precondition]`);
     await sc.ok('resume_sandbox', { sandbox_id: id });
+    assert.equal((await pausedContainers()).length, 0, 'resumed on the engine too');
     const r = await sc.ok('execute_code', { sandbox_id: id, code: 'kept + 1' });
     assert.match(JSON.stringify(r), /42/);
     await sc.ok('close_sandbox', { sandbox_id: id });

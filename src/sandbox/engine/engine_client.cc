@@ -109,6 +109,33 @@ Result<std::string> string_field(const json& j, const char* key, const std::stri
   return it->get<std::string>();
 }
 
+// The progress stream /build and /images/create answer with: JSON objects,
+// one a line; a failure arrives as one with "error" after a 200. Returns the
+// last image id ("sha256:...") an "id" or "status" named, or "" if none did.
+Result<std::string> read_progress(std::string_view body, const std::string& what) {
+  std::string id;
+  std::string_view rest = body;
+  while (!rest.empty()) {
+    const auto nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    if (line.find_first_not_of(" \r\t") == std::string_view::npos) continue;
+    auto j = parse_body(std::string(line), what);
+    if (!j.ok()) return j.take_error();
+    if (!j->is_object()) continue;
+    if (auto e = j->find("error"); e != j->end() && e->is_string())
+      return Error::make(ErrorCode::kIo,
+                         what + ": " + printable(e->get<std::string>(), kMessageLimit));
+    for (const char* key : {"id", "status"}) {
+      auto it = j->find(key);
+      if (it != j->end() && it->is_string() &&
+          it->get_ref<const std::string&>().rfind("sha256:", 0) == 0)
+        id = printable(it->get<std::string>(), 128);
+    }
+  }
+  return id;
+}
+
 // "1.41" -> 41 (major must be 1, as for every Engine API so far).
 int api_minor(const json& j, const char* key, int absent) {
   auto it = j.find(key);
@@ -323,19 +350,7 @@ Result<std::string> EngineClient::image_build(const ByteSource& context, std::st
   auto a = exchange("POST", target, nullptr, &context, "application/x-tar", call);
   if (!a.ok()) return a.take_error();
   const std::string what = "engine " + endpoint_.str() + ": image build";
-  std::string_view rest = a->body;
-  while (!rest.empty()) {
-    const auto nl = rest.find('\n');
-    std::string_view line = rest.substr(0, nl);
-    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
-    if (line.find_first_not_of(" \r\t") == std::string_view::npos) continue;
-    auto j = parse_body(std::string(line), what);
-    if (!j.ok()) return j.take_error();
-    if (!j->is_object()) continue;
-    if (auto e = j->find("error"); e != j->end() && e->is_string())
-      return Error::make(ErrorCode::kIo,
-                         what + ": " + printable(e->get<std::string>(), kMessageLimit));
-  }
+  if (auto progress = read_progress(a->body, what); !progress.ok()) return progress.take_error();
   // Both engines tag the result; its id is the tag's.
   auto info = image_inspect(repo_tag, call);
   if (!info.ok()) return info.take_error();
@@ -351,30 +366,10 @@ Result<std::string> EngineClient::image_import(const ByteSource& tar, std::strin
   const std::string target = versioned("/images/create?fromSrc=-&repo=" + query_escape(repo_tag));
   auto a = exchange("POST", target, nullptr, &tar, "application/x-tar", call);
   if (!a.ok()) return a.take_error();
-  // A stream of JSON progress objects; a failure arrives as one with
-  // "error" after a 200.
-  std::string id;
-  std::string_view rest = a->body;
   const std::string what = "engine " + endpoint_.str() + ": image import";
-  while (!rest.empty()) {
-    const auto nl = rest.find('\n');
-    std::string_view line = rest.substr(0, nl);
-    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
-    if (line.find_first_not_of(" \r\t") == std::string_view::npos) continue;
-    auto j = parse_body(std::string(line), what);
-    if (!j.ok()) return j.take_error();
-    if (!j->is_object()) continue;
-    if (auto e = j->find("error"); e != j->end() && e->is_string())
-      return Error::make(ErrorCode::kIo,
-                         what + ": " + printable(e->get<std::string>(), kMessageLimit));
-    for (const char* key : {"id", "status"}) {
-      auto it = j->find(key);
-      if (it != j->end() && it->is_string() &&
-          it->get_ref<const std::string&>().rfind("sha256:", 0) == 0)
-        id = printable(it->get<std::string>(), 128);
-    }
-  }
-  if (id.empty()) return Error::make(ErrorCode::kIo, what + ": no image id in the answer");
+  auto id = read_progress(a->body, what);
+  if (!id.ok()) return id.take_error();
+  if (id->empty()) return Error::make(ErrorCode::kIo, what + ": no image id in the answer");
   return id;
 }
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "sandbox/engine/engine_sandbox.h"
-#include "sandbox/output_buffer.h"
+#include "sandbox/exec_io.h"
 
 namespace sandcastle::sandbox::engine {
 namespace {
@@ -27,60 +27,19 @@ constexpr auto kReportGrace = std::chrono::seconds(10);
 constexpr auto kDrainGrace = std::chrono::seconds(5);
 
 Result<AgentExec> build_exec(const ExecRequest& req, const SandboxSpec& spec) {
-  if (req.argv.empty() || req.argv[0].empty())
-    return Error::make(ErrorCode::kInvalidArgument, "exec: argv must not be empty");
+  auto cmd = exec_command(req, spec);
+  if (!cmd) return cmd.take_error();
   AgentExec e;
-  for (const auto& a : req.argv) {
-    if (a.find('\0') != std::string::npos)
-      return Error::make(ErrorCode::kInvalidArgument, "exec: argument contains NUL");
-    e.argv.push_back(a);
-  }
-  e.cwd = req.cwd.empty() ? spec.workdir() : req.cwd;
-  if (e.cwd.front() != '/') e.cwd = spec.workdir() + "/" + e.cwd;
-  auto env = base_environment();
-  if (req.spec_env)
-    for (const auto& [k, v] : spec.env()) env[k] = v;
-  for (const auto& [k, v] : req.env) {
-    if (!valid_env_name(k))
-      return Error::make(ErrorCode::kInvalidArgument, "exec: invalid env name '" + k + "'");
-    if (v.find('\0') != std::string::npos)
-      return Error::make(ErrorCode::kInvalidArgument, "exec: env " + k + " contains NUL");
-    env[k] = v;
-  }
+  e.argv = std::move(cmd->argv);
+  e.env = std::move(cmd->env);
+  e.cwd = std::move(cmd->cwd);
+  e.timeout_ms = cmd->timeout_ms;
   e.shell_env = req.shell_env;  // the agent adds PWD, SHLVL and _ as bash would
-  for (const auto& [k, v] : env) e.env.push_back(k + "=" + v);
-  auto timeout = req.timeout.value_or(spec.limits().exec_timeout);
-  if (timeout.count() <= 0)
-    return Error::make(ErrorCode::kInvalidArgument, "exec: timeout must be positive");
-  e.timeout_ms = static_cast<std::uint64_t>(timeout.count());
   e.rlimit_nofile = spec.limits().open_files;
   e.rlimit_fsize = spec.limits().file_size_bytes;
   // Processes and memory: the container's pids and memory cgroup fence them.
   e.listen_port = req.private_listener_port;
   return e;
-}
-
-struct Stream {
-  UniqueFd fd;
-  OutputBuffer buf;
-  const std::function<void(std::string_view)>* callback;
-};
-
-void pump(Stream& s) {
-  char chunk[65536];
-  for (;;) {
-    ssize_t n = ::read(s.fd.get(), chunk, sizeof chunk);
-    if (n > 0) {
-      std::string_view v(chunk, static_cast<std::size_t>(n));
-      s.buf.append(v);
-      if (s.callback && *s.callback) (*s.callback)(v);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) return;
-    s.fd.reset();
-    return;
-  }
 }
 
 // The listener an installer's exec gets (ExecRequest::private_listener_port):
@@ -128,20 +87,12 @@ Error failure_error(const AgentFailure& f, const std::string& program) {
   return Error::from_errno(step.empty() ? "exec" : step, err);
 }
 
-ExecResult result_of(const AgentDone& done, Stream& out, Stream& err, Clock::time_point start) {
+ExecResult result_of(const AgentDone& done, OutputStream& out, OutputStream& err,
+                     Clock::time_point start) {
   ExecResult res;
-  res.duration = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+  fill_result(res, out, err, done.wait_status, start);
   res.cpu_time = std::chrono::microseconds(done.cpu_us);
   res.peak_memory_bytes = done.maxrss_kib * 1024;
-  res.stdout_truncated = out.buf.truncated();
-  res.stderr_truncated = err.buf.truncated();
-  res.stdout_total = out.buf.total();
-  res.stderr_total = err.buf.total();
-  res.stdout_data = out.buf.take();
-  res.stderr_data = err.buf.take();
-  const int st = done.wait_status;
-  if (WIFEXITED(st)) res.exit_code = WEXITSTATUS(st);
-  if (WIFSIGNALED(st)) res.signal = WTERMSIG(st);
   switch (done.end) {
     case AgentEnd::kTimeout: res.reason = EndReason::kTimeout; break;
     case AgentEnd::kCancelled: res.reason = EndReason::kCancelled; break;
@@ -176,8 +127,8 @@ Result<ExecResult> EngineSandbox::exec(const ExecRequest& req, const ExecCallbac
     }
   } opened{link, {}};
   std::size_t cap = req.output.max_bytes;
-  Stream sout{UniqueFd(), OutputBuffer(cap), &callbacks.on_stdout};
-  Stream serr{UniqueFd(), OutputBuffer(cap), &callbacks.on_stderr};
+  OutputStream sout{UniqueFd(), OutputBuffer(cap), &callbacks.on_stdout};
+  OutputStream serr{UniqueFd(), OutputBuffer(cap), &callbacks.on_stderr};
   UniqueFd in_w;
   auto out_ch = link.open_channel();
   if (!out_ch) return out_ch.take_error();

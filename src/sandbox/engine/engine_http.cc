@@ -32,17 +32,6 @@ constexpr std::size_t kChunk = std::size_t{64} * 1024;
 
 }  // namespace
 
-void CancelToken::cancel() {
-  std::lock_guard lock(mu_);
-  cancelled_ = true;
-  if (closer_) closer_();
-}
-
-bool CancelToken::cancelled() const {
-  std::lock_guard lock(mu_);
-  return cancelled_;
-}
-
 HttpCall::HttpCall(const Endpoint& endpoint, net::ssl::context* tls,
                    std::chrono::milliseconds timeout, std::chrono::milliseconds connect_timeout,
                    CancelToken* cancel)
@@ -59,24 +48,22 @@ HttpCall::HttpCall(const Endpoint& endpoint, net::ssl::context* tls,
     close_now();
   });
   if (cancel_) {
-    std::lock_guard lock(cancel_->mu_);
-    if (cancel_->cancelled_) cancelled_ = true;
     // post() is the one thread-safe way into ioc_; the close runs in the
     // calling thread, between or during its operations.
-    cancel_->closer_ = [this] {
+    cancel_->set_channel([this](CancelToken::Signal sig) {
+      if (sig != CancelToken::Signal::kCancel) return false;  // nothing to interrupt
       net::post(ioc_, [this] {
         cancelled_ = true;
         close_now();
       });
-    };
+      return true;
+    });
+    if (cancel_->cancelled()) cancelled_ = true;
   }
 }
 
 HttpCall::~HttpCall() {
-  if (cancel_) {
-    std::lock_guard lock(cancel_->mu_);
-    cancel_->closer_ = nullptr;
-  }
+  if (cancel_) cancel_->set_channel(nullptr);
 }
 
 std::string HttpCall::what() const {
@@ -525,8 +512,7 @@ void HttpCall::stop() {
 
 void HttpCall::forget_cancel() {
   if (!cancel_) return;
-  std::lock_guard lock(cancel_->mu_);
-  cancel_->closer_ = nullptr;
+  cancel_->set_channel(nullptr);
   cancel_ = nullptr;
 }
 

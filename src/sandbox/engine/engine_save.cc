@@ -4,6 +4,8 @@
 // tmpfs in every engine sandbox, which would hide the image's own
 // /workspace, so the files go to kWorkspaceSeedDir and a label says so: a
 // sandbox made from the image gets them copied into its /workspace.
+#include "sandbox/engine/engine_save.h"
+
 #include <string>
 
 #include "sandbox/engine/container_config.h"
@@ -26,8 +28,27 @@ std::string build_context(const std::string& dockerfile, const std::string& work
 
 }  // namespace
 
+Result<std::string> save_dockerfile(std::string_view image) {
+  const std::string base = image == "host" ? kHostBaseImage : std::string(image);
+  if (base.empty() || base.size() > 512)
+    return Error::make(ErrorCode::kInvalidArgument, "save_sandbox: bad image reference (length)");
+  for (char c : base) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u == 0x7f)
+      return Error::make(ErrorCode::kInvalidArgument,
+                         "save_sandbox: the image reference holds a space or control character");
+  }
+  std::string dockerfile = "FROM " + base + "\nADD workspace.tar " + kWorkspaceSeedDir + "/\n" +
+                           "LABEL " + kLabelWorkspaceSeed + "=" + kWorkspaceSeedDir + "\n";
+  if (image == "host") dockerfile += std::string("LABEL ") + kLabelHostRoot + "=1\n";
+  return dockerfile;
+}
+
 Result<Sandbox::SavedImage> EngineSandbox::save_image(const std::string& name) {
   if (auto st = check_alive(); !st) return st.take_error();
+  // Before anything runs: a refused image leaves nothing behind.
+  auto dockerfile = save_dockerfile(spec_.image());
+  if (!dockerfile) return dockerfile.take_error();
   // The tar is bounded by the workspace's size (a tmpfs of the disk limit)
   // plus the archive's own overhead.
   const std::uint64_t limit =
@@ -55,11 +76,7 @@ Result<Sandbox::SavedImage> EngineSandbox::save_image(const std::string& name) {
     return Error::make(ErrorCode::kFailedPrecondition,
                        "save_sandbox: tar of " + spec_.workdir() + " in the sandbox failed (exit " +
                            std::to_string(r->status()) + "): " + r->stderr_data.substr(0, 500));
-  const std::string base = spec_.image() == "host" ? kHostBaseImage : spec_.image();
-  std::string dockerfile = "FROM " + base + "\nADD workspace.tar " + kWorkspaceSeedDir + "/\n" +
-                           "LABEL " + kLabelWorkspaceSeed + "=" + kWorkspaceSeedDir + "\n";
-  if (spec_.image() == "host") dockerfile += std::string("LABEL ") + kLabelHostRoot + "=1\n";
-  const std::string context = build_context(dockerfile, workspace_tar);
+  const std::string context = build_context(*dockerfile, workspace_tar);
   std::size_t at = 0;
   ByteSource src = [&](char* buf, std::size_t cap) -> Result<std::size_t> {
     std::size_t n = std::min(cap, context.size() - at);

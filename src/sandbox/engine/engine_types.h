@@ -4,9 +4,9 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
-#include <mutex>
 #include <string_view>
 
+#include "common/cancel_token.h"
 #include "common/result.h"
 
 namespace sandcastle::sandbox::engine {
@@ -19,25 +19,12 @@ using ByteSource = std::function<Result<std::size_t>(char* buf, std::size_t cap)
 
 class HttpCall;
 
-// Ends a call from another thread: the call's connection is closed and the
-// call returns kCancelled. A token cancelled before its call starts makes
-// that call return kCancelled at once. One call at a time per token.
-class CancelToken {
- public:
-  void cancel();
-  bool cancelled() const;
-
- private:
-  friend class HttpCall;
-  mutable std::mutex mu_;
-  bool cancelled_ = false;
-  std::function<void()> closer_;  // set while a call runs
-};
-
 struct CallOptions {
   // The whole call (connect, request, response, streams); 0: the client's
   // default.
   std::chrono::milliseconds timeout{0};
+  // Ends the call from another thread: its connection is closed and it
+  // returns kCancelled (at once if the token was cancelled before).
   CancelToken* cancel = nullptr;
 };
 

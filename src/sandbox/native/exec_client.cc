@@ -6,23 +6,22 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-
-#include <algorithm>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <mutex>
 #include <utility>
 
+#include "sandbox/exec_io.h"
 #include "sandbox/native/fd_passing.h"
 #include "sandbox/native/init_loop.h"
 #include "sandbox/native/native_sandbox.h"
 #include "sandbox/native/wire.h"
-#include "sandbox/output_buffer.h"
 
 namespace sandcastle::sandbox::native {
 namespace {
@@ -34,29 +33,13 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kReportGrace = std::chrono::seconds(10);
 
 Result<ExecWire> build_wire(const ExecRequest& req, const SandboxSpec& spec, bool have_cgroup) {
-  if (req.argv.empty() || req.argv[0].empty())
-    return Error::make(ErrorCode::kInvalidArgument, "exec: argv must not be empty");
+  auto cmd = exec_command(req, spec);
+  if (!cmd) return cmd.take_error();
   ExecWire w;
-  for (const auto& a : req.argv) {
-    if (a.find('\0') != std::string::npos)
-      return Error::make(ErrorCode::kInvalidArgument, "exec: argument contains NUL");
-    w.argv.push_back(a);
-  }
-  auto env = base_environment();
-  if (req.spec_env)
-    for (const auto& [k, v] : spec.env()) env[k] = v;
-  for (const auto& [k, v] : req.env) {
-    if (!valid_env_name(k)) return Error::make(ErrorCode::kInvalidArgument, "exec: invalid env name '" + k + "'");
-    if (v.find('\0') != std::string::npos)
-      return Error::make(ErrorCode::kInvalidArgument, "exec: env " + k + " contains NUL");
-    env[k] = v;
-  }
-  for (const auto& [k, v] : env) w.env.push_back(k + "=" + v);
-  w.cwd = req.cwd.empty() ? spec.workdir() : req.cwd;
-  if (w.cwd.front() != '/') w.cwd = spec.workdir() + "/" + w.cwd;
-  auto timeout = req.timeout.value_or(spec.limits().exec_timeout);
-  if (timeout.count() <= 0) return Error::make(ErrorCode::kInvalidArgument, "exec: timeout must be positive");
-  w.timeout_ms = static_cast<std::uint64_t>(timeout.count());
+  w.argv = std::move(cmd->argv);
+  w.env = std::move(cmd->env);
+  w.cwd = std::move(cmd->cwd);
+  w.timeout_ms = cmd->timeout_ms;
   const Limits& l = spec.limits();
   w.rlimit_nofile = l.open_files;
   w.rlimit_fsize = l.file_size_bytes;
@@ -69,41 +52,20 @@ Result<ExecWire> build_wire(const ExecRequest& req, const SandboxSpec& spec, boo
   return w;
 }
 
-struct Stream {
-  UniqueFd fd;
-  OutputBuffer buf;
-  const std::function<void(std::string_view)>* callback;
-};
-
-// Reads what is available; returns false at EOF.
-bool pump(Stream& s) {
-  char chunk[65536];
-  for (;;) {
-    ssize_t n = ::read(s.fd.get(), chunk, sizeof chunk);
-    if (n > 0) {
-      std::string_view v(chunk, static_cast<std::size_t>(n));
-      s.buf.append(v);
-      if (s.callback && *s.callback) (*s.callback)(v);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) return true;
-    s.fd.reset();
-    return false;
-  }
-}
-
 // The listener a private-network exec's supervisor sent crossed from the
 // sandbox: it must be what was asked for, a listening TCP socket on
 // 127.0.0.1:port.
 bool is_loopback_listener(int fd, std::uint16_t port) {
   int domain = 0, protocol = 0, accepting = 0;
   socklen_t len = sizeof domain;
-  if (::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_INET) return false;
+  if (::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_INET)
+    return false;
   len = sizeof protocol;
-  if (::getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) != 0 || protocol != IPPROTO_TCP) return false;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) != 0 || protocol != IPPROTO_TCP)
+    return false;
   len = sizeof accepting;
-  if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) != 0 || !accepting) return false;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) != 0 || !accepting)
+    return false;
   struct sockaddr_in a {};
   len = sizeof a;
   return ::getsockname(fd, reinterpret_cast<struct sockaddr*>(&a), &len) == 0 &&
@@ -115,7 +77,8 @@ bool is_loopback_listener(int fd, std::uint16_t port) {
 Result<ExecResult> NativeSandbox::run_exec(const ExecRequest& req, const ExecCallbacks& callbacks,
                                            const CancelToken* cancel) {
   if (req.private_listener_port != 0 && !callbacks.on_listener)
-    return Error::make(ErrorCode::kInvalidArgument, "exec: a private listener needs an on_listener callback");
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "exec: a private listener needs an on_listener callback");
   auto wire = build_wire(req, spec_, cgroup_ != nullptr);
   if (!wire) return wire.take_error();
   std::string bytes = encode_control(ControlKind::kExec, encode(*wire));
@@ -139,8 +102,10 @@ Result<ExecResult> NativeSandbox::run_exec(const ExecRequest& req, const ExecCal
   {
     std::shared_lock lock(mu_);
     if (auto st = check_alive(); !st) return st.take_error();
-    const int fds[kExecRequestMaxFds] = {report_remote.get(), in_r.get(), out_w.get(), err_w.get(), req.pass_fd};
-    if (int e = send_with_fds(init_.control.get(), bytes, fds, req.pass_fd >= 0 ? kExecRequestMaxFds : kExecRequestFds);
+    const int fds[kExecRequestMaxFds] = {report_remote.get(), in_r.get(), out_w.get(), err_w.get(),
+                                         req.pass_fd};
+    if (int e = send_with_fds(init_.control.get(), bytes, fds,
+                              req.pass_fd >= 0 ? kExecRequestMaxFds : kExecRequestFds);
         e != 0)
       // A dead init gives EPIPE or, if unread bytes were queued to it,
       // ECONNRESET: both mean the sandbox is gone, so callers see one.
@@ -153,8 +118,8 @@ Result<ExecResult> NativeSandbox::run_exec(const ExecRequest& req, const ExecCal
   err_w.reset();
 
   std::size_t cap = req.output.max_bytes;
-  Stream sout{std::move(out_r), OutputBuffer(cap), &callbacks.on_stdout};
-  Stream serr{std::move(err_r), OutputBuffer(cap), &callbacks.on_stderr};
+  OutputStream sout{std::move(out_r), OutputBuffer(cap), &callbacks.on_stdout};
+  OutputStream serr{std::move(err_r), OutputBuffer(cap), &callbacks.on_stderr};
   std::string_view pending_in = req.stdin_data;
   if (pending_in.empty()) in_w.reset();
 
@@ -181,10 +146,12 @@ Result<ExecResult> NativeSandbox::run_exec(const ExecRequest& req, const ExecCal
   while (!rep) {
     auto now = Clock::now();
     if (now >= deadline)
-      return Error::make(ErrorCode::kTimeout, "exec: sandbox did not report within timeout + grace");
+      return Error::make(ErrorCode::kTimeout,
+                         "exec: sandbox did not report within timeout + grace");
     // Clamped before narrowing: a long exec (a kernel lives for days) must not
     // overflow poll's int timeout into a negative "wait forever".
-    auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+    auto left_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
     int wait_ms = static_cast<int>(std::min<long long>(left_ms, 60'000));
 
     struct pollfd p[4];
@@ -192,9 +159,18 @@ Result<ExecResult> NativeSandbox::run_exec(const ExecRequest& req, const ExecCal
     int ir = -1, io = -1, ie = -1, ii = -1;
     p[n] = {report.get(), POLLIN, 0};
     ir = n++;
-    if (sout.fd) { p[n] = {sout.fd.get(), POLLIN, 0}; io = n++; }
-    if (serr.fd) { p[n] = {serr.fd.get(), POLLIN, 0}; ie = n++; }
-    if (in_w) { p[n] = {in_w.get(), POLLOUT, 0}; ii = n++; }
+    if (sout.fd) {
+      p[n] = {sout.fd.get(), POLLIN, 0};
+      io = n++;
+    }
+    if (serr.fd) {
+      p[n] = {serr.fd.get(), POLLIN, 0};
+      ie = n++;
+    }
+    if (in_w) {
+      p[n] = {in_w.get(), POLLOUT, 0};
+      ii = n++;
+    }
     if (::poll(p, static_cast<nfds_t>(n), wait_ms) < 0) {
       if (errno == EINTR) continue;
       return Error::from_errno("poll exec fds");
@@ -219,13 +195,16 @@ Result<ExecResult> NativeSandbox::run_exec(const ExecRequest& req, const ExecCal
       // A supervisor that exits with our late message ('i') unread makes
       // this recv fail once with ECONNRESET; its report is still queued.
       if (m.len < 0 && m.err == ECONNRESET) continue;
-      if (m.len <= 0) return Error::make(ErrorCode::kUnavailable, "exec: sandbox " + id_ + " went away");
+      if (m.len <= 0)
+        return Error::make(ErrorCode::kUnavailable, "exec: sandbox " + id_ + " went away");
       auto msg = decode_report(std::string_view(buf, static_cast<std::size_t>(m.len)));
-      if (!msg || m.truncated) return Error::make(ErrorCode::kInternal, "exec: malformed report from sandbox");
+      if (!msg || m.truncated)
+        return Error::make(ErrorCode::kInternal, "exec: malformed report from sandbox");
       if (msg->kind == ReportKind::kListener) {
         // Once, first, and only when asked for.
         if (!want_listener || !passed || !is_loopback_listener(passed.get(), wire->listen_port))
-          return Error::make(ErrorCode::kInternal, "exec: unexpected or malformed listener from sandbox");
+          return Error::make(ErrorCode::kInternal,
+                             "exec: unexpected or malformed listener from sandbox");
         want_listener = false;
         callbacks.on_listener(std::move(passed));
         continue;
@@ -242,18 +221,9 @@ Result<ExecResult> NativeSandbox::run_exec(const ExecRequest& req, const ExecCal
   if (rep->kind == ReportKind::kSetupError) return Error::from_errno(rep->step, rep->err);
 
   ExecResult res;
-  res.duration = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+  fill_result(res, sout, serr, rep->wait_status, start);
   res.cpu_time = std::chrono::microseconds(rep->cpu_us);
   res.peak_memory_bytes = rep->maxrss_kib * 1024;
-  res.stdout_truncated = sout.buf.truncated();
-  res.stderr_truncated = serr.buf.truncated();
-  res.stdout_total = sout.buf.total();
-  res.stderr_total = serr.buf.total();
-  res.stdout_data = sout.buf.take();
-  res.stderr_data = serr.buf.take();
-  int st = rep->wait_status;
-  if (WIFEXITED(st)) res.exit_code = WEXITSTATUS(st);
-  if (WIFSIGNALED(st)) res.signal = WTERMSIG(st);
   switch (rep->end) {
     case SupervisorEnd::kTimeout: res.reason = EndReason::kTimeout; break;
     case SupervisorEnd::kCancelled: res.reason = EndReason::kCancelled; break;

@@ -13,20 +13,12 @@
 
 #include <thread>
 
-#include "engine_fixture.h"
+#include "backend_fixture.h"
 
 namespace sandcastle::sandbox::engine::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-SandboxSpec small_spec() {
-  SpecOptions o;
-  o.limits.memory_bytes = 256 * kMiB;
-  o.limits.disk_bytes = 16 * kMiB;
-  o.limits.exec_timeout = 20s;
-  return *SandboxSpec::create(o);
-}
 
 ExecRequest true_request() {
   ExecRequest req;
@@ -34,38 +26,22 @@ ExecRequest true_request() {
   return req;
 }
 
-class EngineBackendTest : public ::testing::TestWithParam<std::string> {
+class EngineBackendTest : public BackendTest<EngineBackend, ::testing::TestWithParam<std::string>> {
  protected:
   void SetUp() override {
     std::string why;
     engine_ = test_engine(GetParam(), &why);
     if (!engine_) GTEST_SKIP() << GetParam() << " cannot run here: " << why;
-    EngineBackendOptions o;
-    o.engine.url = engine_->url;
-    o.agent_path = find_agent();
-    o.pool_size = 0;
-    auto b = EngineBackend::create(o);
-    ASSERT_TRUE(b.ok()) << b.error().message();
-    backend_ = std::move(*b);
+    use(EngineBackend::create(backend_options(engine_->url)));
   }
-  void TearDown() override {
-    if (backend_) backend_->shutdown();
-  }
-  std::unique_ptr<Sandbox> make(const SandboxSpec& spec = small_spec()) {
-    auto sb = backend_->create(spec);
-    EXPECT_TRUE(sb.ok()) << sb.error().message();
-    return sb.ok() ? std::move(*sb) : nullptr;
-  }
-  ExecResult run(Sandbox& sb, std::vector<std::string> argv, std::string stdin_data = {}) {
-    ExecRequest req;
-    req.argv = std::move(argv);
-    req.stdin_data = std::move(stdin_data);
-    auto r = sb.exec(req);
-    EXPECT_TRUE(r.ok()) << r.error().message();
-    return r.ok() ? *r : ExecResult{};
+  // A backend with a warm pool of one for test_spec().
+  void use_warm_pool() {
+    auto o = backend_options(engine_->url);
+    o.pool_size = 1;
+    o.pool_spec = test_spec();
+    use(EngineBackend::create(o));
   }
   const TestEngine* engine_ = nullptr;
-  std::unique_ptr<EngineBackend> backend_;
 };
 
 TEST_P(EngineBackendTest, RunsCommandsAsTheSandboxUserWithoutCapabilities) {
@@ -245,15 +221,7 @@ TEST_P(EngineBackendTest, RunsOnTheEnginesOwnImage) {
 }
 
 TEST_P(EngineBackendTest, WarmPoolHandsOutStartedContainers) {
-  backend_->shutdown();
-  EngineBackendOptions o;
-  o.engine.url = engine_->url;
-  o.agent_path = find_agent();
-  o.pool_size = 1;
-  o.pool_spec = small_spec();
-  auto b = EngineBackend::create(o);
-  ASSERT_TRUE(b.ok()) << b.error().message();
-  backend_ = std::move(*b);
+  ASSERT_NO_FATAL_FAILURE(use_warm_pool());
   for (int i = 0; i < 600 && backend_->warm_ready() == 0; ++i) std::this_thread::sleep_for(50ms);
   ASSERT_EQ(backend_->warm_ready(), 1u);
   auto sb = make();
@@ -262,15 +230,7 @@ TEST_P(EngineBackendTest, WarmPoolHandsOutStartedContainers) {
 }
 
 TEST_P(EngineBackendTest, WarmPoolsLearnTheSpecsCreatesAskFor) {
-  backend_->shutdown();
-  EngineBackendOptions o;
-  o.engine.url = engine_->url;
-  o.agent_path = find_agent();
-  o.pool_size = 1;
-  o.pool_spec = small_spec();
-  auto b = EngineBackend::create(o);
-  ASSERT_TRUE(b.ok()) << b.error().message();
-  backend_ = std::move(*b);
+  ASSERT_NO_FATAL_FAILURE(use_warm_pool());
   SpecOptions other;
   other.image = engine_->image;  // busybox, other limits: not the configured pool's
   other.limits.memory_bytes = 128 * kMiB;
@@ -340,10 +300,7 @@ INSTANTIATE_TEST_SUITE_P(Engines, EngineBackendTest, ::testing::Values("podman",
                          [](const auto& param_info) { return param_info.param; });
 
 TEST(EngineBackendDown, AnEngineThatDoesNotAnswerIsAClearError) {
-  EngineBackendOptions o;
-  o.engine.url = "unix:///nonexistent/engine.sock";
-  o.agent_path = find_agent();
-  auto b = EngineBackend::create(o);
+  auto b = EngineBackend::create(backend_options("unix:///nonexistent/engine.sock"));
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.error().message().find("/nonexistent/engine.sock"), std::string::npos)
       << b.error().message();
@@ -370,10 +327,7 @@ TEST(EngineBackendDown, ASocketWithoutPermissionIsAClearError) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(3);
-    EngineBackendOptions o;
-    o.engine.url = "unix://" + path;
-    o.agent_path = find_agent();
-    auto b = EngineBackend::create(o);
+    auto b = EngineBackend::create(backend_options("unix://" + path));
     const std::string msg = b.ok() ? std::string("started") : b.error().message();
     (void)!::write(wr.get(), msg.data(), msg.size());
     ::_exit(0);

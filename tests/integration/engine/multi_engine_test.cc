@@ -9,7 +9,7 @@
 #include <fstream>
 #include <set>
 
-#include "engine_fixture.h"
+#include "backend_fixture.h"
 #include "tools/sandbox_manager.h"
 #include "tools/tool_env.h"
 
@@ -17,15 +17,6 @@ namespace sandcastle::sandbox::engine::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-SandboxSpec spec_for(const std::string& image = "host") {
-  SpecOptions o;
-  o.image = image;
-  o.limits.memory_bytes = 256 * kMiB;
-  o.limits.disk_bytes = 16 * kMiB;
-  o.limits.exec_timeout = 20s;
-  return *SandboxSpec::create(o);
-}
 
 std::string echo(Sandbox& sb, const std::string& text) {
   ExecRequest req;
@@ -35,7 +26,7 @@ std::string echo(Sandbox& sb, const std::string& text) {
   return r.ok() ? r->stdout_data : std::string();
 }
 
-class MultiEngineTest : public ::testing::Test {
+class MultiEngineTest : public BackendTest<MultiEngineBackend> {
  protected:
   void SetUp() override {
     std::string why;
@@ -44,32 +35,22 @@ class MultiEngineTest : public ::testing::Test {
     docker_ = test_engine("docker", &why);
     if (!docker_) GTEST_SKIP() << "dockerd cannot run here: " << why;
   }
-  void TearDown() override {
-    if (backend_) backend_->shutdown();
-  }
   void start(std::size_t capacity) {
     MultiEngineOptions o;
     o.engines = {{"podman", podman_->url, "", capacity}, {"docker", docker_->url, "", capacity}};
     o.agent_path = find_agent();
     o.health_interval = 200ms;
-    auto b = MultiEngineBackend::create(o);
-    ASSERT_TRUE(b.ok()) << b.error().message();
-    backend_ = std::move(*b);
+    use(MultiEngineBackend::create(o));
+    ASSERT_TRUE(backend_);
     ASSERT_TRUE(backend_->wait_for("podman", true, 30s));
     ASSERT_TRUE(backend_->wait_for("docker", true, 30s));
   }
-  std::unique_ptr<Sandbox> make(const SandboxSpec& spec = spec_for()) {
-    auto sb = backend_->create(spec);
-    EXPECT_TRUE(sb.ok()) << sb.error().message();
-    return sb.ok() ? std::move(*sb) : nullptr;
-  }
   const TestEngine* podman_ = nullptr;
   const TestEngine* docker_ = nullptr;
-  std::unique_ptr<MultiEngineBackend> backend_;
 };
 
 TEST_F(MultiEngineTest, SpreadsByFreeCapacityAndNamesEveryFullEngine) {
-  start(1);
+  ASSERT_NO_FATAL_FAILURE(start(1));
   auto a = make();
   auto b = make();
   ASSERT_TRUE(a && b);
@@ -78,7 +59,7 @@ TEST_F(MultiEngineTest, SpreadsByFreeCapacityAndNamesEveryFullEngine) {
   EXPECT_EQ(echo(*a, "a"), "a\n");
   EXPECT_EQ(echo(*b, "b"), "b\n");
 
-  auto c = backend_->create(spec_for());
+  auto c = backend_->create(test_spec());
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.error().code, ErrorCode::kResourceExhausted);
   EXPECT_NE(c.error().context.find("podman: full (1 of 1 sandboxes)"), std::string::npos)
@@ -109,7 +90,7 @@ TEST_F(MultiEngineTest, AnImageOnlyOneEngineHasGoesThere) {
     auto id = client->image_import(src, tag);
     ASSERT_TRUE(id.ok()) << id.error().message();
   }
-  start(0);
+  ASSERT_NO_FATAL_FAILURE(start(0));
   // Listed once, from the engine that has it.
   auto images = backend_->list_images();
   ASSERT_TRUE(images.ok()) << images.error().message();
@@ -120,12 +101,12 @@ TEST_F(MultiEngineTest, AnImageOnlyOneEngineHasGoesThere) {
   auto first = make();
   ASSERT_TRUE(first);
   for (int i = 0; i < 2; ++i) {
-    auto sb = make(spec_for(tag));
+    auto sb = make(test_spec(tag));
     ASSERT_TRUE(sb);
     EXPECT_EQ(sb->location(), "docker");
     EXPECT_EQ(echo(*sb, "busybox"), "busybox\n");
   }
-  auto none = backend_->create(spec_for("sandcastle-multi-test:nowhere"));
+  auto none = backend_->create(test_spec("sandcastle-multi-test:nowhere"));
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.error().code, ErrorCode::kNotFound);
   EXPECT_NE(none.error().context.find("podman: has no image 'sandcastle-multi-test:nowhere'"),
@@ -137,7 +118,7 @@ TEST_F(MultiEngineTest, AnImageOnlyOneEngineHasGoesThere) {
 }
 
 TEST_F(MultiEngineTest, AStoppedEngineLosesItsSandboxesAndRejoinsWhenItAnswers) {
-  start(2);
+  ASSERT_NO_FATAL_FAILURE(start(2));
   auto on_podman = make();
   auto on_docker = make();
   ASSERT_TRUE(on_podman && on_docker);
@@ -167,7 +148,7 @@ TEST_F(MultiEngineTest, AStoppedEngineLosesItsSandboxesAndRejoinsWhenItAnswers) 
   auto next = make();
   ASSERT_TRUE(next);
   EXPECT_EQ(next->location(), "docker");
-  auto refused = backend_->create(spec_for());
+  auto refused = backend_->create(test_spec());
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().context.find("podman: does not answer"), std::string::npos)
       << refused.error().context;
@@ -196,7 +177,7 @@ TEST_F(MultiEngineTest, AStoppedEngineLosesItsSandboxesAndRejoinsWhenItAnswers) 
 }
 
 TEST_F(MultiEngineTest, TheManagerListsEachSandboxWithItsEngine) {
-  start(1);
+  ASSERT_NO_FATAL_FAILURE(start(1));
   tools::ManagerOptions mo;
   mo.max_sandboxes = 4;
   tools::SandboxManager m(*backend_, mo);
@@ -218,7 +199,7 @@ TEST(MultiEngineDown, StartsWithNoEngineAnsweringAndSaysWhyPerEngine) {
   o.agent_path = find_agent();
   auto b = MultiEngineBackend::create(o);
   ASSERT_TRUE(b.ok()) << b.error().message();
-  auto sb = (*b)->create(spec_for());
+  auto sb = (*b)->create(test_spec());
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code, ErrorCode::kUnavailable);
   EXPECT_NE(sb.error().context.find("one: does not answer"), std::string::npos)

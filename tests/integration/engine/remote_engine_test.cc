@@ -12,8 +12,7 @@
 #include <fstream>
 #include <thread>
 
-#include "engine_fixture.h"
-#include "sandbox/engine/engine_backend.h"
+#include "backend_fixture.h"
 
 namespace sandcastle::sandbox::engine::testing {
 namespace {
@@ -23,16 +22,7 @@ using nlohmann::json;
 
 constexpr const char* kBusybox = "sandcastle-engine-test:busybox";
 
-SandboxSpec busybox_spec(const std::string& image = kBusybox) {
-  SpecOptions o;
-  o.image = image;
-  o.limits.memory_bytes = 256 * kMiB;
-  o.limits.disk_bytes = 16 * kMiB;
-  o.limits.exec_timeout = 20s;
-  return *SandboxSpec::create(o);
-}
-
-class RemoteEngineTest : public ::testing::Test {
+class RemoteEngineTest : public BackendTest<EngineBackend> {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "dockerd needs root";
@@ -40,37 +30,15 @@ class RemoteEngineTest : public ::testing::Test {
     engine_ = test_engine("docker", &why);
     if (!engine_) GTEST_SKIP() << "docker cannot run here: " << why;
     ASSERT_FALSE(engine_->tls_url.empty());
-  }
-  void TearDown() override {
-    if (backend_) backend_->shutdown();
+    spec_ = test_spec(kBusybox);
   }
   EngineBackendOptions options() const {
-    EngineBackendOptions o;
-    o.engine.url = engine_->tls_url;
-    o.engine.tls_dir = engine_->tls_dir;
-    o.agent_path = find_agent();
-    o.pool_size = 0;
-    return o;
+    return backend_options(engine_->tls_url, engine_->tls_dir);
   }
   void start() {
-    auto b = EngineBackend::create(options());
-    ASSERT_TRUE(b.ok()) << b.error().message();
-    backend_ = std::move(*b);
+    use(EngineBackend::create(options()));
+    ASSERT_TRUE(backend_);
     ASSERT_TRUE(backend_->client().endpoint().tls);
-  }
-  std::unique_ptr<Sandbox> make(const SandboxSpec& spec = busybox_spec()) {
-    auto sb = backend_->create(spec);
-    EXPECT_TRUE(sb.ok()) << sb.error().message();
-    return sb.ok() ? std::move(*sb) : nullptr;
-  }
-  ExecResult run(Sandbox& sb, std::vector<std::string> argv, std::string stdin_data = {}) {
-    ExecRequest req;
-    req.argv = std::move(argv);
-    req.stdin_data = std::move(stdin_data);
-    req.output.max_bytes = req.stdin_data.size() + 4096;
-    auto r = sb.exec(req);
-    EXPECT_TRUE(r.ok()) << r.error().message();
-    return r.ok() ? *r : ExecResult{};
   }
   // Whether `container_id` has a bind mount of this host's (there must be
   // none): its mounts as the engine reports them.
@@ -84,7 +52,6 @@ class RemoteEngineTest : public ::testing::Test {
     return out;
   }
   const TestEngine* engine_ = nullptr;
-  std::unique_ptr<EngineBackend> backend_;
 };
 
 // Everything `fd` gives until its EOF (10 s at most per wait); false on a
@@ -190,7 +157,7 @@ TEST_F(RemoteEngineTest, ClosingTheClientEndsItsPumps) {
 }
 
 TEST_F(RemoteEngineTest, RunsCommandsOverTheTlsAgentStream) {
-  start();
+  ASSERT_NO_FATAL_FAILURE(start());
   auto sb = make();
   ASSERT_TRUE(sb);
   auto r = run(*sb, {"sh", "-c", "echo hello; id -u; echo err >&2; exit 3"});
@@ -206,7 +173,7 @@ TEST_F(RemoteEngineTest, RunsCommandsOverTheTlsAgentStream) {
 }
 
 TEST_F(RemoteEngineTest, MovesMegabytesBothWaysThroughThePump) {
-  start();
+  ASSERT_NO_FATAL_FAILURE(start());
   auto sb = make();
   ASSERT_TRUE(sb);
   std::string big(3 * 1024 * 1024 + 7, 'x');
@@ -223,7 +190,7 @@ TEST_F(RemoteEngineTest, MovesMegabytesBothWaysThroughThePump) {
 }
 
 TEST_F(RemoteEngineTest, SandboxesEachHaveTheirOwnLink) {
-  start();
+  ASSERT_NO_FATAL_FAILURE(start());
   auto a = make();
   auto b = make();
   ASSERT_TRUE(a && b);
@@ -238,7 +205,7 @@ TEST_F(RemoteEngineTest, SandboxesEachHaveTheirOwnLink) {
 }
 
 TEST_F(RemoteEngineTest, PublishedFilesGoIntoEachContainersVolume) {
-  start();
+  ASSERT_NO_FATAL_FAILURE(start());
   auto first = make();
   ASSERT_TRUE(first);
   EXPECT_FALSE(first->has_shared("note.txt"));
@@ -266,8 +233,8 @@ TEST_F(RemoteEngineTest, PublishedFilesGoIntoEachContainersVolume) {
 }
 
 TEST_F(RemoteEngineTest, HostImageIsRefused) {
-  start();
-  auto sb = backend_->create(busybox_spec("host"));
+  ASSERT_NO_FATAL_FAILURE(start());
+  auto sb = backend_->create(test_spec("host"));
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(sb.error().message().find("image \"host\" runs this host's /usr"), std::string::npos)
@@ -284,8 +251,8 @@ TEST_F(RemoteEngineTest, AnImageSavedFromHostIsRefused) {
                            {{"Labels", {{kLabelHostRoot, "1"}}}});
   (void)local->container_remove(*id, true, true);
   ASSERT_TRUE(img.ok()) << img.error().message();
-  start();
-  auto sb = backend_->create(busybox_spec("sandcastle-engine-test/saved-host:1"));
+  ASSERT_NO_FATAL_FAILURE(start());
+  auto sb = backend_->create(test_spec("sandcastle-engine-test/saved-host:1"));
   (void)local->image_remove(*img, true);
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code, ErrorCode::kInvalidArgument);

@@ -20,10 +20,9 @@ TEST(AgentChannels, Fd3IsASocketBothWays) {
   e.ch_fd3 = a.new_channel();
   a.send_control(encode_exec(e));
   a.write(e.ch_fd3, "ping\n");
-  const AgentControl* end = a.wait_end(1);
-  ASSERT_NE(end, nullptr);
-  ASSERT_EQ(end->kind, AgentMsg::kDone);
-  EXPECT_EQ(WEXITSTATUS(end->done->wait_status), 0);
+  const AgentDone* done = a.wait_done(1);
+  ASSERT_NE(done, nullptr);
+  EXPECT_EQ(WEXITSTATUS(done->wait_status), 0);
   EXPECT_EQ(a.chans[e.ch_fd3].data, "got ping\n");
   // The command's end is gone: its EOF before kDone, then the agent's
   // close (we could still have sent) once its data is credited.
@@ -37,9 +36,8 @@ TEST(AgentChannels, StdinClosedByTheCommandIsReportedClosed) {
   e.ch_stdin = a.new_channel();
   a.send_control(encode_exec(e));
   a.write(e.ch_stdin, std::string(100000, 'x'));
-  const AgentControl* end = a.wait_end(2);
-  ASSERT_NE(end, nullptr);
-  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  const AgentDone* done = a.wait_done(2);
+  ASSERT_NE(done, nullptr);
   EXPECT_TRUE(a.chans[e.ch_stdin].closed);
 }
 
@@ -56,15 +54,13 @@ TEST(AgentChannels, AStalledStdinDoesNotStallAnotherExec) {
   EXPECT_LT(a.chans[slow.ch_stdin].sent, std::uint64_t{1} << 20);
   EXPECT_FALSE(a.chans[slow.ch_stdin].pending.empty());
   AgentExec quick = make_exec(a, 4, {"echo", "through"});
-  a.send_control(encode_exec(quick));
-  const AgentControl* end = a.wait_end(4, 5s);
-  ASSERT_NE(end, nullptr);
-  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  const AgentDone* done = a.run(quick, 5s);
+  ASSERT_NE(done, nullptr);
   EXPECT_EQ(a.chans[quick.ch_stdout].data, "through\n");
   a.send_control(encode_signal(3, AgentSignal::kCancel));
-  end = a.wait_end(3);
-  ASSERT_NE(end, nullptr);
-  EXPECT_EQ(end->done->end, AgentEnd::kCancelled);
+  const AgentDone* slow_done = a.wait_done(3);
+  ASSERT_NE(slow_done, nullptr);
+  EXPECT_EQ(slow_done->end, AgentEnd::kCancelled);
   EXPECT_TRUE(a.chans[slow.ch_stdin].closed);
 }
 
@@ -103,10 +99,9 @@ TEST(AgentChannels, ListenerConnectionsBecomeChannels) {
   EXPECT_GE(ch, kAgentChannelBase);
   ASSERT_TRUE(a.pump_until([&] { return a.chans[ch].data == "hi\n"; }));
   a.write(ch, "back\n");
-  const AgentControl* end = a.wait_end(5);
-  ASSERT_NE(end, nullptr);
-  ASSERT_EQ(end->kind, AgentMsg::kDone);
-  EXPECT_EQ(WEXITSTATUS(end->done->wait_status), 0);
+  const AgentDone* done = a.wait_done(5);
+  ASSERT_NE(done, nullptr);
+  EXPECT_EQ(WEXITSTATUS(done->wait_status), 0);
   EXPECT_EQ(a.chans[e.ch_stdout].data, "back\n");
   // The listener went with the command.
   int s = ::socket(AF_INET, SOCK_STREAM, 0);

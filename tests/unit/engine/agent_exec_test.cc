@@ -20,32 +20,28 @@ TEST(AgentExec, HelloComesFirstWithVersionAndPid) {
 TEST(AgentExec, EchoOutputArrivesBeforeDone) {
   AgentProc a;
   AgentExec e = make_exec(a, 7, {"echo", "hello"});
-  a.send_control(encode_exec(e));
-  const AgentControl* end = a.wait_end(7);
-  ASSERT_NE(end, nullptr);
-  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  const AgentDone* done = a.run(e);
+  ASSERT_NE(done, nullptr);
   ASSERT_NE(a.find(AgentMsg::kStarted, 7), nullptr);
   EXPECT_EQ(a.chans[e.ch_stdout].data, "hello\n");
   EXPECT_TRUE(a.chans[e.ch_stdout].eof);
   EXPECT_TRUE(a.chans[e.ch_stderr].eof);
   EXPECT_LT(a.event_index("ctl:3:7"), a.event_index("eof:" + std::to_string(e.ch_stdout)));
   EXPECT_LT(a.event_index("eof:" + std::to_string(e.ch_stdout)), a.event_index("ctl:5:7"));
-  EXPECT_TRUE(WIFEXITED(end->done->wait_status));
-  EXPECT_EQ(WEXITSTATUS(end->done->wait_status), 0);
-  EXPECT_EQ(end->done->end, AgentEnd::kExited);
-  EXPECT_GT(end->done->maxrss_kib, 0u);
+  EXPECT_TRUE(WIFEXITED(done->wait_status));
+  EXPECT_EQ(WEXITSTATUS(done->wait_status), 0);
+  EXPECT_EQ(done->end, AgentEnd::kExited);
+  EXPECT_GT(done->maxrss_kib, 0u);
 }
 
 TEST(AgentExec, LargeOutputAllArrivesBeforeDone) {
   AgentProc a;
   // Written, then the main process exits at once: every byte still counts.
   AgentExec e = make_exec(a, 1, {"sh", "-c", "head -c 3000000 /dev/zero; exit 4"});
-  a.send_control(encode_exec(e));
-  const AgentControl* end = a.wait_end(1);
-  ASSERT_NE(end, nullptr);
-  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  const AgentDone* done = a.run(e);
+  ASSERT_NE(done, nullptr);
   EXPECT_EQ(a.chans[e.ch_stdout].data.size(), 3000000u);
-  EXPECT_EQ(WEXITSTATUS(end->done->wait_status), 4);
+  EXPECT_EQ(WEXITSTATUS(done->wait_status), 4);
   EXPECT_LE(a.max_frame, kMaxDataFrame);
 }
 
@@ -54,11 +50,9 @@ TEST(AgentExec, ExitCodeAndEnvironmentAreTheRequestsOwn) {
   AgentExec e = make_exec(a, 2, {"sh", "-c", "echo \"$ONLY:$HOME:$(pwd)\"; exit 3"});
   e.env = {"PATH=/usr/bin:/bin", "ONLY=yes"};
   e.cwd = "/tmp";
-  a.send_control(encode_exec(e));
-  const AgentControl* end = a.wait_end(2);
-  ASSERT_NE(end, nullptr);
-  ASSERT_EQ(end->kind, AgentMsg::kDone);
-  EXPECT_EQ(WEXITSTATUS(end->done->wait_status), 3);
+  const AgentDone* done = a.run(e);
+  ASSERT_NE(done, nullptr);
+  EXPECT_EQ(WEXITSTATUS(done->wait_status), 3);
   EXPECT_EQ(a.chans[e.ch_stdout].data, "yes::/tmp\n");
 }
 
@@ -71,10 +65,9 @@ TEST(AgentExec, StdinPassesThroughWithFlowControl) {
   a.send_control(encode_exec(e));
   a.write(e.ch_stdin, in);
   a.close_write(e.ch_stdin);
-  const AgentControl* end = a.wait_end(3, 20s);
-  ASSERT_NE(end, nullptr);
-  ASSERT_EQ(end->kind, AgentMsg::kDone);
-  EXPECT_EQ(WEXITSTATUS(end->done->wait_status), 0);
+  const AgentDone* done = a.wait_done(3, 20s);
+  ASSERT_NE(done, nullptr);
+  EXPECT_EQ(WEXITSTATUS(done->wait_status), 0);
   EXPECT_TRUE(a.chans[e.ch_stdout].data == in) << a.chans[e.ch_stdout].data.size();
   // Every byte sent was credited back (four windows' worth went through one).
   EXPECT_EQ(a.chans[e.ch_stdin].sent, in.size());
@@ -118,13 +111,11 @@ TEST(AgentExec, TimeoutKillsTheCommand) {
   AgentExec e = make_exec(a, 5, {"sleep", "30"});
   e.timeout_ms = 200;
   auto t0 = std::chrono::steady_clock::now();
-  a.send_control(encode_exec(e));
-  const AgentControl* end = a.wait_end(5);
-  ASSERT_NE(end, nullptr);
-  ASSERT_EQ(end->kind, AgentMsg::kDone);
-  EXPECT_EQ(end->done->end, AgentEnd::kTimeout);
-  EXPECT_TRUE(WIFSIGNALED(end->done->wait_status));
-  EXPECT_EQ(WTERMSIG(end->done->wait_status), SIGKILL);
+  const AgentDone* done = a.run(e);
+  ASSERT_NE(done, nullptr);
+  EXPECT_EQ(done->end, AgentEnd::kTimeout);
+  EXPECT_TRUE(WIFSIGNALED(done->wait_status));
+  EXPECT_EQ(WTERMSIG(done->wait_status), SIGKILL);
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 200ms);
   EXPECT_TRUE(pid_gone(static_cast<pid_t>(a.find(AgentMsg::kStarted, 5)->b)));
 }
@@ -145,10 +136,9 @@ TEST(AgentExec, CancelKillsTheWholeTree) {
   ASSERT_FALSE(pid_gone(bg1));
   ASSERT_FALSE(pid_gone(bg2));
   a.send_control(encode_signal(6, AgentSignal::kCancel));
-  const AgentControl* end = a.wait_end(6);
-  ASSERT_NE(end, nullptr);
-  ASSERT_EQ(end->kind, AgentMsg::kDone);
-  EXPECT_EQ(end->done->end, AgentEnd::kCancelled);
+  const AgentDone* done = a.wait_done(6);
+  ASSERT_NE(done, nullptr);
+  EXPECT_EQ(done->end, AgentEnd::kCancelled);
   EXPECT_TRUE(wait_gone(bg1));
   EXPECT_TRUE(wait_gone(bg2));
 }
@@ -180,11 +170,9 @@ TEST(AgentExec, CancelTakesOnlyItsOwnCommand) {
 TEST(AgentExec, NothingOutlivesTheMainProcess) {
   AgentProc a;
   AgentExec e = make_exec(a, 8, {"sh", "-c", "sleep 300 & echo $!; setsid sleep 301 & echo $!"});
-  a.send_control(encode_exec(e));
-  const AgentControl* end = a.wait_end(8);
-  ASSERT_NE(end, nullptr);
-  ASSERT_EQ(end->kind, AgentMsg::kDone);
-  EXPECT_EQ(end->done->end, AgentEnd::kExited);
+  const AgentDone* done = a.run(e);
+  ASSERT_NE(done, nullptr);
+  EXPECT_EQ(done->end, AgentEnd::kExited);
   pid_t bg1 = 0, bg2 = 0;
   ASSERT_EQ(std::sscanf(a.chans[e.ch_stdout].data.c_str(), "%d %d", &bg1, &bg2), 2);
   EXPECT_TRUE(wait_gone(bg1));
@@ -199,12 +187,11 @@ TEST(AgentExec, InterruptReachesTheMainProcess) {
   a.send_control(encode_exec(e));
   ASSERT_TRUE(a.pump_until([&] { return a.chans[e.ch_stdout].data == "ready\n"; }));
   a.send_control(encode_signal(9, AgentSignal::kInterrupt));
-  const AgentControl* end = a.wait_end(9);
-  ASSERT_NE(end, nullptr);
-  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  const AgentDone* done = a.wait_done(9);
+  ASSERT_NE(done, nullptr);
   EXPECT_EQ(a.chans[e.ch_stdout].data, "ready\ngot-int\n");
-  EXPECT_EQ(WEXITSTATUS(end->done->wait_status), 5);
-  EXPECT_EQ(end->done->end, AgentEnd::kExited);
+  EXPECT_EQ(WEXITSTATUS(done->wait_status), 5);
+  EXPECT_EQ(done->end, AgentEnd::kExited);
 }
 
 TEST(AgentExec, MissingProgramIsExecveEnoent) {
@@ -233,10 +220,8 @@ TEST(AgentExec, RlimitsAreApplied) {
   AgentExec e = make_exec(a, 12, {"bash", "-c", "ulimit -n; ulimit -f; ulimit -c"});
   e.rlimit_nofile = 77;
   e.rlimit_fsize = 1024 * 1024;
-  a.send_control(encode_exec(e));
-  const AgentControl* end = a.wait_end(12);
-  ASSERT_NE(end, nullptr);
-  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  const AgentDone* done = a.run(e);
+  ASSERT_NE(done, nullptr);
   // bash's ulimit -f counts 1024-byte blocks.
   EXPECT_EQ(a.chans[e.ch_stdout].data, "77\n1024\n0\n");
 }
@@ -245,10 +230,8 @@ TEST(AgentExec, OnlyFdsZeroToTwoAreOpenAndSignalsAreReset) {
   AgentProc a;
   AgentExec e =
       make_exec(a, 13, {"sh", "-c", "ls /proc/self/fd; grep -E '^Sig(Blk|Ign)' /proc/self/status"});
-  a.send_control(encode_exec(e));
-  const AgentControl* end = a.wait_end(13);
-  ASSERT_NE(end, nullptr);
-  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  const AgentDone* done = a.run(e);
+  ASSERT_NE(done, nullptr);
   // 0-2 and ls's own directory fd (3).
   EXPECT_EQ(a.chans[e.ch_stdout].data,
             "0\n1\n2\n3\nSigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");

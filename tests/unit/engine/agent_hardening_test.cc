@@ -34,10 +34,8 @@ TEST(AgentHardening, ShellEnvAddsPwdShlvlAndTheExecutedPath) {
   e.env = {"PATH=/no/such/dir:/usr/bin:/bin", "LANG=C"};
   e.cwd = "/usr/../tmp";
   e.shell_env = true;
-  a.send_control(encode_exec(e));
-  const AgentControl* end = a.wait_end(1);
-  ASSERT_NE(end, nullptr);
-  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  const AgentDone* done = a.run(e);
+  ASSERT_NE(done, nullptr);
   EXPECT_EQ(lines_of(a.chans[e.ch_stdout].data),
             (std::vector<std::string>{"PATH=/no/such/dir:/usr/bin:/bin", "LANG=C", "PWD=/tmp",
                                       "SHLVL=0", "_=/usr/bin/env"}));
@@ -121,9 +119,8 @@ TEST(AgentHardening, EveryChannelOfAFinishedExecIsClosed) {
   a.send_control(encode_exec(e));
   a.write(e.ch_stdin, "through\n");
   a.close_write(e.ch_stdin);
-  const AgentControl* end = a.wait_end(6);
-  ASSERT_NE(end, nullptr);
-  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  const AgentDone* done = a.wait_done(6);
+  ASSERT_NE(done, nullptr);
   EXPECT_EQ(a.chans[e.ch_stdout].data, "through\n");
   // Those with data once the server has credited all of it: maybe after
   // kDone (which does not wait for it).
@@ -140,11 +137,9 @@ TEST(AgentHardening, ADrainWithoutCreditEndsInSeconds) {
   AgentProc a;
   AgentExec e = make_exec(a, 7, {"head", "-c", "300000", "/dev/zero"});
   a.chans[e.ch_stdout].hold_credit = true;
-  a.send_control(encode_exec(e));
-  const AgentControl* end = a.wait_end(7, 15s);
-  ASSERT_NE(end, nullptr);
-  ASSERT_EQ(end->kind, AgentMsg::kDone);
-  EXPECT_EQ(WEXITSTATUS(end->done->wait_status), 0);
+  const AgentDone* done = a.run(e, 15s);
+  ASSERT_NE(done, nullptr);
+  EXPECT_EQ(WEXITSTATUS(done->wait_status), 0);
   EXPECT_EQ(a.chans[e.ch_stdout].data.size(), kWindow);
   expect_closed_before(a, e, "ctl:5:7");
 }
@@ -190,10 +185,8 @@ TEST(AgentHardening, TheAgentsStreamIsOutOfReachOfItsCommands) {
                           {"sh", "-c",
                            "echo frame >/proc/$PPID/fd/1 && echo wrote; "
                            "stat -c %u /proc/$$"});
-  a.send_control(encode_exec(e));
-  const AgentControl* end = a.wait_end(8);
-  ASSERT_NE(end, nullptr);
-  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  const AgentDone* done = a.run(e);
+  ASSERT_NE(done, nullptr);
   EXPECT_NE(a.chans[e.ch_stderr].data.find("Permission denied"), std::string::npos)
       << a.chans[e.ch_stderr].data;
   // The command itself is dumpable again (its /proc entries are its own).
@@ -330,10 +323,8 @@ TEST(AgentHardening, OneCommandCannotReachIntoAnother) {
                                "{ sleep 5; :; } & tr '\\0' '\\n' </proc/$!/environ | grep -c PATH; "
                                "cat /proc/" +
                                    pid + "/environ; echo \"status $?\""});
-  a.send_control(encode_exec(probe));
-  const AgentControl* end = a.wait_end(12);
-  ASSERT_NE(end, nullptr);
-  ASSERT_EQ(end->kind, AgentMsg::kDone);
+  const AgentDone* done = a.run(probe);
+  ASSERT_NE(done, nullptr);
   EXPECT_EQ(a.chans[probe.ch_stdout].data, "1\nstatus 1\n") << a.chans[probe.ch_stderr].data;
   EXPECT_NE(a.chans[probe.ch_stderr].data.find("Permission denied"), std::string::npos)
       << a.chans[probe.ch_stderr].data;

@@ -191,6 +191,28 @@ class AgentProc {
     if (auto* d = find(AgentMsg::kDone, id)) return d;
     return find(AgentMsg::kExecFailed, id);
   }
+  // Exec `id`'s kDone after pumping for it; null, with the test failed
+  // saying why, when it failed to start or did not end within `limit`.
+  const AgentDone* wait_done(std::uint32_t id, std::chrono::milliseconds limit = 10s) {
+    const AgentControl* end = wait_end(id, limit);
+    if (!end) {
+      ADD_FAILURE() << "exec " << id << " did not end within " << limit.count() << " ms";
+      return nullptr;
+    }
+    if (end->kind != AgentMsg::kDone || !end->done) {
+      ADD_FAILURE() << "exec " << id << " failed to start: "
+                    << (end->failure
+                            ? end->failure->step + " errno " + std::to_string(end->failure->err)
+                            : std::string("?"));
+      return nullptr;
+    }
+    return &*end->done;
+  }
+  // Sends exec `e`, then wait_done.
+  const AgentDone* run(const AgentExec& e, std::chrono::milliseconds limit = 10s) {
+    send_control(encode_exec(e));
+    return wait_done(e.id, limit);
+  }
   std::size_t event_index(const std::string& ev) const {
     for (std::size_t i = 0; i < events.size(); ++i)
       if (events[i] == ev) return i;
@@ -314,7 +336,8 @@ class AgentProc {
 inline bool own_netns_available() {
   pid_t pid = ::fork();
   if (pid == 0) {
-    ::execl("/usr/bin/unshare", "unshare", "--user", "--net", "/bin/true", static_cast<char*>(nullptr));
+    ::execl("/usr/bin/unshare", "unshare", "--user", "--net", "/bin/true",
+            static_cast<char*>(nullptr));
     _exit(127);
   }
   int st = 0;
