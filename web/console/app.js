@@ -18,7 +18,6 @@ function applyTheme(t) {
   const dark = t ? t === 'dark' : matchMedia('(prefers-color-scheme: dark)').matches;
   const btn = document.getElementById('theme');
   btn.textContent = dark ? 'Light theme' : 'Dark theme';
-  btn.setAttribute('aria-pressed', String(dark));
 }
 function currentTheme() {
   try { return localStorage.getItem('sc-theme') || ''; } catch { return ''; }

@@ -3,6 +3,7 @@
 #include "common/base64.h"
 #include "transport/http/authority.h"
 #include "transport/http/landing.h"
+#include "web/static_assets.h"
 
 namespace sandcastle::transport::http {
 
@@ -461,6 +462,11 @@ void McpHttp::handle(Request&& req, std::shared_ptr<Exchange> ex) {
     } else {
       c.reply(Response::text(404, "Not Found"));
     }
+    return;
+  }
+  // The web console (GET / for browsers, /assets/): needs no key.
+  if (auto asset = web::answer(req)) {
+    c.reply(std::move(*asset));
     return;
   }
   if (auto page = public_answer(req, st.options.landing)) {
