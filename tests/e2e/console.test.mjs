@@ -94,3 +94,63 @@ describe('console: in the browser', () => {
     await context.close();
   });
 });
+
+describe('console: the MCP App view (run_result.html)', () => {
+  let browser;
+  before(async () => { browser = await launchBrowser({ width: 900, height: 700 }); });
+  after(async () => { await browser?.close(); });
+
+  test('a host\'s tool-result renders: stdout, stderr, the image from content, HTML only sandboxed, exit', async () => {
+    const { readFileSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const { REPO_ROOT } = await import('./lib/harness.mjs');
+    const view = readFileSync(join(REPO_ROOT, 'web', 'run_result.html'), 'utf8');
+    const page = await newPage(browser);
+    // A minimal MCP Apps host: answers ui/initialize, then sends the result
+    // of an execute_code call (structuredContent plus the image content).
+    await page.setContent('<!doctype html><title>host</title><iframe id="app" sandbox="allow-scripts" style="width:800px;height:600px"></iframe>');
+    const png = 'iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAYAAADED76LAAAAHElEQVQYV2P8z8DwnwEJMDIwMDCiC2BXgK4SAL2LBAFkYQbGAAAAAElFTkSuQmCC';
+    await page.evaluate((html, img) => {
+      window.seen = [];
+      const frame = document.getElementById('app');
+      window.addEventListener('message', (ev) => {
+        if (ev.source !== frame.contentWindow) return;
+        const m = ev.data;
+        window.seen.push(m.method || `response ${m.id}`);
+        const reply = (msg) => frame.contentWindow.postMessage({ jsonrpc: '2.0', ...msg }, '*');
+        if (m.method === 'ui/initialize') {
+          reply({ id: m.id, result: { protocolVersion: m.params.protocolVersion, hostCapabilities: {}, hostInfo: { name: 'test-host', version: '1' }, hostContext: { theme: 'dark' } } });
+        } else if (m.method === 'ui/notifications/initialized') {
+          reply({ method: 'ui/notifications/tool-input', params: { arguments: { code: 'print(1)' } } });
+          reply({ method: 'ui/notifications/tool-result', params: {
+            content: [{ type: 'text', text: '{}' }, { type: 'image', data: img, mimeType: 'image/png' }],
+            structuredContent: { stdout: 'one\n', stderr: 'careful\n', exit_code: 0, duration_ms: 12.5, truncated: false, reason: 'exited',
+              displays: [{ 'image/png': { content_index: 1, bytes: 60 } }, { 'text/html': '<b>t</b><script>parent.postMessage("escaped","*")</script>' }] },
+          } });
+        }
+      });
+      frame.srcdoc = html;
+    }, view, png);
+    const app = await (async () => {
+      for (let i = 0; i < 100; i++) {
+        const f = page.frames().find((x) => x !== page.mainFrame() && x.parentFrame() === page.mainFrame());
+        if (f && await f.$('p.meta .ok').catch(() => null)) return f;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new Error(`the view rendered no result; host saw ${JSON.stringify(await page.evaluate(() => window.seen))}`);
+    })();
+    assert.equal(await app.$eval('pre.code', (e) => e.textContent), 'print(1)');
+    assert.equal(await app.$eval('pre.stdout', (e) => e.textContent), 'one\n');
+    assert.equal(await app.$eval('pre.stderr', (e) => e.textContent), 'careful\n');
+    assert.match(await app.$eval('img', (e) => e.src), /^data:image\/png;base64,iVBOR/);
+    assert.equal(await app.$eval('iframe', (e) => e.getAttribute('sandbox')), '');
+    assert.match(await app.$eval('p.meta', (e) => e.textContent), /exit 0 · exited · 13 ms/);
+    assert.equal(await app.evaluate(() => document.documentElement.dataset.theme), 'dark');
+    const seen = await page.evaluate(() => window.seen);
+    assert.deepEqual(seen.slice(0, 2), ['ui/initialize', 'ui/notifications/initialized']);
+    assert.ok(seen.includes('ui/notifications/size-changed'));
+    assert.ok(!seen.includes('response undefined'), 'a script in the HTML output ran');
+    await screenshot(page, 'mcp-app-run-result');
+    await page.close();
+  });
+});

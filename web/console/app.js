@@ -7,6 +7,7 @@ import { imagesPage } from './page_images.js';
 import { keysPage } from './page_keys.js';
 import { sandboxPage } from './page_sandbox.js';
 import { sandboxesPage } from './page_sandboxes.js';
+import { disconnect } from './live.js';
 
 const main = document.getElementById('main');
 let teardown = null;
@@ -111,13 +112,16 @@ function start() {
 document.getElementById('signout').addEventListener('click', async () => {
   teardown?.();
   teardown = null;
+  disconnect();
   try { await signOut(); } catch (e) { toast(`Sign-out failed: ${e.message}`, true); }
   showSignIn();
 });
 
 window.addEventListener('hashchange', route);
 window.addEventListener('sc-unauthorized', () => {
+  if (!session.authenticated) return;
   session.authenticated = false;
+  disconnect();
   teardown?.();
   teardown = null;
   showSignIn('Your session ended; sign in again.');

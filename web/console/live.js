@@ -2,7 +2,7 @@
 // a snapshot, then upserts, removals and usage samples. Keeps the last
 // samples of each sandbox for sparklines and graphs; listeners hear which
 // sandboxes changed, so a page re-renders only those.
-import { session } from './api.js';
+import { get, session } from './api.js';
 
 const KEEP = 60;  // samples per series (2 minutes at one per 2 s)
 
@@ -56,7 +56,13 @@ function connect() {
     store.connected = false;
     // CLOSED: the server refused the stream (signed out, or no such route).
     store.error = source.readyState === EventSource.CLOSED ? 'live updates stopped' : 'reconnecting…';
-    if (source.readyState === EventSource.CLOSED && session.authRequired) window.dispatchEvent(new Event('sc-unauthorized'));
+    if (source.readyState === EventSource.CLOSED) {
+      source = null;
+      // Refused because the session ended? Then the console signs in again.
+      if (session.authRequired) {
+        get('/api/v1/session').then((s) => { if (!s.authenticated) window.dispatchEvent(new Event('sc-unauthorized')); }).catch(() => {});
+      }
+    }
     emit([], true);
   });
   source.addEventListener('snapshot', (ev) => {
@@ -92,16 +98,30 @@ function connect() {
 
 // Subscribes `fn(changedIds, full)`; returns the unsubscribe function. The
 // stream stays open while anyone listens.
+let idleTimer = 0;
 export function subscribe(fn) {
   listeners.add(fn);
-  if (users++ === 0) connect();
+  clearTimeout(idleTimer);
+  if (users++ === 0 && !source) connect();
   return () => {
     listeners.delete(fn);
-    if (--users === 0) {
+    if (--users > 0) return;
+    // Kept a while after the last page leaves, so moving between the list
+    // and a sandbox keeps the graphs' history and costs no new snapshot.
+    idleTimer = setTimeout(() => {
       source?.close();
       source = null;
       store.sandboxes.clear();
       store.connected = false;
-    }
+    }, 60000);
   };
+}
+
+// Signing out ends the stream at once.
+export function disconnect() {
+  clearTimeout(idleTimer);
+  source?.close();
+  source = null;
+  store.sandboxes.clear();
+  store.connected = false;
 }

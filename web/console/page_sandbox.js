@@ -1,7 +1,7 @@
 // One sandbox: its facts and actions, and tabs for run, history, files,
 // packages, terminal and resources (#/sandboxes/<id>/<tab>).
 import { del, get, sandboxPath } from './api.js';
-import { badge, clear, fmtAge, h, toast } from './dom.js';
+import { append, badge, clear, fmtAge, h, toast } from './dom.js';
 import { filesTab } from './tab_files.js';
 import { historyTab } from './tab_history.js';
 import { packagesTab } from './tab_packages.js';
@@ -61,7 +61,7 @@ export function sandboxPage(id, tab) {
       return;
     }
     if (gone) return;
-    clear(head).append(
+    append(clear(head), [
       h('div', { class: 'row' }, h('h1', { style: 'margin:0' }, sb.name || sb.sandbox_id), badge(sb.status),
         h('span', { class: 'muted' }, `${sb.language} · ${sb.image} · created ${fmtAge(sb.created_at)} ago`),
         h('button', {
@@ -70,7 +70,7 @@ export function sandboxPage(id, tab) {
             try { await del(sandboxPath(sb.sandbox_id)); toast(`Closed ${sb.name || sb.sandbox_id}`); location.hash = '#/sandboxes'; } catch (e) { toast(`Close failed: ${e.message}`, true); }
           },
         }, 'Close sandbox')),
-      sb.name ? h('p', { class: 'muted mono' }, sb.sandbox_id) : null);
+      sb.name ? h('p', { class: 'muted mono' }, sb.sandbox_id) : null]);
     head.after(bar);
     bar.after(panel);
     select(tab);

@@ -37,19 +37,20 @@ export function filesTab(sb) {
           document.getElementById('upload-dir').textContent = entry.path;
           const open = btn.getAttribute('aria-expanded') === 'true';
           btn.setAttribute('aria-expanded', String(!open));
+          btn.firstChild.textContent = open ? '▸ ' : '▾ ';
           li.querySelector('ul')?.remove();
           if (!open) li.append(await children(entry.path));
         } else {
           show(entry);
         }
       },
-    }, isDir ? '📁 ' : '📄 ', entry.name, isDir ? '' : h('span', { class: 'muted' }, ` ${fmtBytes(entry.size)}`));
+    }, h('span', { class: 'twisty', 'aria-hidden': 'true' }, isDir ? '▸ ' : '  '), isDir ? `${entry.name}/` : entry.name, isDir ? '' : h('span', { class: 'muted' }, ` ${fmtBytes(entry.size)}`));
     li.append(btn);
     return li;
   }
 
   async function children(path) {
-    const ul = h('ul', { role: 'group' });
+    const ul = h('ul', {});
     try {
       const r = await list(path);
       if (!path) root = r.path || '';
