@@ -2,10 +2,6 @@
 // server serves one page), and the page modules.
 import { ApiError, loadSession, session, signIn, signOut } from './api.js';
 import { clear, field, h, toast } from './dom.js';
-import { healthPage } from './page_health.js';
-import { imagesPage } from './page_images.js';
-import { keysPage } from './page_keys.js';
-import { sandboxPage } from './page_sandbox.js';
 import { sandboxesPage } from './page_sandboxes.js';
 import { disconnect } from './live.js';
 
@@ -34,12 +30,15 @@ document.getElementById('theme').addEventListener('click', () => {
 });
 
 // --- routes: #/sandboxes, #/sandboxes/<id>[/<tab>], #/images, #/keys, #/health
+// The list is part of the first load; the other pages are modules of their
+// own, fetched when first visited (or in the background once ready).
+const LAZY = ['./page_sandbox.js', './page_images.js', './page_keys.js', './page_health.js'];
 const routes = [
-  [/^\/sandboxes\/([^/]+)(?:\/([a-z]+))?$/, (m) => sandboxPage(decodeURIComponent(m[1]), m[2] || 'run')],
+  [/^\/sandboxes\/([^/]+)(?:\/([a-z]+))?$/, async (m) => (await import('./page_sandbox.js')).sandboxPage(decodeURIComponent(m[1]), m[2] || 'run')],
   [/^\/sandboxes$/, () => sandboxesPage()],
-  [/^\/images$/, () => imagesPage()],
-  [/^\/keys$/, () => keysPage()],
-  [/^\/health$/, () => healthPage()],
+  [/^\/images$/, async () => (await import('./page_images.js')).imagesPage()],
+  [/^\/keys$/, async () => (await import('./page_keys.js')).keysPage()],
+  [/^\/health$/, async () => (await import('./page_health.js')).healthPage()],
 ];
 
 function setNav(name) {
@@ -49,9 +48,11 @@ function setNav(name) {
   }
 }
 
+let routeSeq = 0;
 async function route() {
   if (!session.authenticated) return;
   const path = location.hash.replace(/^#/, '') || '/sandboxes';
+  const seq = ++routeSeq;
   teardown?.();
   teardown = null;
   clear(main);
@@ -60,7 +61,9 @@ async function route() {
     if (!m) continue;
     setNav(path.split('/')[1]);
     try {
-      const p = page(m);
+      const p = await page(m);
+      // Another navigation came while this page's module loaded.
+      if (seq !== routeSeq) { p.close?.(); return; }
       main.append(p.el);
       teardown = p.close || null;
       document.title = `${p.title} · sandcastle`;
@@ -98,6 +101,17 @@ function showSignIn(message = '') {
     h('p', { class: 'muted' }, 'Paste an API key (create one on the server with ', h('code', {}, 'sandcastle keys create --name <name>'), '). The console keeps a session cookie, never the key.'),
     form));
   key.focus();
+  ready();
+}
+
+// The first screen can be used: a mark for bench/console_bench.mjs (time to
+// interactive) and the browser tests.
+function ready() {
+  if (document.documentElement.dataset.ready) return;
+  document.documentElement.dataset.ready = '1';
+  performance.mark('sc-ready');
+  const later = window.requestIdleCallback || ((f) => setTimeout(f, 200));
+  later(() => { for (const m of LAZY) import(m).catch(() => {}); });
 }
 
 function start() {
@@ -106,7 +120,7 @@ function start() {
   document.getElementById('nav-keys').hidden = !session.admin;
   document.getElementById('signout').hidden = !session.authRequired;
   document.getElementById('who').textContent = session.authRequired ? `key ${session.keyId}` : 'local (no auth)';
-  route();
+  route().then(ready);
 }
 
 document.getElementById('signout').addEventListener('click', async () => {
