@@ -3,6 +3,9 @@
 import { get, post, sandboxPath } from './api.js';
 import { badge, clear, field, h, toast } from './dom.js';
 
+// Statuses after which a package changes no more; any other is polled.
+const DONE = new Set(['success', 'installed', 'failed', 'error']);
+
 export function packagesTab(sb) {
   const names = h('input', { id: 'package-names', placeholder: 'e.g. requests numpy==2.1', required: true });
   const manager = h('select', { id: 'package-manager' }, h('option', { value: '' }, 'default'), h('option', { value: 'pip' }, 'pip'), h('option', { value: 'npm' }, 'npm'));
@@ -25,7 +28,7 @@ export function packagesTab(sb) {
       const r = await get(sandboxPath(sb.sandbox_id, '/packages'));
       const pkgs = r.packages || [];
       render(pkgs);
-      if (!closed && pkgs.some((p) => ['pending', 'installing', 'queued'].includes(p.status))) timer = setTimeout(refresh, 1000);
+      if (!closed && pkgs.some((p) => !DONE.has(p.status))) timer = setTimeout(refresh, 1000);
     } catch (e) {
       status.textContent = `Packages unavailable: ${e.message}`;
     }
