@@ -215,7 +215,7 @@ describe('console: a user\'s flows', () => {
   test('the other pages: list, images, keys (admin), health; light, dark and 800 px wide', async (t) => {
     if (!rest) return t.skip('no REST API v1 in this build');
     await page.goto(`${srv.base}/#/sandboxes`);
-    await waitFor(page, (id) => document.querySelector(`#sandbox-table tr[data-id="${id}"]`), sandboxA);
+    await waitFor(page, (id) => document.querySelector(`#sandbox-table [data-id="${id}"]`), sandboxA);
     await screenshot(page, 'sandboxes');
     for (const p of ['images', 'keys', 'health']) {
       await page.goto(`${srv.base}/#/${p}`);
@@ -264,15 +264,15 @@ describe('console: a user\'s flows', () => {
     await page.waitForSelector('#close-sandbox');
     await page.click('#close-sandbox');
     await page.waitForSelector('#sandbox-table');
-    await waitFor(page, (id) => !document.querySelector(`#sandbox-table tr[data-id="${id}"]`) && document.querySelector(`#sandbox-table tr[data-id]`), sandboxA);
-    assert.ok(await page.$(`#sandbox-table tr[data-id="${other}"]`));
+    await waitFor(page, (id) => !document.querySelector(`#sandbox-table [data-id="${id}"]`) && document.querySelector(`#sandbox-table [data-id]`), sandboxA);
+    assert.ok(await page.$(`#sandbox-table [data-id="${other}"]`));
 
     await page.click('#signout');
     await page.waitForSelector('#api-key');
     await page.type('#api-key', keyB);
     await page.keyboard.press('Enter');
     await waitFor(page, () => document.getElementById('live-status')?.textContent.startsWith('Live'));
-    assert.equal(await page.$$eval('#sandbox-table tbody tr', (r) => r.length), 0);
+    assert.equal(await page.$$eval('#sandbox-table [role=rowgroup] [data-id]', (r) => r.length), 0);
     assert.equal(await page.$eval('#nav-keys', (e) => e.hidden), true);
     // Not by URL either: another key's sandbox is "not found".
     await page.goto(`${srv.base}/#/sandboxes/${encodeURIComponent(other)}/run`);

@@ -3,7 +3,7 @@
 import { get, post, del, sandboxPath } from './api.js';
 import { badge, clear, field, fmtAge, fmtBytes, h, toast } from './dom.js';
 import { store, subscribe } from './live.js';
-import { sparkline } from './sparkline.js';
+import { sparkline, updateSparkline } from './sparkline.js';
 
 const LANGUAGES = ['python', 'javascript', 'bash', 'typescript', 'go', 'rust', 'c', 'cpp', 'java', 'ruby', 'perl', 'sh'];
 
@@ -52,42 +52,60 @@ function createForm(onCreated) {
 
 export function sandboxesPage() {
   const status = h('p', { class: 'muted', role: 'status', id: 'live-status' }, 'Connecting…');
-  const tbody = h('tbody', {});
-  const empty = h('p', { class: 'muted', id: 'no-sandboxes', hidden: true }, 'No sandboxes yet: create one above.');
-  const table = h('table', { id: 'sandbox-table' },
-    h('caption', { class: 'skip' }, 'Your sandboxes'),
-    h('thead', {}, h('tr', {}, ['Sandbox', 'Status', 'Image', 'Language', 'Owner', 'Age', 'Memory', 'CPU', 'Disk', ''].map((t, i) => h('th', { scope: 'col', class: i === 4 ? 'hide-narrow' : '' }, t)))),
+  // A grid of rows with the ARIA table roles rather than a <table>: each row
+  // is laid out on its own (content-visibility skips the ones off screen), so
+  // a live list of hundreds of sandboxes redraws cheaply.
+  const tbody = h('div', { role: 'rowgroup' });
+  const table = h('div', { id: 'sandbox-table', class: 'gtable', role: 'table', 'aria-label': 'Your sandboxes' },
+    h('div', { role: 'rowgroup' }, h('div', { role: 'row', class: 'grow-row head' }, ['Sandbox', 'Status', 'Image', 'Language', 'Owner', 'Age', 'Memory', 'CPU', 'Disk', 'Actions'].map((t, i) => h('div', { role: 'columnheader', class: i === 4 ? 'hide-narrow' : '' }, t)))),
     tbody);
+  const empty = h('p', { class: 'muted', id: 'no-sandboxes', hidden: true }, 'No sandboxes yet: create one above.');
   const rows = new Map();
 
+  // A row, and how to refresh its live cells in place (usage samples change
+  // only memory, CPU, disk and age; an upsert rebuilds the row).
   const row = (e) => {
     const sb = e.sb;
     const id = sb.sandbox_id;
     const label = sb.name || id;
-    const memNow = e.mem.length ? e.mem[e.mem.length - 1] : undefined;
-    const cpuNow = e.cpu.length ? e.cpu[e.cpu.length - 1] : undefined;
     const close = h('button', {
       type: 'button', class: 'danger', 'aria-label': `Close sandbox ${label}`,
       onclick: async (ev) => {
-        ev.currentTarget.disabled = true;
-        try { await del(sandboxPath(id)); toast(`Closed ${label}`); } catch (ex) { toast(`Close failed: ${ex.message}`, true); ev.currentTarget.disabled = false; }
+        const btn = ev.currentTarget;
+        btn.disabled = true;
+        try { await del(sandboxPath(id)); toast(`Closed ${label}`); } catch (ex) { toast(`Close failed: ${ex.message}`, true); btn.disabled = false; }
       },
     }, 'Close');
-    return h('tr', { dataset: { id } },
-      h('td', {}, h('a', { href: `#/sandboxes/${encodeURIComponent(id)}` }, label), sb.name ? h('div', { class: 'muted mono' }, id) : null),
-      h('td', {}, badge(sb.status)),
-      h('td', { class: 'wrap' }, sb.image || '–'),
-      h('td', {}, sb.language || '–'),
-      h('td', { class: 'hide-narrow mono' }, sb.owner === '' || sb.owner === undefined ? 'local' : sb.owner),
-      h('td', { title: sb.created_at }, fmtAge(sb.created_at)),
-      h('td', {}, sparkline(e.mem, { label: `memory ${fmtBytes(memNow)}`, max: sb.limits?.memory_mb ? sb.limits.memory_mb * 1048576 : undefined }), ' ', fmtBytes(memNow)),
-      h('td', {}, sparkline(e.cpu, { label: `CPU ${cpuNow === undefined ? '–' : cpuNow.toFixed(0)}%`, color: 'var(--spark2)' }), ' ', cpuNow === undefined ? '–' : `${cpuNow.toFixed(0)}%`),
-      h('td', {}, fmtBytes(e.disk)),
-      h('td', {}, close));
+    const age = h('div', { role: 'cell', title: sb.created_at });
+    const memLine = sparkline([], { width: 60 });
+    const cpuLine = sparkline([], { width: 60, color: 'var(--spark2)' });
+    const memText = document.createTextNode('');
+    const cpuText = document.createTextNode('');
+    const disk = h('div', { role: 'cell' });
+    const tr = h('div', { role: 'row', class: 'grow-row', dataset: { id } },
+      h('div', { role: 'cell', class: 'wrap' }, h('a', { href: `#/sandboxes/${encodeURIComponent(id)}` }, label), sb.name ? h('div', { class: 'muted mono' }, id) : null),
+      h('div', { role: 'cell' }, badge(sb.status)),
+      h('div', { role: 'cell', class: 'wrap' }, sb.image || '–'),
+      h('div', { role: 'cell' }, sb.language || '–'),
+      h('div', { role: 'cell', class: 'hide-narrow mono wrap' }, sb.owner === '' || sb.owner === undefined ? 'local' : sb.owner),
+      age, h('div', { role: 'cell' }, memLine, memText), h('div', { role: 'cell' }, cpuLine, cpuText), disk, h('div', { role: 'cell' }, close));
+    const update = (cur) => {
+      const memNow = cur.mem.length ? cur.mem[cur.mem.length - 1] : undefined;
+      const cpuNow = cur.cpu.length ? cur.cpu[cur.cpu.length - 1] : undefined;
+      const cpuPct = cpuNow === undefined ? '–' : `${cpuNow.toFixed(0)}%`;
+      age.textContent = fmtAge(sb.created_at);
+      updateSparkline(memLine, cur.mem, { width: 60, label: `memory ${fmtBytes(memNow)}` });
+      memText.data = ` ${fmtBytes(memNow)}`;
+      updateSparkline(cpuLine, cur.cpu, { width: 60, label: `CPU ${cpuPct}` });
+      cpuText.data = ` ${cpuPct}`;
+      disk.textContent = fmtBytes(cur.disk);
+    };
+    update(e);
+    return { tr, sb, update };
   };
 
   // Changes arrive in bursts (a usage event names many sandboxes): redraw
-  // once per frame, only the rows that changed.
+  // once per frame, only what changed.
   const dirty = new Set();
   let full = true;
   let frame = 0;
@@ -97,15 +115,16 @@ export function sandboxesPage() {
       clear(tbody);
       rows.clear();
       const all = [...store.sandboxes.values()].sort((a, b) => String(b.sb.created_at).localeCompare(String(a.sb.created_at)));
-      for (const e of all) { const tr = row(e); rows.set(e.sb.sandbox_id, tr); tbody.append(tr); }
+      for (const e of all) { const r = row(e); rows.set(e.sb.sandbox_id, r); tbody.append(r.tr); }
     } else {
       for (const id of dirty) {
         const e = store.sandboxes.get(id);
         const old = rows.get(id);
-        if (!e) { old?.remove(); rows.delete(id); continue; }
-        const tr = row(e);
-        if (old) old.replaceWith(tr); else tbody.prepend(tr);
-        rows.set(id, tr);
+        if (!e) { old?.tr.remove(); rows.delete(id); continue; }
+        if (old && old.sb === e.sb) { old.update(e); continue; }
+        const r = row(e);
+        if (old) old.tr.replaceWith(r.tr); else tbody.prepend(r.tr);
+        rows.set(id, r);
       }
     }
     dirty.clear();
@@ -119,7 +138,7 @@ export function sandboxesPage() {
     if (!frame) frame = requestAnimationFrame(paint);
   });
   // Ages move on without events.
-  const ticker = setInterval(() => { full = true; if (!frame) frame = requestAnimationFrame(paint); }, 30000);
+  const ticker = setInterval(() => { for (const r of rows.values()) r.update(store.sandboxes.get(r.sb.sandbox_id) || { mem: [], cpu: [] }); }, 30000);
 
   const el = h('section', { 'aria-labelledby': 'sandboxes-title' },
     h('h1', { id: 'sandboxes-title' }, 'Sandboxes'),

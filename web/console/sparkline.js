@@ -9,6 +9,7 @@ function svg(tag, attrs) {
 }
 
 function points(values, w, h, max) {
+  if (values.length === 1) values = [values[0], values[0]];  // one sample: a flat line
   const n = values.length;
   const top = max ?? Math.max(1e-9, ...values);
   return values.map((v, i) => `${n === 1 ? w : (i * w) / (n - 1)},${(h - 1 - (Math.min(v, top) / top) * (h - 2)).toFixed(1)}`).join(' ');
@@ -17,10 +18,15 @@ function points(values, w, h, max) {
 // A small line of the last values; `label` is read out instead of the drawing.
 export function sparkline(values, { width = 80, height = 20, max, label = '', color = 'var(--spark)' } = {}) {
   const el = svg('svg', { class: 'spark', width, height, viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': label });
-  if (values.length) {
-    el.append(svg('polyline', { points: points(values, width, height, max), fill: 'none', stroke: color, 'stroke-width': 1.5 }));
-  }
+  el.append(svg('polyline', { points: values.length ? points(values, width, height, max) : '', fill: 'none', stroke: color, 'stroke-width': 1.5 }));
   return el;
+}
+
+// Redraws a sparkline in place (no new nodes: a live list of hundreds of
+// rows changes only attributes).
+export function updateSparkline(el, values, { width = 80, height = 20, max, label = '' } = {}) {
+  el.firstChild.setAttribute('points', values.length ? points(values, width, height, max) : '');
+  el.setAttribute('aria-label', label);
 }
 
 // A graph with a title, axis maximum and the latest value.
