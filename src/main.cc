@@ -30,6 +30,7 @@
 #include "sandbox/native/sweep.h"
 #include "sandbox/refusing_backend.h"
 #include "store/key_store.h"
+#include "web/rest_api.h"
 #include "store/sqlite_sandbox_store.h"
 #include "store/state_lock.h"
 #include "tools/file_transfer.h"
@@ -81,21 +82,24 @@ Result<std::unique_ptr<store::KeyStore>> open_keys(const config::Config& cfg) {
 }
 
 int run_keys(const config::Config& cfg, CLI::App* create, CLI::App* list, CLI::App* revoke,
-             const std::string& key_name, const std::string& revoke_id, bool as_json) {
+             const std::string& key_name, const std::string& revoke_id, bool as_json,
+             bool key_admin = false) {
   auto ks = open_keys(cfg);
   if (!ks.ok()) {
     std::cerr << "sandcastle keys: " << ks.error().message() << "\n";
     return 1;
   }
   if (create->parsed()) {
-    auto k = (*ks)->create(key_name);
+    auto k = (*ks)->create(key_name, key_admin);
     if (!k.ok()) {
       std::cerr << "sandcastle keys create: " << k.error().message() << "\n";
       return 1;
     }
     if (as_json) {
       std::cout
-          << nlohmann::json{{"id", k->info.id}, {"name", k->info.name}, {"key", k->secret}}.dump()
+          << nlohmann::json{{"id", k->info.id}, {"name", k->info.name}, {"admin", k->info.admin},
+                            {"key", k->secret}}
+                 .dump()
           << "\n";
     } else {
       std::cout << k->secret << "\n";
@@ -118,14 +122,16 @@ int run_keys(const config::Config& cfg, CLI::App* create, CLI::App* list, CLI::A
         arr.push_back({{"id", k.id},
                        {"name", k.name},
                        {"created_at", k.created_at},
+                       {"admin", k.admin},
                        {"revoked_at",
                         k.revoked_at.empty() ? nlohmann::json() : nlohmann::json(k.revoked_at)}});
       std::cout << arr.dump(2) << "\n";
     } else {
-      std::cout << "ID            NAME                  CREATED               STATUS\n";
+      std::cout << "ID            NAME                  CREATED               ADMIN STATUS\n";
       for (const auto& k : *keys) {
         // Padded, never cut: a long name makes its own line longer.
-        std::cout << fmt::format("{:<13} {:<21} {:<21} {}\n", k.id, k.name, k.created_at,
+        std::cout << fmt::format("{:<13} {:<21} {:<21} {:<5} {}\n", k.id, k.name, k.created_at,
+                                 k.admin ? "yes" : "no",
                                  k.revoked_at.empty() ? "active" : "revoked " + k.revoked_at);
       }
     }
@@ -330,6 +336,8 @@ static int run(int argc, char** argv) {
   std::string key_name, revoke_id;
   auto* keys_create = keys->add_subcommand("create", "create a key and print it (once)");
   keys_create->add_option("--name", key_name, "a name to recognise the key by");
+  bool key_admin = false;
+  keys_create->add_flag("--admin", key_admin, "the key may manage keys (REST /api/v1/keys)");
   auto* keys_list = keys->add_subcommand("list", "list keys (never the keys themselves)");
   auto* keys_revoke = keys->add_subcommand("revoke", "revoke a key by id or name");
   keys_revoke->add_option("id", revoke_id, "key id or name")->required();
@@ -407,7 +415,7 @@ static int run(int argc, char** argv) {
     return image_cli->run(cfg.state_dir, {static_cast<uint64_t>(cfg.max_image_bytes)}, std::cout,
                           std::cerr);
   if (keys->parsed())
-    return run_keys(cfg, keys_create, keys_list, keys_revoke, key_name, revoke_id, keys_json);
+    return run_keys(cfg, keys_create, keys_list, keys_revoke, key_name, revoke_id, keys_json, key_admin);
 
   // The state database (sandbox records, packages, run history) before
   // anything else: a corrupt, read-only or full one stops the start with
@@ -662,6 +670,13 @@ static int run(int argc, char** argv) {
     hopts.session_idle_ttl = std::chrono::seconds(cfg.session_idle_ttl_s);
     hopts.max_sessions = static_cast<size_t>(cfg.max_sessions);
     transport::http::McpHttp mcp_http(server, hopts);
+    web::RestOptions ropts;  // the REST API and the console share the route table
+    ropts.auth_required = cfg.auth_enabled;
+    ropts.keys = key_store.get();
+    ropts.secure_cookies = cfg.public_url.rfind("https://", 0) == 0;
+    ropts.version = server.info().version;
+    web::RestApi rest(ropts);
+    rest.add_routes(mcp_http.router());
     transport::http::ServerOptions sopts;
     sopts.host = cfg.host;
     sopts.port = static_cast<uint16_t>(cfg.port);

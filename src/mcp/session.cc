@@ -38,9 +38,10 @@ std::shared_ptr<Session> Session::create(const Server& server, Send send, std::s
 }
 
 std::shared_ptr<Session> Session::create_routed(const Server& server, RoutedSend send,
-                                               std::string owner) {
+                                               std::string owner, CloseStream close_stream) {
   auto s = std::shared_ptr<Session>(new Session(server, nullptr, std::move(owner)));
   s->routed_ = std::move(send);
+  s->close_stream_ = std::move(close_stream);
   s->send_ = [routed = s->routed_](const json& m) { routed(m, nullptr); };
   return s;
 }
@@ -424,8 +425,7 @@ json Session::dispatch(const std::string& method, const json& params, const Enve
   } else {
     ctx.set_client_capabilities(params["_meta"][meta_key::kClientCapabilities]);
   }
-  if (routed_)
-    ctx.set_stream_closer([this, id] { routed_(json{{"$close_stream", true}}, &id); });
+  if (close_stream_) ctx.set_stream_closer([this, id] { close_stream_(id); });
   if (modern) {
     std::optional<json> state;
     if (auto st = params.find("requestState"); st != params.end()) {

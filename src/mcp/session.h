@@ -27,12 +27,13 @@ class Session : public std::enable_shared_from_this<Session> {
   // Like create, but every message a request causes (its reply, progress, log
   // messages, requests to the client) names that request's id, so a transport
   // with one response stream per request (Streamable HTTP) can route it.
-  // Messages tied to no request come with nullptr. A message that is exactly
-  // {"$close_stream": true} is a transport instruction (RequestContext::close_stream),
-  // never to be sent.
+  // Messages tied to no request come with nullptr. `close_stream`, when set,
+  // is how a handler's RequestContext::close_stream ends the stream of the
+  // request with that id (SSE polling); it is a call, never a message.
   using RoutedSend = std::function<void(const json& msg, const json* related_id)>;
+  using CloseStream = std::function<void(const json& related_id)>;
   static std::shared_ptr<Session> create_routed(const Server& server, RoutedSend send,
-                                                std::string owner = {});
+                                                std::string owner = {}, CloseStream close_stream = {});
   const std::string& owner() const { return owner_; }
 
   // Parses one complete message (a line on stdio, a body over HTTP) and
@@ -93,6 +94,7 @@ class Session : public std::enable_shared_from_this<Session> {
   const Server& server_;
   Send send_;
   RoutedSend routed_;  // set by create_routed; then send_ forwards to it
+  CloseStream close_stream_;
   const std::string owner_;
 
   mutable std::mutex mu_;

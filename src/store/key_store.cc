@@ -32,6 +32,7 @@ class Stmt {
   void bind_blob(int i, const std::string& v) {
     sqlite3_bind_blob(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
   }
+  void bind_int(int i, int v) { sqlite3_bind_int(st_, i, v); }
   int step() { return sqlite3_step(st_); }
   std::string text(int col) {
     auto p = sqlite3_column_text(st_, col);
@@ -81,7 +82,28 @@ Result<std::unique_ptr<KeyStore>> KeyStore::open(const std::string& path) {
                         " created_at TEXT NOT NULL, revoked_at TEXT, last_used_at TEXT)");
       !s.ok())
     return s.error();
+  if (auto s = ks->migrate(); !s.ok()) return s.error();
   return ks;
+}
+
+Status KeyStore::migrate() {
+  // Inside one write transaction: two processes opening an old database
+  // at once add the column once.
+  if (auto s = exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+  bool has_admin = false;
+  {
+    Stmt st(db_, "SELECT name FROM pragma_table_info('api_keys')");
+    if (!st.ok()) {
+      (void)exec("ROLLBACK");
+      return db_error(db_, "read the api_keys columns");
+    }
+    while (st.step() == SQLITE_ROW)
+      if (st.text(0) == "admin") has_admin = true;
+  }
+  Status s = has_admin ? ok_status() : exec("ALTER TABLE api_keys ADD COLUMN admin INTEGER NOT NULL DEFAULT 0");
+  if (s.ok()) s = exec("COMMIT");
+  if (!s.ok()) (void)exec("ROLLBACK");
+  return s;
 }
 
 KeyStore::~KeyStore() { sqlite3_close(db_); }
@@ -96,22 +118,24 @@ Status KeyStore::exec(const std::string& sql) {
   return ok_status();
 }
 
-Result<CreatedKey> KeyStore::create(const std::string& name) {
+Result<CreatedKey> KeyStore::create(const std::string& name, bool admin) {
   std::lock_guard lock(mu_);
   CreatedKey k;
   k.info.id = crypto::hex(crypto::random_bytes(6));
   k.info.name = name.empty() ? "key-" + k.info.id : name;
   k.info.created_at = now_iso();
+  k.info.admin = admin;
   std::string secret = crypto::base64url(crypto::random_bytes(24));
   std::string salt = crypto::random_bytes(16);
   std::string hash = crypto::sha256(salt + secret);
-  Stmt st(db_, "INSERT INTO api_keys(id, name, salt, hash, created_at) VALUES(?,?,?,?,?)");
+  Stmt st(db_, "INSERT INTO api_keys(id, name, salt, hash, created_at, admin) VALUES(?,?,?,?,?,?)");
   if (!st.ok()) return db_error(db_, "prepare insert");
   st.bind(1, k.info.id);
   st.bind(2, k.info.name);
   st.bind_blob(3, salt);
   st.bind_blob(4, hash);
   st.bind(5, k.info.created_at);
+  st.bind_int(6, admin ? 1 : 0);
   if (st.step() != SQLITE_DONE) return db_error(db_, "insert key");
   k.secret = "sc_" + k.info.id + "_" + secret;
   return k;
@@ -119,10 +143,11 @@ Result<CreatedKey> KeyStore::create(const std::string& name) {
 
 Result<std::vector<KeyInfo>> KeyStore::list() {
   std::lock_guard lock(mu_);
-  Stmt st(db_, "SELECT id, name, created_at, revoked_at, last_used_at FROM api_keys ORDER BY created_at, id");
+  Stmt st(db_, "SELECT id, name, created_at, revoked_at, last_used_at, admin FROM api_keys ORDER BY created_at, id");
   if (!st.ok()) return db_error(db_, "prepare list");
   std::vector<KeyInfo> out;
-  while (st.step() == SQLITE_ROW) out.push_back({st.text(0), st.text(1), st.text(2), st.text(3), st.text(4)});
+  while (st.step() == SQLITE_ROW)
+    out.push_back({st.text(0), st.text(1), st.text(2), st.text(3), st.text(4), st.text(5) == "1"});
   return out;
 }
 
@@ -139,17 +164,43 @@ Status KeyStore::revoke(const std::string& id_or_name) {
   return ok_status();
 }
 
+Status KeyStore::revoke_id(const std::string& id) {
+  std::lock_guard lock(mu_);
+  Stmt st(db_, "UPDATE api_keys SET revoked_at=? WHERE id=? AND revoked_at IS NULL");
+  if (!st.ok()) return db_error(db_, "prepare revoke");
+  st.bind(1, now_iso());
+  st.bind(2, id);
+  if (st.step() != SQLITE_DONE) return db_error(db_, "revoke key");
+  if (sqlite3_changes(db_) == 0) return Error::make(ErrorCode::kNotFound, "no active API key with id '" + id + "'");
+  return ok_status();
+}
+
 std::optional<std::string> KeyStore::verify(const std::string& key) {
+  auto info = authenticate(key);
+  if (!info) return std::nullopt;
+  return info->id;
+}
+
+std::optional<KeyInfo> KeyStore::authenticate(const std::string& key) {
   std::string id, secret;
   if (!parse_key(key, &id, &secret)) return std::nullopt;
   std::lock_guard lock(mu_);
-  Stmt st(db_, "SELECT salt, hash FROM api_keys WHERE id=? AND revoked_at IS NULL");
+  Stmt st(db_, "SELECT salt, hash, name, created_at, admin FROM api_keys WHERE id=? AND revoked_at IS NULL");
   if (!st.ok()) return std::nullopt;
   st.bind(1, id);
   if (st.step() != SQLITE_ROW) return std::nullopt;
   std::string salt = st.blob(0), hash = st.blob(1);
   if (!crypto::constant_time_equal(crypto::sha256(salt + secret), hash)) return std::nullopt;
-  return id;
+  return KeyInfo{id, st.text(2), st.text(3), {}, {}, st.text(4) == "1"};
+}
+
+std::optional<KeyInfo> KeyStore::find_active(const std::string& id) {
+  std::lock_guard lock(mu_);
+  Stmt st(db_, "SELECT name, created_at, admin FROM api_keys WHERE id=? AND revoked_at IS NULL");
+  if (!st.ok()) return std::nullopt;
+  st.bind(1, id);
+  if (st.step() != SQLITE_ROW) return std::nullopt;
+  return KeyInfo{id, st.text(0), st.text(1), {}, {}, st.text(2) == "1"};
 }
 
 size_t KeyStore::active_count() {

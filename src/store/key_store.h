@@ -21,6 +21,7 @@ struct KeyInfo {
   std::string created_at;  // ISO 8601 UTC
   std::string revoked_at;  // "" while active
   std::string last_used_at;
+  bool admin = false;  // may manage keys (REST /api/v1/keys)
 };
 
 struct CreatedKey {
@@ -36,18 +37,27 @@ class KeyStore {
   KeyStore(const KeyStore&) = delete;
   KeyStore& operator=(const KeyStore&) = delete;
 
-  Result<CreatedKey> create(const std::string& name);
+  Result<CreatedKey> create(const std::string& name, bool admin = false);
   Result<std::vector<KeyInfo>> list();
   // Revokes by id or name; kNotFound when no active key matches.
   Status revoke(const std::string& id_or_name);
+  // Revokes by id only; kNotFound when no active key has it.
+  Status revoke_id(const std::string& id);
   // The key's id when `key` is a valid, unrevoked key.
   std::optional<std::string> verify(const std::string& key);
+  // Like verify, with the key's record (id, name, admin).
+  std::optional<KeyInfo> authenticate(const std::string& key);
+  // The record of an active (unrevoked) key by id, or nullopt: a browser
+  // session asks on every request, so revoking a key ends its sessions.
+  std::optional<KeyInfo> find_active(const std::string& id);
   // Active keys (for deciding whether auth can be on).
   size_t active_count();
 
  private:
   explicit KeyStore(sqlite3* db) : db_(db) {}
   Status exec(const std::string& sql);
+  // Databases made before keys had an admin flag get the column (not admin).
+  Status migrate();
 
   sqlite3* db_;
   std::mutex mu_;

@@ -13,6 +13,7 @@
 #include "transport/http/request_parser.h"
 #include "common/metrics.h"
 #include "transport/http/request_checks.h"
+#include "transport/http/websocket_internal.h"
 
 namespace sandcastle::transport::http {
 
@@ -223,6 +224,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
   }
 
+  void upgrade(uint64_t gen, std::shared_ptr<WsHandler> handler, Request req, WsOptions options) {
+    net::post(stream_.get_executor(), [self = shared_from_this(), gen, handler = std::move(handler),
+                                       req = std::move(req), options]() mutable {
+      if (gen != self->gen_ || self->dead_) return;
+      requests_with_status(101).inc();
+      // This connection serves no more HTTP: its pending watch read ends,
+      // and the socket moves to the WebSocket session. The connection stays
+      // counted (and closable by Server::stop) until the session ends.
+      self->upgraded_ = true;
+      self->response_done_ = true;
+      self->deadline_.cancel();
+      beast::error_code ignore;
+      self->stream_.socket().cancel(ignore);
+      std::weak_ptr<Connection> weak = self;
+      self->ws_ = detail::start_websocket(std::move(self->stream_), req, std::move(handler), options, [weak] {
+        if (auto c = weak.lock()) c->ws_ended();
+      });
+    });
+  }
+
   void abort(uint64_t gen) {
     net::post(stream_.get_executor(), [self = shared_from_this(), gen] {
       if (gen != self->gen_) return;
@@ -378,6 +399,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     watching_ = true;
     stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
       self->watching_ = false;
+      if (self->upgraded_) return;  // the socket is the WebSocket session's now
       if (!ec) {
         self->buffer_.commit(n);  // a pipelined request: kept for the next read
         if (self->response_done_ && self->queue_.empty() && !self->writing_) self->next_request();
@@ -465,7 +487,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
   }
 
+  void ws_ended() {
+    net::post(impl_.io, [self = shared_from_this()] {
+      self->dead_ = true;
+      std::lock_guard lock(self->impl_.mu);
+      self->impl_.conns.erase(self);
+    });
+  }
+
   void shutdown() {
+    if (upgraded_) {
+      if (ws_) ws_->going_away();
+      return;
+    }
     if (dead_) return;
     dead_ = true;
     deadline_.cancel();
@@ -504,6 +538,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool watching_ = false;
   bool response_done_ = false;
   bool dead_ = false;
+  bool upgraded_ = false;
+  std::shared_ptr<detail::WsControl> ws_;
 };
 
 // ---------------------------------------------------------------------------
@@ -547,6 +583,13 @@ void Exchange::abort() {
   done_ = true;
   drop_callbacks();
   conn_->abort(generation_);
+}
+
+void Exchange::upgrade(std::shared_ptr<WsHandler> handler, const Request& req, const WsOptions& options) {
+  if (done_.exchange(true)) return;
+  drop_callbacks();
+  started_ = true;
+  conn_->upgrade(generation_, std::move(handler), req, options);
 }
 
 void Exchange::on_close(std::function<void()> fn) {

@@ -56,6 +56,8 @@ struct Response {
 const char* reason_phrase(int status);
 
 class Connection;
+class WsHandler;
+struct WsOptions;
 
 // One request's answer. Thread-safe; every call after the answer is complete
 // (or after the client went away) is ignored.
@@ -74,6 +76,10 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   void finish();
   // Ends the exchange by closing the connection (used at shutdown).
   void abort();
+  // Takes the connection over as a WebSocket (websocket.h): the handshake is
+  // answered (101, or 400/426 for a bad one) and `handler` gets the session.
+  // The caller has checked authentication and the Origin first.
+  void upgrade(std::shared_ptr<WsHandler> handler, const Request& req, const WsOptions& options);
   // Runs `fn` once if the client disconnects before the answer is complete.
   // Runs at once when it already has.
   void on_close(std::function<void()> fn);

@@ -3,6 +3,7 @@
 #include "common/base64.h"
 #include "transport/http/authority.h"
 #include "transport/http/landing.h"
+#include "transport/http/problem.h"
 #include "web/static_assets.h"
 
 namespace sandcastle::transport::http {
@@ -68,6 +69,7 @@ McpHttp::McpHttp(const mcp::Server& server, McpHttpOptions options) {
   options.landing.endpoint = options.endpoint;
   if (options.landing.version.empty()) options.landing.version = server.info().version;
   state_ = std::make_shared<State>(server, std::move(options));
+  add_routes();
 }
 
 McpHttp::~McpHttp() = default;
@@ -422,93 +424,189 @@ void handle_mcp(Ctx& c) {
 
 }  // namespace
 
+namespace {
+
+// 401 for a missing or bad key, with the reason and what to do in the body:
+// a client that shows it tells its user; the OAuth paths (landing.h) say the same.
+Response unauthorized(bool had_key) {
+  Response r = Response::json(401, json{{"error", had_key ? "Unauthorized: invalid or revoked API key"
+                                                           : "Unauthorized: this server requires an API key"},
+                                        {"error_description", api_key_hint()}}
+                                       .dump());
+  r.headers.emplace_back("WWW-Authenticate",
+                         had_key ? R"(Bearer realm="sandcastle", error="invalid_token")" : R"(Bearer realm="sandcastle")");
+  return r;
+}
+
+bool is_api_path(const std::string& path) { return path == "/api" || path.rfind("/api/", 0) == 0; }
+
+}  // namespace
+
+// The MCP face's routes; the REST API and the console add theirs to the same table.
+void McpHttp::add_routes() {
+  auto& st = *state_;
+  auto& r = st.router;
+  std::weak_ptr<State> weak = state_;
+  auto with_ctx = [weak](void (*fn)(Ctx&)) {
+    return [weak, fn](Call& call) {
+      auto s = weak.lock();
+      if (!s) return;
+      Ctx c{*s, call.req, call.ex, call.cors, call.key_id};
+      fn(c);
+    };
+  };
+  RouteMeta health;
+  health.summary = "Liveness probe";
+  health.tags = {"server"};
+  health.auth = RouteAuth::kNone;
+  health.before_host_check = true;
+  health.response_type = "application/json";
+  (void)r.add("GET", "/healthz", health, [](Call& c) { c.reply(Response::json(200, R"({"status":"ok"})")); });
+
+  auto public_page = [weak](Call& c) {
+    auto s = weak.lock();
+    if (!s) return;
+    // GET / from a browser: the web console (src/web/static_assets.h).
+    if (auto asset = web::answer(c.req)) return c.reply(std::move(*asset));
+    if (auto page = public_answer(c.req, s->options.landing)) return c.reply(std::move(*page));
+    c.reply(Response::text(404, "Not Found"));
+  };
+  RouteMeta landing;
+  landing.summary = "What this server is and how to connect (HTML for browsers, JSON for programs)";
+  landing.tags = {"server"};
+  landing.auth = RouteAuth::kNone;
+  landing.response_type = "text/html";
+  (void)r.add("GET", "/", landing, public_page);
+  RouteMeta assets;
+  assets.summary = "The web console's scripts and styles (compiled into the binary)";
+  assets.tags = {"server"};
+  assets.auth = RouteAuth::kNone;
+  assets.documented = false;
+  (void)r.add("*", "/assets/{rest*}", assets, [](Call& c) {
+    if (auto asset = web::answer(c.req)) return c.reply(std::move(*asset));
+    c.reply(Response::text(404, "Not Found"));
+  });
+  RouteMeta oauth;
+  oauth.summary = "OAuth discovery: this server takes API keys, not OAuth";
+  oauth.tags = {"server"};
+  oauth.auth = RouteAuth::kNone;
+  oauth.documented = false;
+  for (const char* p : {"/.well-known/oauth-protected-resource{rest*}", "/.well-known/oauth-authorization-server{rest*}",
+                        "/.well-known/openid-configuration{rest*}"})
+    (void)r.add("GET", p, oauth, public_page);
+  oauth.documented = true;
+  (void)r.add("POST", "/register", oauth, public_page);
+  (void)r.add("GET", "/authorize", oauth, public_page);
+
+  RouteMeta files;
+  files.summary = "A signed file link (see the MCP tools' resource links)";
+  files.tags = {"files"};
+  files.auth = RouteAuth::kNone;  // the signature is the capability
+  files.documented = false;
+  (void)r.add("*", "/files/{token*}", files, [weak](Call& c) {
+    auto s = weak.lock();
+    if (s && s->options.files_handler) return s->options.files_handler(c.req, c.ex);
+    c.reply(Response::text(404, "Not Found"));
+  });
+
+  RouteMeta metrics_meta;
+  metrics_meta.summary = "Prometheus metrics";
+  metrics_meta.tags = {"server"};
+  metrics_meta.response_type = "text/plain";
+  (void)r.add("GET", "/metrics", metrics_meta, [](Call& c) {
+    c.reply(Response::text(200, metrics::registry().render(), "text/plain; version=0.0.4; charset=utf-8"));
+  });
+
+  RouteMeta mcp_meta;
+  mcp_meta.summary = "MCP Streamable HTTP (JSON-RPC; every protocol version)";
+  mcp_meta.tags = {"mcp"};
+  mcp_meta.request_schema = json{{"type", json::array({"object", "array"})}};
+  mcp_meta.documented = true;
+  (void)r.add("*", st.options.endpoint, mcp_meta, with_ctx(handle_mcp));
+  RouteMeta sse_meta;
+  sse_meta.summary = "MCP HTTP+SSE (2024-11-05): the event stream";
+  sse_meta.tags = {"mcp"};
+  sse_meta.response_type = "text/event-stream";
+  (void)r.add("GET", "/sse", sse_meta, with_ctx(handle_sse_open));
+  RouteMeta msg_meta;
+  msg_meta.summary = "MCP HTTP+SSE (2024-11-05): a client message";
+  msg_meta.tags = {"mcp"};
+  msg_meta.params = {RouteParam{"sessionId", "query", "string", "the session of the /sse stream", true}};
+  msg_meta.request_schema = json{{"type", "object"}};
+  msg_meta.success_status = 202;
+  (void)r.add("POST", "/messages", msg_meta, with_ctx(handle_sse_message));
+}
+
+Router& McpHttp::router() { return state_->router; }
+
 void McpHttp::handle(Request&& req, std::shared_ptr<Exchange> ex) {
   auto& st = *state_;
-  Ctx c{st, req, ex, {}, {}};
-  if (req.path == "/healthz" && req.method == "GET") {
-    c.reply(Response::json(200, R"({"status":"ok"})"));
-    return;
-  }
+  RouteMatch m = st.router.match(req.method, req.path);
+  Call call{req, ex, std::move(m.params), {}, {}};
+  if (m.route && m.route->meta.before_host_check) return m.route->handler(call);
+  const bool api = is_api_path(req.path);
   // DNS-rebinding protection: a page on another site must not reach us.
   if (!host_allowed(req.header("host"), st.options.allowed_hosts)) {
-    c.reply(Response::json(403, R"({"error":"Forbidden: Host header not allowed"})"));
+    call.reply(api ? problem(403, "forbidden", "Host header not allowed")
+                   : Response::json(403, R"({"error":"Forbidden: Host header not allowed"})"));
     return;
   }
   if (req.has_header("origin")) {
-    if (!origin_allowed(req.header("origin"), st.options.allowed_origins,
-                        st.options.allow_loopback_origins)) {
-      c.reply(Response::json(403, R"({"error":"Forbidden: Origin not allowed"})"));
+    if (!origin_allowed(req.header("origin"), st.options.allowed_origins, st.options.allow_loopback_origins)) {
+      call.reply(api ? problem(403, "forbidden", "Origin not allowed")
+                     : Response::json(403, R"({"error":"Forbidden: Origin not allowed"})"));
       return;
     }
   }
-  st.add_cors(req, c.cors);
+  st.add_cors(req, call.cors);
   if (req.method == "OPTIONS") {
-    if (c.cors.empty()) {
-      c.reply(Response::text(405, "Method Not Allowed"));
+    if (call.cors.empty()) {
+      Response r = Response::text(405, "Method Not Allowed");
+      if (!m.allowed.empty()) r.headers.emplace_back("Allow", allow_header(m.allowed));
+      call.reply(std::move(r));
       return;
     }
     Response r{204, {}, {}};
-    r.headers.emplace_back("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+    r.headers.emplace_back("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS");
     r.headers.emplace_back("Access-Control-Allow-Headers",
-                           "Content-Type, Accept, Authorization, X-API-Key, Mcp-Session-Id, MCP-Protocol-Version, "
-                           "Mcp-Method, Mcp-Name, Last-Event-ID");
+                           "Content-Type, Accept, Authorization, X-API-Key, X-CSRF-Token, Mcp-Session-Id, "
+                           "MCP-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID");
     r.headers.emplace_back("Access-Control-Max-Age", "600");
-    c.reply(std::move(r));
+    call.reply(std::move(r));
     return;
   }
-  if (req.path.rfind("/files/", 0) == 0) {
-    if (st.options.files_handler) {
-      st.options.files_handler(req, ex);
-    } else {
-      c.reply(Response::text(404, "Not Found"));
-    }
-    return;
-  }
-  // The web console (GET / for browsers, /assets/): needs no key.
-  if (auto asset = web::answer(req)) {
-    c.reply(std::move(*asset));
-    return;
-  }
-  if (auto page = public_answer(req, st.options.landing)) {
-    c.reply(std::move(*page));
-    return;
-  }
+  const RouteAuth auth = m.route ? m.route->meta.auth : (api ? RouteAuth::kApi : RouteAuth::kKey);
+  if (auth == RouteAuth::kNone) return m.route->handler(call);
   if (st.stopping) {
-    c.reply(Response::text(503, "server shutting down"));
+    call.reply(api ? problem(503, "unavailable", "server shutting down") : Response::text(503, "server shutting down"));
     return;
   }
-  // Authentication: a presented key must be valid; none is fine unless required.
-  std::string key = presented_key(req);
-  // POST /messages: clients resolve the endpoint URL without the ?api_key= of
-  // the /sse URL, so the unguessable session id alone is accepted there.
-  const bool session_capability = req.path == "/messages" && req.method == "POST" && key.empty();
-  if (!key.empty() || (st.options.auth_required && !session_capability)) {
-    std::optional<std::string> id;
-    if (!key.empty() && st.options.verify_key) id = st.options.verify_key(key);
-    if (!id) {
-      // The reason and what to do, in the body: a client that shows it
-      // tells its user; the OAuth paths (landing.h) say the same.
-      Response r = Response::json(
-          401, json{{"error", key.empty() ? "Unauthorized: this server requires an API key"
-                                          : "Unauthorized: invalid or revoked API key"},
-                    {"error_description", api_key_hint()}}
-                   .dump());
-      r.headers.emplace_back("WWW-Authenticate",
-                             key.empty() ? R"(Bearer realm="sandcastle")"
-                                         : R"(Bearer realm="sandcastle", error="invalid_token")");
-      c.reply(std::move(r));
-      return;
+  if (auth == RouteAuth::kKey) {
+    // Authentication: a presented key must be valid; none is fine unless required.
+    std::string key = presented_key(req);
+    // POST /messages: clients resolve the endpoint URL without the ?api_key= of
+    // the /sse URL, so the unguessable session id alone is accepted there.
+    const bool session_capability = req.path == "/messages" && req.method == "POST" && key.empty();
+    if (!key.empty() || (st.options.auth_required && !session_capability)) {
+      std::optional<std::string> id;
+      if (!key.empty() && st.options.verify_key) id = st.options.verify_key(key);
+      if (!id) return call.reply(unauthorized(!key.empty()));
+      call.key_id = *id;
     }
-    c.key_id = *id;
   }
-  if (req.path == "/metrics" && req.method == "GET") {
-    c.reply(Response::text(200, metrics::registry().render(), "text/plain; version=0.0.4; charset=utf-8"));
+  // kApi and kAdmin routes authenticate in their handlers (keys or browser
+  // sessions, CSRF): the REST face's rules, its problem+json answers.
+  if (m.route) return m.route->handler(call);
+  if (!m.allowed.empty()) {
+    Response r = api ? problem(405, "method_not_allowed", req.method + " is not allowed on " + req.path)
+                     : Response::text(405, "Method Not Allowed");
+    r.headers.emplace_back("Allow", allow_header(m.allowed));
+    call.reply(std::move(r));
     return;
   }
-  if (req.path == st.options.endpoint) return handle_mcp(c);
-  if (req.path == "/sse" && req.method == "GET") return handle_sse_open(c);
-  if (req.path == "/messages" && req.method == "POST") return handle_sse_message(c);
-  c.reply(Response::text(404, "Not Found: MCP is served at " + st.options.endpoint + " (Streamable HTTP) and /sse (HTTP+SSE)"));
+  if (api) return call.reply(problem(404, "not_found", "no such API route: " + req.path));
+  call.reply(Response::text(404, "Not Found: MCP is served at " + st.options.endpoint +
+                                     " (Streamable HTTP) and /sse (HTTP+SSE)"));
 }
 
 }  // namespace sandcastle::transport::http

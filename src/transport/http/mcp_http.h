@@ -14,6 +14,7 @@
 #include "mcp/server.h"
 #include "transport/http/http_server.h"
 #include "transport/http/landing.h"
+#include "transport/http/router.h"
 
 namespace sandcastle::transport::http {
 
@@ -53,8 +54,13 @@ class McpHttp {
 
   // Attaches to the HTTP server (for timers) and starts the idle-session sweep.
   void attach(Server& http);
-  // The request handler to give the HTTP server.
+  // The request handler to give the HTTP server: Host/Origin checks, CORS,
+  // authentication by the route's RouteAuth, then the route (404 for an
+  // unknown path, 405 with Allow for a known one and another method).
   void handle(Request&& req, std::shared_ptr<Exchange> ex);
+  // The shared route table (the MCP endpoints are in it; add the REST API's
+  // and the console's before the server starts).
+  Router& router();
 
   // Graceful shutdown: requests in flight get `finish` to answer, the rest are
   // cancelled (up to `cancel` to unwind), then every stream is closed and every
@@ -66,6 +72,7 @@ class McpHttp {
   struct State;
 
  private:
+  void add_routes();
   std::shared_ptr<State> state_;
 };
 

@@ -123,6 +123,7 @@ struct McpHttp::State : std::enable_shared_from_this<McpHttp::State> {
   std::map<std::string, std::shared_ptr<HttpSession>> sessions;
   std::set<std::shared_ptr<mcp::Session>> stateless;  // modern-era requests in flight
   std::atomic<bool> stopping{false};
+  Router router;
 
   // ---- helpers ------------------------------------------------------------
   void add_cors(const Request& req, Headers& h) const {
@@ -180,7 +181,6 @@ struct McpHttp::State : std::enable_shared_from_this<McpHttp::State> {
     std::lock_guard lock(s->mu);
     if (s->ended) return;
     if (s->kind == HttpSession::Kind::kSse) {
-      if (msg.is_object() && msg.contains("$close_stream")) return;
       append_event(*s, s->streams[0], msg);
       return;
     }
@@ -196,14 +196,6 @@ struct McpHttp::State : std::enable_shared_from_this<McpHttp::State> {
       sit = s->streams.emplace(0, Stream{}).first;  // standalone stream, not yet opened
     }
     Stream& st = sit->second;
-    if (msg.is_object() && msg.contains("$close_stream")) {
-      // SSE polling: end the response now; the client resumes with Last-Event-ID.
-      if (st.sink && st.sink_is_sse) {
-        end_sse(st.sink);
-        st.sink.reset();
-      }
-      return;
-    }
     bool final = false;
     if (sid != 0 && is_final_for(msg)) {
       if (msg.is_array()) {
@@ -243,6 +235,22 @@ struct McpHttp::State : std::enable_shared_from_this<McpHttp::State> {
     }
   }
 
+  // SSE polling (RequestContext::close_stream): ends the response stream of
+  // the request `related` now; the client resumes with Last-Event-ID.
+  void close_stream(const std::shared_ptr<HttpSession>& s, const json& related) {
+    std::lock_guard lock(s->mu);
+    if (s->ended || s->kind != HttpSession::Kind::kStreamable) return;
+    auto rit = s->route.find(related.dump());
+    if (rit == s->route.end()) return;
+    auto sit = s->streams.find(rit->second);
+    if (sit == s->streams.end()) return;
+    Stream& st = sit->second;
+    if (st.sink && st.sink_is_sse) {
+      end_sse(st.sink);
+      st.sink.reset();
+    }
+  }
+
   // Finished streams stay resumable for a while; a busy session keeps only
   // the most recent ones. Called with s.mu held.
   void prune_finished(HttpSession& s) {
@@ -275,7 +283,12 @@ struct McpHttp::State : std::enable_shared_from_this<McpHttp::State> {
           auto sess = weak.lock();
           if (st && sess) st->deliver(sess, msg, related);
         },
-        s->owner);
+        s->owner,
+        [weak, wstate](const json& related) {
+          auto st = wstate.lock();
+          auto sess = weak.lock();
+          if (st && sess) st->close_stream(sess, related);
+        });
     {
       std::lock_guard lock(mu);
       sessions[s->id] = s;

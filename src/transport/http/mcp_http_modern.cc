@@ -64,7 +64,6 @@ void handle_modern_post(Ctx& c, const json& body) {
   auto session = mcp::Session::create_routed(
       st.server,
       [pending, ex, cors, state, sse_ok, id](const json& msg, const json*) {
-        if (msg.is_object() && msg.contains("$close_stream")) return;
         std::lock_guard lock(pending->mu);
         if (pending->done) return;
         bool final = is_final_for(msg) && msg["id"] == id;

@@ -85,5 +85,55 @@ TEST(ParseKey, Shapes) {
   EXPECT_FALSE(parse_key("xx_ab12_s", &id, &secret));
 }
 
+TEST_F(KeyStoreTest, AdminFlagIsStoredListedAndAuthenticated) {
+  auto plain = ks_->create("user");
+  auto admin = ks_->create("ops", true);
+  ASSERT_TRUE(plain.ok() && admin.ok());
+  auto a = ks_->authenticate(admin->secret);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->id, admin->info.id);
+  EXPECT_TRUE(a->admin);
+  auto p = ks_->authenticate(plain->secret);
+  ASSERT_TRUE(p);
+  EXPECT_FALSE(p->admin);
+  auto list = ks_->list();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  for (const auto& k : *list) EXPECT_EQ(k.admin, k.id == admin->info.id) << k.id;
+  // A revoked key is no longer active: its browser sessions end with it.
+  EXPECT_TRUE(ks_->find_active(admin->info.id));
+  ASSERT_TRUE(ks_->revoke("ops").ok());
+  EXPECT_FALSE(ks_->find_active(admin->info.id));
+  EXPECT_FALSE(ks_->authenticate(admin->secret));
+}
+
+// A database from before the admin column: opening it adds the column, keeps
+// the keys working, and none of them becomes an admin.
+TEST_F(KeyStoreTest, OldDatabaseIsMigratedWithoutAdmins) {
+  const std::string path = (dir_ / "old.db").string();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE api_keys (id TEXT PRIMARY KEY, name TEXT NOT NULL, salt BLOB NOT NULL,"
+                         " hash BLOB NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT, last_used_at TEXT);"
+                         "INSERT INTO api_keys(id, name, salt, hash, created_at) VALUES('abc','old',x'00',x'00',"
+                         "'2026-01-01T00:00:00Z')",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  for (int round = 0; round < 2; ++round) {  // the second open finds the column there
+    auto ks = KeyStore::open(path);
+    ASSERT_TRUE(ks.ok()) << ks.error().message();
+    auto list = (*ks)->list();
+    ASSERT_TRUE(list.ok()) << list.error().message();
+    ASSERT_FALSE(list->empty());
+    EXPECT_EQ((*list)[0].id, "abc");
+    EXPECT_FALSE((*list)[0].admin);
+    auto k = (*ks)->create("new" + std::to_string(round), true);
+    ASSERT_TRUE(k.ok()) << k.error().message();
+    EXPECT_TRUE((*ks)->authenticate(k->secret)->admin);
+  }
+}
+
 }  // namespace
 }  // namespace sandcastle::store

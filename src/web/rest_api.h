@@ -1,0 +1,85 @@
+// The REST API under /api/v1 (docs/rest-api.md): its authentication (API
+// keys in headers, or a browser session cookie with a CSRF token on unsafe
+// methods), JSON bodies, problem+json errors, and its routes in the shared
+// route table.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "transport/http/router.h"
+#include "web/session.h"
+
+namespace sandcastle::store {
+class KeyStore;
+}
+
+namespace sandcastle::web {
+
+using transport::http::Call;
+using transport::http::RouteAuth;
+using transport::http::Router;
+
+struct RestOptions {
+  bool auth_required = false;
+  // The cookie gets Secure (the server is reached over TLS, e.g. a public
+  // https:// URL in front of it).
+  bool secure_cookies = false;
+  size_t max_json_bytes = size_t{1} << 20;
+  store::KeyStore* keys = nullptr;  // null: no key database (auth off)
+  std::string version;
+  SessionOptions sessions;
+};
+
+// Who a REST request acts for.
+struct Caller {
+  std::string key_id;  // "" for the local user (auth off, no key presented)
+  bool admin = false;
+  bool via_cookie = false;
+  // The owner string sandboxes carry: "key:<id>", or "" for the local user.
+  std::string owner() const { return key_id.empty() ? std::string() : "key:" + key_id; }
+};
+
+class RestApi {
+ public:
+  explicit RestApi(RestOptions options);
+  ~RestApi();
+  RestApi(const RestApi&) = delete;
+  RestApi& operator=(const RestApi&) = delete;
+
+  // Adds the routes that need no service layer: session, keys, the OpenAPI
+  // document (generated from `router` as it is when asked).
+  void add_routes(Router& router);
+
+  // The caller of a kApi/kAdmin route, or nullopt after answering 401, 403
+  // (forbidden, or csrf for a cookie request with an unsafe method and no or
+  // a wrong X-CSRF-Token).
+  std::optional<Caller> authenticate(Call& c, RouteAuth need);
+  SessionTable& sessions() { return sessions_; }
+  const RestOptions& options() const { return options_; }
+
+ private:
+  void session_routes(Router& r);
+  void key_routes(Router& r);
+
+  RestOptions options_;
+  SessionTable sessions_;
+};
+
+// --- helpers for the handlers (rest_*.cc) -----------------------------------
+
+// 2xx with a JSON body (no-store).
+void reply_json(Call& c, int status, const nlohmann::json& body);
+// The request's JSON body: 415 without Content-Type application/json, 413
+// over `max_bytes`, 400 when it is not JSON (or not an object when
+// `object_only`); nullopt after answering. An empty body is {}.
+std::optional<nlohmann::json> json_body(Call& c, size_t max_bytes, bool object_only = true);
+// True for POST, PUT, PATCH, DELETE.
+bool unsafe_method(const std::string& method);
+// The key a REST request presents in a header (Authorization: Bearer, X-API-Key).
+std::string header_key(const transport::http::Request& req);
+
+}  // namespace sandcastle::web
