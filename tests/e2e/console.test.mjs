@@ -56,11 +56,11 @@ describe('console: static serving', () => {
 });
 
 describe('console: in the browser', () => {
-  let srv, browser, stateDir;
+  let srv, browser, stateDir, adminKey;
   before(async () => {
     stateDir = tempStateDir();
-    keys(stateDir, 'create', '--name', 'console-e2e');
-    srv = await startHttp([], { stateDir });
+    adminKey = keys(stateDir, 'create', '--name', 'console-e2e', '--admin').match(/\bsc_[A-Za-z0-9_-]+/)[0];
+    srv = await startHttp(['--auth'], { stateDir });
     browser = await launchBrowser();
   });
   after(async () => { await browser?.close(); await srv?.stop(); });
@@ -72,12 +72,56 @@ describe('console: in the browser', () => {
       await page.waitForSelector('#api-key');
       assert.equal(await page.$eval('label:has(#api-key)', (l) => l.textContent.trim().startsWith('API key')), true);
       assert.equal(await page.evaluate(() => document.activeElement?.id), 'api-key');
-      const problems = page.problems.filter((p) => !/Failed to load resource: the server responded with a status of (401|404)/.test(p));
-      assert.deepEqual(problems.filter((p) => /CSP|pageerror/.test(p)), []);
+      assert.deepEqual(page.problems.filter((p) => /CSP|pageerror/.test(p)), []);
       assert.deepEqual(await axeViolations(page), []);
       await screenshot(page, `signin-${scheme}`);
       await page.close();
     }
+  });
+
+  test('sign in with a key (HttpOnly, SameSite=Strict cookie), create a key (shown once), revoke it, sign out', async () => {
+    const page = await newPage(browser);
+    await page.goto(`${srv.base}/`, { waitUntil: 'load' });
+    await page.waitForSelector('#api-key');
+    await page.type('#api-key', 'sc_not_a_key');
+    await page.keyboard.press('Enter');
+    await waitFor(page, () => document.getElementById('signin-error')?.textContent.includes('not valid'));
+    await page.$eval('#api-key', (e) => { e.value = ''; });
+    await page.type('#api-key', adminKey);
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#sandboxes-title');
+    const cookie = (await page.cookies()).find((c) => c.name === 'sc_session');
+    assert.ok(cookie);
+    assert.equal(cookie.httpOnly, true);
+    assert.equal(cookie.sameSite, 'Strict');
+    assert.equal(await page.evaluate(() => document.cookie), '');
+    assert.equal(await page.$eval('#nav-keys', (e) => e.hidden), false);
+
+    await page.goto(`${srv.base}/#/keys`);
+    await page.waitForSelector('#key-name');
+    await page.type('#key-name', 'made-in-console');
+    await page.click('form[aria-label="Create a key"] button[type=submit]');
+    const secret = await waitFor(page, () => document.getElementById('new-key-secret')?.textContent);
+    assert.match(secret, /^sc_/);
+    await waitFor(page, () => document.querySelector('tbody')?.textContent.includes('made-in-console'));
+    assert.deepEqual(await axeViolations(page), []);
+    await screenshot(page, 'keys');
+    // The new key works, until it is revoked from the page.
+    assert.equal((await fetch(`${srv.base}/api/v1/session`, { headers: { authorization: `Bearer ${secret}` } })).status, 200);
+    await page.goto(`${srv.base}/#/health`);
+    await page.goto(`${srv.base}/#/keys`);
+    await page.waitForSelector('button[aria-label="Revoke key made-in-console"]');
+    assert.equal(await page.evaluate((k) => document.body.textContent.includes(k), secret), false, 'the secret is shown once');
+    await page.click('button[aria-label="Revoke key made-in-console"]');
+    await waitFor(page, () => [...document.querySelectorAll('tbody tr')].some((r) => r.textContent.includes('made-in-console') && r.textContent.includes('revoked')));
+    const refused = await fetch(`${srv.base}/api/v1/keys`, { headers: { authorization: `Bearer ${secret}` } });
+    assert.equal(refused.status, 401);
+
+    await page.click('#signout');
+    await page.waitForSelector('#api-key');
+    assert.equal((await page.cookies()).some((c) => c.name === 'sc_session' && c.value), false);
+    assert.deepEqual(page.problems.filter((p) => /CSP|pageerror/.test(p)), []);
+    await page.close();
   });
 
   test('the first load stays within 150 KiB compressed', async () => {

@@ -47,14 +47,14 @@ describe('console: a user\'s flows', () => {
   let rest = false;
   before(async () => {
     const probe = await startHttp([]);
-    rest = (await fetch(`${probe.base}/api/v1/session`)).status !== 404;
+    rest = (await fetch(`${probe.base}/api/v1/sandboxes`)).status !== 404;
     await probe.stop();
     if (!rest) return;
     stateDir = tempStateDir();
     keyA = createKey(stateDir, 'console-a', true);
     keyB = createKey(stateDir, 'console-b');
     index = await startIndex();
-    srv = await startHttp(['--pip-index-url', `http://127.0.0.1:${index.port}/simple/`, '--npm-registry', `http://127.0.0.1:${index.port}/npm/`],
+    srv = await startHttp(['--auth', '--pip-index-url', `http://127.0.0.1:${index.port}/simple/`, '--npm-registry', `http://127.0.0.1:${index.port}/npm/`],
       { stateDir, timeoutMs: 60000 });
     browser = await launchBrowser();
     page = await newPage(browser);
