@@ -26,10 +26,10 @@ export function historyTab(sb) {
   async function load() {
     more.disabled = true;
     try {
-      const q = before ? `?before=${before}&limit=50` : '?limit=50';
+      const q = before ? `?cursor=${before}&limit=50` : '?limit=50';
       const r = await get(sandboxPath(sb.sandbox_id, `/history${q}`));
       for (const e of r.entries || []) list.append(entry(e));
-      before = r.next_before || 0;
+      before = r.next_cursor || r.next_before || 0;
       more.hidden = !before;
       status.textContent = list.children.length ? '' : 'No runs yet.';
     } catch (e) {
