@@ -23,6 +23,7 @@
 #include "images/image_cli.h"
 #include "images/image_store.h"
 #include "mcp/fixtures.h"
+#include "service/sandboxes.h"
 #include "mcp/server.h"
 #include "sandbox/native/doctor.h"
 #include "sandbox/native/native_backend.h"
@@ -637,6 +638,8 @@ static int run(int argc, char** argv) {
   mcp::Server server(info, options);
   tools::register_sandbox_tools(server, tool_env);
   if (test_fixtures) mcp::register_test_fixtures(server);
+  // The service layer the REST API and the console call (service/sandboxes.h).
+  service::Sandboxes sandboxes(tool_env, server);
 
   metrics::registry().gauge_fn(metrics::name::kSandboxesLive, "sandboxes alive now",
                                [&manager] { return static_cast<double>(manager.live_count()); });
@@ -675,6 +678,9 @@ static int run(int argc, char** argv) {
     ropts.keys = key_store.get();
     ropts.secure_cookies = cfg.public_url.rfind("https://", 0) == 0;
     ropts.version = server.info().version;
+    ropts.backend = backend->name();
+    ropts.sandboxes = &sandboxes;
+    ropts.max_body_bytes = static_cast<size_t>(cfg.max_body_bytes);
     web::RestApi rest(ropts);
     rest.add_routes(mcp_http.router());
     transport::http::ServerOptions sopts;
@@ -717,6 +723,7 @@ static int run(int argc, char** argv) {
     wait_for_termination();
     http.stop_accepting();
     mcp_http.shutdown(std::chrono::milliseconds(1000), std::chrono::milliseconds(700));
+    rest.shutdown();  // its event streams end while the server can still send
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let final writes flush
     http.stop();
   }

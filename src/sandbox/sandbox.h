@@ -195,6 +195,64 @@ struct SavedLayer {
   std::string note;         // why not consistent
 };
 
+// Issue 18: an interactive shell on a pseudo-terminal inside the sandbox.
+struct TerminalRequest {
+  std::uint16_t cols = 80;
+  std::uint16_t rows = 24;
+  // Empty: the image's login shell (`bash -l` where bash exists, else `sh -l`).
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;  // over the base and spec env; TERM=xterm-256color
+  std::string cwd;                          // empty = spec workdir
+};
+
+// Terminals open at once in one sandbox; the next is kResourceExhausted.
+inline constexpr int kMaxTerminalsPerSandbox = 4;
+
+// One open terminal. Nothing blocks: fd() is what an event loop waits on
+// (no thread per terminal), read/write move what the pty takes now. The
+// output is bounded by its reader: a shell whose output nobody reads stops
+// in its write (the kernel's pty buffer is the only buffer). Destroying it
+// kills the shell and everything it started. Not thread-safe: one owner.
+class Terminal {
+ public:
+  virtual ~Terminal() = default;
+  // Readable (POLLIN) while output waits or the end has come and not been
+  // read yet.
+  virtual int fd() const = 0;
+  // What waits, at most `cap` bytes: 0 when nothing does (see ended()).
+  virtual Result<std::size_t> read(char* buf, std::size_t cap) = 0;
+  // What the pty takes now (keystrokes: the shell's input); may be short.
+  virtual Result<std::size_t> write(std::string_view bytes) = 0;
+  virtual Status resize(std::uint16_t cols, std::uint16_t rows) = 0;
+  // The shell's status once it ended (its exit code, or 128 + the signal
+  // that killed it; 137 when the sandbox went away), with all its output
+  // read; nothing while it runs.
+  virtual std::optional<int> exit_code() = 0;
+  bool ended() { return exit_code().has_value(); }
+  // Kills the shell and everything it started; exit_code() follows.
+  virtual void kill() = 0;
+};
+
+// Counts a sandbox's open terminals; each holds a Lease until destroyed.
+class TerminalSlots {
+ public:
+  using Lease = std::shared_ptr<void>;
+  Result<Lease> acquire() {
+    auto count = count_;
+    int now = count->load();
+    do {
+      if (now >= kMaxTerminalsPerSandbox)
+        return Error::make(ErrorCode::kResourceExhausted,
+                           "this sandbox has " + std::to_string(kMaxTerminalsPerSandbox) +
+                               " terminals open already (the most it may have): close one first");
+    } while (!count->compare_exchange_weak(now, now + 1));
+    return Lease(nullptr, [count](void*) { count->fetch_sub(1); });
+  }
+
+ private:
+  std::shared_ptr<std::atomic<int>> count_ = std::make_shared<std::atomic<int>>(0);
+};
+
 class Sandbox {
  public:
   virtual ~Sandbox() = default;
@@ -299,6 +357,13 @@ class Sandbox {
   // release() does; Backend::restore brings the sandbox back from it.
   virtual Status checkpoint(const std::string& /*dir*/) {
     return Error::make(ErrorCode::kUnavailable, "this sandbox backend cannot checkpoint a sandbox");
+  }
+
+  // An interactive shell on a new pseudo-terminal in the sandbox (its
+  // namespaces, uid and filters); at most kMaxTerminalsPerSandbox at once.
+  // Ending the sandbox ends its terminals.
+  virtual Result<std::unique_ptr<Terminal>> open_terminal(const TerminalRequest& /*req*/) {
+    return Error::make(ErrorCode::kUnavailable, "this sandbox backend has no terminals");
   }
 };
 

@@ -103,6 +103,7 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::wake(const store::SandboxR
   }
   dormant_.erase(rec.id);
   insert_locked(entry);
+  changed(rec.id, rec.owner);
   store::SandboxRecord now = rec;
   now.server = options_.server_identity;
   now.status = store::SandboxStatus::kRunning;
@@ -135,6 +136,7 @@ void SandboxManager::stop_persistent(SandboxEntry& e, store::SandboxStatus statu
     spdlog::warn("recording stopped sandbox {}: {}", e.id(), s.error().message());
   std::lock_guard lock(mu_);
   dormant_[r.id] = r;
+  changed(r.id, r.owner);
 }
 
 bool SandboxManager::bury_dead(const std::shared_ptr<SandboxEntry>& e) {
@@ -148,6 +150,7 @@ bool SandboxManager::bury_dead(const std::shared_ptr<SandboxEntry>& e) {
     auto it = by_id_.find(e->id());
     if (it == by_id_.end() || it->second != e) return false;
     by_id_.erase(it);
+    changed(e->id(), e->owner());
     if (e->persistent()) {
       store::SandboxRecord r = record_of(*e, options_.server_identity);
       r.status = store::SandboxStatus::kStopped;
@@ -276,6 +279,7 @@ Result<PauseOutcome> SandboxManager::pause(const std::string& id_or_name, const 
     // memory_saved stays false in the record: a frozen sandbox's memory is
     // in this server's processes, which a restart does not bring back.
     if (e->persistent()) (void)store_->set_status(e->id(), store::SandboxStatus::kPaused, false);
+    changed(e->id(), e->owner());
     return PauseOutcome{"freeze", true,
                         "frozen in memory: the sandbox keeps its memory while paused, "
                         "and a server restart loses it (the files stay)"};
@@ -300,6 +304,7 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::resume(const std::string& 
       e->set_frozen(false);
       e->touch();
       if (e->persistent()) (void)store_->set_status(e->id(), store::SandboxStatus::kRunning, false);
+      changed(e->id(), e->owner());
     }
     return e;
   }

@@ -381,6 +381,7 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::create_impl(const CreateRe
     (void)store_->put(record_of(*entry, options_.server_identity));
   }
   entry->set_recorded(persistent || !req.one_shot);
+  if (entry->recorded()) changed(id, req.owner);
   count_created();
   return entry;
 }
@@ -460,6 +461,7 @@ Status SandboxManager::close_attempt(const std::string& id_or_name, const std::s
     }
     // The record first: a crash between the two leaves storage no record
     // names, which the next start removes (never a record without files).
+    changed(dormant, owner);
     if (auto s = store_->remove(dormant); !s.ok()) return s;
     return backend_.remove_storage(dormant);
   }
@@ -478,6 +480,7 @@ Status SandboxManager::close_attempt(const std::string& id_or_name, const std::s
     if (!moved) {
       by_id_.erase(it);
       if ((*entry)->recorded()) (void)store_->remove((*entry)->id());
+      changed((*entry)->id(), (*entry)->owner());
     }
   }
   if (moved) return retry_close((*entry)->id(), owner, attempt);
@@ -515,6 +518,7 @@ size_t SandboxManager::close_owned_by(const std::string& owner) {
       if (it->second->owner() == owner) {
         mine.push_back(it->second);
         if (it->second->recorded()) (void)store_->remove(it->first);
+        changed(it->first, owner);
         it = by_id_.erase(it);
       } else {
         ++it;
@@ -536,6 +540,25 @@ std::vector<std::shared_ptr<SandboxEntry>> SandboxManager::list(const std::strin
     if (e->owner() == owner) out.push_back(e);
   std::sort(out.begin(), out.end(),
             [](const auto& a, const auto& b) { return a->created_at() < b->created_at(); });
+  return out;
+}
+
+void SandboxManager::set_change_listener(ChangeListener fn) {
+  std::lock_guard l(listener_mu_);
+  listener_ = std::move(fn);
+}
+
+void SandboxManager::changed(const std::string& id, const std::string& owner) const {
+  std::lock_guard l(listener_mu_);
+  if (listener_) listener_(id, owner);
+}
+
+std::vector<std::shared_ptr<SandboxEntry>> SandboxManager::list_every(
+    const std::optional<std::string>& owner) const {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<SandboxEntry>> out;
+  for (const auto& [_, e] : by_id_)
+    if (!owner || e->owner() == *owner) out.push_back(e);
   return out;
 }
 
@@ -589,6 +612,7 @@ size_t SandboxManager::reap_expired() {
       }
       expired.push_back(e);
       if (e->recorded()) (void)store_->remove(it->first);
+      changed(it->first, e->owner());
       it = by_id_.erase(it);
     }
   }

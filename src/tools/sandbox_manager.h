@@ -265,6 +265,15 @@ class SandboxManager {
   // reaper thread, public for tests.
   size_t reap_expired();
 
+  // Told (id, owner) whenever a sandbox may have appeared, changed status or
+  // gone (one-shot sandboxes excepted). May be called with the manager's
+  // locks held: it must only take note (service/sandbox_watch.h looks).
+  using ChangeListener = std::function<void(const std::string& id, const std::string& owner)>;
+  void set_change_listener(ChangeListener fn);
+  // Live sandboxes of `owner` (nullopt: of every owner).
+  std::vector<std::shared_ptr<SandboxEntry>> list_every(
+      const std::optional<std::string>& owner) const;
+
  private:
   // close(), looked up again (at most a few times) when the sandbox changed
   // hands between the lookup and the removal (a wake, a restart after its
@@ -279,6 +288,7 @@ class SandboxManager {
   void release_reservation_locked(const std::string& owner);
   void reaper_loop();
   std::string new_id() const;
+  void changed(const std::string& id, const std::string& owner) const;
   // Persistent sandboxes (sandbox_durable.cc).
   std::shared_ptr<SandboxEntry> insert_locked(std::shared_ptr<SandboxEntry> entry);
   Result<std::shared_ptr<SandboxEntry>> wake(const store::SandboxRecord& rec, bool state_lost);
@@ -311,6 +321,8 @@ class SandboxManager {
   std::thread reaper_thread_;
   EndedSandboxes ended_;      // why recent ones ended, for get()'s not-found message
   AdmissionQueue admission_;  // told (outside mu_) whenever a slot frees
+  mutable std::mutex listener_mu_;  // after mu_ when both are held
+  ChangeListener listener_;
 };
 
 }  // namespace sandcastle::tools

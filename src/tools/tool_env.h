@@ -107,6 +107,9 @@ std::string default_image_for(const ToolConfig& config, const std::string& langu
 void register_durable_tools(mcp::Server& server, ToolEnv& env);
 // A sandbox as the lifecycle tools show it (lifecycle_tools.cc).
 mcp::json sandbox_json(const SandboxEntry& e);
+// A persistent sandbox that is not running (paused or stopped), as
+// list_sandboxes shows it (lifecycle_tools.cc).
+mcp::json dormant_json(const store::SandboxRecord& r, const store::SandboxStore& store);
 // Registers export_dockerfile.
 void register_export_tools(mcp::Server& server, ToolEnv& env);
 // Registers get_sandbox_history (history_tools.cc).

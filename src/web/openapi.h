@@ -16,8 +16,8 @@ struct OpenApiInfo {
 };
 
 // Every documented route (catch-all templates cannot be expressed and are
-// left out); a "*" route is documented as the methods its metadata lists in
-// `tags`-independent x-methods, else as POST.
+// left out); a "*" route (its handler answers every method) as GET, POST and
+// DELETE.
 nlohmann::json openapi_document(const transport::http::Router& router, const OpenApiInfo& info);
 
 }  // namespace sandcastle::web

@@ -1,6 +1,7 @@
 #include "web/rest_api.h"
 
 #include "common/json_parse.h"
+#include "common/thread_pool.h"
 #include "store/key_store.h"
 #include "transport/http/problem.h"
 #include "web/openapi.h"
@@ -79,7 +80,9 @@ std::optional<json> json_body(Call& c, size_t max_bytes, bool object_only) {
 RestApi::RestApi(RestOptions options)
     : options_(std::move(options)), sessions_(options_.sessions) {}
 
-RestApi::~RestApi() = default;
+RestApi::~RestApi() {
+  shutdown();
+}
 
 std::optional<Caller> RestApi::authenticate(Call& c, RouteAuth need) {
   std::optional<Caller> who;
@@ -129,9 +132,32 @@ std::optional<Caller> RestApi::authenticate(Call& c, RouteAuth need) {
   return who;
 }
 
+void RestApi::async(Call& c, RouteAuth need, std::function<void(Call&, const Caller&)> fn) {
+  auto who = authenticate(c, need);
+  if (!who) return;
+  if (!options_.sandboxes)
+    return c.reply(problem(503, "unavailable", "the sandbox service is not available"));
+  // The request is the handler's until it returns: the task takes it over.
+  auto req = std::make_shared<transport::http::Request>(std::move(c.req));
+  ElasticPool::shared().submit(
+      [req, ex = c.ex, params = c.params, cors = c.cors, who = *who, fn = std::move(fn)]() mutable {
+        Call call{*req, ex, std::move(params), std::move(cors), who.key_id};
+        try {
+          fn(call, who);
+        } catch (const std::exception& e) {
+          call.reply(problem(500, "internal", std::string("internal error: ") + e.what()));
+        }
+      });
+}
+
 void RestApi::add_routes(Router& router) {
   session_routes(router);
   key_routes(router);
+  sandbox_routes(router);
+  exec_routes(router);
+  file_routes(router);
+  event_routes(router);
+  terminal_routes(router);
   RouteMeta doc;
   doc.summary = "This API's OpenAPI 3.1 document";
   doc.tags = {"server"};

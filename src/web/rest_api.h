@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -15,6 +16,9 @@
 
 namespace sandcastle::store {
 class KeyStore;
+}
+namespace sandcastle::service {
+class Sandboxes;
 }
 
 namespace sandcastle::web {
@@ -31,7 +35,14 @@ struct RestOptions {
   size_t max_json_bytes = size_t{1} << 20;
   store::KeyStore* keys = nullptr;  // null: no key database (auth off)
   std::string version;
+  std::string backend;  // the sandbox backend's name, for /health
   SessionOptions sessions;
+  // The service layer; null: the routes exist (for the OpenAPI document)
+  // and answer 503.
+  service::Sandboxes* sandboxes = nullptr;
+  size_t max_body_bytes = size_t{16} << 20;        // the HTTP server's, for uploads
+  std::chrono::milliseconds usage_interval{2000};  // events: usage diffs
+  std::chrono::milliseconds keepalive{15000};      // events: comment lines
 };
 
 // Who a REST request acts for.
@@ -50,9 +61,12 @@ class RestApi {
   RestApi(const RestApi&) = delete;
   RestApi& operator=(const RestApi&) = delete;
 
-  // Adds the routes that need no service layer: session, keys, the OpenAPI
-  // document (generated from `router` as it is when asked).
+  // Adds every /api/v1 route: session, keys, the OpenAPI document
+  // (generated from `router` as it is when asked), and the service routes
+  // (sandboxes, executions, events, files, packages, images, metrics, health).
   void add_routes(Router& router);
+  // Ends the event streams (server shutdown).
+  void shutdown();
 
   // The caller of a kApi/kAdmin route, or nullopt after answering 401, 403
   // (forbidden, or csrf for a cookie request with an unsafe method and no or
@@ -64,9 +78,20 @@ class RestApi {
  private:
   void session_routes(Router& r);
   void key_routes(Router& r);
+  void sandbox_routes(Router& r);
+  void exec_routes(Router& r);
+  void file_routes(Router& r);
+  void event_routes(Router& r);
+  void terminal_routes(Router& r);
+  // Authenticates, then runs `fn` on a worker thread (service calls block:
+  // never on an I/O thread) with a Call that owns its request.
+  void async(Call& c, RouteAuth need, std::function<void(Call&, const Caller&)> fn);
 
   RestOptions options_;
   SessionTable sessions_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  struct Events;
+  std::shared_ptr<Events> events_;
 };
 
 // --- helpers for the handlers (rest_*.cc) -----------------------------------

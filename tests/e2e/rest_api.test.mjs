@@ -5,6 +5,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
+import { Validator } from '@seriousme/openapi-schema-validator';
 import { keys, startHttp, tempStateDir } from './lib/http.mjs';
 
 const PROBLEM = 'application/problem+json';
@@ -163,6 +164,28 @@ describe('REST API with auth on', () => {
     assert.equal(r.headers.get('set-cookie'), null);
   });
 
+  test('the OpenAPI document is valid OpenAPI 3.1 and every path in it is routed', async () => {
+    const doc = (await call(base, 'GET', '/api/v1/openapi.json')).json;
+    const validator = new Validator();
+    const res = await validator.validate(doc);
+    assert.ok(res.valid, JSON.stringify(res.errors, null, 1));
+    assert.equal(validator.version, '3.1');
+    for (const [path, item] of Object.entries(doc.paths)) {
+      for (const method of Object.keys(item)) {
+        const concrete = path.replace(/\{[^}]+\}/g, 'p1');
+        // Status and the start of the body only: some answers are endless streams.
+        const ac = new AbortController();
+        const res = await fetch(base + concrete, { method: method.toUpperCase(), headers: { authorization: `Bearer ${admin.key}` },
+          signal: ac.signal });
+        const first = res.body ? await res.body.getReader().read() : {};
+        ac.abort();
+        const text = first.value ? Buffer.from(first.value).toString('utf8') : '';
+        assert.notEqual(res.status, 405, `${method} ${path}`);
+        if (res.status === 404) assert.doesNotMatch(text, /no such API route|Not Found: MCP is served/, `${method} ${path}`);
+      }
+    }
+  });
+
   test('the OpenAPI document needs no key and describes the routes', async () => {
     const r = await call(base, 'GET', '/api/v1/openapi.json');
     assert.equal(r.status, 200);
@@ -186,5 +209,260 @@ describe('REST API with auth off (loopback)', () => {
     assert.deepEqual(list.json, { keys: [] });
     // A key presented must still be valid.
     assertProblem(await call(srv.base, 'GET', '/api/v1/keys', { key: 'sc_nope_nope' }), 401, 'unauthorized');
+  });
+});
+
+// --- the service routes ------------------------------------------------------
+
+// Reads SSE events from a fetch Response until `until(events)` or the end.
+async function readSse(res, until = () => false, timeoutMs = 30000) {
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  const events = [];
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += dec.decode(value, { stream: true });
+    let i;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      const ev = { event: 'message', data: '', comment: false };
+      for (const line of block.split('\n')) {
+        if (line.startsWith(':')) ev.comment = true;
+        else if (line.startsWith('event: ')) ev.event = line.slice(7);
+        else if (line.startsWith('data: ')) ev.data += line.slice(6);
+      }
+      if (ev.data) ev.data = JSON.parse(ev.data);
+      events.push(ev);
+    }
+    if (until(events)) break;
+  }
+  await reader.cancel().catch(() => {});
+  return events;
+}
+
+describe('REST API: sandboxes, executions, files, events (two keys)', () => {
+  let state, srv, base, a, b, sid;
+  const A = (m, p, o = {}) => call(base, m, p, { key: a.key, ...o });
+  const B = (m, p, o = {}) => call(base, m, p, { key: b.key, ...o });
+  const secretPath = `/tmp/sc-rest-secret-${process.pid}`;
+  const secret = `host-secret-${Math.random().toString(36).slice(2)}`;
+  before(async () => {
+    state = tempStateDir();
+    a = JSON.parse(keys(state, '--json', 'create', '--name', 'a'));
+    b = JSON.parse(keys(state, '--json', 'create', '--name', 'b'));
+    srv = await startHttp(['--auth', '--pool-size', '0'], { stateDir: state });
+    base = srv.base;
+    const { writeFileSync } = await import('node:fs');
+    writeFileSync(secretPath, secret);
+    const r = await A('POST', '/api/v1/sandboxes', { body: { language: 'python' } });
+    assert.equal(r.status, 201, r.text);
+    sid = r.json.sandbox_id;
+  });
+  after(async () => {
+    await srv?.stop();
+    rmSync(state, { recursive: true, force: true });
+    rmSync(secretPath, { force: true });
+  });
+
+  test('health needs no key; metrics and images need one', async () => {
+    const h = await call(base, 'GET', '/api/v1/health');
+    assert.equal(h.status, 200);
+    assert.equal(h.json.status, 'ok');
+    for (const k of ['version', 'uptime_s', 'backend', 'sandboxes', 'warm_ready']) assert.ok(k in h.json, k);
+    assertProblem(await call(base, 'GET', '/api/v1/metrics'), 401, 'unauthorized');
+    const m = await A('GET', '/api/v1/metrics');
+    assert.equal(m.status, 200);
+    assert.ok(Object.keys(m.json.metrics).some((n) => n.startsWith('sandcastle_')), m.text.slice(0, 300));
+    assert.equal((await A('GET', '/api/v1/images')).status, 200);
+  });
+
+  test('a sandbox is its key\'s: another key gets 404 not_found and changes nothing', async () => {
+    const list = await A('GET', '/api/v1/sandboxes');
+    assert.ok(list.json.sandboxes.some((s) => s.sandbox_id === sid));
+    assert.equal((await B('GET', '/api/v1/sandboxes')).json.sandboxes.length, 0);
+    assertProblem(await B('GET', `/api/v1/sandboxes/${sid}`), 404, 'not_found');
+    assertProblem(await B('DELETE', `/api/v1/sandboxes/${sid}`), 404, 'not_found');
+    assertProblem(await B('POST', `/api/v1/sandboxes/${sid}/executions`, { body: { code: 'print(1)' } }), 404, 'not_found');
+    assertProblem(await B('PUT', `/api/v1/sandboxes/${sid}/files/content?path=x.txt`, { raw: 'x' }), 404, 'not_found');
+    assertProblem(await B('GET', `/api/v1/sandboxes/${sid}/files/content?path=x.txt`), 404, 'not_found');
+    const g = await A('GET', `/api/v1/sandboxes/${sid}`);
+    assert.equal(g.status, 200);
+    assert.equal(g.json.status, 'running');
+    assert.ok(g.json.usage && 'memory_bytes' in g.json.usage, g.text);
+    assertProblem(await A('GET', '/api/v1/sandboxes/sb-nope'), 404, 'not_found');
+  });
+
+  test('bad input: bad JSON 400, not JSON 415, too large 413, bad kind 400', async () => {
+    assertProblem(await A('POST', `/api/v1/sandboxes/${sid}/executions`, { raw: '{"code":', headers: { 'content-type': 'application/json' } }),
+      400, 'invalid_argument');
+    assertProblem(await A('POST', `/api/v1/sandboxes/${sid}/executions`, { raw: 'code=1', headers: { 'content-type': 'text/plain' } }),
+      415, 'unsupported_media_type');
+    assertProblem(await A('POST', `/api/v1/sandboxes/${sid}/executions`, { body: { code: `x = "${'a'.repeat(1100000)}"` } }),
+      413, 'payload_too_large');
+    assertProblem(await A('POST', `/api/v1/sandboxes/${sid}/executions`, { body: { kind: 'shell', code: '1' } }), 400, 'invalid_argument');
+    assertProblem(await A('POST', '/api/v1/sandboxes', { body: { language: 42 } }), 400, 'invalid_argument');
+    assertProblem(await A('GET', `/api/v1/sandboxes/${sid}/history?limit=abc`), 400, 'invalid_argument');
+  });
+
+  test('executions: code and command as JSON; history records them', async () => {
+    const r = await A('POST', `/api/v1/sandboxes/${sid}/executions`, { body: { kind: 'code', code: 'x = 6\nprint(x * 7)' } });
+    assert.equal(r.status, 200, r.text);
+    assert.match(r.json.stdout, /42/);
+    const again = await A('POST', `/api/v1/sandboxes/${sid}/executions`, { body: { code: 'print(x + 1)' } });
+    assert.match(again.json.stdout, /7/, 'the kernel keeps its variables');
+    const cmd = await A('POST', `/api/v1/sandboxes/${sid}/executions`, { body: { kind: 'command', command: 'echo hi-there' } });
+    assert.equal(cmd.status, 200, cmd.text);
+    assert.match(cmd.json.stdout, /hi-there/);
+    const h = await A('GET', `/api/v1/sandboxes/${sid}/history?limit=2`);
+    assert.equal(h.status, 200, h.text);
+  });
+
+  test('executions over SSE: output as it comes, in order, then one result last', async () => {
+    const res = await fetch(`${base}/api/v1/sandboxes/${sid}/executions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${a.key}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ code: 'import sys, time\nprint("one", flush=True)\ntime.sleep(0.3)\nprint("two", flush=True)\nprint("err", file=sys.stderr, flush=True)' }),
+    });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type'), /text\/event-stream/);
+    const events = (await readSse(res)).filter((e) => !e.comment);
+    const kinds = events.map((e) => e.event);
+    assert.equal(kinds.at(-1), 'result', kinds.join());
+    assert.equal(kinds.filter((k) => k === 'result').length, 1);
+    const out = events.filter((e) => e.event === 'stdout').map((e) => e.data.text).join('');
+    assert.match(out, /one\s+two/);
+    assert.ok(events.some((e) => e.event === 'stderr' && /err/.test(e.data.text)), kinds.join());
+    assert.ok(kinds.indexOf('stdout') < kinds.indexOf('result'));
+    assert.match(events.at(-1).data.stdout, /one/);
+  });
+
+  test('interrupt stops a running cell (202)', async () => {
+    const res = await fetch(`${base}/api/v1/sandboxes/${sid}/executions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${a.key}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ code: 'import time\nprint("start", flush=True)\nwhile True: time.sleep(0.05)', timeout_s: 60 }),
+    });
+    const done = readSse(res, (evs) => evs.some((e) => e.event === 'result'));
+    // Wait for the run to be under way, then interrupt it.
+    let r;
+    for (let i = 0; i < 100; ++i) {
+      r = await A('POST', `/api/v1/sandboxes/${sid}/interrupt`);
+      if (r.status === 202 && r.json.interrupted) break;
+      await new Promise((ok) => setTimeout(ok, 50));
+    }
+    assert.equal(r.status, 202, r.text);
+    assert.equal(r.json.interrupted, true);
+    const events = await done;
+    const result = events.find((e) => e.event === 'result');
+    assert.ok(result, JSON.stringify(events));
+    assert.match(JSON.stringify(result.data), /KeyboardInterrupt|cancel/i);
+  });
+
+  test('files: PUT, list, download (attachment; inline only as text), multipart, delete', async () => {
+    const put = await A('PUT', `/api/v1/sandboxes/${sid}/files/content?path=up.txt`, { raw: 'hello <b>x</b>' });
+    assert.equal(put.status, 201, put.text);
+    assert.equal(put.json.size, 14);
+    const list = await A('GET', `/api/v1/sandboxes/${sid}/files`);
+    assert.equal(list.status, 200, list.text);
+    assert.ok(list.json.entries.some((e) => e.name === 'up.txt'), list.text);
+    const dl = await A('GET', `/api/v1/sandboxes/${sid}/files/content?path=up.txt`);
+    assert.equal(dl.text, 'hello <b>x</b>');
+    assert.match(dl.headers.get('content-disposition'), /^attachment; filename="up.txt"/);
+    assert.equal(dl.headers.get('x-content-type-options'), 'nosniff');
+    assert.match(dl.headers.get('content-security-policy'), /sandbox/);
+    await A('PUT', `/api/v1/sandboxes/${sid}/files/content?path=page.html`, { raw: '<script>alert(1)</script>' });
+    const html = await A('GET', `/api/v1/sandboxes/${sid}/files/content?path=page.html&inline=1`);
+    assert.match(html.headers.get('content-type'), /^text\/plain/, 'HTML is never rendered as the console');
+    assert.match(html.headers.get('content-disposition'), /^inline/);
+
+    const form = new FormData();
+    form.append('path', 'uploads');
+    form.append('file', new Blob(['one']), 'a.txt');
+    form.append('file', new Blob([new Uint8Array([0, 1, 2, 255])]), 'b.bin');
+    const up = await fetch(`${base}/api/v1/sandboxes/${sid}/files`, { method: 'POST', headers: { authorization: `Bearer ${a.key}` }, body: form });
+    const upj = await up.json();
+    assert.equal(up.status, 201, JSON.stringify(upj));
+    assert.deepEqual(upj.files.map((f) => f.size), [3, 4]);
+    const b2 = await fetch(`${base}/api/v1/sandboxes/${sid}/files/content?path=uploads/b.bin`, { headers: { authorization: `Bearer ${a.key}` } });
+    assert.deepEqual([...new Uint8Array(await b2.arrayBuffer())], [0, 1, 2, 255]);
+
+    assert.equal((await A('DELETE', `/api/v1/sandboxes/${sid}/files?path=up.txt`)).status, 204);
+    assertProblem(await A('GET', `/api/v1/sandboxes/${sid}/files/content?path=up.txt`), 404, 'not_found');
+    assertProblem(await A('GET', `/api/v1/sandboxes/${sid}/files/content`), 400, 'invalid_argument');
+    assertProblem(await A('DELETE', `/api/v1/sandboxes/${sid}/files?path=uploads`), 409, 'failed_precondition');
+    assert.equal((await A('DELETE', `/api/v1/sandboxes/${sid}/files?path=uploads&recursive=1`)).status, 204);
+  });
+
+  test('multipart: a traversing name, a bad body or a missing boundary is refused and writes nothing', async () => {
+    const form = new FormData();
+    form.append('path', '.');
+    form.append('file', new Blob(['ok']), 'first.txt');
+    form.append('file', new Blob(['evil']), '../evil.txt');
+    const r = await fetch(`${base}/api/v1/sandboxes/${sid}/files`, { method: 'POST', headers: { authorization: `Bearer ${a.key}` }, body: form });
+    // undici normalises nothing in the filename; the server refuses it.
+    assert.equal(r.status, 400, await r.text());
+    assertProblem(await A('GET', `/api/v1/sandboxes/${sid}/files/content?path=first.txt`), 404, 'not_found');
+    assertProblem(await A('POST', `/api/v1/sandboxes/${sid}/files`, { raw: 'x', headers: { 'content-type': 'multipart/form-data' } }),
+      415, 'unsupported_media_type');
+    assertProblem(await A('POST', `/api/v1/sandboxes/${sid}/files`, { raw: '--q\r\nContent-Disposition: form-data; name="file"; filename="x"\r\n\r\nabc',
+      headers: { 'content-type': 'multipart/form-data; boundary=q' } }), 400, 'invalid_argument');
+    assertProblem(await A('GET', `/api/v1/sandboxes/${sid}/files/content?path=x`), 404, 'not_found');
+  });
+
+  test('path traversal: ../, an absolute host path, a symlink pointing out: the host file is never read', async () => {
+    const ln = await A('POST', `/api/v1/sandboxes/${sid}/executions`, { body: { kind: 'command', command: `ln -sf ${secretPath} link && ls -l link` } });
+    assert.equal(ln.status, 200, ln.text);
+    // '..' is refused as such; the others resolve inside the sandbox, where the host's /tmp is not.
+    for (const [p, status, code] of [[`../../../../../../..${secretPath}`, 400, 'invalid_argument'],
+      [secretPath, 404, 'not_found'], ['link', 404, 'not_found'], [`/proc/1/root${secretPath}`, 403, 'permission_denied']]) {
+      const r = await A('GET', `/api/v1/sandboxes/${sid}/files/content?path=${encodeURIComponent(p)}`);
+      assert.ok(!r.text.includes(secret), `${p} leaked the host file`);
+      assertProblem(r, status, code);
+    }
+    // Writing through the link lands inside the sandbox, never on the host.
+    await A('PUT', `/api/v1/sandboxes/${sid}/files/content?path=link`, { raw: 'overwritten' });
+    assertProblem(await A('PUT', `/api/v1/sandboxes/${sid}/files/content?path=${encodeURIComponent(`../..${secretPath}`)}`, { raw: 'x' }),
+      400, 'invalid_argument');
+    const { readFileSync } = await import('node:fs');
+    assert.equal(readFileSync(secretPath, 'utf8'), secret, 'the host file is unchanged');
+  });
+
+  test('events: snapshot, upsert on create, remove on close, only for the caller', async () => {
+    const res = await fetch(`${base}/api/v1/events`, { headers: { authorization: `Bearer ${a.key}` } });
+    assert.equal(res.status, 200);
+    const resB = await fetch(`${base}/api/v1/events`, { headers: { authorization: `Bearer ${b.key}` } });
+    let created;
+    const seen = readSse(res, (evs) => created && evs.some((e) => e.event === 'remove' && e.data.sandbox_id === created));
+    const seenB = readSse(resB, () => false, 4000);
+    await new Promise((ok) => setTimeout(ok, 200));
+    const c = await A('POST', '/api/v1/sandboxes', { body: { language: 'bash' } });
+    assert.equal(c.status, 201, c.text);
+    created = c.json.sandbox_id;
+    assert.equal((await A('DELETE', `/api/v1/sandboxes/${created}`)).status, 204);
+    const events = (await seen).filter((e) => !e.comment);
+    assert.equal(events[0].event, 'snapshot');
+    assert.ok(events[0].data.sandboxes.some((s) => s.sandbox_id === sid));
+    const iu = events.findIndex((e) => e.event === 'upsert' && e.data.sandbox.sandbox_id === created);
+    const ir = events.findIndex((e) => e.event === 'remove' && e.data.sandbox_id === created);
+    assert.ok(iu > 0 && ir > iu, events.map((e) => e.event).join());
+    const eventsB = (await seenB).filter((e) => !e.comment);
+    assert.equal(eventsB[0].event, 'snapshot');
+    assert.deepEqual(eventsB[0].data.sandboxes, []);
+    assert.ok(!JSON.stringify(eventsB).includes(created), 'B saw none of A\'s sandboxes');
+  });
+
+  test('terminal: a plain GET is not an upgrade', async () => {
+    const r = await A('GET', `/api/v1/sandboxes/${sid}/terminal`);
+    assert.ok([400, 426, 501].includes(r.status), r.text);
+  });
+
+  test('delete: 204, then 404', async () => {
+    const c = await A('POST', '/api/v1/sandboxes', { body: { language: 'bash' } });
+    assert.equal((await A('DELETE', `/api/v1/sandboxes/${c.json.sandbox_id}`)).status, 204);
+    assertProblem(await A('GET', `/api/v1/sandboxes/${c.json.sandbox_id}`), 404, 'not_found');
   });
 });

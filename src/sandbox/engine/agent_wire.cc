@@ -57,9 +57,16 @@ std::optional<AgentExec> read_exec(WireReader& r) {
   e.ch_fd3 = r.u32();
   std::uint32_t port = r.u32();
   std::uint32_t shell_env = r.u32();
+  std::uint32_t size = r.u32();  // cols << 16 | rows
   if (!r.ok() || port > 0xffff || shell_env > 1 || e.argv.empty()) return std::nullopt;
   e.listen_port = static_cast<std::uint16_t>(port);
   e.shell_env = shell_env == 1;
+  e.pty_cols = static_cast<std::uint16_t>(size >> 16);
+  e.pty_rows = static_cast<std::uint16_t>(size & 0xffff);
+  // A terminal: both sizes, its one channel, and no other.
+  if ((e.pty_cols == 0) != (e.pty_rows == 0)) return std::nullopt;
+  if (e.pty_rows != 0 && (e.ch_stdin == 0 || e.ch_stdout || e.ch_stderr || e.ch_fd3 || e.listen_port))
+    return std::nullopt;
   return e;
 }
 
@@ -70,6 +77,7 @@ bool decode_fields(AgentControl& m, WireReader& r) {
     case AgentMsg::kSignal:
     case AgentMsg::kCredit:
     case AgentMsg::kAccepted:
+    case AgentMsg::kResize:
       m.a = r.u32();
       m.b = r.u32();
       if (m.kind == AgentMsg::kSignal && m.b != static_cast<std::uint32_t>(AgentSignal::kCancel) &&
@@ -148,6 +156,7 @@ std::string encode_exec(const AgentExec& e) {
   w.u32(e.ch_fd3);
   w.u32(e.listen_port);
   w.u32(e.shell_env ? 1 : 0);
+  w.u32((std::uint32_t{e.pty_cols} << 16) | e.pty_rows);
   return with_kind(AgentMsg::kExec, w);
 }
 
@@ -206,11 +215,15 @@ std::string encode_accepted(std::uint32_t id, std::uint32_t channel) {
   return two(AgentMsg::kAccepted, id, channel);
 }
 
+std::string encode_resize(std::uint32_t id, std::uint16_t cols, std::uint16_t rows) {
+  return two(AgentMsg::kResize, id, (std::uint32_t{cols} << 16) | rows);
+}
+
 std::optional<AgentControl> decode_control(std::string_view payload) {
   WireReader r(payload);
   std::uint32_t kind = r.u32();
   if (!r.ok() || kind < static_cast<std::uint32_t>(AgentMsg::kHello) ||
-      kind > static_cast<std::uint32_t>(AgentMsg::kAccepted))
+      kind > static_cast<std::uint32_t>(AgentMsg::kResize))
     return std::nullopt;
   AgentControl m;
   m.kind = static_cast<AgentMsg>(kind);

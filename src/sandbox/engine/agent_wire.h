@@ -83,6 +83,9 @@ enum class AgentMsg : std::uint32_t {
   // (AgentExec::listen_port) was accepted and is now that channel (picked by
   // the agent from the top half of the channel space: kAgentChannelBase up).
   kAccepted = 12,
+  // server -> agent: exec id, (cols << 16) | rows. A terminal's new size
+  // (AgentExec::pty_rows); other or ended ids: ignored.
+  kResize = 13,
 };
 
 // Channels the agent opens itself (accepted connections) start here, so the
@@ -116,6 +119,12 @@ struct AgentExec {
   // directory as getcwd has it), SHLVL=0 and _ (the path execve ran), as
   // bash gives a program it runs.
   bool shell_env = false;
+  // Nonzero rows: a terminal (issue 18). The agent opens a pty pair in the
+  // container; the slave is the command's controlling tty and fds 0-2, the
+  // master is channel ch_stdin, both ways (ch_stdout, ch_stderr and ch_fd3
+  // must be 0).
+  std::uint16_t pty_cols = 0;
+  std::uint16_t pty_rows = 0;
 };
 
 enum class AgentEnd : std::uint32_t { kExited = 0, kTimeout = 1, kCancelled = 2 };
@@ -157,13 +166,14 @@ std::string encode_close(std::uint32_t channel);
 std::string encode_usage_query(std::uint32_t request);
 std::string encode_usage(std::uint32_t request, std::uint32_t processes, std::uint64_t disk_bytes);
 std::string encode_accepted(std::uint32_t id, std::uint32_t channel);
+std::string encode_resize(std::uint32_t id, std::uint16_t cols, std::uint16_t rows);
 
 // A decoded control message: kind, then the fields the kind uses.
 struct AgentControl {
   AgentMsg kind = AgentMsg::kHello;
   std::uint32_t a = 0;  // hello: version; exec-related: id; channel msgs: channel; usage: request
   std::uint32_t b = 0;  // hello: pid; started: pid; credit: bytes; signal: AgentSignal;
-                        // usage: processes; accepted: channel
+                        // usage: processes; accepted: channel; resize: cols << 16 | rows
   std::uint64_t c = 0;  // files: rlimit_fsize; usage: disk bytes
   std::optional<AgentExec> exec;
   std::optional<AgentDone> done;

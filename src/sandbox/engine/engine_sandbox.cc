@@ -13,7 +13,9 @@ EngineSandbox::EngineSandbox(std::shared_ptr<EngineShared> shared, std::string i
       id_(std::move(id)),
       spec_(std::move(spec)),
       container_(std::move(container)),
-      files_([this] { return connect_files(); }) {}
+      files_([this] { return connect_files(); }) {
+  terminal_link_->link = container_.link.get();
+}
 
 EngineSandbox::~EngineSandbox() {
   (void)destroy();
@@ -164,6 +166,10 @@ Status EngineSandbox::destroy() {
   }
   files_.close();
   if (container_.link) container_.link->close();
+  {
+    std::lock_guard l(terminal_link_->mu);
+    terminal_link_->link = nullptr;
+  }
   // Every process is gone with the agent's stream; the container itself
   // (and its anonymous volumes) goes off the request path.
   shared_->remover->remove(container_.container_id);

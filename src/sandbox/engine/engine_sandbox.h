@@ -35,6 +35,13 @@ struct EngineContainer {
   std::set<std::string> shared_names;  // remote: in this container's kSharedDir
 };
 
+// The link as a sandbox's terminals reach it: null once the sandbox is
+// destroyed (a terminal may outlive its sandbox object).
+struct TerminalLink {
+  std::mutex mu;
+  AgentLink* link = nullptr;
+};
+
 class EngineSandbox final : public Sandbox {
  public:
   EngineSandbox(std::shared_ptr<EngineShared> shared, std::string id, SandboxSpec spec,
@@ -65,6 +72,8 @@ class EngineSandbox final : public Sandbox {
   Status thaw() override;
   Status destroy() override;
   bool alive(std::chrono::milliseconds grace = {}) const override;
+  // A shell on a pty the agent opens in the container (engine_terminal.cc).
+  Result<std::unique_ptr<Terminal>> open_terminal(const TerminalRequest& req) override;
 
  private:
   Status check_alive() const;
@@ -78,6 +87,8 @@ class EngineSandbox final : public Sandbox {
   native::FileChannel files_;
   mutable std::mutex mu_;
   bool destroyed_ = false;
+  TerminalSlots terminals_;
+  std::shared_ptr<TerminalLink> terminal_link_ = std::make_shared<TerminalLink>();
 };
 
 }  // namespace sandcastle::sandbox::engine

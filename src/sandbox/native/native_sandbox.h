@@ -201,6 +201,8 @@ class NativeSandbox : public Sandbox {
   Status freeze() override;
   Status thaw() override;
   Status checkpoint(const std::string& dir) override;
+  // A shell on a pty of the sandbox's own (terminal.h).
+  Result<std::unique_ptr<Terminal>> open_terminal(const TerminalRequest& req) override;
   // Without root: brings the storage's copy on disk up to date (a no-op for
   // any other sandbox). Every call that can write runs it before returning.
   Status persist_changes() override;
@@ -261,6 +263,7 @@ class NativeSandbox : public Sandbox {
   std::shared_ptr<MirrorAttachment> mirror_;  // under mu_
   std::unique_ptr<SaveFreeze> frozen_;  // freeze() until thaw(); under mu_
   bool storage_removed_ = false;
+  TerminalSlots terminals_;
 };
 
 }  // namespace sandcastle::sandbox::native

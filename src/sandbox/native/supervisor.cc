@@ -27,6 +27,7 @@
 #include "sandbox/native/init_loop.h"
 #include "sandbox/native/net.h"
 #include "sandbox/native/rlimits.h"
+#include "sandbox/native/terminal_pty.h"
 
 namespace sandcastle::sandbox::native {
 namespace {
@@ -204,13 +205,22 @@ void send_setup_error(int report_fd, int err, const std::string& step) {
   //    error pipe (close-on-exec) after them; every other fd closed. The
   //    error pipe and the passed fd first move above every target number,
   //    so no dup2 below overwrites a source still to be used.
+  //    A terminal's stdio is its pty's slave instead (terminal_pty.h).
   const bool passed = m.nfds == 4;
   int high_err = ::fcntl(error_fd, F_DUPFD_CLOEXEC, 16);
   if (high_err < 0) fail_child(error_fd, step_failed("move error pipe"));
   error_fd = high_err;
   int high_pass = passed ? ::fcntl(m.fds[3], F_DUPFD_CLOEXEC, 16) : -1;
   if (passed && high_pass < 0) fail_child(error_fd, step_failed("move passed fd"));
-  if (::dup2(m.fds[0], 0) < 0 || ::dup2(m.fds[1], 1) < 0 || ::dup2(m.fds[2], 2) < 0)
+  int stdio[3] = {m.fds[0], m.fds[1], m.fds[2]};
+  if (req->pty_rows != 0) {
+    int slave = -1;
+    if (auto e = open_terminal_pty(*req, request_fd, &slave)) fail_child(error_fd, *e);
+    int high_slave = ::fcntl(slave, F_DUPFD_CLOEXEC, 16);
+    if (high_slave < 0) fail_child(error_fd, step_failed("move pty slave"));
+    stdio[0] = stdio[1] = stdio[2] = high_slave;
+  }
+  if (::dup2(stdio[0], 0) < 0 || ::dup2(stdio[1], 1) < 0 || ::dup2(stdio[2], 2) < 0)
     fail_child(error_fd, step_failed("dup2 stdio"));
   if (passed && ::dup2(high_pass, 3) < 0) fail_child(error_fd, step_failed("dup2 passed fd"));
   const int err_slot = passed ? 4 : 3;
@@ -312,6 +322,7 @@ std::optional<StepError> hand_over_listener(int report_fd, bool own_netns, std::
   (void)send_with_fds(childsock[0], std::string_view(buf.get(), static_cast<std::size_t>(m.len)), stdio,
                       fds.pass >= 0 ? 4 : 3);
   buf.reset();  // a kernel's supervisor waits for days: give the pages back
+  if (req->pty_rows != 0) (void)forward_terminal_master(childsock[0], fds.report);
   ::close(childsock[0]);
   ::close(fds.in);
   ::close(fds.out);

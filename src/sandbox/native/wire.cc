@@ -148,6 +148,8 @@ std::string encode(const ExecWire& e) {
   w.u64(e.rlimit_fsize);
   w.u64(e.rlimit_nproc);
   w.u64(e.rlimit_data);
+  w.u32(e.pty_cols);
+  w.u32(e.pty_rows);
   w.u32(e.listen_port);
   w.u32(e.shell_env ? 1 : 0);
   return w.bytes();
@@ -164,9 +166,14 @@ std::optional<ExecWire> decode_exec(std::string_view bytes) {
   e.rlimit_fsize = r.u64();
   e.rlimit_nproc = r.u64();
   e.rlimit_data = r.u64();
+  std::uint32_t cols = r.u32();
+  std::uint32_t rows = r.u32();
   std::uint32_t port = r.u32();
   std::uint32_t shell_env = r.u32();
   if (!r.ok() || !r.at_end() || e.argv.empty() || port > 65535 || shell_env > 1) return std::nullopt;
+  if (cols > 65535 || rows > 65535 || (cols == 0) != (rows == 0)) return std::nullopt;
+  e.pty_cols = static_cast<std::uint16_t>(cols);
+  e.pty_rows = static_cast<std::uint16_t>(rows);
   e.shell_env = shell_env == 1;
   e.listen_port = static_cast<std::uint16_t>(port);
   return e;
@@ -207,7 +214,7 @@ std::optional<ExecReport> decode_report(std::string_view bytes) {
   WireReader r(bytes);
   ExecReport rep;
   std::uint32_t kind = r.u32();
-  if (kind < 1 || kind > 3) return std::nullopt;
+  if (kind < 1 || kind > 4) return std::nullopt;
   rep.kind = static_cast<ReportKind>(kind);
   rep.err = r.i32();
   rep.step = r.str();

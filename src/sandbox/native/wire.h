@@ -132,6 +132,12 @@ struct ExecWire {
   std::uint16_t listen_port = 0;
   // ExecRequest::shell_env: PWD, SHLVL and _ as bash would set them.
   bool shell_env = false;
+  // Nonzero rows: a terminal (issue 18). The command opens a pty pair in the
+  // sandbox's devpts, makes the slave its controlling tty and fds 0-2 (the
+  // stdio fds of the request go unused) and sends the master to the server
+  // (ReportKind::kTerminal) before it execs.
+  std::uint16_t pty_cols = 0;
+  std::uint16_t pty_rows = 0;
 };
 
 std::string encode(const ExecWire& e);
@@ -163,8 +169,9 @@ std::optional<ControlMessage> decode_control(std::string_view bytes);
 
 // Messages from the per-exec supervisor to the server. kListener (only for
 // an exec with a listen_port, before kDone or kSetupError) carries the
-// listening socket as SCM_RIGHTS and no other field.
-enum class ReportKind : std::uint32_t { kSetupError = 1, kDone = 2, kListener = 3 };
+// listening socket as SCM_RIGHTS and no other field; kTerminal (only for an
+// exec with pty_rows, before kDone or kSetupError) the pty master likewise.
+enum class ReportKind : std::uint32_t { kSetupError = 1, kDone = 2, kListener = 3, kTerminal = 4 };
 enum class SupervisorEnd : std::uint32_t { kExited = 0, kTimeout = 1, kCancelled = 2 };
 
 struct ExecReport {

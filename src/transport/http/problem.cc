@@ -14,6 +14,9 @@ ErrorCode effective(const Error& e) {
     case EACCES:
     case EPERM: return ErrorCode::kPermissionDenied;
     case EEXIST: return ErrorCode::kAlreadyExists;
+    case ENOTEMPTY:
+    case EISDIR:
+    case EBUSY: return ErrorCode::kFailedPrecondition;
     case EINVAL:
     case ENAMETOOLONG: return ErrorCode::kInvalidArgument;
     case ENOSPC:

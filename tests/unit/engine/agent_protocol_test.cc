@@ -127,3 +127,45 @@ TEST(AgentProtocol, DecodeControlSurvivesTruncatedAndRandomPayloads) {
 
 }  // namespace
 }  // namespace sandcastle::sandbox::engine::agent_test
+
+namespace sandcastle::sandbox::engine::agent_test {
+namespace {
+
+// Issue 18: a terminal's exec names its one channel (the pty, both ways) and
+// no other; its size comes in pairs; kResize carries both in one word.
+TEST(AgentProtocol, TerminalExecWithOtherChannelsExitsTwo) {
+  AgentProc a;
+  AgentExec e = make_exec(a, 1, {"sh"});
+  e.ch_stdin = a.new_channel();
+  e.pty_cols = 80;
+  e.pty_rows = 24;
+  ASSERT_NE(e.ch_stdout, 0u);
+  EXPECT_FALSE(decode_control(encode_exec(e)).has_value());
+  a.send_control(encode_exec(e));
+  int st = a.wait_exit();
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 2);
+}
+
+TEST(AgentProtocol, ResizeAndPtySizeDecode) {
+  auto m = decode_control(encode_resize(7, 132, 43));
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->kind, AgentMsg::kResize);
+  EXPECT_EQ(m->a, 7u);
+  EXPECT_EQ(m->b, (132u << 16) | 43u);
+  AgentExec e;
+  e.id = 1;
+  e.argv = {"sh"};
+  e.ch_stdin = 5;
+  e.pty_cols = 132;
+  e.pty_rows = 43;
+  auto d = decode_control(encode_exec(e));
+  ASSERT_TRUE(d.has_value() && d->exec.has_value());
+  EXPECT_EQ(d->exec->pty_cols, 132);
+  EXPECT_EQ(d->exec->pty_rows, 43);
+  e.pty_rows = 0;  // one without the other
+  EXPECT_FALSE(decode_control(encode_exec(e)).has_value());
+}
+
+}  // namespace
+}  // namespace sandcastle::sandbox::engine::agent_test

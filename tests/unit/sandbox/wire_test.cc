@@ -131,3 +131,28 @@ TEST(Wire, ControlMessagesCarryTheirKind) {
 
 }  // namespace
 }  // namespace sandcastle::sandbox::native
+
+namespace sandcastle::sandbox::native {
+
+// Issue 18: a terminal's size travels with its exec; both or neither.
+TEST(Wire, ExecPtySizeRoundTripsAndComesInPairs) {
+  ExecWire e;
+  e.argv = {"sh"};
+  e.pty_cols = 132;
+  e.pty_rows = 43;
+  auto d = decode_exec(encode(e));
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->pty_cols, 132);
+  EXPECT_EQ(d->pty_rows, 43);
+  e.pty_rows = 0;
+  EXPECT_FALSE(decode_exec(encode(e)));
+  e.pty_cols = 0;
+  EXPECT_TRUE(decode_exec(encode(e)).has_value());
+  ExecReport t;
+  t.kind = ReportKind::kTerminal;
+  auto dt = decode_report(encode(t));
+  ASSERT_TRUE(dt.has_value());
+  EXPECT_EQ(dt->kind, ReportKind::kTerminal);
+}
+
+}  // namespace sandcastle::sandbox::native

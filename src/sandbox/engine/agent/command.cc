@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <linux/landlock.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "sandbox/engine/agent/own_net.h"
+#include "sandbox/engine/agent/terminal.h"
 
 namespace sandcastle::sandbox::engine::agent {
 namespace {
@@ -29,7 +31,9 @@ enum Step : std::int32_t {
   kExecve,
   kSigaction,
   kListen,
-  kLandlock
+  kLandlock,
+  kCtty,
+  kSeccomp
 };
 
 // What the child writes on its error pipe when a step fails.
@@ -204,6 +208,7 @@ int move_high(int error_fd, int fd) {
   int fd3 = move_high(error_fd, fds.fd3);
   if (::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) fail(error_fd, kDup2, errno);
   if (fd3 >= 0 && ::dup2(fd3, 3) < 0) fail(error_fd, kDup2, errno);
+  if (fds.ctty && ::ioctl(0, TIOCSCTTY, 0) != 0) fail(error_fd, kCtty, errno);
   const int err_slot = fd3 >= 0 ? 4 : 3;
   if (::dup3(error_fd, err_slot, O_CLOEXEC) < 0) fail(error_fd, kDup2, errno);
   error_fd = err_slot;
@@ -224,6 +229,8 @@ int move_high(int error_fd, int fd) {
     if (!set_limit(l.resource, l.value)) fail(error_fd, kSetrlimit, errno);
   if (cwd[0] != '\0' && ::chdir(cwd) != 0) fail(error_fd, kChdir, errno);
   if (!enter_own_landlock_domain()) fail(error_fd, kLandlock, errno);
+  // A terminal: no typing into it from inside (terminal.h).
+  if (fds.ctty && !deny_terminal_injection()) fail(error_fd, kSeccomp, errno);
   std::size_t underscore_slot = 0;
   if (p.shell_env) {
     // getcwd(2) itself (glibc's getcwd may allocate); without an answer

@@ -21,6 +21,8 @@ struct CommandFds {
   int out = -1;
   int err = -1;
   int fd3 = -1;
+  // A terminal: fd 0 (a pty slave) becomes the new session's controlling tty.
+  bool ctty = false;
 };
 
 struct SpawnOutcome {
@@ -42,6 +44,7 @@ SpawnOutcome spawn_command(const AgentExec& e, const CommandFds& fds, bool own_n
 // The step names a child may report, by index (the pipe carries the index).
 inline constexpr const char* kSpawnSteps[] = {"setsid",    "dup2",   "close_range",
                                               "setrlimit", "chdir",  "execve",
-                                              "sigaction", "listen", "landlock"};
+                                              "sigaction", "listen", "landlock",
+                                              "ioctl TIOCSCTTY", "seccomp"};
 
 }  // namespace sandcastle::sandbox::engine::agent

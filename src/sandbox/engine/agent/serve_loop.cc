@@ -28,6 +28,7 @@
 #include "sandbox/engine/agent/own_net.h"
 #include "sandbox/engine/agent/peer_owner.h"
 #include "sandbox/engine/agent/proc_tree.h"
+#include "sandbox/engine/agent/terminal.h"
 
 namespace sandcastle::sandbox::engine::agent {
 namespace {
@@ -73,6 +74,7 @@ struct Exec {
   AgentDone done;
   std::vector<std::uint32_t> channels;
   UniqueFd listener;
+  UniqueFd pty;  // a terminal's master (a copy: the channel has its own), for kResize
 };
 
 class Agent {
@@ -88,10 +90,11 @@ class Agent {
 
   void start_exec(AgentExec e);
   bool make_exec_fds(const AgentExec& e, CommandFds& child, std::vector<UniqueFd>& keep,
-                     AgentFailure& failure);
+                     AgentFailure& failure, UniqueFd& pty);
   void start_files(std::uint32_t ch, std::uint64_t rlimit_fsize);
   void check_new_channels(const std::vector<std::uint32_t>& ids, const char* what);
   void on_signal(std::uint32_t id, AgentSignal s);
+  void on_resize(std::uint32_t id, std::uint32_t size);
   void on_main_exit(Exec& x);
   void kill_exec_tree(Exec& x);
   void try_finish(std::uint32_t id);
@@ -166,6 +169,7 @@ void Agent::on_control(std::string_view payload) {
   switch (m->kind) {
     case AgentMsg::kExec: start_exec(std::move(*m->exec)); break;
     case AgentMsg::kSignal: on_signal(m->a, static_cast<AgentSignal>(m->b)); break;
+    case AgentMsg::kResize: on_resize(m->a, m->b); break;
     case AgentMsg::kFiles: start_files(m->a, m->c); break;
     case AgentMsg::kCredit:
       if (auto err = ch_.on_credit(m->a, m->b)) protocol_error(err);
@@ -193,7 +197,7 @@ void Agent::check_new_channels(const std::vector<std::uint32_t>& ids, const char
 }
 
 bool Agent::make_exec_fds(const AgentExec& e, CommandFds& child, std::vector<UniqueFd>& keep,
-                          AgentFailure& failure) {
+                          AgentFailure& failure, UniqueFd& pty_copy) {
   auto failed = [&](const char* step) {
     failure.err = errno;
     failure.step = step;
@@ -207,6 +211,22 @@ bool Agent::make_exec_fds(const AgentExec& e, CommandFds& child, std::vector<Uni
     return fd;
   };
   int p[2];
+  if (e.pty_rows != 0) {
+    // A terminal: the master both ways on its one channel (a socket's kind:
+    // a read error, EIO once the last slave closed, is its EOF).
+    AgentPty pty = open_pty(e.pty_cols, e.pty_rows);
+    if (!pty.master) {
+      errno = pty.err;
+      return failed(pty.step.c_str());  // copied into failure.step at once
+    }
+    child.in = child.out = child.err = pty.slave.get();
+    child.ctty = true;
+    pty_copy.reset(::fcntl(pty.master.get(), F_DUPFD_CLOEXEC, 0));
+    if (!pty_copy) return failed("dup pty");
+    keep.push_back(std::move(pty.slave));
+    ch_.add(e.ch_stdin, ChannelKind::kSocket, std::move(pty.master), e.id);
+    return true;
+  }
   if (e.ch_stdin) {
     if (::pipe2(p, O_CLOEXEC) != 0) return failed("pipe");
     keep.emplace_back(p[0]);
@@ -259,7 +279,7 @@ void Agent::start_exec(AgentExec e) {
   // The server made its ends of every channel it named: all are closed
   // back before the failure, or it would hold them for ever.
   auto fail = [&](int err, const char* step) {
-    for (std::uint32_t c : ids) ch_.abandon(c, c != e.ch_stdin);
+    for (std::uint32_t c : ids) ch_.abandon(c, c != e.ch_stdin || e.pty_rows != 0);
     failure.err = err;
     failure.step = step;
     ch_.control(encode_failure(failure));
@@ -282,7 +302,8 @@ void Agent::start_exec(AgentExec e) {
   CommandFds child;
   std::vector<UniqueFd> keep;
   SpawnOutcome out;
-  if (make_exec_fds(e, child, keep, failure)) {
+  UniqueFd pty;
+  if (make_exec_fds(e, child, keep, failure, pty)) {
     out = spawn_command(e, child, own_net);
   } else {
     out.err = failure.err;
@@ -292,6 +313,7 @@ void Agent::start_exec(AgentExec e) {
   if (out.pid <= 0) return fail(out.err, out.step.c_str());
   x.pid = out.pid;
   if (own_net) x.listener = std::move(out.listener);
+  x.pty = std::move(pty);
   x.channels = ids;
   if (e.timeout_ms)
     x.deadline =
@@ -326,6 +348,13 @@ void Agent::on_signal(std::uint32_t id, AgentSignal s) {
   }
   if (!x.killed) x.end = AgentEnd::kCancelled;
   kill_exec_tree(x);
+}
+
+void Agent::on_resize(std::uint32_t id, std::uint32_t size) {
+  auto it = execs_.find(id);
+  if (it == execs_.end() || !it->second.pty) return;
+  const auto cols = static_cast<std::uint16_t>(size >> 16), rows = static_cast<std::uint16_t>(size & 0xffff);
+  if (cols != 0 && rows != 0) (void)resize_pty(it->second.pty.get(), cols, rows);
 }
 
 // SIGKILL to the command's process group, then to every process the agent

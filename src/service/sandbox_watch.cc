@@ -1,0 +1,68 @@
+#include "service/sandbox_watch.h"
+
+#include "tools/tool_env.h"
+
+namespace sandcastle::service {
+
+SandboxWatch::SandboxWatch(tools::SandboxManager& manager, SandboxEvents& events)
+    : manager_(manager), events_(events) {
+  thread_ = std::thread([this] { loop(); });
+  manager_.set_change_listener(
+      [this](const std::string& id, const std::string& owner) { changed(id, owner); });
+}
+
+SandboxWatch::~SandboxWatch() {
+  manager_.set_change_listener(nullptr);
+  {
+    std::lock_guard l(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void SandboxWatch::changed(const std::string& id, const std::string& owner) {
+  {
+    std::lock_guard l(mu_);
+    pending_.emplace(id, owner);
+  }
+  cv_.notify_one();
+}
+
+void SandboxWatch::loop() {
+  std::unique_lock l(mu_);
+  for (;;) {
+    cv_.wait(l, [this] { return stopping_ || !pending_.empty(); });
+    if (stopping_) return;
+    auto batch = std::move(pending_);
+    pending_.clear();
+    l.unlock();
+    for (const auto& [id, owner] : batch) {
+      SandboxEvent e;
+      e.sandbox_id = id;
+      e.owner = owner;
+      auto [live, dormant] = manager_.find_any(id, owner);
+      if (live)
+        e.sandbox = tools::sandbox_json(*live);
+      else if (dormant)
+        e.sandbox = tools::dormant_json(*dormant, manager_.store());
+      auto known = status_.find(id);
+      if (e.sandbox.is_null()) {
+        if (known == status_.end()) continue;  // came and went unseen
+        status_.erase(known);
+        e.kind = SandboxEvent::Kind::kRemoved;
+      } else {
+        e.sandbox["owner"] = owner;
+        const std::string status = e.sandbox.value("status", "");
+        if (known != status_.end() && known->second == status) continue;
+        e.kind = known == status_.end() ? SandboxEvent::Kind::kCreated
+                                        : SandboxEvent::Kind::kChanged;
+        status_[id] = status;
+      }
+      events_.publish(e);
+    }
+    l.lock();
+  }
+}
+
+}  // namespace sandcastle::service

@@ -1,0 +1,363 @@
+// The service facade. Operations whose logic still lives with the MCP tools
+// call them through the tool registry (argument checks included) with a
+// request context of their own, and turn the tool result back into a
+// Result<json>; files, usage and the run registry are served here directly.
+#include "service/sandboxes.h"
+
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "common/base64.h"
+#include "mcp/protocol.h"
+#include "mcp/server.h"
+#include "service/sandbox_watch.h"
+#include "tools/file_transfer.h"
+#include "tools/tool_env.h"
+
+namespace sandcastle::service {
+
+namespace {
+
+// "... [not_found]" (tools::error_result's form) back to its code; a tool
+// error without one is the caller's to fix.
+Error error_of(const std::string& text) {
+  if (text.size() > 2 && text.back() == ']') {
+    const auto open = text.rfind(" [");
+    if (open != std::string::npos) {
+      const std::string name = text.substr(open + 2, text.size() - open - 3);
+      for (int c = 1; c <= static_cast<int>(ErrorCode::kInternal); ++c)
+        if (name == error_code_name(static_cast<ErrorCode>(c)))
+          return Error::make(static_cast<ErrorCode>(c), text.substr(0, open));
+    }
+  }
+  return Error::make(ErrorCode::kInvalidArgument, text);
+}
+
+std::string first_text(const mcp::ToolResult& r) {
+  for (const auto& c : r.content)
+    if (c.value("type", "") == "text" && c.contains("text") && c["text"].is_string())
+      return c["text"].get<std::string>();
+  return "the operation failed";
+}
+
+// Kernel images travel as MCP image content with a pointer in the bundle;
+// here they go back into the bundle as base64.
+void inline_images(json& bundle, const json& content) {
+  if (!bundle.is_object()) return;
+  for (auto& [mime, v] : bundle.items()) {
+    if (!v.is_object() || !v.contains("content_index")) continue;
+    const auto i = v["content_index"].get<std::size_t>();
+    if (i < content.size() && content[i].contains("data")) v = content[i]["data"];
+  }
+}
+
+Result<json> to_result(mcp::ToolResult r) {
+  if (r.structured.is_object()) {
+    if (r.structured.contains("result")) inline_images(r.structured["result"], r.content);
+    if (auto d = r.structured.find("displays"); d != r.structured.end() && d->is_array())
+      for (auto& b : *d) inline_images(b, r.content);
+    return std::move(r.structured);  // a run that timed out is a result too
+  }
+  if (r.is_error) return error_of(first_text(r));
+  return json::object();
+}
+
+json with_id(json args, const std::string& id) {
+  if (!args.is_object()) args = json::object();
+  args["sandbox_id"] = id;
+  return args;
+}
+
+}  // namespace
+
+json usage_json(const UsageSample& u) {
+  return json{{"memory_bytes", u.memory_bytes},
+              {"peak_memory_bytes", u.peak_memory_bytes},
+              {"cpu_ms", u.cpu_ms},
+              {"processes", u.processes},
+              {"disk_bytes", u.disk_bytes}};
+}
+
+struct Sandboxes::Impl {
+  tools::ToolEnv& env;
+  mcp::Server& server;
+  std::mutex runs_mu;
+  std::multimap<std::string, CancelToken*> runs;  // sandbox id -> runs in progress there
+  std::unique_ptr<SandboxWatch> watch;
+
+  Impl(tools::ToolEnv& e, mcp::Server& s) : env(e), server(s) {}
+
+  // Calls a tool as `c`; notifications the tool sends become callbacks.
+  Result<json> call(const std::string& tool, const Caller& c, const json& args,
+                    const RunOptions* opts = nullptr, CancelToken* cancel = nullptr) {
+    mcp::RequestContext::Send send = [opts](const json& msg) {
+      if (!opts || msg.value("method", "") != "notifications/message") return;
+      const json& data = msg["params"]["data"];
+      if (!data.is_object()) return;
+      if (data.contains("stream") && opts->callbacks.on_output)
+        opts->callbacks.on_output(data["stream"].get<std::string>(),
+                                  data.value("text", std::string()));
+      else if (data.value("stage", "") == "queued" && opts->callbacks.on_queued)
+        opts->callbacks.on_queued(data.value("position", std::size_t{0}),
+                                  data.value("waiting", std::size_t{0}));
+    };
+    const int log_rank = opts ? mcp::log_level_rank("info") : -1;
+    mcp::RequestContext ctx(std::move(send), json(0), std::nullopt, mcp::Era::kLegacy,
+                            std::string(mcp::kLatestLegacyVersion), log_rank, cancel, c.owner);
+    return to_result(server.tools().call(tool, args, ctx));
+  }
+
+  // A run, registered under its sandbox for interrupt().
+  Result<json> run(const char* tool, const Caller& c, const json& args, const RunOptions& opts) {
+    std::string id;
+    if (args.is_object() && args.contains("sandbox_id") && args["sandbox_id"].is_string()) {
+      auto [live, dormant] = env.manager.find_any(args["sandbox_id"].get<std::string>(), c.owner);
+      if (live) id = live->id();
+      if (dormant) id = dormant->id;
+    }
+    CancelToken mine;
+    std::size_t sub = 0;
+    if (opts.cancel) sub = opts.cancel->on_cancel([&mine] { mine.cancel(); });
+    std::multimap<std::string, CancelToken*>::iterator it;
+    if (!id.empty()) {
+      std::lock_guard l(runs_mu);
+      it = runs.emplace(id, &mine);
+    }
+    auto r = call(tool, c, args, &opts, &mine);
+    if (!id.empty()) {
+      std::lock_guard l(runs_mu);
+      runs.erase(it);
+    }
+    if (opts.cancel && sub) opts.cancel->unsubscribe(sub);
+    return r;
+  }
+
+  // The caller's live sandbox, without starting a stopped one or touching it.
+  Result<std::shared_ptr<tools::SandboxEntry>> live(const Caller& c, const std::string& id) {
+    auto [l, dormant] = env.manager.find_any(id, c.owner);
+    if (l) return l;
+    if (dormant)
+      return Error::make(ErrorCode::kFailedPrecondition,
+                         "sandbox " + dormant->id + " is " +
+                             store::sandbox_status_name(dormant->status) + ": resume it first");
+    return env.manager.get(id, c.owner);  // its not-found text (and a sandbox made meanwhile)
+  }
+};
+
+Sandboxes::Sandboxes(tools::ToolEnv& env, mcp::Server& server)
+    : impl_(std::make_unique<Impl>(env, server)), events_(std::make_unique<SandboxEvents>()) {
+  impl_->watch = std::make_unique<SandboxWatch>(env.manager, *events_);
+}
+
+Sandboxes::~Sandboxes() = default;
+
+Result<json> Sandboxes::create(const Caller& c, const json& args) {
+  auto r = impl_->call("create_sandbox", c, args);
+  if (r.ok()) (*r)["owner"] = c.owner;
+  return r;
+}
+
+std::vector<json> Sandboxes::list(const Caller& c) {
+  std::vector<json> out;
+  for (const auto& l : impl_->env.manager.list_all(c.owner)) {
+    json j = l.live ? tools::sandbox_json(*l.live)
+                    : tools::dormant_json(*l.dormant, impl_->env.manager.store());
+    j["owner"] = c.owner;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+Result<json> Sandboxes::get(const Caller& c, const std::string& id) {
+  auto [live, dormant] = impl_->env.manager.find_any(id, c.owner);
+  if (dormant) {
+    json j = tools::dormant_json(*dormant, impl_->env.manager.store());
+    j["owner"] = c.owner;
+    return j;
+  }
+  if (!live) {
+    auto e = impl_->env.manager.get(id, c.owner);  // the not-found text
+    if (!e.ok()) return e.error();
+    live = *e;
+  }
+  json j = tools::sandbox_json(*live);
+  j["owner"] = c.owner;
+  if (auto u = usage(c, live->id()); u.ok()) j["usage"] = usage_json(*u);
+  return j;
+}
+
+Result<json> Sandboxes::close(const Caller& c, const std::string& id) {
+  return impl_->call("close_sandbox", c, json{{"sandbox_id", id}});
+}
+
+Result<json> Sandboxes::pause(const Caller& c, const std::string& id, const json& args) {
+  return impl_->call("pause_sandbox", c, with_id(args, id));
+}
+Result<json> Sandboxes::resume(const Caller& c, const std::string& id, const json& args) {
+  return impl_->call("resume_sandbox", c, with_id(args, id));
+}
+Result<json> Sandboxes::fork(const Caller& c, const std::string& id, const json& args) {
+  return impl_->call("fork_sandbox", c, with_id(args, id));
+}
+Result<json> Sandboxes::save(const Caller& c, const std::string& id, const json& args) {
+  return impl_->call("save_sandbox", c, with_id(args, id));
+}
+
+Result<json> Sandboxes::run_code(const Caller& c, const json& args, const RunOptions& opts) {
+  return impl_->run("execute_code", c, args, opts);
+}
+
+Result<json> Sandboxes::run_command(const Caller& c, const json& args, const RunOptions& opts) {
+  return impl_->run("execute_command", c, args, opts);
+}
+
+Result<bool> Sandboxes::interrupt(const Caller& c, const std::string& id) {
+  auto [live, dormant] = impl_->env.manager.find_any(id, c.owner);
+  if (!live && !dormant) {
+    auto e = impl_->env.manager.get(id, c.owner);
+    if (!e.ok()) return e.error();
+    live = *e;
+  }
+  const std::string sid = live ? live->id() : dormant->id;
+  std::lock_guard l(impl_->runs_mu);
+  auto [from, to] = impl_->runs.equal_range(sid);
+  bool any = false;
+  for (auto it = from; it != to; ++it) {
+    it->second->cancel();
+    any = true;
+  }
+  return any;
+}
+
+Result<json> Sandboxes::restart_kernel(const Caller& c, const std::string& id) {
+  return impl_->call("restart_kernel", c, json{{"sandbox_id", id}});
+}
+
+Result<json> Sandboxes::history(const Caller& c, const std::string& id, std::int64_t before,
+                                std::size_t limit) {
+  json args{{"sandbox_id", id}};
+  if (before > 0) args["before"] = before;
+  if (limit > 0) args["limit"] = limit;
+  return impl_->call("get_sandbox_history", c, args);
+}
+
+Result<json> Sandboxes::list_files(const Caller& c, const std::string& id,
+                                   const std::string& path) {
+  auto r = impl_->call("list_files", c,
+                       json{{"sandbox_id", id}, {"path", path.empty() ? "." : path}});
+  if (!r.ok()) return r;
+  json entries = json::array();
+  for (auto& f : (*r)["files"]) {
+    json e{{"name", f["name"]},   {"path", f["path"]}, {"type", f["type"]},
+           {"size", f["size"]},   {"mode", f["mode"]}, {"mtime", f["modified"]}};
+    entries.push_back(std::move(e));
+  }
+  return json{{"path", (*r)["path"]}, {"entries", std::move(entries)}, {"truncated", (*r)["truncated"]}};
+}
+
+Result<FileContent> Sandboxes::read_file(const Caller& c, const std::string& id,
+                                         const std::string& path, std::uint64_t max_bytes) {
+  auto e = impl_->live(c, id);
+  if (!e.ok()) return e.error();
+  tools::EntryUse use(*e);
+  const std::uint64_t cap = max_bytes ? max_bytes : impl_->env.config.max_file_bytes;
+  auto read = tools::read_bounded(use->sandbox(), *impl_->env.config.transfer_budget, path, 0,
+                                  std::nullopt, cap, tools::kLinkCopies);
+  if (!read.ok()) return read.error();
+  if (read->file.too_large)
+    return Error::make(ErrorCode::kResourceExhausted,
+                       path + " is " + std::to_string(read->file.size) +
+                           " bytes, more than the " + std::to_string(cap) + "-byte limit");
+  FileContent out;
+  out.path = path;
+  out.size = read->file.size;
+  out.data = std::move(read->file.data);
+  return out;
+}
+
+Result<json> Sandboxes::write_file(const Caller& c, const std::string& id, const std::string& path,
+                                   std::string_view data) {
+  const auto cap = impl_->env.config.max_file_bytes;
+  if (data.size() > cap)
+    return Error::make(ErrorCode::kResourceExhausted,
+                       "the file is " + std::to_string(data.size()) + " bytes, more than the " +
+                           std::to_string(cap) + "-byte limit of one write");
+  auto e = impl_->live(c, id);
+  if (!e.ok()) return e.error();
+  tools::EntryUse use(*e);
+  if (auto s = use->sandbox().write_file(path, std::string(data), 0644, /*parents=*/true); !s.ok())
+    return s.error();
+  return json{{"path", path}, {"size", data.size()}};
+}
+
+Status Sandboxes::remove_file(const Caller& c, const std::string& id, const std::string& path,
+                              bool recursive) {
+  auto e = impl_->live(c, id);
+  if (!e.ok()) return e.error();
+  tools::EntryUse use(*e);
+  return use->sandbox().remove(path, recursive);
+}
+
+std::uint64_t Sandboxes::max_file_bytes() const {
+  return impl_->env.config.max_file_bytes;
+}
+
+Result<json> Sandboxes::install_packages(const Caller& c, const std::string& id,
+                                         const json& args) {
+  return impl_->call("install_packages", c, with_id(args, id));
+}
+
+Result<json> Sandboxes::packages(const Caller& c, const std::string& id) {
+  auto r = impl_->call("check_package_installation_status", c, json{{"sandbox_id", id}});
+  if (!r.ok()) return r;
+  json out = json::array();
+  for (auto p : (*r)["packages"]) {
+    p["name"] = p["package"];
+    p.erase("package");
+    out.push_back(std::move(p));
+  }
+  return json{{"packages", std::move(out)}};
+}
+
+Result<json> Sandboxes::images(const Caller& c) {
+  return impl_->call("list_images", c, json::object());
+}
+
+Result<UsageSample> Sandboxes::usage(const Caller& c, const std::string& id) {
+  auto e = impl_->live(c, id);
+  if (!e.ok()) return e.error();
+  // Not an EntryUse: watching a sandbox is not using it (its TTL runs on).
+  auto u = (*e)->sandbox().usage();
+  if (!u.ok()) return u.error();
+  UsageSample s;
+  s.sandbox_id = (*e)->id();
+  s.memory_bytes = u->memory_bytes;
+  s.peak_memory_bytes = u->peak_memory_bytes;
+  s.cpu_ms = static_cast<double>(u->cpu_time.count()) / 1000.0;
+  s.processes = u->processes;
+  s.disk_bytes = u->disk_bytes;
+  return s;
+}
+
+std::vector<UsageSample> Sandboxes::usage_all(const std::optional<std::string>& owner) {
+  std::vector<UsageSample> out;
+  for (const auto& e : impl_->env.manager.list_every(owner)) {
+    if (e->frozen()) continue;
+    auto u = usage(Caller{e->owner(), {}}, e->id());
+    if (u.ok()) out.push_back(std::move(*u));
+  }
+  return out;
+}
+
+std::size_t Sandboxes::live_count() const {
+  return impl_->env.manager.live_count();
+}
+std::size_t Sandboxes::max_sandboxes() const {
+  return impl_->env.manager.options().max_sandboxes;
+}
+std::size_t Sandboxes::warm_ready() const {
+  return impl_->env.manager.pool_ready();
+}
+
+}  // namespace sandcastle::service

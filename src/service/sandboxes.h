@@ -1,0 +1,166 @@
+// The service layer: every operation on sandboxes that a face offers (the
+// MCP tools, the REST API, the console), with the caller's ownership applied.
+// A face holds one Sandboxes and shapes what it returns for its protocol;
+// the rules (limits, ownership, what a result says) live here once.
+//
+// Arguments are the JSON objects the MCP tools take (docs/tools.md, the
+// tools' inputSchema): each operation checks them against that schema (types,
+// ranges, unknown fields, defaults), so a face may pass a request body as it
+// came. Results are the tools' structured results. An Error is a call that
+// did nothing (kNotFound for a sandbox that is not the caller's, exactly as
+// for a missing one); a run that timed out or was killed is a result.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "mcp/request_context.h"
+#include "service/sandbox_events.h"
+
+namespace sandcastle::tools {
+struct ToolEnv;
+}
+namespace sandcastle::mcp {
+class Server;
+}
+
+namespace sandcastle::service {
+
+using json = nlohmann::json;
+
+// Who asks: the owner whose sandboxes the call may see ("" for the local
+// user, an API key's owner otherwise) and the key it came with (audit).
+struct Caller {
+  std::string owner;
+  std::string key_id;
+};
+
+// Cancels a run from another thread (a client that went away). Until the two
+// cancel token types are one, this is the MCP request's.
+using CancelToken = mcp::CancelToken;
+
+// Output while a run runs. Calls for one run are serialized; they run on the
+// run's thread and should not block for long (the sandbox's output waits).
+struct RunCallbacks {
+  // "stdout" or "stderr", as the program writes it.
+  std::function<void(std::string_view stream, std::string_view text)> on_output;
+  // A one-shot run waits for a sandbox at the server's cap: its place.
+  std::function<void(std::size_t position, std::size_t waiting)> on_queued;
+};
+
+// How run_code / run_command are asked to run.
+struct RunOptions {
+  RunCallbacks callbacks;
+  CancelToken* cancel = nullptr;  // may be null
+};
+
+// One sandbox's resource use now (Sandbox::usage), for the live list.
+struct UsageSample {
+  std::string sandbox_id;
+  std::uint64_t memory_bytes = 0;
+  std::uint64_t peak_memory_bytes = 0;
+  double cpu_ms = 0;
+  std::uint64_t processes = 0;
+  std::uint64_t disk_bytes = 0;
+};
+json usage_json(const UsageSample& u);
+
+// A file's bytes as read (read_file with a size cap).
+struct FileContent {
+  std::string path;  // absolute, inside the sandbox
+  std::string data;
+  std::uint64_t size = 0;  // the file's whole size
+  std::uint32_t mode = 0;
+  bool truncated = false;  // data is the first max_bytes only
+};
+
+class Sandboxes {
+ public:
+  // `env` and `server` outlive this object. First implementation: the
+  // operations forward to the tools registered on `server`.
+  Sandboxes(tools::ToolEnv& env, mcp::Server& server);
+  ~Sandboxes();
+  Sandboxes(const Sandboxes&) = delete;
+  Sandboxes& operator=(const Sandboxes&) = delete;
+
+  // --- lifecycle ---------------------------------------------------------
+  // create_sandbox's arguments; the new sandbox (with "owner").
+  Result<json> create(const Caller& c, const json& args);
+  // The caller's sandboxes, live and dormant, oldest first (each with "owner").
+  std::vector<json> list(const Caller& c);
+  // One sandbox as list shows it plus "usage" while it runs; never starts a
+  // stopped one.
+  Result<json> get(const Caller& c, const std::string& id);
+  // close_sandbox: {sandbox_id, closed}.
+  Result<json> close(const Caller& c, const std::string& id);
+  // pause_sandbox / resume_sandbox / fork_sandbox / save_sandbox with their
+  // tools' arguments (sandbox_id from `id`, overriding any in `args`).
+  Result<json> pause(const Caller& c, const std::string& id, const json& args = json::object());
+  Result<json> resume(const Caller& c, const std::string& id, const json& args = json::object());
+  Result<json> fork(const Caller& c, const std::string& id, const json& args = json::object());
+  Result<json> save(const Caller& c, const std::string& id, const json& args = json::object());
+
+  // --- runs --------------------------------------------------------------
+  // execute_code's / execute_command's arguments and structured result
+  // (stdout, stderr, exit_code, reason, files_created, result, displays, ...).
+  Result<json> run_code(const Caller& c, const json& args, const RunOptions& opts = {});
+  Result<json> run_command(const Caller& c, const json& args, const RunOptions& opts = {});
+  // Interrupts the runs in progress in that sandbox (a kernel's cell gets
+  // KeyboardInterrupt, a process is killed): they end with reason
+  // "cancelled". False when none was running.
+  Result<bool> interrupt(const Caller& c, const std::string& id);
+  // restart_kernel's result.
+  Result<json> restart_kernel(const Caller& c, const std::string& id);
+  // get_sandbox_history: `before` is the previous page's next_before (0: the
+  // newest), `limit` 0 for the default.
+  Result<json> history(const Caller& c, const std::string& id, std::int64_t before = 0,
+                       std::size_t limit = 0);
+
+  // --- files (paths relative to the workdir, or absolute) ----------------
+  // {path, entries: [{name, path, type, size, mode, mtime}], truncated}
+  Result<json> list_files(const Caller& c, const std::string& id, const std::string& path);
+  // At most `max_bytes` (0: the server's max_file_bytes) of the file.
+  Result<FileContent> read_file(const Caller& c, const std::string& id, const std::string& path,
+                                std::uint64_t max_bytes = 0);
+  // Creates or replaces a file (parents made); {path, size}. Larger than
+  // max_file_bytes: kResourceExhausted, nothing written.
+  Result<json> write_file(const Caller& c, const std::string& id, const std::string& path,
+                          std::string_view data);
+  Status remove_file(const Caller& c, const std::string& id, const std::string& path,
+                     bool recursive);
+  std::uint64_t max_file_bytes() const;
+
+  // --- packages ----------------------------------------------------------
+  // install_packages' arguments and result (sandbox_id from `id`).
+  Result<json> install_packages(const Caller& c, const std::string& id, const json& args);
+  // {packages: [{name, manager, status, version, error}]}
+  Result<json> packages(const Caller& c, const std::string& id);
+
+  // --- images, usage, server ---------------------------------------------
+  // list_images' result.
+  Result<json> images(const Caller& c);
+  Result<UsageSample> usage(const Caller& c, const std::string& id);
+  // Usage of every running sandbox of `owner` (nullopt: all owners).
+  std::vector<UsageSample> usage_all(const std::optional<std::string>& owner);
+  std::size_t live_count() const;
+  std::size_t max_sandboxes() const;
+  std::size_t warm_ready() const;
+
+  // Created / changed / removed, for live lists (sandbox_events.h).
+  SandboxEvents& events() { return *events_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<SandboxEvents> events_;
+};
+
+}  // namespace sandcastle::service

@@ -1,0 +1,188 @@
+// GET /api/v1/events: the caller's sandboxes, live, over SSE. A snapshot
+// first, then upsert / remove as the service's event feed reports them, and
+// every usage_interval the usage of the sandboxes whose numbers changed (none:
+// nothing is sent). One ticker thread serves every open stream, asking the
+// service once per owner per tick; a comment line keeps quiet streams open.
+#include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <thread>
+
+#include "common/thread_pool.h"
+#include "web/rest_internal.h"
+
+namespace sandcastle::web {
+
+using namespace rest;
+
+namespace {
+
+struct EventStream {
+  std::shared_ptr<transport::http::Exchange> ex;
+  std::string owner;
+  service::Caller caller;
+  std::mutex mu;  // one writer at a time: snapshot, drains and ticks keep their order
+  std::unique_ptr<service::SandboxEvents::Subscription> sub;
+  std::map<std::string, service::UsageSample> last;
+  std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
+  bool closed = false;
+
+  // Called with mu held.
+  void write(const std::string& s) {
+    ex->write(s);
+    last_write = std::chrono::steady_clock::now();
+  }
+  void snapshot(service::Sandboxes& svc) {
+    write(sse_event("snapshot", json{{"sandboxes", svc.list(caller)}}));
+  }
+  void drain(service::Sandboxes& svc) {
+    std::lock_guard lock(mu);
+    if (closed || !sub) return;
+    auto batch = sub->drain();
+    if (batch.resync) snapshot(svc);
+    for (const auto& e : batch.events) {
+      if (e.kind == service::SandboxEvent::Kind::kRemoved) {
+        last.erase(e.sandbox_id);
+        write(sse_event("remove", json{{"sandbox_id", e.sandbox_id}}));
+      } else {
+        write(sse_event("upsert", json{{"sandbox", e.sandbox}}));
+      }
+    }
+  }
+};
+
+bool changed(const service::UsageSample& a, const service::UsageSample& b) {
+  return a.memory_bytes != b.memory_bytes || a.cpu_ms != b.cpu_ms || a.disk_bytes != b.disk_bytes ||
+         a.processes != b.processes;
+}
+
+}  // namespace
+
+struct RestApi::Events {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  std::vector<std::shared_ptr<EventStream>> streams;  // open ones; pruned each tick
+  std::thread ticker;
+
+  void add(const std::shared_ptr<EventStream>& s, service::Sandboxes* svc,
+           std::chrono::milliseconds interval, std::chrono::milliseconds keepalive) {
+    std::lock_guard lock(mu);
+    streams.push_back(s);
+    if (!ticker.joinable())
+      ticker = std::thread([this, svc, interval, keepalive] { run(svc, interval, keepalive); });
+  }
+
+  void run(service::Sandboxes* svc, std::chrono::milliseconds interval,
+           std::chrono::milliseconds keepalive) {
+    std::unique_lock lock(mu);
+    while (!stop) {
+      cv.wait_for(lock, interval, [&] { return stop; });
+      if (stop) break;
+      std::erase_if(streams, [](const std::shared_ptr<EventStream>& s) {
+        std::lock_guard l(s->mu);
+        return s->closed || s->ex->closed();
+      });
+      std::vector<std::shared_ptr<EventStream>> live = streams;
+      lock.unlock();
+      tick(*svc, live, keepalive);
+      lock.lock();
+    }
+  }
+
+  static void tick(service::Sandboxes& svc, const std::vector<std::shared_ptr<EventStream>>& live,
+                   std::chrono::milliseconds keepalive) {
+    std::map<std::string, std::vector<service::UsageSample>> by_owner;
+    for (const auto& s : live)
+      if (!by_owner.count(s->owner)) by_owner[s->owner] = svc.usage_all(s->owner);
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& s : live) {
+      std::lock_guard lock(s->mu);
+      if (s->closed) continue;
+      json samples = json::array();
+      std::map<std::string, service::UsageSample> next;
+      for (const auto& u : by_owner[s->owner]) {
+        auto it = s->last.find(u.sandbox_id);
+        if (it == s->last.end() || changed(it->second, u))
+          samples.push_back(json{{"sandbox_id", u.sandbox_id},
+                                 {"memory_bytes", u.memory_bytes},
+                                 {"peak_memory_bytes", u.peak_memory_bytes},
+                                 {"cpu_ms", u.cpu_ms},
+                                 {"processes", u.processes},
+                                 {"disk_bytes", u.disk_bytes}});
+        next[u.sandbox_id] = u;
+      }
+      s->last = std::move(next);
+      if (!samples.empty()) {
+        s->write(sse_event("usage", json{{"samples", samples}}));
+      } else if (now - s->last_write >= keepalive) {
+        s->write(": keep-alive\n\n");
+      }
+    }
+  }
+
+  void shutdown() {
+    std::vector<std::shared_ptr<EventStream>> live;
+    {
+      std::lock_guard lock(mu);
+      stop = true;
+      live.swap(streams);
+    }
+    cv.notify_all();
+    if (ticker.joinable()) ticker.join();
+    for (auto& s : live) {
+      std::lock_guard lock(s->mu);
+      s->closed = true;
+      s->sub.reset();
+      s->ex->finish();
+    }
+  }
+};
+
+void RestApi::shutdown() {
+  if (events_) events_->shutdown();
+}
+
+void RestApi::event_routes(Router& r) {
+  events_ = std::make_shared<Events>();
+  auto m = meta("The caller's sandboxes, live (SSE: snapshot, upsert, remove, usage)", "sandboxes");
+  m.response_type = "text/event-stream";
+  m.response_schema = nullptr;
+  (void)r.add("GET", "/api/v1/events", m, [this](Call& c) {
+    async(c, RouteAuth::kApi, [this](Call& call, const Caller& who) {
+      service::Sandboxes* svc = options_.sandboxes;
+      auto s = std::make_shared<EventStream>();
+      s->ex = call.ex;
+      s->caller = to_service(who);
+      s->owner = s->caller.owner;
+      auto headers = sse_headers();
+      for (auto& h : call.cors) headers.push_back(h);
+      std::weak_ptr<EventStream> weak = s;
+      call.ex->on_close([weak] {
+        if (auto st = weak.lock()) {
+          std::lock_guard l(st->mu);
+          st->closed = true;
+          st->sub.reset();
+        }
+      });
+      {
+        std::lock_guard lock(s->mu);  // the snapshot goes first, before any drain
+        if (s->closed) return;
+        call.ex->start_stream(200, std::move(headers));
+        // Subscribed before the snapshot is taken: nothing falls between them
+        // (an event already in the snapshot is repeated: upserts are idempotent).
+        s->sub = svc->events().subscribe(s->owner, [weak, svc] {
+          ElasticPool::shared().submit([weak, svc] {
+            if (auto st = weak.lock()) st->drain(*svc);
+          });
+        });
+        s->snapshot(*svc);
+        for (const auto& u : svc->usage_all(s->owner)) s->last[u.sandbox_id] = u;
+      }
+      // Not under s->mu: the ticker takes its own lock, then each stream's.
+      events_->add(s, svc, options_.usage_interval, options_.keepalive);
+    });
+  });
+}
+
+}  // namespace sandcastle::web
