@@ -67,6 +67,8 @@ async function route() {
       main.append(p.el);
       teardown = p.close || null;
       document.title = `${p.title} · sandcastle`;
+      // A page with live data is ready when its first data is shown.
+      if (p.ready) await Promise.race([p.ready, new Promise((r) => setTimeout(r, 3000))]);
     } catch (e) {
       main.append(h('p', { class: 'err' }, String(e.message || e)));
     }

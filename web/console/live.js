@@ -9,6 +9,7 @@ const KEEP = 60;  // samples per series (2 minutes at one per 2 s)
 export const store = {
   sandboxes: new Map(),  // id → {sb, mem: [], cpu: [], disk, cpuMs, at}
   connected: false,
+  loaded: false,  // a snapshot arrived
   error: '',
 };
 
@@ -70,6 +71,7 @@ function connect() {
     const seen = new Set();
     for (const sb of d.sandboxes || []) { entry(sb); seen.add(sb.sandbox_id); }
     for (const id of [...store.sandboxes.keys()]) if (!seen.has(id)) store.sandboxes.delete(id);
+    store.loaded = true;
     emit([], true);
   });
   source.addEventListener('upsert', (ev) => {
@@ -113,6 +115,7 @@ export function subscribe(fn) {
       source = null;
       store.sandboxes.clear();
       store.connected = false;
+      store.loaded = false;
     }, 60000);
   };
 }
@@ -124,4 +127,5 @@ export function disconnect() {
   source = null;
   store.sandboxes.clear();
   store.connected = false;
+  store.loaded = false;
 }

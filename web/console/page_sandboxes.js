@@ -109,8 +109,12 @@ export function sandboxesPage() {
   const dirty = new Set();
   let full = true;
   let frame = 0;
+  // Resolved once the first snapshot (or the stream's failure) is on screen.
+  let shown;
+  const ready = new Promise((r) => { shown = r; });
   const paint = () => {
     frame = 0;
+    if (store.loaded || store.error) shown();
     if (full) {
       clear(tbody);
       rows.clear();
@@ -132,6 +136,7 @@ export function sandboxesPage() {
     empty.hidden = store.sandboxes.size !== 0;
     status.textContent = store.connected ? `Live: ${store.sandboxes.size} sandbox${store.sandboxes.size === 1 ? '' : 'es'}` : (store.error || 'Connecting…');
   };
+  if (store.loaded) { full = true; frame = requestAnimationFrame(paint); }
   const unsubscribe = subscribe((ids, isFull) => {
     if (isFull) full = true;
     for (const id of ids) dirty.add(id);
@@ -147,6 +152,7 @@ export function sandboxesPage() {
   return {
     el,
     title: 'Sandboxes',
+    ready,
     close() { unsubscribe(); clearInterval(ticker); cancelAnimationFrame(frame); },
   };
 }
