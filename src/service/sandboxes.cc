@@ -299,6 +299,21 @@ Status Sandboxes::remove_file(const Caller& c, const std::string& id, const std:
   return use->sandbox().remove(path, recursive);
 }
 
+Sandboxes::OpenTerminal::~OpenTerminal() { terminal.reset(); }
+
+Result<std::unique_ptr<Sandboxes::OpenTerminal>> Sandboxes::open_terminal(
+    const Caller& c, const std::string& id, const sandbox::TerminalRequest& req) {
+  auto e = impl_->live(c, id);
+  if (!e.ok()) return e.error();
+  auto use = std::make_shared<tools::EntryUse>(*e);
+  auto t = (*use)->sandbox().open_terminal(req);
+  if (!t.ok()) return t.error();
+  auto out = std::make_unique<OpenTerminal>();
+  out->lease = std::move(use);
+  out->terminal = std::move(*t);
+  return out;
+}
+
 std::uint64_t Sandboxes::max_file_bytes() const {
   return impl_->env.config.max_file_bytes;
 }

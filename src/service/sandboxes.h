@@ -31,6 +31,10 @@ struct ToolEnv;
 namespace sandcastle::mcp {
 class Server;
 }
+namespace sandcastle::sandbox {
+struct TerminalRequest;
+class Terminal;
+}
 
 namespace sandcastle::service {
 
@@ -143,6 +147,18 @@ class Sandboxes {
   Result<json> install_packages(const Caller& c, const std::string& id, const json& args);
   // {packages: [{name, manager, status, version, error}]}
   Result<json> packages(const Caller& c, const std::string& id);
+
+  // --- terminals ----------------------------------------------------------
+  // An interactive shell in the sandbox (Sandbox::open_terminal). The lease
+  // keeps the sandbox in use (the reaper waits) until the terminal, destroyed
+  // first, is gone.
+  struct OpenTerminal {
+    std::shared_ptr<void> lease;
+    std::unique_ptr<sandbox::Terminal> terminal;
+    ~OpenTerminal();
+  };
+  Result<std::unique_ptr<OpenTerminal>> open_terminal(const Caller& c, const std::string& id,
+                                                      const sandbox::TerminalRequest& req);
 
   // --- images, usage, server ---------------------------------------------
   // list_images' result.

@@ -4,6 +4,7 @@
 // route table.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -43,6 +44,7 @@ struct RestOptions {
   size_t max_body_bytes = size_t{16} << 20;        // the HTTP server's, for uploads
   std::chrono::milliseconds usage_interval{2000};  // events: usage diffs
   std::chrono::milliseconds keepalive{15000};      // events: comment lines
+  size_t max_terminals = 64;                        // open at once, server-wide
 };
 
 // Who a REST request acts for.
@@ -92,6 +94,7 @@ class RestApi {
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   struct Events;
   std::shared_ptr<Events> events_;
+  std::shared_ptr<std::atomic<size_t>> terminals_ = std::make_shared<std::atomic<size_t>>(0);
 };
 
 // --- helpers for the handlers (rest_*.cc) -----------------------------------

@@ -263,19 +263,4 @@ void RestApi::file_routes(Router& r) {
   }
 }
 
-void RestApi::terminal_routes(Router& r) {
-  auto m = meta("An interactive terminal (WebSocket; see docs/rest-api.md)", "terminal");
-  m.params = {RouteParam{"cols", "query", "integer", "columns", false},
-              RouteParam{"rows", "query", "integer", "rows", false}};
-  m.success_status = 101;
-  m.response_type = "";
-  (void)r.add("GET", "/api/v1/sandboxes/{id}/terminal", m, [this](Call& c) {
-    if (!authenticate(c, RouteAuth::kApi)) return;
-    // Sandbox::open_terminal (branch h-pty) has not landed on this branch yet.
-    c.reply(problem(
-        501, "not_implemented",
-        "the terminal is not available in this build: the sandbox PTY support has not landed yet"));
-  });
-}
-
 }  // namespace sandcastle::web

@@ -6,6 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { Validator } from '@seriousme/openapi-schema-validator';
+import WebSocket from 'ws';
 import { keys, startHttp, tempStateDir } from './lib/http.mjs';
 
 const PROBLEM = 'application/problem+json';
@@ -455,9 +456,33 @@ describe('REST API: sandboxes, executions, files, events (two keys)', () => {
     assert.ok(!JSON.stringify(eventsB).includes(created), 'B saw none of A\'s sandboxes');
   });
 
-  test('terminal: a plain GET is not an upgrade', async () => {
-    const r = await A('GET', `/api/v1/sandboxes/${sid}/terminal`);
-    assert.ok([400, 426, 501].includes(r.status), r.text);
+  test('terminal: a shell over a WebSocket (binary both ways, resize, exit code, close 1000)', async () => {
+    assertProblem(await A('GET', `/api/v1/sandboxes/${sid}/terminal`), 426, 'invalid_argument');
+    const url = `${base.replace('http', 'ws')}/api/v1/sandboxes/${sid}/terminal?cols=100&rows=30`;
+    const refused = (headers) => new Promise((resolve) => {
+      const ws = new WebSocket(url, { headers });
+      ws.on('unexpected-response', (_req, res) => { resolve(res.statusCode); ws.terminate(); });
+      ws.on('open', () => { resolve('open'); ws.close(); });
+      ws.on('error', () => {});
+    });
+    assert.equal(await refused({}), 401);
+    assert.equal(await refused({ authorization: `Bearer ${b.key}` }), 404);
+    assert.equal(await refused({ authorization: `Bearer ${a.key}`, origin: 'https://evil.example' }), 403);
+    const ws = new WebSocket(url, { headers: { authorization: `Bearer ${a.key}` } });
+    let out = '';
+    const texts = [];
+    const closed = new Promise((resolve) => ws.on('close', (code) => resolve(code)));
+    ws.on('message', (data, isBinary) => { if (isBinary) out += data.toString('utf8'); else texts.push(JSON.parse(data.toString())); });
+    await new Promise((resolve, reject) => { ws.on('open', resolve); ws.on('error', reject); });
+    ws.send(JSON.stringify({ type: 'resize', cols: 120, rows: 40 }));
+    ws.send(Buffer.from('stty size; echo hello-$((6*7)); tty\n'), { binary: true });
+    for (let i = 0; i < 200 && !/hello-42/.test(out); ++i) await new Promise((ok) => setTimeout(ok, 50));
+    assert.match(out, /hello-42/);
+    assert.match(out, /40 120/, 'the resize reached the pty');
+    assert.match(out, /\/dev\/pts\//);
+    ws.send(Buffer.from('exit 3\n'), { binary: true });
+    assert.equal(await closed, 1000);
+    assert.deepEqual(texts.at(-1), { type: 'exit', code: 3 });
   });
 
   test('delete: 204, then 404', async () => {

@@ -76,6 +76,7 @@ class WsSession : public WsConnection,
               });
   }
   bool closed() const override { return ended_.load(); }
+  size_t queued() const override { return queued_.load(); }
 
   // --- WsControl -------------------------------------------------------------
   void going_away() override { close(ws_close::kGoingAway, "server shutting down"); }
@@ -132,14 +133,14 @@ class WsSession : public WsConnection,
           size_t off = 0;
           do {
             size_t n = std::min(data.size() - off, self->options_.max_message_bytes);
-            self->queued_ += n;
+            self->queued_.fetch_add(n);
             self->queue_.push_back({kind, data.substr(off, n)});
             off += n;
           } while (off < data.size());
           if (self->queued_ > self->options_.max_queued_bytes) {
             // A close frame would wait behind the same full socket: drop it.
             spdlog::warn("websocket: the client is not reading ({} bytes queued): dropping it",
-                         self->queued_);
+                         self->queued_.load());
             return self->end(ws_close::kPolicyViolation);
           }
           self->write_next();
@@ -159,7 +160,7 @@ class WsSession : public WsConnection,
                     [self = shared_from_this()](beast::error_code ec, size_t) {
                       self->writing_ = false;
                       if (self->ended_) return self->queue_.clear();
-                      self->queued_ -= self->queue_.front().data.size();
+                      self->queued_.fetch_sub(self->queue_.front().data.size());
                       self->queue_.pop_front();
                       if (ec) return self->end(1006);
                       self->write_next();
@@ -200,7 +201,7 @@ class WsSession : public WsConnection,
   std::function<void()> on_end_;
   beast::flat_buffer in_;
   std::deque<Item> queue_;
-  size_t queued_ = 0;
+  std::atomic<size_t> queued_{0};
   bool open_ = false;
   bool writing_ = false;
   bool closing_ = false;

@@ -45,6 +45,9 @@ class WsConnection {
   // Sends a close frame with the code (after what is queued) and ends.
   virtual void close(uint16_t code, std::string reason = {}) = 0;
   virtual bool closed() const = 0;
+  // Bytes queued and not yet sent: a producer that can wait (a terminal's
+  // pty) holds off while it is high instead of being dropped at the bound.
+  virtual size_t queued() const = 0;
 };
 
 // Called on an I/O thread, one call at a time: keep them short (hand work off).
