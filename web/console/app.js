@@ -20,6 +20,7 @@ function currentTheme() {
   try { return localStorage.getItem('sc-theme') || ''; } catch { return ''; }
 }
 applyTheme(currentTheme());
+matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => applyTheme(currentTheme()));
 document.getElementById('theme').addEventListener('click', () => {
   const dark = document.documentElement.dataset.theme
     ? document.documentElement.dataset.theme === 'dark'

@@ -5,6 +5,16 @@ import { clear, fmtBytes, h } from './dom.js';
 import { store, subscribe } from './live.js';
 import { graph } from './sparkline.js';
 
+function limitsText(l) {
+  const parts = [];
+  if (l.cpus !== undefined) parts.push(`${l.cpus} CPU`);
+  if (l.memory_mb !== undefined) parts.push(`${l.memory_mb} MiB memory`);
+  if (l.disk_mb !== undefined) parts.push(`${l.disk_mb} MiB disk`);
+  if (l.pids !== undefined) parts.push(`${l.pids} processes`);
+  if (l.timeout_s !== undefined) parts.push(`${l.timeout_s} s per command`);
+  return parts.join(' · ') || '–';
+}
+
 export function resourcesTab(sb) {
   const graphs = h('div', { class: 'graphs' });
   const facts = h('dl', { class: 'kv', id: 'usage-facts' });
@@ -29,7 +39,7 @@ export function resourcesTab(sb) {
       const row = (k, v) => [h('dt', {}, k), h('dd', {}, v)];
       facts.append(...row('Memory now', fmtBytes(u.memory_bytes)), ...row('Peak memory', fmtBytes(u.peak_memory_bytes)),
         ...row('CPU time', u.cpu_ms === undefined ? '–' : `${(u.cpu_ms / 1000).toFixed(1)} s`), ...row('Processes', u.processes ?? '–'),
-        ...row('Disk', fmtBytes(u.disk_bytes)), ...row('Limits', JSON.stringify(s.limits || {})));
+        ...row('Disk', fmtBytes(u.disk_bytes)), ...row('Limits', limitsText(s.limits || {})));
     } catch (e) {
       clear(facts).append(h('dt', {}, 'Usage'), h('dd', { class: 'err' }, e.message));
     }
