@@ -4,6 +4,7 @@
 #include "transport/http/authority.h"
 #include "transport/http/landing.h"
 #include "transport/http/problem.h"
+#include "web/static_assets.h"
 
 namespace sandcastle::transport::http {
 
@@ -465,6 +466,8 @@ void McpHttp::add_routes() {
   auto public_page = [weak](Call& c) {
     auto s = weak.lock();
     if (!s) return;
+    // GET / from a browser: the web console (src/web/static_assets.h).
+    if (auto asset = web::answer(c.req)) return c.reply(std::move(*asset));
     if (auto page = public_answer(c.req, s->options.landing)) return c.reply(std::move(*page));
     c.reply(Response::text(404, "Not Found"));
   };
@@ -474,6 +477,15 @@ void McpHttp::add_routes() {
   landing.auth = RouteAuth::kNone;
   landing.response_type = "text/html";
   (void)r.add("GET", "/", landing, public_page);
+  RouteMeta assets;
+  assets.summary = "The web console's scripts and styles (compiled into the binary)";
+  assets.tags = {"server"};
+  assets.auth = RouteAuth::kNone;
+  assets.documented = false;
+  (void)r.add("*", "/assets/{rest*}", assets, [](Call& c) {
+    if (auto asset = web::answer(c.req)) return c.reply(std::move(*asset));
+    c.reply(Response::text(404, "Not Found"));
+  });
   RouteMeta oauth;
   oauth.summary = "OAuth discovery: this server takes API keys, not OAuth";
   oauth.tags = {"server"};
