@@ -55,6 +55,7 @@ class NativeTerminal final : public Terminal {
   UniqueFd epoll_;
   TerminalSlots::Lease lease_;
   std::optional<int> status_;  // from the report
+  bool kill_sent_ = false;
 };
 
 }  // namespace sandcastle::sandbox::native
