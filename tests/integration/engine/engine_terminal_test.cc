@@ -83,6 +83,20 @@ TEST_P(EngineTerminalTest, ShellHasNoCapabilitiesAndCannotTypeIntoItsTty) {
       << out;
 }
 
+// TIOCSETD (a line discipline is kernel code few use): refused too. N_TTY,
+// the one the pty already has, would be accepted without the filter.
+TEST_P(EngineTerminalTest, ShellCannotChangeItsLineDiscipline) {
+  auto t = open();
+  ASSERT_TRUE(t);
+  type(*t,
+       "python3 -c \"import fcntl,struct,termios; "
+       "fcntl.ioctl(0, termios.TIOCSETD, struct.pack('i', 0)); print('LD''OK')\" 2>&1 | tail -1\n");
+  std::string out;
+  ASSERT_TRUE(read_until(*t, out, std::regex("(Error: |LDOK).*\r\n"))) << out;
+  EXPECT_NE(out.find("PermissionError: [Errno 1] Operation not permitted"), std::string::npos)
+      << out;
+}
+
 TEST_P(EngineTerminalTest, ResizeCtrlCAndExitCode) {
   auto t = open(sized(80, 24));
   ASSERT_TRUE(t);
