@@ -138,6 +138,22 @@ TEST_P(EngineTerminalTest, AShellNobodyReadsWaitsAndLosesNothing) {
   EXPECT_GE(count_until(*t, 'x', "DONE\r\n"), kBytes);
 }
 
+// A NUL would cut the string the command gets: refused before the agent
+// sees it, as exec does.
+TEST_P(EngineTerminalTest, NulInArgvOrEnvIsRefused) {
+  TerminalRequest a;
+  a.argv = {"/bin/sh", std::string("-c\0x", 4)};
+  auto ra = sb_->open_terminal(a);
+  ASSERT_FALSE(ra.ok());
+  EXPECT_EQ(ra.error().code, ErrorCode::kInvalidArgument) << ra.error().message();
+  TerminalRequest e;
+  e.env["FOO"] = std::string("a\0b", 3);
+  auto re = sb_->open_terminal(e);
+  ASSERT_FALSE(re.ok());
+  EXPECT_EQ(re.error().code, ErrorCode::kInvalidArgument) << re.error().message();
+  EXPECT_NE(re.error().message().find("NUL"), std::string::npos) << re.error().message();
+}
+
 TEST_P(EngineTerminalTest, FifthTerminalIsRefused) {
   std::vector<std::unique_ptr<Terminal>> open_ones;
   for (int i = 0; i < kMaxTerminalsPerSandbox; ++i) {
