@@ -97,6 +97,24 @@ TEST_P(EngineTerminalTest, ShellCannotChangeItsLineDiscipline) {
       << out;
 }
 
+// A failed chdir or execve fails the open with its step and errno.
+TEST_P(EngineTerminalTest, AMissingCwdOrProgramFailsTheOpenWithItsErrno) {
+  TerminalRequest bad_cwd;
+  bad_cwd.cwd = "/no/such/dir";
+  auto a = sb_->open_terminal(bad_cwd);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.error().code, ErrorCode::kSystem) << a.error().message();
+  EXPECT_EQ(a.error().sys_errno, ENOENT) << a.error().message();
+  EXPECT_NE(a.error().message().find("terminal: chdir"), std::string::npos) << a.error().message();
+  TerminalRequest bad_prog;
+  bad_prog.argv = {"/no/such/shell"};
+  auto b = sb_->open_terminal(bad_prog);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.error().code, ErrorCode::kSystem) << b.error().message();
+  EXPECT_EQ(b.error().sys_errno, ENOENT) << b.error().message();
+  EXPECT_NE(b.error().message().find("terminal: execve"), std::string::npos) << b.error().message();
+}
+
 TEST_P(EngineTerminalTest, ResizeCtrlCAndExitCode) {
   auto t = open(sized(80, 24));
   ASSERT_TRUE(t);

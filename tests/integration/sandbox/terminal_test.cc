@@ -67,6 +67,32 @@ TEST_F(TerminalTest, ShellHasNoCapabilitiesAndCannotTypeIntoItsTty) {
       << out;
 }
 
+// A step after the pty (chdir, execve) that fails makes the open fail with
+// that step and its errno, not a terminal that ends at once with 137.
+TEST_F(TerminalTest, AMissingCwdOrProgramFailsTheOpenWithItsErrno) {
+  TerminalRequest bad_cwd;
+  bad_cwd.cwd = "/no/such/dir";
+  auto a = sb_->open_terminal(bad_cwd);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.error().code, ErrorCode::kSystem) << a.error().message();
+  EXPECT_EQ(a.error().sys_errno, ENOENT) << a.error().message();
+  EXPECT_NE(a.error().message().find("chdir /no/such/dir"), std::string::npos)
+      << a.error().message();
+  TerminalRequest bad_prog;
+  bad_prog.argv = {"/no/such/shell"};
+  auto b = sb_->open_terminal(bad_prog);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.error().code, ErrorCode::kSystem) << b.error().message();
+  EXPECT_EQ(b.error().sys_errno, ENOENT) << b.error().message();
+  EXPECT_NE(b.error().message().find("execve /no/such/shell"), std::string::npos)
+      << b.error().message();
+  // The failed opens gave their slots back.
+  for (int i = 0; i < kMaxTerminalsPerSandbox; ++i) {
+    auto t = open();
+    ASSERT_TRUE(t);
+  }
+}
+
 TEST_F(TerminalTest, ResizeReachesTheShell) {
   auto t = open(sized(80, 24));
   ASSERT_TRUE(t);
