@@ -20,6 +20,7 @@
 #include "../terminal_io.h"
 #include "fixture.h"
 #include "sandbox/native/fd_passing.h"
+#include "sandbox/native/mounts.h"
 #include "sandbox/native/wire.h"
 
 namespace sandcastle::sandbox::testing {
@@ -175,6 +176,20 @@ TEST_F(TerminalTest, FifthTerminalIsRefusedUntilOneCloses) {
   open_ones.pop_back();
   auto again = sb_->open_terminal({});
   EXPECT_TRUE(again.ok()) << again.error().message();
+}
+
+// The sandbox's devpts has a max= of its own: the host's kernel.pty.max is
+// shared by every tenant.
+TEST_F(TerminalTest, ASandboxOpensAtMostItsShareOfPtys) {
+  auto r =
+      run({"/usr/bin/python3", "-c",
+           "import os, errno\n"
+           "fds = []\n"
+           "try:\n"
+           "    for i in range(1000): fds.append(os.open('/dev/ptmx', os.O_RDWR | os.O_NOCTTY))\n"
+           "except OSError as e: print(len(fds), errno.errorcode[e.errno])\n"});
+  EXPECT_EQ(r.stdout_data, std::to_string(native::kMaxPtysPerSandbox) + " ENOSPC\n")
+      << r.stderr_data;
 }
 
 TEST_F(TerminalTest, DestroyingTheSandboxEndsItsTerminal) {
