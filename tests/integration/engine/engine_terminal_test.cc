@@ -4,9 +4,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
-#include <thread>
 
 #include "../terminal_io.h"
 #include "engine_fixture.h"
@@ -147,12 +147,19 @@ TEST_P(EngineTerminalTest, AShellNobodyReadsWaitsAndLosesNothing) {
   ASSERT_TRUE(read_until(*t, out, std::regex("OK\r\n")));
   constexpr long long kBytes = 4 << 20;
   type(*t, "head -c " + std::to_string(kBytes) + " /dev/zero | tr '\\0' x; echo; echo D\"\"ONE\n");
-  std::this_thread::sleep_for(500ms);  // not read for a while
+  // Not read: the writer is still there, asleep in its write to the full pty
+  // (seen from another exec, until a deadline).
   ExecRequest ps;
-  ps.argv = {"sh", "-c", "ps -eo comm | grep -c '^tr$' || true"};
-  auto r = sb_->exec(ps);
-  ASSERT_TRUE(r.ok()) << r.error().message();
-  EXPECT_EQ(r->stdout_data, "1\n");
+  ps.argv = {"sh", "-c", "ps -eo stat=,comm= | awk '$2 == \"tr\" { print $1 }'"};
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  std::string state;
+  do {
+    auto r = sb_->exec(ps);
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    state = r->stdout_data;
+  } while (state.rfind('S', 0) != 0 && std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(state.substr(0, 1), "S") << state;
+  EXPECT_EQ(std::count(state.begin(), state.end(), '\n'), 1) << state;
   EXPECT_GE(count_until(*t, 'x', "DONE\r\n"), kBytes);
 }
 

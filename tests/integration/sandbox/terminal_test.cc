@@ -11,11 +11,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <regex>
 #include <string>
-#include <thread>
 
 #include "../terminal_io.h"
 #include "fixture.h"
@@ -144,9 +144,15 @@ TEST_F(TerminalTest, AShellNobodyReadsWaitsAndLosesNothing) {
   ASSERT_TRUE(read_until(*t, out, std::regex("OK\r\n")));
   constexpr long long kBytes = 4 << 20;
   type(*t, "head -c " + std::to_string(kBytes) + " /dev/zero | tr '\\0' x; echo; echo D\"\"ONE\n");
-  // Not read for a while: the writer is still there, stopped at the pty.
-  std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(sh("ps -eo comm | grep -c '^tr$' || true").stdout_data, "1\n");
+  // Not read: the writer is still there, asleep in its write to the full pty
+  // (seen from another exec, until a deadline).
+  auto deadline = Clock::now() + 10s;
+  std::string state;
+  do {
+    state = sh("ps -eo stat=,comm= | awk '$2 == \"tr\" { print $1 }'").stdout_data;
+  } while (state.rfind('S', 0) != 0 && Clock::now() < deadline);
+  EXPECT_EQ(state.substr(0, 1), "S") << state;
+  EXPECT_EQ(std::count(state.begin(), state.end(), '\n'), 1) << state;
   EXPECT_GE(count_until(*t, 'x', "DONE\r\n"), kBytes);
 }
 
@@ -206,26 +212,26 @@ TEST_F(TerminalTest, DestroyingTheSandboxEndsItsTerminal) {
 }
 
 TEST_F(TerminalTest, DestroyingTheTerminalKillsWhatTheShellStarted) {
+  // The event to wait on: a FIFO both processes hold open for writing; its
+  // reader, in a second terminal, sees EOF when the last of them is gone.
+  ASSERT_EQ(sh("mkfifo /tmp/held").exit_code, 0);
+  auto watch = open();
+  ASSERT_TRUE(watch);
+  std::string wout;
+  type(*watch, "cat /tmp/held; echo GO\"\"NE\n");
   auto t = open();
   ASSERT_TRUE(t);
   std::string out;
   // A background process of the shell's, and one that left its session.
-  type(*t, "sleep 1000 & setsid sleep 1001 & echo ST\"\"ARTED\n");
-  ASSERT_TRUE(read_until(*t, out, std::regex("STARTED\r\n")));
-  // Both running (seen from another exec of the sandbox) before the end.
-  auto deadline = Clock::now() + 5s;
-  std::string seen;
-  do {
-    seen = sh("ps -eo args | grep -c '^sleep 100[01]' || true").stdout_data;
-  } while (seen != "2\n" && Clock::now() < deadline);
-  ASSERT_EQ(seen, "2\n") << sh("ps -eo pid,args").stdout_data;
+  type(*t,
+       "sh -c 'echo A\"\"1; exec sleep 1000' 3>/tmp/held & "
+       "setsid sh -c 'echo B\"\"1; exec sleep 1001' 3>/tmp/held &\n");
+  ASSERT_TRUE(read_until(*t, out, std::regex("A1\r\n[\\s\\S]*B1\r\n|B1\r\n[\\s\\S]*A1\r\n")))
+      << out;
+  EXPECT_FALSE(read_until(*watch, wout, std::regex("GONE\r\n"), 200ms)) << wout;
   t.reset();
-  deadline = Clock::now() + 5s;
-  std::string left;
-  do {
-    left = sh("ps -eo args | grep -c '^sleep 100[01]' || true").stdout_data;
-  } while (left != "0\n" && Clock::now() < deadline);
-  EXPECT_EQ(left, "0\n");
+  EXPECT_TRUE(read_until(*watch, wout, std::regex("GONE\r\n"))) << wout;
+  EXPECT_EQ(sh("ps -eo args | grep -c '^sleep 100[01]' || true").stdout_data, "0\n");
 }
 
 TEST_F(TerminalTest, ShellSeesTheSandboxNotTheHost) {
