@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -232,6 +233,62 @@ TEST_F(TerminalTest, DestroyingTheTerminalKillsWhatTheShellStarted) {
   t.reset();
   EXPECT_TRUE(read_until(*watch, wout, std::regex("GONE\r\n"))) << wout;
   EXPECT_EQ(sh("ps -eo args | grep -c '^sleep 100[01]' || true").stdout_data, "0\n");
+}
+
+// Host pids of the processes in the user namespace of host pid `pid` that
+// hold a pty master (a descriptor on a ptmx), by a scan of the host's /proc.
+std::vector<std::string> holders_of_a_master(const std::string& pid) {
+  std::vector<std::string> found;
+  auto link = [](const std::string& p) {
+    char buf[256];
+    ssize_t n = ::readlink(p.c_str(), buf, sizeof buf);
+    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+  };
+  const std::string userns = link("/proc/" + pid + "/ns/user");
+  if (userns.empty()) return {"(no such process " + pid + ")"};
+  if (userns == link("/proc/self/ns/user"))
+    return {"(the sandbox shares the host's user namespace)"};
+  for (const auto& proc : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = proc.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (link("/proc/" + name + "/ns/user") != userns) continue;
+    std::error_code ec;
+    for (const auto& fd : std::filesystem::directory_iterator("/proc/" + name + "/fd", ec)) {
+      const std::string target = link(fd.path());
+      if (target.size() >= 4 && target.compare(target.size() - 4, 4, "ptmx") == 0)
+        found.push_back(name + " " + fd.path().filename().string() + " -> " + target);
+    }
+    if (ec) found.push_back(name + ": " + ec.message());
+  }
+  return found;
+}
+
+// terminal.h: the server's master is the only open description of it; no
+// process of the sandbox (the shell, its supervisor, init) keeps one.
+TEST_F(TerminalTest, NoProcessOfTheSandboxHoldsAMaster) {
+  if (::geteuid() != 0) GTEST_SKIP() << "reads the supervisor's /proc/<pid>/fd: needs root";
+  const std::string tag = "sc-holder-" + std::to_string(::getpid());
+  TerminalRequest req;
+  req.argv = {"/bin/sh", "-c", "echo RE\"\"ADY; sleep 1000; :", tag};
+  auto t = open(req);
+  ASSERT_TRUE(t);
+  std::string out;
+  ASSERT_TRUE(read_until(*t, out, std::regex("READY\r\n"))) << out;
+  // The shell's host pid: the process whose argv carries the tag.
+  std::string shell;
+  for (const auto& proc : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream f(proc.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (cmdline.find(tag) != std::string::npos) shell = proc.path().filename();
+  }
+  ASSERT_FALSE(shell.empty());
+  // The supervisor closes its copy just after sending it: allow it that.
+  auto deadline = Clock::now() + 5s;
+  std::vector<std::string> held;
+  do {
+    held = holders_of_a_master(shell);
+  } while (!held.empty() && Clock::now() < deadline);
+  EXPECT_TRUE(held.empty()) << ::testing::PrintToString(held);
 }
 
 TEST_F(TerminalTest, ShellSeesTheSandboxNotTheHost) {
