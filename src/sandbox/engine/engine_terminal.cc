@@ -33,6 +33,9 @@ Result<AgentExec> terminal_exec(const TerminalRequest& req, const SandboxSpec& s
   e.argv = req.argv;
   if (e.argv.empty())
     e.argv = {"/bin/sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash -l; exec sh -l"};
+  for (const auto& a : e.argv)
+    if (a.find('\0') != std::string::npos)
+      return Error::make(ErrorCode::kInvalidArgument, "terminal: argument contains NUL");
   if (e.argv[0].empty())
     return Error::make(ErrorCode::kInvalidArgument, "terminal: argv[0] is empty");
   auto env = base_environment();
@@ -41,6 +44,8 @@ Result<AgentExec> terminal_exec(const TerminalRequest& req, const SandboxSpec& s
   for (const auto& [k, v] : req.env) {
     if (!valid_env_name(k))
       return Error::make(ErrorCode::kInvalidArgument, "terminal: invalid env name '" + k + "'");
+    if (v.find('\0') != std::string::npos)
+      return Error::make(ErrorCode::kInvalidArgument, "terminal: env " + k + " contains NUL");
     env[k] = v;
   }
   for (const auto& [k, v] : env) e.env.push_back(k + "=" + v);
@@ -179,7 +184,6 @@ Result<std::unique_ptr<Terminal>> EngineSandbox::open_terminal(const TerminalReq
   }
   // kStarted or kExecFailed; a kDone may follow a fast exit at once.
   auto deadline = Clock::now() + kStartTimeout;
-  std::optional<AgentControl> done;
   for (bool started = false; !started;) {
     auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -216,7 +220,13 @@ Result<std::unique_ptr<Terminal>> EngineSandbox::open_terminal(const TerminalReq
     struct epoll_event ev {};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
-    (void)::epoll_ctl(ep.get(), EPOLL_CTL_ADD, fd, &ev);
+    if (::epoll_ctl(ep.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+      // A terminal its relay could not wait on would never wake it.
+      auto err = Error::from_errno("terminal: epoll_ctl");
+      (void)link.send_control(encode_signal(e.id, AgentSignal::kCancel));
+      forget();
+      return err;
+    }
   }
   return std::unique_ptr<Terminal>(
       std::make_unique<EngineTerminal>(terminal_link_, e.id, e.ch_stdin, std::move(io),

@@ -75,11 +75,12 @@ std::optional<StepError> apply(const std::string& root, const MountOp& op) {
       if (::mount("proc", dst.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
         return step_failed(op.describe());
       return std::nullopt;
-    case MountKind::kDevpts:
-      if (::mount("devpts", dst.c_str(), "devpts", MS_NOSUID | MS_NOEXEC,
-                  "newinstance,ptmxmode=0666,mode=0620") != 0)
+    case MountKind::kDevpts: {
+      std::string data = "newinstance,ptmxmode=0666,mode=0620,max=" + std::to_string(kMaxPtysPerSandbox);
+      if (::mount("devpts", dst.c_str(), "devpts", MS_NOSUID | MS_NOEXEC, data.c_str()) != 0)
         return step_failed(op.describe());
       return std::nullopt;
+    }
     case MountKind::kSymlink:
       if (::symlink(op.src.c_str(), dst.c_str()) != 0 && errno != EEXIST)
         return step_failed(op.describe());

@@ -9,6 +9,11 @@
 
 namespace sandcastle::sandbox::native {
 
+// Ptys one sandbox's devpts instance hands out (its max=): kernel.pty.max is
+// shared by the whole host, so one tenant must not use it up. The server's
+// terminals (kMaxTerminalsPerSandbox) need only a few of these.
+inline constexpr int kMaxPtysPerSandbox = 64;
+
 // Runs in the init helper, after the namespaces exist. Order: make every
 // mount private (so nothing propagates to the host), mount the root tmpfs,
 // apply each MountOp in plan order, pivot_root, detach the old root.

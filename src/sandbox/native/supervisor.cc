@@ -322,7 +322,13 @@ std::optional<StepError> hand_over_listener(int report_fd, bool own_netns, std::
   (void)send_with_fds(childsock[0], std::string_view(buf.get(), static_cast<std::size_t>(m.len)), stdio,
                       fds.pass >= 0 ? 4 : 3);
   buf.reset();  // a kernel's supervisor waits for days: give the pages back
-  if (req->pty_rows != 0) (void)forward_terminal_master(childsock[0], fds.report);
+  if (req->pty_rows != 0) {
+    if (auto e = forward_terminal_master(childsock[0], errpipe[0], fds.report)) {
+      send_setup_error(fds.report, e->err, e->step);
+      ::kill(-1, SIGKILL);
+      _exit(1);
+    }
+  }
   ::close(childsock[0]);
   ::close(fds.in);
   ::close(fds.out);

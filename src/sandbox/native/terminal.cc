@@ -243,7 +243,12 @@ std::optional<int> NativeTerminal::exit_code() {
 }
 
 void NativeTerminal::kill() {
-  if (report_) (void)!::send(report_.get(), "c", 1, MSG_NOSIGNAL);
+  // Once, and never waiting: a supervisor that stopped reading (frozen, or
+  // taken over) must not block the server's thread. A cancel that does not
+  // fit is not lost: the destructor's close is the same order.
+  if (!report_ || kill_sent_) return;
+  kill_sent_ = true;
+  (void)!::send(report_.get(), "c", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 Result<std::unique_ptr<Terminal>> NativeSandbox::open_terminal(const TerminalRequest& req) {

@@ -48,6 +48,16 @@ class NativeTerminal final : public Terminal {
   void end_output();
   // The master as the server set it up: a sandbox process that shared it
   // could clear O_NONBLOCK and stall the server's reads; refused then.
+  //
+  // A backstop only: no process of the sandbox keeps the master's open file
+  // description. The command opens it close-on-exec, sends it and closes it
+  // before anything of the sandbox's runs in it (terminal_pty.cc); the
+  // supervisor closes its copy as soon as it is sent, and forks nothing
+  // after. While either holds it, neither can be reached: both are
+  // non-dumpable and the command is in a Landlock domain of its own
+  // (supervisor.cc), so no /proc/<pid>/fd and no pidfd_getfd, and opening
+  // /dev/ptmx again makes a new pair. What the sandbox shares is the slave,
+  // a separate description. (TerminalTest.NoProcessOfTheSandboxHoldsAMaster)
   Status check_master() const;
 
   UniqueFd report_;
@@ -55,6 +65,7 @@ class NativeTerminal final : public Terminal {
   UniqueFd epoll_;
   TerminalSlots::Lease lease_;
   std::optional<int> status_;  // from the report
+  bool kill_sent_ = false;
 };
 
 }  // namespace sandcastle::sandbox::native

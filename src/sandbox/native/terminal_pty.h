@@ -18,9 +18,14 @@ namespace sandcastle::sandbox::native {
 // `to_supervisor`, keeping no copy.
 std::optional<StepError> open_terminal_pty(const ExecWire& req, int to_supervisor, int* slave);
 
-// In the supervisor: waits (bounded) for the command's master and forwards
-// it to the server as ReportKind::kTerminal. False when none came (the
-// command failed its setup: its error pipe says why).
-bool forward_terminal_master(int from_command, int report_fd);
+// In the supervisor: waits (bounded) for the command's master, then for its
+// execve, and only then forwards the master to the server as
+// ReportKind::kTerminal and closes its own copy. The command's error pipe
+// (`exec_errors`) is close-on-exec: EOF there means execve succeeded, data
+// is the {errno, step} of a step after the pty (chdir, execve). Returns
+// that step (nothing forwarded, the master closed: the caller reports
+// kSetupError), or nullopt: forwarded, or no master came (the command
+// failed before: its error pipe says why, reported at the exec's end).
+std::optional<StepError> forward_terminal_master(int from_command, int exec_errors, int report_fd);
 
 }  // namespace sandcastle::sandbox::native

@@ -4,9 +4,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
-#include <thread>
 
 #include "../terminal_io.h"
 #include "engine_fixture.h"
@@ -83,6 +83,38 @@ TEST_P(EngineTerminalTest, ShellHasNoCapabilitiesAndCannotTypeIntoItsTty) {
       << out;
 }
 
+// TIOCSETD (a line discipline is kernel code few use): refused too. N_TTY,
+// the one the pty already has, would be accepted without the filter.
+TEST_P(EngineTerminalTest, ShellCannotChangeItsLineDiscipline) {
+  auto t = open();
+  ASSERT_TRUE(t);
+  type(*t,
+       "python3 -c \"import fcntl,struct,termios; "
+       "fcntl.ioctl(0, termios.TIOCSETD, struct.pack('i', 0)); print('LD''OK')\" 2>&1 | tail -1\n");
+  std::string out;
+  ASSERT_TRUE(read_until(*t, out, std::regex("(Error: |LDOK).*\r\n"))) << out;
+  EXPECT_NE(out.find("PermissionError: [Errno 1] Operation not permitted"), std::string::npos)
+      << out;
+}
+
+// A failed chdir or execve fails the open with its step and errno.
+TEST_P(EngineTerminalTest, AMissingCwdOrProgramFailsTheOpenWithItsErrno) {
+  TerminalRequest bad_cwd;
+  bad_cwd.cwd = "/no/such/dir";
+  auto a = sb_->open_terminal(bad_cwd);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.error().code, ErrorCode::kSystem) << a.error().message();
+  EXPECT_EQ(a.error().sys_errno, ENOENT) << a.error().message();
+  EXPECT_NE(a.error().message().find("terminal: chdir"), std::string::npos) << a.error().message();
+  TerminalRequest bad_prog;
+  bad_prog.argv = {"/no/such/shell"};
+  auto b = sb_->open_terminal(bad_prog);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.error().code, ErrorCode::kSystem) << b.error().message();
+  EXPECT_EQ(b.error().sys_errno, ENOENT) << b.error().message();
+  EXPECT_NE(b.error().message().find("terminal: execve"), std::string::npos) << b.error().message();
+}
+
 TEST_P(EngineTerminalTest, ResizeCtrlCAndExitCode) {
   auto t = open(sized(80, 24));
   ASSERT_TRUE(t);
@@ -115,13 +147,36 @@ TEST_P(EngineTerminalTest, AShellNobodyReadsWaitsAndLosesNothing) {
   ASSERT_TRUE(read_until(*t, out, std::regex("OK\r\n")));
   constexpr long long kBytes = 4 << 20;
   type(*t, "head -c " + std::to_string(kBytes) + " /dev/zero | tr '\\0' x; echo; echo D\"\"ONE\n");
-  std::this_thread::sleep_for(500ms);  // not read for a while
+  // Not read: the writer is still there, asleep in its write to the full pty
+  // (seen from another exec, until a deadline).
   ExecRequest ps;
-  ps.argv = {"sh", "-c", "ps -eo comm | grep -c '^tr$' || true"};
-  auto r = sb_->exec(ps);
-  ASSERT_TRUE(r.ok()) << r.error().message();
-  EXPECT_EQ(r->stdout_data, "1\n");
+  ps.argv = {"sh", "-c", "ps -eo stat=,comm= | awk '$2 == \"tr\" { print $1 }'"};
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  std::string state;
+  do {
+    auto r = sb_->exec(ps);
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    state = r->stdout_data;
+  } while (state.rfind('S', 0) != 0 && std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(state.substr(0, 1), "S") << state;
+  EXPECT_EQ(std::count(state.begin(), state.end(), '\n'), 1) << state;
   EXPECT_GE(count_until(*t, 'x', "DONE\r\n"), kBytes);
+}
+
+// A NUL would cut the string the command gets: refused before the agent
+// sees it, as exec does.
+TEST_P(EngineTerminalTest, NulInArgvOrEnvIsRefused) {
+  TerminalRequest a;
+  a.argv = {"/bin/sh", std::string("-c\0x", 4)};
+  auto ra = sb_->open_terminal(a);
+  ASSERT_FALSE(ra.ok());
+  EXPECT_EQ(ra.error().code, ErrorCode::kInvalidArgument) << ra.error().message();
+  TerminalRequest e;
+  e.env["FOO"] = std::string("a\0b", 3);
+  auto re = sb_->open_terminal(e);
+  ASSERT_FALSE(re.ok());
+  EXPECT_EQ(re.error().code, ErrorCode::kInvalidArgument) << re.error().message();
+  EXPECT_NE(re.error().message().find("NUL"), std::string::npos) << re.error().message();
 }
 
 TEST_P(EngineTerminalTest, FifthTerminalIsRefused) {

@@ -11,15 +11,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <string>
-#include <thread>
 
 #include "../terminal_io.h"
 #include "fixture.h"
 #include "sandbox/native/fd_passing.h"
+#include "sandbox/native/mounts.h"
 #include "sandbox/native/wire.h"
 
 namespace sandcastle::sandbox::testing {
@@ -65,6 +67,32 @@ TEST_F(TerminalTest, ShellHasNoCapabilitiesAndCannotTypeIntoItsTty) {
   EXPECT_NE(out.find("CapEff:\t0000000000000000"), std::string::npos) << out;
   EXPECT_NE(out.find("PermissionError: [Errno 1] Operation not permitted"), std::string::npos)
       << out;
+}
+
+// A step after the pty (chdir, execve) that fails makes the open fail with
+// that step and its errno, not a terminal that ends at once with 137.
+TEST_F(TerminalTest, AMissingCwdOrProgramFailsTheOpenWithItsErrno) {
+  TerminalRequest bad_cwd;
+  bad_cwd.cwd = "/no/such/dir";
+  auto a = sb_->open_terminal(bad_cwd);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.error().code, ErrorCode::kSystem) << a.error().message();
+  EXPECT_EQ(a.error().sys_errno, ENOENT) << a.error().message();
+  EXPECT_NE(a.error().message().find("chdir /no/such/dir"), std::string::npos)
+      << a.error().message();
+  TerminalRequest bad_prog;
+  bad_prog.argv = {"/no/such/shell"};
+  auto b = sb_->open_terminal(bad_prog);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.error().code, ErrorCode::kSystem) << b.error().message();
+  EXPECT_EQ(b.error().sys_errno, ENOENT) << b.error().message();
+  EXPECT_NE(b.error().message().find("execve /no/such/shell"), std::string::npos)
+      << b.error().message();
+  // The failed opens gave their slots back.
+  for (int i = 0; i < kMaxTerminalsPerSandbox; ++i) {
+    auto t = open();
+    ASSERT_TRUE(t);
+  }
 }
 
 TEST_F(TerminalTest, ResizeReachesTheShell) {
@@ -117,9 +145,15 @@ TEST_F(TerminalTest, AShellNobodyReadsWaitsAndLosesNothing) {
   ASSERT_TRUE(read_until(*t, out, std::regex("OK\r\n")));
   constexpr long long kBytes = 4 << 20;
   type(*t, "head -c " + std::to_string(kBytes) + " /dev/zero | tr '\\0' x; echo; echo D\"\"ONE\n");
-  // Not read for a while: the writer is still there, stopped at the pty.
-  std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(sh("ps -eo comm | grep -c '^tr$' || true").stdout_data, "1\n");
+  // Not read: the writer is still there, asleep in its write to the full pty
+  // (seen from another exec, until a deadline).
+  auto deadline = Clock::now() + 10s;
+  std::string state;
+  do {
+    state = sh("ps -eo stat=,comm= | awk '$2 == \"tr\" { print $1 }'").stdout_data;
+  } while (state.rfind('S', 0) != 0 && Clock::now() < deadline);
+  EXPECT_EQ(state.substr(0, 1), "S") << state;
+  EXPECT_EQ(std::count(state.begin(), state.end(), '\n'), 1) << state;
   EXPECT_GE(count_until(*t, 'x', "DONE\r\n"), kBytes);
 }
 
@@ -151,6 +185,20 @@ TEST_F(TerminalTest, FifthTerminalIsRefusedUntilOneCloses) {
   EXPECT_TRUE(again.ok()) << again.error().message();
 }
 
+// The sandbox's devpts has a max= of its own: the host's kernel.pty.max is
+// shared by every tenant.
+TEST_F(TerminalTest, ASandboxOpensAtMostItsShareOfPtys) {
+  auto r =
+      run({"/usr/bin/python3", "-c",
+           "import os, errno\n"
+           "fds = []\n"
+           "try:\n"
+           "    for i in range(1000): fds.append(os.open('/dev/ptmx', os.O_RDWR | os.O_NOCTTY))\n"
+           "except OSError as e: print(len(fds), errno.errorcode[e.errno])\n"});
+  EXPECT_EQ(r.stdout_data, std::to_string(native::kMaxPtysPerSandbox) + " ENOSPC\n")
+      << r.stderr_data;
+}
+
 TEST_F(TerminalTest, DestroyingTheSandboxEndsItsTerminal) {
   auto t = open();
   ASSERT_TRUE(t);
@@ -165,26 +213,82 @@ TEST_F(TerminalTest, DestroyingTheSandboxEndsItsTerminal) {
 }
 
 TEST_F(TerminalTest, DestroyingTheTerminalKillsWhatTheShellStarted) {
+  // The event to wait on: a FIFO both processes hold open for writing; its
+  // reader, in a second terminal, sees EOF when the last of them is gone.
+  ASSERT_EQ(sh("mkfifo /tmp/held").exit_code, 0);
+  auto watch = open();
+  ASSERT_TRUE(watch);
+  std::string wout;
+  type(*watch, "cat /tmp/held; echo GO\"\"NE\n");
   auto t = open();
   ASSERT_TRUE(t);
   std::string out;
   // A background process of the shell's, and one that left its session.
-  type(*t, "sleep 1000 & setsid sleep 1001 & echo ST\"\"ARTED\n");
-  ASSERT_TRUE(read_until(*t, out, std::regex("STARTED\r\n")));
-  // Both running (seen from another exec of the sandbox) before the end.
-  auto deadline = Clock::now() + 5s;
-  std::string seen;
-  do {
-    seen = sh("ps -eo args | grep -c '^sleep 100[01]' || true").stdout_data;
-  } while (seen != "2\n" && Clock::now() < deadline);
-  ASSERT_EQ(seen, "2\n") << sh("ps -eo pid,args").stdout_data;
+  type(*t,
+       "sh -c 'echo A\"\"1; exec sleep 1000' 3>/tmp/held & "
+       "setsid sh -c 'echo B\"\"1; exec sleep 1001' 3>/tmp/held &\n");
+  ASSERT_TRUE(read_until(*t, out, std::regex("A1\r\n[\\s\\S]*B1\r\n|B1\r\n[\\s\\S]*A1\r\n")))
+      << out;
+  EXPECT_FALSE(read_until(*watch, wout, std::regex("GONE\r\n"), 200ms)) << wout;
   t.reset();
-  deadline = Clock::now() + 5s;
-  std::string left;
+  EXPECT_TRUE(read_until(*watch, wout, std::regex("GONE\r\n"))) << wout;
+  EXPECT_EQ(sh("ps -eo args | grep -c '^sleep 100[01]' || true").stdout_data, "0\n");
+}
+
+// Host pids of the processes in the user namespace of host pid `pid` that
+// hold a pty master (a descriptor on a ptmx), by a scan of the host's /proc.
+std::vector<std::string> holders_of_a_master(const std::string& pid) {
+  std::vector<std::string> found;
+  auto link = [](const std::string& p) {
+    char buf[256];
+    ssize_t n = ::readlink(p.c_str(), buf, sizeof buf);
+    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+  };
+  const std::string userns = link("/proc/" + pid + "/ns/user");
+  if (userns.empty()) return {"(no such process " + pid + ")"};
+  if (userns == link("/proc/self/ns/user"))
+    return {"(the sandbox shares the host's user namespace)"};
+  for (const auto& proc : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = proc.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (link("/proc/" + name + "/ns/user") != userns) continue;
+    std::error_code ec;
+    for (const auto& fd : std::filesystem::directory_iterator("/proc/" + name + "/fd", ec)) {
+      const std::string target = link(fd.path());
+      if (target.size() >= 4 && target.compare(target.size() - 4, 4, "ptmx") == 0)
+        found.push_back(name + " " + fd.path().filename().string() + " -> " + target);
+    }
+    if (ec) found.push_back(name + ": " + ec.message());
+  }
+  return found;
+}
+
+// terminal.h: the server's master is the only open description of it; no
+// process of the sandbox (the shell, its supervisor, init) keeps one.
+TEST_F(TerminalTest, NoProcessOfTheSandboxHoldsAMaster) {
+  if (::geteuid() != 0) GTEST_SKIP() << "reads the supervisor's /proc/<pid>/fd: needs root";
+  const std::string tag = "sc-holder-" + std::to_string(::getpid());
+  TerminalRequest req;
+  req.argv = {"/bin/sh", "-c", "echo RE\"\"ADY; sleep 1000; :", tag};
+  auto t = open(req);
+  ASSERT_TRUE(t);
+  std::string out;
+  ASSERT_TRUE(read_until(*t, out, std::regex("READY\r\n"))) << out;
+  // The shell's host pid: the process whose argv carries the tag.
+  std::string shell;
+  for (const auto& proc : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream f(proc.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (cmdline.find(tag) != std::string::npos) shell = proc.path().filename();
+  }
+  ASSERT_FALSE(shell.empty());
+  // The supervisor closes its copy just after sending it: allow it that.
+  auto deadline = Clock::now() + 5s;
+  std::vector<std::string> held;
   do {
-    left = sh("ps -eo args | grep -c '^sleep 100[01]' || true").stdout_data;
-  } while (left != "0\n" && Clock::now() < deadline);
-  EXPECT_EQ(left, "0\n");
+    held = holders_of_a_master(shell);
+  } while (!held.empty() && Clock::now() < deadline);
+  EXPECT_TRUE(held.empty()) << ::testing::PrintToString(held);
 }
 
 TEST_F(TerminalTest, ShellSeesTheSandboxNotTheHost) {
@@ -239,7 +343,7 @@ TEST_F(TerminalReportTest, APipeInsteadOfTheMasterIsRefusedAndClosed) {
   EXPECT_NE(got.error().message().find("no pty master"), std::string::npos)
       << got.error().message();
   // The server kept no copy of the read end: the pipe has no reader left.
-  ::signal(SIGPIPE, SIG_IGN);
+  (void)::signal(SIGPIPE, SIG_IGN);
   EXPECT_EQ(::write(w.get(), "x", 1), -1);
   EXPECT_EQ(errno, EPIPE);
 }

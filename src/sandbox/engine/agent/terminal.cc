@@ -57,21 +57,23 @@ constexpr std::uint32_t kNr = offsetof(struct seccomp_data, nr);
 // The kernel reads the request as 32 bits: the low half (little-endian).
 constexpr std::uint32_t kRequest = offsetof(struct seccomp_data, args[1]);
 
-// Offsets of a jump count from the next instruction.
+// Offsets of a jump count from the next instruction. An arch that is
+// neither ours nor its compat one gets EPERM for every call (fail closed).
 constexpr struct sock_filter kFilter[] = {
     /* 0 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kArch),
     /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kNativeArch, 1, 0),   // -> 3
-    /* 2 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kCompatArch, 3, 8),   // -> 6, else 11
+    /* 2 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kCompatArch, 3, 10),  // -> 6, else 13
     /* 3 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kNr),                  // native
     /* 4 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_ioctl, 3, 0),     // -> 8
-    /* 5 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kX32Ioctl, 2, 5),     // -> 8, else 11
+    /* 5 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kX32Ioctl, 2, 6),     // -> 8, else 12
     /* 6 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kNr),                  // compat
-    /* 7 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kCompatIoctl, 0, 3),  // -> 8, else 11
+    /* 7 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kCompatIoctl, 0, 4),  // -> 8, else 12
     /* 8 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kRequest),
-    /* 9 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TIOCSTI, 2, 0),     // -> 12
-    /* 10 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TIOCLINUX, 1, 0),  // -> 12
-    /* 11 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    /* 12 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+    /* 9 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TIOCSTI, 3, 0),     // -> 13
+    /* 10 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TIOCLINUX, 2, 0),  // -> 13
+    /* 11 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TIOCSETD, 1, 0),   // -> 13
+    /* 12 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    /* 13 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
 };
 
 }  // namespace

@@ -24,7 +24,9 @@ AgentPty open_pty(std::uint16_t cols, std::uint16_t rows);
 
 // In a terminal's command, between fork and execve (only syscalls): a
 // seccomp filter of its own that refuses ioctl TIOCSTI (typing into a
-// terminal) and TIOCLINUX with EPERM, as the native backend's filter does;
+// terminal), TIOCLINUX and TIOCSETD (line disciplines: kernel code few
+// use) with EPERM, as the native backend's filter does; an unknown arch
+// gets EPERM for every call;
 // an engine's default profile allows both, and so does this host's kernel
 // (dev.tty.legacy_tiocsti=1). Needs no_new_privs (set here). False with
 // errno if the engine's profile refuses seccomp(2) itself.
