@@ -11,8 +11,8 @@
 #include "common/base64.h"
 #include "mcp/protocol.h"
 #include "mcp/server.h"
+#include "service/file_transfer.h"
 #include "service/sandbox_watch.h"
-#include "tools/file_transfer.h"
 #include "tools/tool_env.h"
 
 namespace sandcastle::service {
@@ -134,7 +134,7 @@ struct Sandboxes::Impl {
   }
 
   // The caller's live sandbox, without starting a stopped one or touching it.
-  Result<std::shared_ptr<tools::SandboxEntry>> live(const Caller& c, const std::string& id) {
+  Result<std::shared_ptr<SandboxEntry>> live(const Caller& c, const std::string& id) {
     auto [l, dormant] = env.manager.find_any(id, c.owner);
     if (l) return l;
     if (dormant)
@@ -244,31 +244,32 @@ Result<json> Sandboxes::history(const Caller& c, const std::string& id, std::int
 
 Result<json> Sandboxes::list_files(const Caller& c, const std::string& id,
                                    const std::string& path) {
-  auto r = impl_->call("list_files", c,
-                       json{{"sandbox_id", id}, {"path", path.empty() ? "." : path}});
+  auto r =
+      impl_->call("list_files", c, json{{"sandbox_id", id}, {"path", path.empty() ? "." : path}});
   if (!r.ok()) return r;
   json entries = json::array();
   for (auto& f : (*r)["files"]) {
-    json e{{"name", f["name"]},   {"path", f["path"]}, {"type", f["type"]},
-           {"size", f["size"]},   {"mode", f["mode"]}, {"mtime", f["modified"]}};
+    json e{{"name", f["name"]}, {"path", f["path"]}, {"type", f["type"]},
+           {"size", f["size"]}, {"mode", f["mode"]}, {"mtime", f["modified"]}};
     entries.push_back(std::move(e));
   }
-  return json{{"path", (*r)["path"]}, {"entries", std::move(entries)}, {"truncated", (*r)["truncated"]}};
+  return json{
+      {"path", (*r)["path"]}, {"entries", std::move(entries)}, {"truncated", (*r)["truncated"]}};
 }
 
 Result<FileContent> Sandboxes::read_file(const Caller& c, const std::string& id,
                                          const std::string& path, std::uint64_t max_bytes) {
   auto e = impl_->live(c, id);
   if (!e.ok()) return e.error();
-  tools::EntryUse use(*e);
+  EntryUse use(*e);
   const std::uint64_t cap = max_bytes ? max_bytes : impl_->env.config.max_file_bytes;
-  auto read = tools::read_bounded(use->sandbox(), *impl_->env.config.transfer_budget, path, 0,
-                                  std::nullopt, cap, tools::kLinkCopies);
+  auto read = read_bounded(use->sandbox(), *impl_->env.config.transfer_budget, path, 0,
+                           std::nullopt, cap, kLinkCopies);
   if (!read.ok()) return read.error();
   if (read->file.too_large)
     return Error::make(ErrorCode::kResourceExhausted,
-                       path + " is " + std::to_string(read->file.size) +
-                           " bytes, more than the " + std::to_string(cap) + "-byte limit");
+                       path + " is " + std::to_string(read->file.size) + " bytes, more than the " +
+                           std::to_string(cap) + "-byte limit");
   FileContent out;
   out.path = path;
   out.size = read->file.size;
@@ -285,7 +286,7 @@ Result<json> Sandboxes::write_file(const Caller& c, const std::string& id, const
                            std::to_string(cap) + "-byte limit of one write");
   auto e = impl_->live(c, id);
   if (!e.ok()) return e.error();
-  tools::EntryUse use(*e);
+  EntryUse use(*e);
   if (auto s = use->sandbox().write_file(path, std::string(data), 0644, /*parents=*/true); !s.ok())
     return s.error();
   return json{{"path", path}, {"size", data.size()}};
@@ -295,7 +296,7 @@ Status Sandboxes::remove_file(const Caller& c, const std::string& id, const std:
                               bool recursive) {
   auto e = impl_->live(c, id);
   if (!e.ok()) return e.error();
-  tools::EntryUse use(*e);
+  EntryUse use(*e);
   return use->sandbox().remove(path, recursive);
 }
 
@@ -303,8 +304,7 @@ std::uint64_t Sandboxes::max_file_bytes() const {
   return impl_->env.config.max_file_bytes;
 }
 
-Result<json> Sandboxes::install_packages(const Caller& c, const std::string& id,
-                                         const json& args) {
+Result<json> Sandboxes::install_packages(const Caller& c, const std::string& id, const json& args) {
   return impl_->call("install_packages", c, with_id(args, id));
 }
 
