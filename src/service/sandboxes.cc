@@ -82,8 +82,6 @@ json usage_json(const UsageSample& u) {
 struct Sandboxes::Impl {
   tools::ToolEnv& env;
   mcp::Server& server;
-  std::mutex runs_mu;
-  std::multimap<std::string, CancelToken*> runs;  // sandbox id -> runs in progress there
   std::unique_ptr<SandboxWatch> watch;
 
   Impl(tools::ToolEnv& e, mcp::Server& s) : env(e), server(s) {}
@@ -108,29 +106,10 @@ struct Sandboxes::Impl {
     return to_result(server.tools().call(tool, args, ctx));
   }
 
-  // A run, registered under its sandbox for interrupt().
+  // A run: the tool registers it for interrupt() (RunRegistry); `cancel`
+  // is the caller's (a client that went away).
   Result<json> run(const char* tool, const Caller& c, const json& args, const RunOptions& opts) {
-    std::string id;
-    if (args.is_object() && args.contains("sandbox_id") && args["sandbox_id"].is_string()) {
-      auto [live, dormant] = env.manager.find_any(args["sandbox_id"].get<std::string>(), c.owner);
-      if (live) id = live->id();
-      if (dormant) id = dormant->id;
-    }
-    CancelToken mine;
-    std::size_t sub = 0;
-    if (opts.cancel) sub = opts.cancel->on_cancel([&mine] { mine.cancel(); });
-    std::multimap<std::string, CancelToken*>::iterator it;
-    if (!id.empty()) {
-      std::lock_guard l(runs_mu);
-      it = runs.emplace(id, &mine);
-    }
-    auto r = call(tool, c, args, &opts, &mine);
-    if (!id.empty()) {
-      std::lock_guard l(runs_mu);
-      runs.erase(it);
-    }
-    if (opts.cancel && sub) opts.cancel->unsubscribe(sub);
-    return r;
+    return call(tool, c, args, &opts, opts.cancel);
   }
 
   // The caller's live sandbox, without starting a stopped one or touching it.
@@ -214,20 +193,13 @@ Result<json> Sandboxes::run_command(const Caller& c, const json& args, const Run
 
 Result<bool> Sandboxes::interrupt(const Caller& c, const std::string& id) {
   auto [live, dormant] = impl_->env.manager.find_any(id, c.owner);
-  if (!live && !dormant) {
-    auto e = impl_->env.manager.get(id, c.owner);
+  if (dormant) return false;  // nothing runs in a paused or stopped sandbox
+  if (!live) {
+    auto e = impl_->env.manager.get(id, c.owner);  // the not-found text
     if (!e.ok()) return e.error();
     live = *e;
   }
-  const std::string sid = live ? live->id() : dormant->id;
-  std::lock_guard l(impl_->runs_mu);
-  auto [from, to] = impl_->runs.equal_range(sid);
-  bool any = false;
-  for (auto it = from; it != to; ++it) {
-    it->second->cancel();
-    any = true;
-  }
-  return any;
+  return impl_->env.runs->interrupt(live->id()) > 0;
 }
 
 Result<json> Sandboxes::restart_kernel(const Caller& c, const std::string& id) {

@@ -15,10 +15,10 @@
 #include "mcp/pagination.h"
 #include "service/kernel.h"
 #include "service/languages.h"
-#include "tools/resource_methods.h"
 #include "service/simple_command.h"
-#include "tools/tool_env.h"
 #include "service/workspace_diff.h"
+#include "tools/resource_methods.h"
+#include "tools/tool_env.h"
 
 namespace sandcastle::tools {
 
@@ -108,12 +108,14 @@ std::function<void(const char*, std::string_view)> output_streamer(RequestContex
   };
 }
 
-// Runs one exec with the request's cancellation and progress wired in.
+// Runs one exec with the run's cancellation (the request's, or an
+// interrupt: RunRegistry) and the request's progress wired in.
 Result<sandbox::ExecResult> run(SandboxEntry& entry, sandbox::ExecRequest req, RequestContext& ctx,
-                                const std::string& stage, uint64_t progress_sent = 0) {
+                                mcp::CancelToken* run_cancel, const std::string& stage,
+                                uint64_t progress_sent = 0) {
   sandbox::CancelToken cancel;
   size_t sub = 0;
-  if (ctx.cancel_token()) sub = ctx.cancel_token()->on_cancel([&cancel] { cancel.cancel(); });
+  if (run_cancel) sub = run_cancel->on_cancel([&cancel] { cancel.cancel(); });
   sandbox::ExecCallbacks cb;
   auto emit = output_streamer(ctx, stage, progress_sent);
   if (emit) {
@@ -121,7 +123,7 @@ Result<sandbox::ExecResult> run(SandboxEntry& entry, sandbox::ExecRequest req, R
     cb.on_stderr = [&emit](std::string_view d) { emit("stderr", d); };
   }
   auto r = entry.sandbox().exec(req, cb, &cancel);
-  if (ctx.cancel_token() && sub) ctx.cancel_token()->unsubscribe(sub);
+  if (run_cancel && sub) run_cancel->unsubscribe(sub);
   return r;
 }
 
@@ -327,7 +329,8 @@ ToolResult execute_in_kernel(ToolEnv& env, EntryUse& use, KernelLanguage lang, c
   // calls are then reported by this one.
   auto before = kernel->take_listing(use->use_counts().begun);
   if (!before) before = snapshot_workspace(use->sandbox(), env.config.max_listed_files);
-  auto r = kernel->execute(req, cb, ctx.cancel_token());
+  RunRegistry::Run registered(*env.runs, use->id(), ctx.cancel_token());
+  auto r = kernel->execute(req, cb, registered.token());
   if (!r.ok()) return error_result(r.error());
   const CellResult& c = *r;
   json out{{"stdout", c.stdout_data},
@@ -498,6 +501,7 @@ ToolResult run_code(ToolEnv& env, EntryUse& use, const Language* lang, bool one_
   auto before = one_shot ? WorkspaceSnapshot{}
                          : snapshot_workspace(use->sandbox(), env.config.max_listed_files);
   const auto timeout = timeout_of(args, *use);
+  RunRegistry::Run registered(*env.runs, use->id(), ctx.cancel_token());
   json out;
   sandbox::ExecRequest req;
   req.env = run_env();
@@ -505,7 +509,7 @@ ToolResult run_code(ToolEnv& env, EntryUse& use, const Language* lang, bool one_
   req.output.max_bytes = env.config.max_output_bytes;
   if (!lang->compile.empty()) {
     req.argv = expand_argv(lang->compile, dir, src, bin, use->spec().limits().memory_bytes);
-    auto c = run(*use, req, ctx, "compile", progress_sent);
+    auto c = run(*use, req, ctx, registered.token(), "compile", progress_sent);
     if (!c.ok()) return error_result(c.error());
     if (c->reason != sandbox::EndReason::kExited || c->status() != 0) {
       out = result_json(*c, "compile");
@@ -518,7 +522,7 @@ ToolResult run_code(ToolEnv& env, EntryUse& use, const Language* lang, bool one_
   }
   req.argv = expand_argv(lang->run, dir, src, bin, use->spec().limits().memory_bytes);
   if (args.contains("stdin")) req.stdin_data = args["stdin"].get<std::string>();
-  auto r = run(*use, req, ctx, "run", progress_sent);
+  auto r = run(*use, req, ctx, registered.token(), "run", progress_sent);
   // A one-shot sandbox is destroyed right after: no round trip to tidy it.
   if (!one_shot) (void)use->sandbox().remove(dir, true);
   if (!r.ok()) return error_result(r.error());
@@ -572,11 +576,13 @@ ToolResult run_command(ToolEnv& env, EntryUse& use, const json& args, RequestCon
     }
   }
   auto before = snapshot_workspace(use->sandbox(), env.config.max_listed_files);
-  auto r = try_direct ? run(*use, direct, ctx, "run") : run(*use, req, ctx, "run");
+  RunRegistry::Run registered(*env.runs, use->id(), ctx.cancel_token());
+  auto r = try_direct ? run(*use, direct, ctx, registered.token(), "run")
+                      : run(*use, req, ctx, registered.token(), "run");
   // The program could not be executed (not found, not executable, a script
   // without #!): bash reports it in its own words, or runs the script.
   if (try_direct && !r.ok() && r.error().context.rfind("execve ", 0) == 0)
-    r = run(*use, req, ctx, "run");
+    r = run(*use, req, ctx, registered.token(), "run");
   if (!r.ok()) return error_result(r.error());
   json out = result_json(*r, "run");
   out["sandbox_id"] = use->id();
@@ -627,8 +633,7 @@ void count_execution(const ToolResult& res, const RequestContext& ctx,
   reg.counter(metrics::name::kExecutions, "code and command executions, by outcome",
               {{"outcome", detail}})
       .inc();
-  reg.histogram(metrics::name::kExecutionSeconds,
-                "execution duration in seconds (whole tool call)")
+  reg.histogram(metrics::name::kExecutionSeconds, "execution duration in seconds (whole tool call)")
       .observe(secs);
 }
 

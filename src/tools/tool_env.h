@@ -11,6 +11,7 @@
 #include "common/byte_budget.h"
 #include "mcp/server.h"
 #include "sandbox/spec.h"
+#include "service/run_registry.h"
 #include "service/sandbox_manager.h"
 
 namespace sandcastle::images {
@@ -82,6 +83,8 @@ struct ToolEnv {
   images::ImageStore* images = nullptr;
   // Where runs are recorded (the manager's store); null: not recorded.
   store::SandboxStore* store = nullptr;
+  // The runs in progress, for interrupt (service/run_registry.h).
+  std::shared_ptr<RunRegistry> runs = std::make_shared<RunRegistry>();
 };
 
 // Registers create_sandbox, list_sandboxes, get_sandbox_status, close_sandbox.

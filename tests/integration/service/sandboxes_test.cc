@@ -11,6 +11,7 @@
 
 #include "../sandbox/fixture.h"
 #include "common/metrics.h"
+#include "mcp/protocol.h"
 #include "mcp/server.h"
 #include "tools/tool_env.h"
 
@@ -215,6 +216,49 @@ TEST_F(SandboxesTest, RunsCountInExecutionMetrics) {
   EXPECT_EQ((*fail)["exit_code"], 3);
   EXPECT_EQ(zero.value(), zero0 + 1);
   EXPECT_EQ(nonzero.value(), nonzero0 + 1);
+}
+
+// An MCP client's run (a tools/call, not the service) is interrupted too:
+// the console's button stops what an agent started. The MCP request itself
+// is not cancelled: its client gets the run's result.
+TEST_F(SandboxesTest, InterruptReachesAnMcpClientsRun) {
+  const std::string id = create(alice_, json{{"language", "python"}});
+  ASSERT_FALSE(id.empty());
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false;
+  mcp::CancelToken request_token;
+  mcp::RequestContext ctx(
+      [&](const json& msg) {
+        if (msg.value("method", "") != "notifications/message") return;
+        if (msg["params"]["data"].value("text", "").find("started") == std::string::npos) return;
+        std::lock_guard l(mu);
+        started = true;
+        cv.notify_all();
+      },
+      json(1), std::nullopt, mcp::Era::kLegacy, "2025-11-25", mcp::log_level_rank("info"),
+      &request_token, "alice");
+  auto run = std::async(std::launch::async, [&] {
+    return server_.tools().call(
+        "execute_code",
+        json{{"sandbox_id", id},
+             {"code", "import time\nprint('started', flush=True)\nwhile True: time.sleep(0.05)"},
+             {"timeout_s", 60}},
+        ctx);
+  });
+  {
+    std::unique_lock l(mu);
+    ASSERT_TRUE(cv.wait_for(l, 30s, [&] { return started; }));
+  }
+  auto intr = svc_->interrupt(alice_, id);
+  ASSERT_TRUE(intr.ok()) << intr.error().message();
+  EXPECT_TRUE(*intr);
+  ASSERT_EQ(run.wait_for(20s), std::future_status::ready);
+  auto res = run.get();
+  EXPECT_FALSE(request_token.cancelled());
+  ASSERT_TRUE(res.structured.is_object()) << res.to_json().dump();
+  EXPECT_EQ(res.structured["reason"], "cancelled");
+  EXPECT_EQ(res.structured["error"]["name"], "KeyboardInterrupt");
 }
 
 }  // namespace
