@@ -155,7 +155,7 @@ async function idleStreams(server, n) {
 async function main() {
   const opts = parseArgs(process.argv.slice(2), {
     script: 'http_bench.mjs',
-    defaults: { sandcastle: join(root, 'build', 'sandcastle'), loader: null, requests: 10000, streams: 1000, json: false, concurrency: [1, 16, 200] },
+    defaults: { sandcastle: join(root, 'build', 'sandcastle-test-server'), loader: null, requests: 10000, streams: 1000, json: false, concurrency: [1, 16, 200] },
     types: { sandcastle: 'path', loader: 'path', requests: 'int', streams: 'int', concurrency: 'list', json: 'flag' },
   });
   if (!existsSync(opts.sandcastle)) throw new Error(`${opts.sandcastle} not found`);

@@ -104,7 +104,7 @@ const fmt = (x, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : 'n/a');
 async function main() {
   const opts = parseArgs(process.argv.slice(2), {
     script: 'stdio_bench.mjs',
-    defaults: { iterations: 2000, warmup: 200, rounds: 5, sandcastle: join(root, 'build', 'sandcastle'), json: false },
+    defaults: { iterations: 2000, warmup: 200, rounds: 5, sandcastle: join(root, 'build', 'sandcastle-test-server'), json: false },
     types: { iterations: 'int', warmup: 'int0', rounds: 'int', sandcastle: 'path', json: 'flag' },
   });
   if (!existsSync(opts.sandcastle)) throw new Error(`sandcastle binary not found at ${opts.sandcastle} (make build)`);

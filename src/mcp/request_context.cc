@@ -71,14 +71,6 @@ void RequestContext::notify(const std::string& method, json params) {
   send_(make_notification(method, std::move(params)));
 }
 
-namespace {
-thread_local const RequestContext* t_current = nullptr;
-}  // namespace
-
-const RequestContext* RequestContext::current() { return t_current; }
-RequestContext::Scope::Scope(const RequestContext& ctx) : prev_(t_current) { t_current = &ctx; }
-RequestContext::Scope::~Scope() { t_current = prev_; }
-
 json RequestContext::request(const std::string& method, json params, std::chrono::milliseconds timeout) {
   if (!requester_)
     throw RpcError{rpc_error::kInternalError,

@@ -113,20 +113,6 @@ class RequestContext {
     if (stream_closer_) stream_closer_();
   }
 
-  // The request this thread is serving (set while a handler runs), or nullptr:
-  // lets deep callees (e.g. a file-link hook) learn the owner without plumbing.
-  static const RequestContext* current();
-  class Scope {
-   public:
-    explicit Scope(const RequestContext& ctx);
-    ~Scope();
-    Scope(const Scope&) = delete;
-    Scope& operator=(const Scope&) = delete;
-
-   private:
-    const RequestContext* prev_;
-  };
-
  private:
   Send send_;
   json request_id_;

@@ -89,21 +89,6 @@ void Server::add_builtin_methods() {
         .inc();
     reg.histogram(metrics::name::kToolCallSeconds, "tools/call duration in seconds, by tool", {{"tool", tool}})
         .observe(secs);
-    if (tool == "execute_code" || tool == "execute_command") {
-      // The run's own ending when the tool reports one: exited (zero or not),
-      // timeout, oom, cancelled, kernel_died; compile errors separately.
-      std::string detail = outcome;
-      if (result.structured.is_object() && result.structured.contains("reason")) {
-        detail = result.structured.value("reason", detail);
-        if (detail == "exited")
-          detail = result.structured.value("exit_code", 0) == 0 ? "exit_zero" : "exit_nonzero";
-        if (result.structured.value("stage", "") == "compile") detail = "compile_error";
-      }
-      reg.counter(metrics::name::kExecutions, "code and command executions, by outcome", {{"outcome", detail}})
-          .inc();
-      reg.histogram(metrics::name::kExecutionSeconds, "execution duration in seconds (whole tool call)")
-          .observe(secs);
-    }
     return result.to_json();
   };
   add_method("tools/call", std::move(call));

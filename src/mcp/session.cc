@@ -447,7 +447,6 @@ json Session::dispatch(const std::string& method, const json& params, const Enve
     }
     ctx.set_input_round(std::move(responses), std::move(state));
   }
-  RequestContext::Scope scope(ctx);
   std::string memo_key;
   if (spec->memoize) {
     json key_params = params;

@@ -4,7 +4,7 @@
 
 namespace sandcastle::service {
 
-SandboxWatch::SandboxWatch(tools::SandboxManager& manager, SandboxEvents& events)
+SandboxWatch::SandboxWatch(SandboxManager& manager, SandboxEvents& events)
     : manager_(manager), events_(events) {
   thread_ = std::thread([this] { loop(); });
   manager_.set_change_listener(
@@ -55,8 +55,8 @@ void SandboxWatch::loop() {
         e.sandbox["owner"] = owner;
         const std::string status = e.sandbox.value("status", "");
         if (known != status_.end() && known->second == status) continue;
-        e.kind = known == status_.end() ? SandboxEvent::Kind::kCreated
-                                        : SandboxEvent::Kind::kChanged;
+        e.kind =
+            known == status_.end() ? SandboxEvent::Kind::kCreated : SandboxEvent::Kind::kChanged;
         status_[id] = status;
       }
       events_.publish(e);

@@ -13,14 +13,14 @@
 #include <utility>
 
 #include "service/sandbox_events.h"
-#include "tools/sandbox_manager.h"
+#include "service/sandbox_manager.h"
 
 namespace sandcastle::service {
 
 class SandboxWatch {
  public:
   // Registers itself as `manager`'s change listener; both outlive it.
-  SandboxWatch(tools::SandboxManager& manager, SandboxEvents& events);
+  SandboxWatch(SandboxManager& manager, SandboxEvents& events);
   ~SandboxWatch();
   SandboxWatch(const SandboxWatch&) = delete;
   SandboxWatch& operator=(const SandboxWatch&) = delete;
@@ -29,13 +29,14 @@ class SandboxWatch {
   void changed(const std::string& id, const std::string& owner);
   void loop();
 
-  tools::SandboxManager& manager_;
+  SandboxManager& manager_;
   SandboxEvents& events_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
   std::set<std::pair<std::string, std::string>> pending_;  // (id, owner)
-  std::map<std::string, std::string> status_;  // what subscribers were last told, by id (watch thread)
+  std::map<std::string, std::string>
+      status_;  // what subscribers were last told, by id (watch thread)
   std::thread thread_;
 };
 

@@ -11,8 +11,8 @@
 #include "common/base64.h"
 #include "mcp/protocol.h"
 #include "mcp/server.h"
+#include "service/file_transfer.h"
 #include "service/sandbox_watch.h"
-#include "tools/file_transfer.h"
 #include "tools/tool_env.h"
 
 namespace sandcastle::service {
@@ -82,8 +82,6 @@ json usage_json(const UsageSample& u) {
 struct Sandboxes::Impl {
   tools::ToolEnv& env;
   mcp::Server& server;
-  std::mutex runs_mu;
-  std::multimap<std::string, CancelToken*> runs;  // sandbox id -> runs in progress there
   std::unique_ptr<SandboxWatch> watch;
 
   Impl(tools::ToolEnv& e, mcp::Server& s) : env(e), server(s) {}
@@ -108,33 +106,14 @@ struct Sandboxes::Impl {
     return to_result(server.tools().call(tool, args, ctx));
   }
 
-  // A run, registered under its sandbox for interrupt().
+  // A run: the tool registers it for interrupt() (RunRegistry); `cancel`
+  // is the caller's (a client that went away).
   Result<json> run(const char* tool, const Caller& c, const json& args, const RunOptions& opts) {
-    std::string id;
-    if (args.is_object() && args.contains("sandbox_id") && args["sandbox_id"].is_string()) {
-      auto [live, dormant] = env.manager.find_any(args["sandbox_id"].get<std::string>(), c.owner);
-      if (live) id = live->id();
-      if (dormant) id = dormant->id;
-    }
-    CancelToken mine;
-    std::size_t sub = 0;
-    if (opts.cancel) sub = opts.cancel->on_cancel([&mine] { mine.cancel(); });
-    std::multimap<std::string, CancelToken*>::iterator it;
-    if (!id.empty()) {
-      std::lock_guard l(runs_mu);
-      it = runs.emplace(id, &mine);
-    }
-    auto r = call(tool, c, args, &opts, &mine);
-    if (!id.empty()) {
-      std::lock_guard l(runs_mu);
-      runs.erase(it);
-    }
-    if (opts.cancel && sub) opts.cancel->unsubscribe(sub);
-    return r;
+    return call(tool, c, args, &opts, opts.cancel);
   }
 
   // The caller's live sandbox, without starting a stopped one or touching it.
-  Result<std::shared_ptr<tools::SandboxEntry>> live(const Caller& c, const std::string& id) {
+  Result<std::shared_ptr<SandboxEntry>> live(const Caller& c, const std::string& id) {
     auto [l, dormant] = env.manager.find_any(id, c.owner);
     if (l) return l;
     if (dormant)
@@ -214,20 +193,13 @@ Result<json> Sandboxes::run_command(const Caller& c, const json& args, const Run
 
 Result<bool> Sandboxes::interrupt(const Caller& c, const std::string& id) {
   auto [live, dormant] = impl_->env.manager.find_any(id, c.owner);
-  if (!live && !dormant) {
-    auto e = impl_->env.manager.get(id, c.owner);
+  if (dormant) return false;  // nothing runs in a paused or stopped sandbox
+  if (!live) {
+    auto e = impl_->env.manager.get(id, c.owner);  // the not-found text
     if (!e.ok()) return e.error();
     live = *e;
   }
-  const std::string sid = live ? live->id() : dormant->id;
-  std::lock_guard l(impl_->runs_mu);
-  auto [from, to] = impl_->runs.equal_range(sid);
-  bool any = false;
-  for (auto it = from; it != to; ++it) {
-    it->second->cancel();
-    any = true;
-  }
-  return any;
+  return impl_->env.runs->interrupt(live->id()) > 0;
 }
 
 Result<json> Sandboxes::restart_kernel(const Caller& c, const std::string& id) {
@@ -244,31 +216,32 @@ Result<json> Sandboxes::history(const Caller& c, const std::string& id, std::int
 
 Result<json> Sandboxes::list_files(const Caller& c, const std::string& id,
                                    const std::string& path) {
-  auto r = impl_->call("list_files", c,
-                       json{{"sandbox_id", id}, {"path", path.empty() ? "." : path}});
+  auto r =
+      impl_->call("list_files", c, json{{"sandbox_id", id}, {"path", path.empty() ? "." : path}});
   if (!r.ok()) return r;
   json entries = json::array();
   for (auto& f : (*r)["files"]) {
-    json e{{"name", f["name"]},   {"path", f["path"]}, {"type", f["type"]},
-           {"size", f["size"]},   {"mode", f["mode"]}, {"mtime", f["modified"]}};
+    json e{{"name", f["name"]}, {"path", f["path"]}, {"type", f["type"]},
+           {"size", f["size"]}, {"mode", f["mode"]}, {"mtime", f["modified"]}};
     entries.push_back(std::move(e));
   }
-  return json{{"path", (*r)["path"]}, {"entries", std::move(entries)}, {"truncated", (*r)["truncated"]}};
+  return json{
+      {"path", (*r)["path"]}, {"entries", std::move(entries)}, {"truncated", (*r)["truncated"]}};
 }
 
 Result<FileContent> Sandboxes::read_file(const Caller& c, const std::string& id,
                                          const std::string& path, std::uint64_t max_bytes) {
   auto e = impl_->live(c, id);
   if (!e.ok()) return e.error();
-  tools::EntryUse use(*e);
+  EntryUse use(*e);
   const std::uint64_t cap = max_bytes ? max_bytes : impl_->env.config.max_file_bytes;
-  auto read = tools::read_bounded(use->sandbox(), *impl_->env.config.transfer_budget, path, 0,
-                                  std::nullopt, cap, tools::kLinkCopies);
+  auto read = read_bounded(use->sandbox(), *impl_->env.config.transfer_budget, path, 0,
+                           std::nullopt, cap, kLinkCopies);
   if (!read.ok()) return read.error();
   if (read->file.too_large)
     return Error::make(ErrorCode::kResourceExhausted,
-                       path + " is " + std::to_string(read->file.size) +
-                           " bytes, more than the " + std::to_string(cap) + "-byte limit");
+                       path + " is " + std::to_string(read->file.size) + " bytes, more than the " +
+                           std::to_string(cap) + "-byte limit");
   FileContent out;
   out.path = path;
   out.size = read->file.size;
@@ -285,7 +258,7 @@ Result<json> Sandboxes::write_file(const Caller& c, const std::string& id, const
                            std::to_string(cap) + "-byte limit of one write");
   auto e = impl_->live(c, id);
   if (!e.ok()) return e.error();
-  tools::EntryUse use(*e);
+  EntryUse use(*e);
   if (auto s = use->sandbox().write_file(path, std::string(data), 0644, /*parents=*/true); !s.ok())
     return s.error();
   return json{{"path", path}, {"size", data.size()}};
@@ -295,7 +268,7 @@ Status Sandboxes::remove_file(const Caller& c, const std::string& id, const std:
                               bool recursive) {
   auto e = impl_->live(c, id);
   if (!e.ok()) return e.error();
-  tools::EntryUse use(*e);
+  EntryUse use(*e);
   return use->sandbox().remove(path, recursive);
 }
 
@@ -318,8 +291,7 @@ std::uint64_t Sandboxes::max_file_bytes() const {
   return impl_->env.config.max_file_bytes;
 }
 
-Result<json> Sandboxes::install_packages(const Caller& c, const std::string& id,
-                                         const json& args) {
+Result<json> Sandboxes::install_packages(const Caller& c, const std::string& id, const json& args) {
   return impl_->call("install_packages", c, with_id(args, id));
 }
 

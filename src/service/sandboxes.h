@@ -117,9 +117,10 @@ class Sandboxes {
   // (stdout, stderr, exit_code, reason, files_created, result, displays, ...).
   Result<json> run_code(const Caller& c, const json& args, const RunOptions& opts = {});
   Result<json> run_command(const Caller& c, const json& args, const RunOptions& opts = {});
-  // Interrupts the runs in progress in that sandbox (a kernel's cell gets
-  // KeyboardInterrupt, a process is killed): they end with reason
-  // "cancelled". False when none was running.
+  // Interrupts the runs in progress in that sandbox, whoever started them
+  // (an MCP client, a REST request): a kernel's cell gets KeyboardInterrupt,
+  // a process is killed, and each run ends with reason "cancelled" (its
+  // caller still gets the result). False when none was running.
   Result<bool> interrupt(const Caller& c, const std::string& id);
   // restart_kernel's result.
   Result<json> restart_kernel(const Caller& c, const std::string& id);

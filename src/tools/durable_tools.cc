@@ -1,6 +1,6 @@
 // pause_sandbox, resume_sandbox, fork_sandbox (issue 16): the MCP face of
 // SandboxManager's persistent half (sandbox_durable.cc).
-#include "tools/file_transfer.h"
+#include "service/file_transfer.h"
 #include "tools/tool_env.h"
 
 namespace sandcastle::tools {

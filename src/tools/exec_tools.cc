@@ -1,7 +1,7 @@
 // execute_code, execute_command and restart_kernel: run a snippet or a shell
 // command in a sandbox (or a fresh one-shot sandbox), streaming output as it
 // arrives. In a python or javascript sandbox, execute_code goes to the
-// sandbox's persistent kernel (tools/kernel.h) so state survives between
+// sandbox's persistent kernel (service/kernel.h) so state survives between
 // calls; `fresh: true`, other languages and one-shot runs start a process.
 #include <unistd.h>
 
@@ -11,13 +11,14 @@
 #include <set>
 
 #include "common/base64.h"
+#include "common/metrics.h"
 #include "mcp/pagination.h"
-#include "tools/kernel.h"
-#include "tools/languages.h"
+#include "service/kernel.h"
+#include "service/languages.h"
+#include "service/simple_command.h"
+#include "service/workspace_diff.h"
 #include "tools/resource_methods.h"
-#include "tools/simple_command.h"
 #include "tools/tool_env.h"
-#include "tools/workspace_diff.h"
 
 namespace sandcastle::tools {
 
@@ -107,12 +108,14 @@ std::function<void(const char*, std::string_view)> output_streamer(RequestContex
   };
 }
 
-// Runs one exec with the request's cancellation and progress wired in.
+// Runs one exec with the run's cancellation (the request's, or an
+// interrupt: RunRegistry) and the request's progress wired in.
 Result<sandbox::ExecResult> run(SandboxEntry& entry, sandbox::ExecRequest req, RequestContext& ctx,
-                                const std::string& stage, uint64_t progress_sent = 0) {
+                                mcp::CancelToken* run_cancel, const std::string& stage,
+                                uint64_t progress_sent = 0) {
   sandbox::CancelToken cancel;
   size_t sub = 0;
-  if (ctx.cancel_token()) sub = ctx.cancel_token()->on_cancel([&cancel] { cancel.cancel(); });
+  if (run_cancel) sub = run_cancel->on_cancel([&cancel] { cancel.cancel(); });
   sandbox::ExecCallbacks cb;
   auto emit = output_streamer(ctx, stage, progress_sent);
   if (emit) {
@@ -120,7 +123,7 @@ Result<sandbox::ExecResult> run(SandboxEntry& entry, sandbox::ExecRequest req, R
     cb.on_stderr = [&emit](std::string_view d) { emit("stderr", d); };
   }
   auto r = entry.sandbox().exec(req, cb, &cancel);
-  if (ctx.cancel_token() && sub) ctx.cancel_token()->unsubscribe(sub);
+  if (run_cancel && sub) run_cancel->unsubscribe(sub);
   return r;
 }
 
@@ -141,11 +144,11 @@ json result_json(const sandbox::ExecResult& r, const std::string& stage) {
 
 // With the HTTP transport on, each created file gets a download link. Every
 // file also gets its sandbox:// resource URI (resources/read serves it).
-void add_links(const ToolEnv& env, const std::string& sandbox_id, json& files) {
+void add_links(const ToolEnv& env, const SandboxEntry& e, json& files) {
   for (auto& f : files) {
-    f["uri"] = sandbox_resource_uri(sandbox_id, f["path"].get<std::string>());
+    f["uri"] = sandbox_resource_uri(e.id(), f["path"].get<std::string>());
     if (env.config.file_link)
-      f["url"] = env.config.file_link(sandbox_id, f["path"].get<std::string>());
+      f["url"] = env.config.file_link(e.owner(), e.id(), f["path"].get<std::string>());
   }
 }
 
@@ -326,7 +329,8 @@ ToolResult execute_in_kernel(ToolEnv& env, EntryUse& use, KernelLanguage lang, c
   // calls are then reported by this one.
   auto before = kernel->take_listing(use->use_counts().begun);
   if (!before) before = snapshot_workspace(use->sandbox(), env.config.max_listed_files);
-  auto r = kernel->execute(req, cb, ctx.cancel_token());
+  RunRegistry::Run registered(*env.runs, use->id(), ctx.cancel_token());
+  auto r = kernel->execute(req, cb, registered.token());
   if (!r.ok()) return error_result(r.error());
   const CellResult& c = *r;
   json out{{"stdout", c.stdout_data},
@@ -364,7 +368,7 @@ ToolResult execute_in_kernel(ToolEnv& env, EntryUse& use, KernelLanguage lang, c
   const auto uses_after = use->use_counts();
   if (after && uses.active == 1 && uses_after.active == 1 && uses_after.begun == uses.begun)
     kernel->keep_listing(std::move(*after), uses.begun);
-  add_links(env, use->id(), out["files_created"]);
+  add_links(env, *use, out["files_created"]);
 
   const std::string secs = format_seconds(req.timeout);
   const char* what = c.end == CellEnd::kCancelled ? "was cancelled" : nullptr;
@@ -435,7 +439,7 @@ ToolResult execute_code(ToolEnv& env, const json& args, RequestContext& ctx) {
     req.spec.limits = env.config.default_limits;
     req.spec.env = env.config.pass_through_env;
     req.one_shot = true;
-    // At the server's cap a one-shot waits its turn (tools/admission.h) for
+    // At the server's cap a one-shot waits its turn (service/admission.h) for
     // as long as its own timeout, saying where it stands in line.
     const auto wait_limit = args.contains("timeout_s")
                                 ? std::chrono::milliseconds(
@@ -497,6 +501,7 @@ ToolResult run_code(ToolEnv& env, EntryUse& use, const Language* lang, bool one_
   auto before = one_shot ? WorkspaceSnapshot{}
                          : snapshot_workspace(use->sandbox(), env.config.max_listed_files);
   const auto timeout = timeout_of(args, *use);
+  RunRegistry::Run registered(*env.runs, use->id(), ctx.cancel_token());
   json out;
   sandbox::ExecRequest req;
   req.env = run_env();
@@ -504,7 +509,7 @@ ToolResult run_code(ToolEnv& env, EntryUse& use, const Language* lang, bool one_
   req.output.max_bytes = env.config.max_output_bytes;
   if (!lang->compile.empty()) {
     req.argv = expand_argv(lang->compile, dir, src, bin, use->spec().limits().memory_bytes);
-    auto c = run(*use, req, ctx, "compile", progress_sent);
+    auto c = run(*use, req, ctx, registered.token(), "compile", progress_sent);
     if (!c.ok()) return error_result(c.error());
     if (c->reason != sandbox::EndReason::kExited || c->status() != 0) {
       out = result_json(*c, "compile");
@@ -517,7 +522,7 @@ ToolResult run_code(ToolEnv& env, EntryUse& use, const Language* lang, bool one_
   }
   req.argv = expand_argv(lang->run, dir, src, bin, use->spec().limits().memory_bytes);
   if (args.contains("stdin")) req.stdin_data = args["stdin"].get<std::string>();
-  auto r = run(*use, req, ctx, "run", progress_sent);
+  auto r = run(*use, req, ctx, registered.token(), "run", progress_sent);
   // A one-shot sandbox is destroyed right after: no round trip to tidy it.
   if (!one_shot) (void)use->sandbox().remove(dir, true);
   if (!r.ok()) return error_result(r.error());
@@ -528,7 +533,7 @@ ToolResult run_code(ToolEnv& env, EntryUse& use, const Language* lang, bool one_
   if (!one_shot) report_files(out, before, use->sandbox(), env.config.max_listed_files);
   out["mode"] = "process";
   if (progress_sent > 0) out["queued_ms"] = queued_ms;  // waited in line for a sandbox
-  if (!one_shot) add_links(env, use->id(), out["files_created"]);
+  if (!one_shot) add_links(env, *use, out["files_created"]);
   ToolResult res = finish(out, *r, timeout);
   add_resource_links(res, out["files_created"], ctx);
   return res;
@@ -571,16 +576,18 @@ ToolResult run_command(ToolEnv& env, EntryUse& use, const json& args, RequestCon
     }
   }
   auto before = snapshot_workspace(use->sandbox(), env.config.max_listed_files);
-  auto r = try_direct ? run(*use, direct, ctx, "run") : run(*use, req, ctx, "run");
+  RunRegistry::Run registered(*env.runs, use->id(), ctx.cancel_token());
+  auto r = try_direct ? run(*use, direct, ctx, registered.token(), "run")
+                      : run(*use, req, ctx, registered.token(), "run");
   // The program could not be executed (not found, not executable, a script
   // without #!): bash reports it in its own words, or runs the script.
   if (try_direct && !r.ok() && r.error().context.rfind("execve ", 0) == 0)
-    r = run(*use, req, ctx, "run");
+    r = run(*use, req, ctx, registered.token(), "run");
   if (!r.ok()) return error_result(r.error());
   json out = result_json(*r, "run");
   out["sandbox_id"] = use->id();
   report_files(out, before, use->sandbox(), env.config.max_listed_files);
-  add_links(env, use->id(), out["files_created"]);
+  add_links(env, *use, out["files_created"]);
   ToolResult res = finish(out, *r, timeout);
   add_resource_links(res, out["files_created"], ctx);
   return res;
@@ -605,6 +612,29 @@ ToolResult restart_kernel(ToolEnv& env, const json& args, RequestContext& ctx) {
                                            "a fresh kernel is starting: earlier variables, imports "
                                            "and functions are gone; files in /workspace and "
                                            "installed packages remain"}});
+}
+
+// The executions metrics (by how the run ended) for one execute_code /
+// execute_command call that reached its handler.
+void count_execution(const ToolResult& res, const RequestContext& ctx,
+                     std::chrono::steady_clock::time_point started) {
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  // The run's own ending when the tool reports one: exited (zero or not),
+  // timeout, oom, cancelled, kernel_died; compile errors separately.
+  std::string detail = ctx.cancelled() ? "cancelled" : res.is_error ? "error" : "ok";
+  if (res.structured.is_object() && res.structured.contains("reason")) {
+    detail = res.structured.value("reason", detail);
+    if (detail == "exited")
+      detail = res.structured.value("exit_code", 0) == 0 ? "exit_zero" : "exit_nonzero";
+    if (res.structured.value("stage", "") == "compile") detail = "compile_error";
+  }
+  auto& reg = metrics::registry();
+  reg.counter(metrics::name::kExecutions, "code and command executions, by outcome",
+              {{"outcome", detail}})
+      .inc();
+  reg.histogram(metrics::name::kExecutionSeconds, "execution duration in seconds (whole tool call)")
+      .observe(secs);
 }
 
 json timeout_schema() {
@@ -664,6 +694,7 @@ void register_exec_tools(mcp::Server& server, ToolEnv& env) {
         const auto t0 = std::chrono::steady_clock::now();
         auto res = execute_code(env, args, ctx);
         record_run(env, ctx, "execute_code", args, res, t0);
+        count_execution(res, ctx, t0);
         return res;
       });
 
@@ -697,6 +728,7 @@ void register_exec_tools(mcp::Server& server, ToolEnv& env) {
         const auto t0 = std::chrono::steady_clock::now();
         auto res = execute_command(env, args, ctx);
         record_run(env, ctx, "execute_command", args, res, t0);
+        count_execution(res, ctx, t0);
         return res;
       });
 

@@ -3,7 +3,7 @@
 // session installed pinned to the versions the installers recorded, its
 // /workspace files, its env and workdir. Everything is read through the
 // sandbox's file API (done inside the sandbox, never on host paths) and
-// treated as hostile: records are bounded and validated (tools/dockerfile.h),
+// treated as hostile: records are bounded and validated (service/dockerfile.h),
 // the context is bounded by the file tools' limit (max_file_bytes). The two files are written into
 // the sandbox (/workspace/.sandcastle/export/N/) and linked like any other
 // sandbox file (sandbox:// resource, HTTP file link).
@@ -17,11 +17,11 @@
 #include <memory>
 #include <regex>
 
-#include "tools/dockerfile.h"
-#include "tools/file_transfer.h"
+#include "service/dockerfile.h"
+#include "service/file_transfer.h"
 #include "tools/resource_methods.h"
 #include "tools/tool_env.h"
-#include "tools/workspace_diff.h"
+#include "service/workspace_diff.h"
 
 namespace sandcastle::tools {
 
@@ -258,11 +258,11 @@ Status add_workspace(sandbox::Sandbox& sb, ByteBudget& budget, TarGz& tar, std::
   return {};
 }
 
-json file_ref(const ToolEnv& env, const std::string& sandbox_id, const std::string& abs_path,
+json file_ref(const ToolEnv& env, const SandboxEntry& e, const std::string& abs_path,
               std::uint64_t size) {
   const std::string rel = abs_path.substr(std::string(kWorkspace).size() + 1);
-  json j{{"path", abs_path}, {"uri", sandbox_resource_uri(sandbox_id, rel)}, {"size", size}};
-  if (env.config.file_link) j["url"] = env.config.file_link(sandbox_id, rel);
+  json j{{"path", abs_path}, {"uri", sandbox_resource_uri(e.id(), rel)}, {"size", size}};
+  if (env.config.file_link) j["url"] = env.config.file_link(e.owner(), e.id(), rel);
   return j;
 }
 
@@ -375,8 +375,8 @@ ToolResult export_dockerfile(ToolEnv& env, const json& args, RequestContext& ctx
            {"files", st.files},
            {"directories", st.directories},
            {"context_bytes", st.bytes},
-           {"dockerfile_file", file_ref(env, use->id(), df_path, dockerfile->size())},
-           {"context", file_ref(env, use->id(), ctx_path, archive->size())},
+           {"dockerfile_file", file_ref(env, *use, df_path, dockerfile->size())},
+           {"context", file_ref(env, *use, ctx_path, archive->size())},
            {"refused", c.refused},
            {"skipped", st.skipped},
            {"left_out_env", left_out_env},

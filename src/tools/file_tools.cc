@@ -5,10 +5,10 @@
 #include "common/base64.h"
 #include "common/utf8.h"
 #include "mcp/pagination.h"
-#include "tools/file_transfer.h"
-#include "tools/host_paths.h"
+#include "service/file_transfer.h"
+#include "service/host_paths.h"
 #include "tools/tool_env.h"
-#include "tools/workspace_diff.h"
+#include "service/workspace_diff.h"
 
 namespace sandcastle::tools {
 

@@ -4,8 +4,8 @@
 #include <string_view>
 
 #include "images/image_store.h"
-#include "tools/sandbox_manager.h"
-#include "tools/languages.h"
+#include "service/sandbox_manager.h"
+#include "service/languages.h"
 #include "tools/tool_env.h"
 
 namespace sandcastle::tools {

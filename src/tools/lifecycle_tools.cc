@@ -1,8 +1,8 @@
 // create_sandbox, list_sandboxes, get_sandbox_status, close_sandbox.
 #include <ctime>
 
-#include "tools/languages.h"
-#include "tools/spec_record.h"
+#include "service/languages.h"
+#include "service/spec_record.h"
 #include "tools/tool_env.h"
 
 namespace sandcastle::tools {

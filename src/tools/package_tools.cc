@@ -30,9 +30,9 @@
 
 #include "common/json_parse.h"
 #include "sandbox/egress_proxy.h"
-#include "tools/dockerfile.h"
-#include "tools/install_diagnosis.h"
-#include "tools/languages.h"
+#include "service/dockerfile.h"
+#include "service/install_diagnosis.h"
+#include "service/languages.h"
 #include "tools/resource_methods.h"
 #include "tools/tool_env.h"
 
@@ -355,7 +355,7 @@ json run_install(ToolEnv& env, const InstallJob& job) {
     if (!log.empty()) {
       std::string rel = log.substr(std::string("/workspace/").size());
       json l{{"path", log}, {"uri", sandbox_resource_uri(use->id(), rel)}};
-      if (env.config.file_link) l["url"] = env.config.file_link(use->id(), rel);
+      if (env.config.file_link) l["url"] = env.config.file_link(use->owner(), use->id(), rel);
       out["log"] = l;
     }
     return out;

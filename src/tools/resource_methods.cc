@@ -1,12 +1,12 @@
 #include "tools/resource_methods.h"
 
-#include "tools/file_transfer.h"
+#include "service/file_transfer.h"
 
 #include "common/base64.h"
 #include "common/utf8.h"
 #include "mcp/pagination.h"
 #include "tools/tool_env.h"
-#include "tools/workspace_diff.h"
+#include "service/workspace_diff.h"
 
 namespace sandcastle::tools {
 

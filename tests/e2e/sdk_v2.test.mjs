@@ -4,11 +4,11 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
-import { BIN, FIXTURE_CALLS, FIXTURE_TOOLS, MODERN, RawServer, checkFixtureResult, modernMeta, sleep } from './lib/harness.mjs';
+import { BIN, binFor, FIXTURE_CALLS, FIXTURE_TOOLS, MODERN, RawServer, checkFixtureResult, modernMeta, sleep } from './lib/harness.mjs';
 import { tap } from './lib/tap.mjs';
 
 async function connect({ args = ['--test-fixtures'], capabilities = {} } = {}) {
-  const transport = new StdioClientTransport({ command: BIN, args, stderr: 'pipe' });
+  const transport = new StdioClientTransport({ command: binFor(args), args, stderr: 'pipe' });
   const wire = tap(transport);
   const client = new Client({ name: 'sandcastle-e2e-v2', version: '1.0.0' }, {
     versionNegotiation: { mode: { pin: MODERN } },

@@ -1,4 +1,4 @@
-// Fuzzes the kernel channel as the server reads it (tools/kernel_frame.h):
+// Fuzzes the kernel channel as the server reads it (service/kernel_frame.h):
 // the first byte picks the mode. Even: the rest is one frame body for the
 // decoder. Odd: the rest is the channel's byte stream, sent through a real
 // socketpair in small writes and cut into frames by FrameReader under a
@@ -14,11 +14,11 @@
 #include <string_view>
 #include <variant>
 
-#include "tools/kernel_frame.h"
+#include "service/kernel_frame.h"
 
 namespace {
 
-using namespace sandcastle::tools;
+using namespace sandcastle::service;
 
 void check(const KernelFrame& f, std::size_t body_size) {
   if (const auto* s = std::get_if<StreamFrame>(&f)) {

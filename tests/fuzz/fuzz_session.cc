@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "mcp/fixtures.h"
+#include "server/fixtures.h"
 #include "mcp/session.h"
 
 namespace {

@@ -7,7 +7,6 @@
 #include <thread>
 
 #include "common/crypto.h"
-#include "mcp/request_context.h"
 
 namespace sandcastle::transport::http {
 
@@ -168,9 +167,9 @@ std::string FileLinks::sign(const std::string& sandbox_id, const std::string& pa
   return crypto::base64url(crypto::hmac_sha256(secret_, sandbox_id + '\n' + path + '\n' + exp));
 }
 
-std::string FileLinks::link(const std::string& sandbox_id, const std::string& path) {
-  const auto* ctx = mcp::RequestContext::current();
-  return link_for(sandbox_id, ctx ? ctx->owner() : std::string(), path, std::chrono::system_clock::now() + ttl_);
+std::string FileLinks::link(const std::string& sandbox_id, const std::string& owner,
+                            const std::string& path) {
+  return link_for(sandbox_id, owner, path, std::chrono::system_clock::now() + ttl_);
 }
 
 std::string FileLinks::link_for(const std::string& sandbox_id, const std::string& owner, const std::string& path,

@@ -30,9 +30,10 @@ class FileLinks {
 
   FileLinks(std::string base_url, std::chrono::seconds ttl, Reader reader, std::string secret = {});
 
-  // A link for the file; remembers the sandbox's owner (the owner of the
-  // request being served on this thread) so the download can find it.
-  std::string link(const std::string& sandbox_id, const std::string& path);
+  // A link for the file; remembers the sandbox's owner so the download can
+  // find it.
+  std::string link(const std::string& sandbox_id, const std::string& owner,
+                   const std::string& path);
   std::string link_for(const std::string& sandbox_id, const std::string& owner, const std::string& path,
                        std::chrono::system_clock::time_point expires);
   // True when the signature matches and the link has not expired.

@@ -14,6 +14,17 @@ export const BIN = process.env.SANDCASTLE_BIN ?? resolve(REPO_ROOT, 'build', 'sa
 if (!existsSync(BIN)) {
   throw new Error(`sandcastle binary not found at ${BIN}; build it or set SANDCASTLE_BIN`);
 }
+// The conformance fixtures are not in the product: a test-only server (the
+// product's library plus tests/server/) offers them with --test-fixtures.
+export const TEST_BIN = process.env.SANDCASTLE_TEST_BIN ?? resolve(dirname(BIN), 'sandcastle-test-server');
+// The binary that serves `args`: the test server when they ask for fixtures.
+export function binFor(args) {
+  if (!args.includes('--test-fixtures')) return BIN;
+  if (!existsSync(TEST_BIN)) {
+    throw new Error(`test server not found at ${TEST_BIN}; build the sandcastle-test-server target or set SANDCASTLE_TEST_BIN`);
+  }
+  return TEST_BIN;
+}
 
 export const MODERN = '2026-07-28';
 export const LEGACY_VERSIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'];
@@ -33,7 +44,7 @@ export function modernMeta(extra = {}, capabilities = {}) {
 // parsed; a line that is not JSON is recorded in `badLines` so tests can
 // assert stdout never carries anything else.
 export class RawServer {
-  constructor(args = ['--test-fixtures'], { bin = BIN } = {}) {
+  constructor(args = ['--test-fixtures'], { bin = binFor(args) } = {}) {
     this.proc = spawn(bin, args, { stdio: ['pipe', 'pipe', 'pipe'] });
     this.messages = [];
     this.rawLines = [];

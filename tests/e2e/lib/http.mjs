@@ -4,7 +4,7 @@ import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BIN } from './harness.mjs';
+import { BIN, binFor } from './harness.mjs';
 
 export function tempStateDir() {
   return mkdtempSync(join(tmpdir(), 'sandcastle-http-state-'));
@@ -18,7 +18,7 @@ export function keys(stateDir, ...args) {
 export async function startHttp(args = ['--test-fixtures'], { stateDir, env = {}, timeoutMs = 10000 } = {}) {
   const ownState = !stateDir;
   const dir = stateDir ?? tempStateDir();
-  const proc = spawn(BIN, ['--transport', 'http', '--host', '127.0.0.1', '--port', '0', '--state-dir', dir,
+  const proc = spawn(binFor(args), ['--transport', 'http', '--host', '127.0.0.1', '--port', '0', '--state-dir', dir,
     '--log-level', 'warn', ...args], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
   let stderr = '';
   const exited = new Promise((res) => proc.on('exit', (code, signal) => res({ code, signal })));

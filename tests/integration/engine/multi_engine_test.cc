@@ -10,7 +10,7 @@
 #include <set>
 
 #include "backend_fixture.h"
-#include "tools/sandbox_manager.h"
+#include "service/sandbox_manager.h"
 #include "tools/tool_env.h"
 
 namespace sandcastle::sandbox::engine::testing {

@@ -10,6 +10,8 @@
 #include <mutex>
 
 #include "../sandbox/fixture.h"
+#include "common/metrics.h"
+#include "mcp/protocol.h"
 #include "mcp/server.h"
 #include "tools/tool_env.h"
 
@@ -24,7 +26,7 @@ class SandboxesTest : public ::testing::Test {
     std::string why;
     backend_ = sandbox::testing::shared_backend(&why);
     if (!backend_) GTEST_SKIP() << "no sandbox backend on this host: " << why;
-    manager_ = std::make_unique<tools::SandboxManager>(*backend_, tools::ManagerOptions{});
+    manager_ = std::make_unique<SandboxManager>(*backend_, ManagerOptions{});
     env_ = std::make_unique<tools::ToolEnv>(tools::ToolEnv{*manager_, tools::ToolConfig{}});
     tools::register_sandbox_tools(server_, *env_);
     svc_ = std::make_unique<Sandboxes>(*env_, server_);
@@ -42,7 +44,7 @@ class SandboxesTest : public ::testing::Test {
   }
 
   sandbox::Backend* backend_ = nullptr;
-  std::unique_ptr<tools::SandboxManager> manager_;
+  std::unique_ptr<SandboxManager> manager_;
   std::unique_ptr<tools::ToolEnv> env_;
   mcp::Server server_;
   std::unique_ptr<Sandboxes> svc_;
@@ -138,8 +140,9 @@ TEST_F(SandboxesTest, RunStreamsOutputAndInterruptStopsIt) {
   auto run = std::async(std::launch::async, [&] {
     return svc_->run_code(alice_,
                           json{{"sandbox_id", id},
-                               {"code", "import time\nprint('started', flush=True)\n"
-                                        "while True: time.sleep(0.05)"},
+                               {"code",
+                                "import time\nprint('started', flush=True)\n"
+                                "while True: time.sleep(0.05)"},
                                {"timeout_s", 60}},
                           opts);
   });
@@ -196,6 +199,67 @@ TEST_F(SandboxesTest, FilesWriteReadListRemove) {
   EXPECT_EQ(gone.error().sys_errno, ENOENT);
 }
 
+// The executions metrics are the exec service's own: a run that never went
+// through MCP's tools/call (here: the service, as REST calls it) counts.
+TEST_F(SandboxesTest, RunsCountInExecutionMetrics) {
+  auto& zero = metrics::registry().counter(metrics::name::kExecutions,
+                                           "code and command executions, by outcome",
+                                           {{"outcome", "exit_zero"}});
+  auto& nonzero = metrics::registry().counter(metrics::name::kExecutions,
+                                              "code and command executions, by outcome",
+                                              {{"outcome", "exit_nonzero"}});
+  const double zero0 = zero.value(), nonzero0 = nonzero.value();
+  auto ok = svc_->run_code(alice_, json{{"code", "true"}, {"language", "bash"}});
+  ASSERT_TRUE(ok.ok()) << ok.error().message();
+  auto fail = svc_->run_code(alice_, json{{"code", "exit 3"}, {"language", "bash"}});
+  ASSERT_TRUE(fail.ok()) << fail.error().message();
+  EXPECT_EQ((*fail)["exit_code"], 3);
+  EXPECT_EQ(zero.value(), zero0 + 1);
+  EXPECT_EQ(nonzero.value(), nonzero0 + 1);
+}
+
+// An MCP client's run (a tools/call, not the service) is interrupted too:
+// the console's button stops what an agent started. The MCP request itself
+// is not cancelled: its client gets the run's result.
+TEST_F(SandboxesTest, InterruptReachesAnMcpClientsRun) {
+  const std::string id = create(alice_, json{{"language", "python"}});
+  ASSERT_FALSE(id.empty());
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false;
+  mcp::CancelToken request_token;
+  mcp::RequestContext ctx(
+      [&](const json& msg) {
+        if (msg.value("method", "") != "notifications/message") return;
+        if (msg["params"]["data"].value("text", "").find("started") == std::string::npos) return;
+        std::lock_guard l(mu);
+        started = true;
+        cv.notify_all();
+      },
+      json(1), std::nullopt, mcp::Era::kLegacy, "2025-11-25", mcp::log_level_rank("info"),
+      &request_token, "alice");
+  auto run = std::async(std::launch::async, [&] {
+    return server_.tools().call(
+        "execute_code",
+        json{{"sandbox_id", id},
+             {"code", "import time\nprint('started', flush=True)\nwhile True: time.sleep(0.05)"},
+             {"timeout_s", 60}},
+        ctx);
+  });
+  {
+    std::unique_lock l(mu);
+    ASSERT_TRUE(cv.wait_for(l, 30s, [&] { return started; }));
+  }
+  auto intr = svc_->interrupt(alice_, id);
+  ASSERT_TRUE(intr.ok()) << intr.error().message();
+  EXPECT_TRUE(*intr);
+  ASSERT_EQ(run.wait_for(20s), std::future_status::ready);
+  auto res = run.get();
+  EXPECT_FALSE(request_token.cancelled());
+  ASSERT_TRUE(res.structured.is_object()) << res.to_json().dump();
+  EXPECT_EQ(res.structured["reason"], "cancelled");
+  EXPECT_EQ(res.structured["error"]["name"], "KeyboardInterrupt");
+}
 
 }  // namespace
 }  // namespace sandcastle::service

@@ -6,7 +6,7 @@
 #include "../sandbox/fixture.h"
 #include "images/image_store.h"
 #include "mcp/server.h"
-#include "tools/kernel.h"
+#include "service/kernel.h"
 #include "tools/tool_env.h"
 
 namespace sandcastle::tools {

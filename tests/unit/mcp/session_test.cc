@@ -8,7 +8,7 @@
 #include <mutex>
 #include <set>
 
-#include "mcp/fixtures.h"
+#include "server/fixtures.h"
 #include "mcp/input_required.h"
 
 namespace sandcastle::mcp {

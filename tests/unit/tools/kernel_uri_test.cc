@@ -1,11 +1,13 @@
 // sandbox:// resource URIs: what execute_code links and resources/read parses.
 #include <gtest/gtest.h>
 
-#include "tools/kernel.h"
+#include "service/kernel.h"
 #include "tools/resource_methods.h"
 
 namespace sandcastle::tools {
 namespace {
+
+using namespace sandcastle::service;  // the kernel's names
 
 TEST(SandboxUri, RoundTripsPathsWithSpacesAndUnicode) {
   const std::string uri = sandbox_resource_uri("sb-1", "results/my plot #1 é.png");

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "common/unique_fd.h"
-#include "mcp/fixtures.h"
+#include "server/fixtures.h"
 
 namespace sandcastle::transport {
 namespace {

@@ -1,0 +1,145 @@
+// A persistent interpreter ("kernel") inside a sandbox: our own small driver
+// (src/kernels/, published read-only to every sandbox, see
+// kernel_driver_files.h) runs as one long-lived exec and talks to the server
+// over a socketpair whose far end is the process's fd 3: nothing else in the
+// sandbox can reach it. Frames are a 4-byte big-endian length and a JSON
+// object; the driver's first is hello {pid, version}. Cell code runs in the
+// driver's process and can write to that socket too, so every frame is
+// hostile input (kernel_frame.h): capped from its length, checked field by
+// field, and one that fails ends the kernel with an error to the caller.
+//
+// One cell at a time; output streams back while the cell runs. A cell that
+// is cancelled or runs past its timeout is interrupted (KeyboardInterrupt /
+// SIGINT); if that is ignored for the grace period the kernel is killed and a
+// fresh one started, and the result says the state was lost. A kernel that
+// dies on its own (segfault, OOM, os._exit) is reported the same way and
+// replaced on the next call.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+#include "mcp/request_context.h"
+#include "sandbox/sandbox.h"
+#include "service/workspace_diff.h"
+
+namespace sandcastle::service {
+
+enum class KernelLanguage { kPython, kJavaScript };
+
+// The kernel for a language name ("python", "javascript"), if it has one.
+std::optional<KernelLanguage> kernel_language_for(const std::string& language);
+const char* kernel_language_name(KernelLanguage lang);
+
+// Where a sandbox without a shared directory (see kernel_driver_files.h) gets
+// its own read-only copy of the drivers.
+inline constexpr const char* kKernelDir = "/tmp/.sandcastle/kernel";
+
+struct CellRequest {
+  std::string code;
+  std::string stdin_data;
+  std::chrono::milliseconds timeout{30'000};
+  std::size_t max_output_bytes = std::size_t{1024} * 1024;  // per stream, head and tail kept
+  // How long an interrupted cell may take to stop before the kernel is killed.
+  std::chrono::milliseconds interrupt_grace{2'000};
+};
+
+enum class CellEnd {
+  kCompleted,   // the cell ran to its end (successfully or with an exception)
+  kTimeout,     // ran past its timeout: interrupted, or the kernel was killed
+  kCancelled,   // the request was cancelled: same
+  kKernelDied,  // the kernel process died on its own (signal, OOM, exit)
+};
+const char* cell_end_name(CellEnd e);
+
+struct CellResult {
+  CellEnd end = CellEnd::kCompleted;
+  std::string stdout_data, stderr_data;
+  bool stdout_truncated = false, stderr_truncated = false;
+  std::uint64_t stdout_total = 0, stderr_total = 0;
+  nlohmann::json value;  // MIME bundle of the final expression, or null
+  nlohmann::json error;  // {name, value, traceback} or null
+  nlohmann::json displays = nlohmann::json::array();  // MIME bundles, in order
+  int execution_count = 0;
+  int exit_code = 0;  // 0, 1 after an exception, sys.exit's code, 128+signal on death
+  int signal = 0;     // the signal that killed the kernel, when it died
+  // The kernel's state is gone: it died, or it ignored the interrupt and was
+  // killed. A fresh kernel answers the next call.
+  bool state_lost = false;
+  bool kernel_restarted = false;  // we killed and restarted it (timeout/cancel)
+  bool fresh_kernel = false;      // this call started a new kernel first
+  std::string death;              // "SIGSEGV", "out of memory", "exit 3"
+  std::chrono::microseconds duration{0};
+};
+
+struct CellCallbacks {
+  // Output as it arrives ("stdout"/"stderr"); calls are serialized.
+  std::function<void(const char* stream, std::string_view text)> on_output;
+};
+
+class Kernel {
+ public:
+  struct Instance;
+
+  Kernel(sandbox::Sandbox& sb, KernelLanguage lang, std::map<std::string, std::string> env = {});
+  ~Kernel();
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+
+  KernelLanguage language() const { return lang_; }
+
+  // Starts a kernel process in the background unless one is running; the
+  // next execute() finishes the handshake. Cheap: spawns one thread.
+  void start_async();
+
+  // Runs one cell. Concurrent calls wait their turn. Errors are about the
+  // kernel itself (it could not start); everything the code did is in the
+  // CellResult.
+  // A persistent sandbox's files are on disk before it returns
+  // (Sandbox::persist_changes).
+  Result<CellResult> execute(const CellRequest& req, const CellCallbacks& cb = {},
+                             mcp::CancelToken* cancel = nullptr);
+
+  // Kills the running kernel (if any) and starts a fresh one.
+  void restart();
+
+  // {alive, pid, execution_count, version}
+  nlohmann::json status() const;
+
+  // The workspace listing a cell's call ended with, kept as the next call's
+  // "before": valid only if the sandbox's use count then (`uses`, its own
+  // use included) is one below the next call's, i.e. nothing else used the
+  // sandbox in between. Saves a listing (a round trip into the sandbox) per
+  // call. take_listing() hands it over once, or nothing.
+  void keep_listing(WorkspaceSnapshot files, std::uint64_t uses);
+  std::optional<WorkspaceSnapshot> take_listing(std::uint64_t uses_now);
+
+ private:
+  // warmup: started ahead of any cell, through the WarmupGate.
+  std::shared_ptr<Instance> launch_locked(bool warmup = false);
+  void kill_instance(const std::shared_ptr<Instance>& inst);
+
+  Result<CellResult> run_cell(const CellRequest& req, const CellCallbacks& cb,
+                              mcp::CancelToken* cancel);
+  sandbox::Sandbox& sb_;
+  const KernelLanguage lang_;
+  const std::map<std::string, std::string> env_;
+  std::timed_mutex run_mu_;  // one cell at a time
+  mutable std::mutex mu_;
+  std::shared_ptr<Instance> inst_;
+  int execution_count_ = 0;
+  bool ever_started_ = false;
+  std::optional<std::pair<WorkspaceSnapshot, std::uint64_t>> listing_;  // under mu_
+};
+
+}  // namespace sandcastle::service

@@ -1,0 +1,38 @@
+// Which files a run created or changed in /workspace: a listing before and
+// after, compared by size and modification time.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "sandbox/sandbox.h"
+
+namespace sandcastle::service {
+
+struct FileSig {
+  std::uint64_t size = 0;
+  std::int64_t mtime_sec = 0;
+  std::int64_t mtime_nsec = 0;
+  bool operator==(const FileSig&) const = default;
+};
+using WorkspaceSnapshot = std::map<std::string, FileSig>;  // path relative to the workdir
+
+// Regular files below the sandbox's workdir, from a listing of at most
+// `max_files` entries (made inside the sandbox).
+// `truncated` (if given) says the workdir held more than that.
+WorkspaceSnapshot snapshot_workspace(sandbox::Sandbox& sb, size_t max_files, bool* truncated = nullptr);
+
+// How many changed files one result names (each becomes a link and a
+// content block): the rest are counted, not listed.
+constexpr size_t kMaxFilesReported = 1'000;
+
+// [{path, size, mime_type}] for files new or changed in `after`, at most
+// `max_reported`; `changed` (if given) receives how many there are in all.
+nlohmann::json diff_workspace(const WorkspaceSnapshot& before, const WorkspaceSnapshot& after,
+                              size_t max_reported = kMaxFilesReported, size_t* changed = nullptr);
+
+// A MIME type guessed from the file extension.
+std::string mime_type_for(const std::string& path);
+
+}  // namespace sandcastle::service
