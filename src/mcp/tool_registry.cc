@@ -49,6 +49,7 @@ void ToolRegistry::add(ToolDefinition def, ToolHandler handler) {
   if (!def.title.empty()) listed["title"] = def.title;
   if (!def.output_schema.is_null()) listed["outputSchema"] = def.output_schema;
   if (!def.annotations.is_null()) listed["annotations"] = def.annotations;
+  if (!def.meta.is_null()) listed["_meta"] = def.meta;
   order_.push_back(def.name);
   std::string name = def.name;
   tools_.emplace(name, Entry{std::move(def), std::move(handler), std::move(listed)});

@@ -40,6 +40,8 @@ struct ToolDefinition {
   // Never blocks (no sandbox, no I/O, no request to the client): tools/call
   // runs it on the transport's thread, without a hand-off to a worker.
   bool runs_inline = false;
+  // The tool's _meta in tools/list (MCP Apps: {"ui": {"resourceUri": ...}}); null: none.
+  json meta = nullptr;
 };
 
 using ToolHandler = std::function<ToolResult(const json& args, RequestContext& ctx)>;

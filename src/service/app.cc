@@ -39,6 +39,7 @@
 #include "transport/http/mcp_http.h"
 #include "transport/stdio/stdio_transport.h"
 #include "web/rest_api.h"
+#include "web/static_assets.h"
 
 namespace sandcastle::service {
 
@@ -212,6 +213,7 @@ Result<tools::ToolConfig> tool_config(const config::Config& cfg, const CommandLi
   tool_cfg.allowed_host_paths = cfg.allowed_host_paths;
   tool_cfg.max_image_bytes = static_cast<uint64_t>(cfg.max_image_bytes);
   tool_cfg.save_tmp_dir = cfg.state_dir;
+  tool_cfg.run_result_view_html = web::asset_bytes("run_result.html").value_or("");
   tool_cfg.default_limits.memory_bytes = static_cast<uint64_t>(cfg.memory_mb) * sandbox::kMiB;
   tool_cfg.default_limits.cpu_millis = static_cast<uint32_t>(cfg.cpu_millis);
   tool_cfg.default_limits.pids = static_cast<uint32_t>(cfg.pids);

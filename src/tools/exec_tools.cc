@@ -649,8 +649,8 @@ json timeout_schema() {
 void register_exec_tools(mcp::Server& server, ToolEnv& env) {
   std::string langs;
   for (const auto& n : available_language_names()) langs += (langs.empty() ? "" : ", ") + n;
-  server.tools().add(
-      {"execute_code", "Execute code",
+  mcp::ToolDefinition code_def{
+      "execute_code", "Execute code",
        "Runs a code snippet and returns its stdout, stderr, exit code and the files it "
        "created in /workspace (also as resource links). With sandbox_id it runs in that sandbox "
        "(files and installed packages persist); in a python or javascript sandbox it runs in a "
@@ -689,7 +689,11 @@ void register_exec_tools(mcp::Server& server, ToolEnv& env) {
             {"destructiveHint", false},
             {"idempotentHint", false},
             {"openWorldHint", false}},
-       nullptr},
+       nullptr};
+  if (!env.config.run_result_view_html.empty())
+    code_def.meta = json{{"ui", {{"resourceUri", kRunResultViewUri}}}};
+  server.tools().add(
+      std::move(code_def),
       [&env](const json& args, RequestContext& ctx) {
         const auto t0 = std::chrono::steady_clock::now();
         auto res = execute_code(env, args, ctx);

@@ -1,12 +1,11 @@
 #include "tools/resource_methods.h"
 
-#include "service/file_transfer.h"
-
 #include "common/base64.h"
 #include "common/utf8.h"
 #include "mcp/pagination.h"
-#include "tools/tool_env.h"
+#include "service/file_transfer.h"
 #include "service/workspace_diff.h"
+#include "tools/tool_env.h"
 
 namespace sandcastle::tools {
 
@@ -79,6 +78,10 @@ json read_resource(ToolEnv& env, const json& params, RequestContext& ctx) {
     throw RpcError{mcp::rpc_error::kInvalidParams,
                    "resources/read needs \"uri\": a sandbox://<sandbox_id>/<path> URI", nullptr};
   const std::string uri = *it;
+  if (uri == kRunResultViewUri && !env.config.run_result_view_html.empty())
+    return json{{"contents", json::array({json{{"uri", uri},
+                                               {"mimeType", kMcpAppMime},
+                                               {"text", env.config.run_result_view_html}}})}};
   auto parsed = parse_sandbox_uri(uri);
   if (!parsed)
     throw not_found(
@@ -87,8 +90,8 @@ json read_resource(ToolEnv& env, const json& params, RequestContext& ctx) {
   auto e = env.manager.get(parsed->sandbox_id, owner_of(ctx));
   if (!e.ok()) throw not_found(ctx, uri, "no sandbox " + parsed->sandbox_id + " of yours");
   EntryUse use(*e);
-  auto read = read_bounded(use->sandbox(), *env.config.transfer_budget, parsed->path, 0, std::nullopt,
-                           env.config.max_file_bytes, kMcpReplyCopies);
+  auto read = read_bounded(use->sandbox(), *env.config.transfer_budget, parsed->path, 0,
+                           std::nullopt, env.config.max_file_bytes, kMcpReplyCopies);
   if (!read.ok()) throw not_found(ctx, uri, read.error().message());
   ctx.keep_until_answered(std::make_shared<ByteBudget::Lease>(std::move(read->lease)));
   auto* file = &read->file;
@@ -153,8 +156,20 @@ void register_resource_methods(mcp::Server& server, ToolEnv& env) {
   mcp::MethodSpec list;
   list.cacheable = true;
   list.ttl_ms = 0;
-  // Files are reached through the template and the links tools return.
-  list.handler = [](const json&, RequestContext&) { return json{{"resources", json::array()}}; };
+  // Files are reached through the template and the links tools return; the
+  // one listed resource is the MCP App view of a run, when offered.
+  list.handler = [&env](const json&, RequestContext&) {
+    json resources = json::array();
+    if (!env.config.run_result_view_html.empty())
+      resources.push_back({{"uri", kRunResultViewUri},
+                           {"name", "run-result"},
+                           {"title", "Run result"},
+                           {"description",
+                            "An MCP App view of an execute_code result: output, errors, images "
+                            "and tables."},
+                           {"mimeType", kMcpAppMime}});
+    return json{{"resources", resources}};
+  };
   server.add_method("resources/list", std::move(list));
 
   mcp::MethodSpec templates;

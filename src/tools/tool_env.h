@@ -62,6 +62,10 @@ struct ToolConfig {
   std::function<std::string(const std::string& owner, const std::string& sandbox_id,
                             const std::string& path)>
       file_link;
+  // The MCP App view of a run (web/run_result.html): offered as the resource
+  // kRunResultViewUri and named by execute_code's _meta.ui.resourceUri.
+  // Empty: no view (clients without MCP Apps lose nothing either way).
+  std::string run_result_view_html;
   std::vector<std::string> pip_hosts() const;
   std::vector<std::string> npm_hosts() const;
 };
@@ -75,6 +79,9 @@ inline const std::map<std::string, std::string>& package_env() {
       {"PYTHONPATH", kPythonPackages}, {"NODE_PATH", std::string(kNodePackages) + "/node_modules"}};
   return kEnv;
 }
+
+inline constexpr const char* kRunResultViewUri = "ui://sandcastle/run-result";
+inline constexpr const char* kMcpAppMime = "text/html;profile=mcp-app";
 
 struct ToolEnv {
   SandboxManager& manager;
