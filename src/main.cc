@@ -1,6 +1,6 @@
-// sandcastle: an MCP server that runs code in sandboxes (service/app.h).
-#include "service/app.h"
+// sandcastle: an MCP server that runs code in sandboxes (app/app.h).
+#include "app/app.h"
 
 int main(int argc, char** argv) {
-  return sandcastle::service::run_app(argc, argv);
+  return sandcastle::app::run_app(argc, argv);
 }

@@ -3,7 +3,7 @@
 // (database, images, keys), the backend and the sandbox manager, the MCP
 // server with its tools and the service layer, and a transport (stdio, or
 // HTTP with API keys and file links). run() reads as that list.
-#include "service/app.h"
+#include "app/app.h"
 
 #include <malloc.h>
 #include <signal.h>
@@ -25,7 +25,7 @@
 #include "mcp/server.h"
 #include "sandbox/native/native_backend.h"
 #include "sandbox/native/sweep.h"
-#include "service/app_cli.h"
+#include "app/app_cli.h"
 #include "service/backends.h"
 #include "service/file_transfer.h"
 #include "service/languages.h"
@@ -41,7 +41,10 @@
 #include "web/rest_api.h"
 #include "web/static_assets.h"
 
-namespace sandcastle::service {
+namespace sandcastle::app {
+
+// The composition root: it alone sees every layer (service, tools, web, transports).
+using namespace sandcastle::service;  // NOLINT(google-build-using-namespace)
 
 namespace {
 
@@ -499,4 +502,4 @@ int run_app(int argc, char** argv, const AppHooks& hooks) {
   return 1;
 }
 
-}  // namespace sandcastle::service
+}  // namespace sandcastle::app

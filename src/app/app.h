@@ -13,7 +13,7 @@ namespace sandcastle::mcp {
 class Server;
 }
 
-namespace sandcastle::service {
+namespace sandcastle::app {
 
 struct AppHooks {
   // More command-line options, before parsing.
@@ -26,4 +26,4 @@ struct AppHooks {
 // serving paths end the process themselves).
 int run_app(int argc, char** argv, const AppHooks& hooks = {});
 
-}  // namespace sandcastle::service
+}  // namespace sandcastle::app

@@ -12,10 +12,10 @@
 #include "common/result.h"
 #include "config/config.h"
 #include "images/image_cli.h"
-#include "service/app.h"
+#include "app/app.h"
 #include "store/key_store.h"
 
-namespace sandcastle::service {
+namespace sandcastle::app {
 
 // What the command line said. The flags bind to these members: it stays in
 // place (CLI::App is not movable).
@@ -61,4 +61,4 @@ bool is_loopback_host(const std::string& host);
 Status ensure_dir(const std::string& dir);
 Result<std::unique_ptr<store::KeyStore>> open_keys(const config::Config& cfg);
 
-}  // namespace sandcastle::service
+}  // namespace sandcastle::app

@@ -1,6 +1,6 @@
 // The command line and the configuration (service/app_cli.h), and the
 // subcommands that need no server: doctor, config show, image, keys.
-#include "service/app_cli.h"
+#include "app/app_cli.h"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -12,7 +12,7 @@
 
 #include "sandbox/native/doctor.h"
 
-namespace sandcastle::service {
+namespace sandcastle::app {
 
 namespace {
 
@@ -346,4 +346,4 @@ std::optional<int> run_subcommand(const CommandLine& c, const config::Loader& lo
   return std::nullopt;
 }
 
-}  // namespace sandcastle::service
+}  // namespace sandcastle::app
