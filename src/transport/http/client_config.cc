@@ -100,7 +100,7 @@ std::string startup_client_text(const ClientEndpoint& e, const std::string& base
     t += "    " + line(stdio_client_config(binary)) + "\n";
     t += "    " + claude_add_stdio(binary) + "\n";
   }
-  t += "In a browser: " + base_url + "/ shows this again; health at " + base_url + "/healthz\n";
+  t += "In a browser: " + base_url + "/ opens the web console; health at " + base_url + "/healthz\n";
   return t;
 }
 
