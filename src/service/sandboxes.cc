@@ -46,7 +46,9 @@ std::string first_text(const mcp::ToolResult& r) {
 void inline_images(json& bundle, const json& content) {
   if (!bundle.is_object()) return;
   for (auto& [mime, v] : bundle.items()) {
-    if (!v.is_object() || !v.contains("content_index")) continue;
+    // The bundle comes from the sandbox's kernel: the index is checked, not trusted.
+    if (!v.is_object() || !v.contains("content_index") || !v["content_index"].is_number_unsigned())
+      continue;
     const auto i = v["content_index"].get<std::size_t>();
     if (i < content.size() && content[i].contains("data")) v = content[i]["data"];
   }

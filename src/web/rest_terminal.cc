@@ -12,6 +12,7 @@
 #include <deque>
 #include <thread>
 
+#include "common/json_parse.h"
 #include "common/unique_fd.h"
 #include "sandbox/sandbox.h"
 #include "transport/http/websocket.h"
@@ -28,6 +29,8 @@ namespace {
 
 constexpr size_t kMaxPendingInput = size_t{256} * 1024;  // keystrokes not yet taken by the pty
 constexpr size_t kHighWater = size_t{256} * 1024;        // unsent output: stop reading the pty
+// A control message is one small flat object.
+const JsonLimits kControlLimits{size_t{4} * 1024, 2, 16, "the terminal's control messages"};
 
 class TerminalSession : public WsHandler, public std::enable_shared_from_this<TerminalSession> {
  public:
@@ -59,12 +62,21 @@ class TerminalSession : public WsHandler, public std::enable_shared_from_this<Te
     wake();
   }
   void on_text(std::string text) override {
-    auto msg = json::parse(text, nullptr, false);
+    // The only control message: {"type":"resize","cols":N,"rows":N}. Every
+    // field's type is checked before use (a client's {"type":1} must not throw).
+    auto parsed = parse_json(text, kControlLimits);
+    std::optional<std::pair<uint16_t, uint16_t>> size;
+    if (parsed.ok() && parsed->is_object()) {
+      const json& m = *parsed;
+      auto type = m.find("type"), cols = m.find("cols"), rows = m.find("rows");
+      if (type != m.end() && type->is_string() && *type == "resize" && cols != m.end() &&
+          rows != m.end() && cols->is_number_unsigned() && rows->is_number_unsigned() &&
+          *cols >= 1 && *cols <= 1000 && *rows >= 1 && *rows <= 1000)
+        size = std::pair{cols->get<uint16_t>(), rows->get<uint16_t>()};
+    }
     std::lock_guard lock(mu_);
-    if (msg.is_object() && msg.value("type", "") == "resize" && msg["cols"].is_number_integer() &&
-        msg["rows"].is_number_integer() && msg["cols"] >= 1 && msg["cols"] <= 1000 &&
-        msg["rows"] >= 1 && msg["rows"] <= 1000) {
-      resize_ = {msg["cols"].get<uint16_t>(), msg["rows"].get<uint16_t>()};
+    if (size) {
+      resize_ = size;
     } else {
       closing_ = ws_close::kUnsupportedData;  // not a control message we know
     }
@@ -99,7 +111,10 @@ class TerminalSession : public WsHandler, public std::enable_shared_from_this<Te
       bool gone;
       {
         std::lock_guard lock(mu_);
-        while (!input_.empty()) {
+        // Taken only once the pty has the last batch: a shell that reads
+        // nothing leaves the input queued, where kMaxPendingInput ends it
+        // (1008), instead of growing `pending` without bound.
+        while (pending.empty() && !input_.empty()) {
           pending += input_.front();
           input_bytes_ -= input_.front().size();
           input_.pop_front();

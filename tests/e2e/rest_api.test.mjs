@@ -534,6 +534,46 @@ describe('REST API: sandboxes, executions, files, events (two keys)', () => {
     assert.deepEqual(texts.at(-1), { type: 'exit', code: 3 });
   });
 
+  test('terminal: hostile control frames and input nobody reads end that terminal only (1003, 1008); the server lives', async () => {
+    const url = `${base.replace('http', 'ws')}/api/v1/sandboxes/${sid}/terminal`;
+    const open = async () => {
+      const ws = new WebSocket(url, { headers: { authorization: `Bearer ${a.key}` }, maxPayload: 1 << 20 });
+      const closed = new Promise((resolve) => ws.on('close', (code) => resolve(code)));
+      ws.on('error', () => {});
+      await new Promise((resolve, reject) => { ws.on('open', resolve); ws.on('error', reject); });
+      return { ws, closed };
+    };
+    // A field of the wrong type, deep nesting, a resize out of range: "bad message", not a crash.
+    for (const frame of ['{"type":1}', '{"type":"resize","cols":"80","rows":24}', '['.repeat(60000),
+      '{"type":"resize","cols":100000,"rows":24}', 'not json']) {
+      const { ws, closed } = await open();
+      ws.send(frame);
+      assert.equal(await closed, 1003, frame.slice(0, 40));
+      assert.equal((await A('GET', '/api/v1/health')).status, 200, 'the server still answers');
+    }
+    // A shell that reads nothing (sleep in the foreground): input is held up to its
+    // limit, then the terminal closes 1008, instead of server memory growing.
+    const { ws, closed } = await open();
+    // Raw mode: the line discipline then stops taking input when its buffer is full
+    // (canonical mode would take and drop it).
+    ws.send(Buffer.from('stty raw -echo; sleep 600\n'), { binary: true });
+    const chunk = Buffer.alloc(60 * 1024, 'x');
+    let sent = 0;
+    const result = await Promise.race([closed, (async () => {
+      while (sent < 64 * 1024 * 1024 && ws.readyState === WebSocket.OPEN) {
+        ws.send(chunk, { binary: true });
+        sent += chunk.length;
+        await new Promise((ok) => setImmediate(ok));  // let the close frame in
+        while (ws.bufferedAmount > (1 << 20) && ws.readyState === WebSocket.OPEN) await new Promise((ok) => setTimeout(ok, 5));
+      }
+      return closed;
+    })()]);
+    assert.equal(result, 1008);
+    // What the server took before it closed is bounded (its 256 KiB queue, plus socket buffers).
+    assert.ok(sent < 8 * 1024 * 1024, `closed after ${sent} bytes`);
+    assert.equal((await A('GET', '/api/v1/health')).status, 200);
+  });
+
   test('delete: 204, then 404', async () => {
     const c = await A('POST', '/api/v1/sandboxes', { body: { language: 'bash' } });
     assert.equal((await A('DELETE', `/api/v1/sandboxes/${c.json.sandbox_id}`)).status, 204);

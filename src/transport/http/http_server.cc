@@ -559,7 +559,9 @@ void Exchange::drop_callbacks() {
 void Exchange::respond(Response r) {
   if (done_.exchange(true)) return;
   drop_callbacks();
-  started_ = true;
+  // A stream under way has sent its head: a second head would land inside
+  // its chunks and corrupt the connection. The stream ends instead.
+  if (started_.exchange(true)) return conn_->finish_stream(generation_);
   conn_->respond(generation_, std::move(r));
 }
 

@@ -94,7 +94,7 @@ class WsSession : public WsConnection,
       return end(1006);
     }
     open_ = true;
-    handler_->on_open(shared_from_this());
+    if (!guarded([&] { handler_->on_open(shared_from_this()); })) return;
     do_read();
     if (closing_) write_next();  // closed (server stop) during the handshake
   }
@@ -117,11 +117,9 @@ class WsSession : public WsConnection,
     }
     std::string msg = beast::buffers_to_string(in_.data());
     in_.consume(in_.size());
-    if (ws_.got_text()) {
-      handler_->on_text(std::move(msg));
-    } else {
-      handler_->on_binary(std::move(msg));
-    }
+    const bool text = ws_.got_text();
+    if (!guarded([&] { text ? handler_->on_text(std::move(msg)) : handler_->on_binary(std::move(msg)); }))
+      return;
     if (!ended_) do_read();
   }
 
@@ -183,6 +181,20 @@ class WsSession : public WsConnection,
         cr, [self = shared_from_this()](beast::error_code) { self->end(self->close_code_); });
   }
 
+  // A handler's exception ends this connection (1011), never the I/O thread
+  // and with it the server: the handlers parse what a client sent.
+  template <typename F>
+  bool guarded(F&& f) {
+    try {
+      f();
+      return true;
+    } catch (const std::exception& e) {
+      spdlog::warn("websocket handler: {}", e.what());
+      close(ws_close::kInternalError, "internal error");
+      return false;
+    }
+  }
+
   void end(uint16_t code) {
     if (ended_.exchange(true)) return;
     beast::error_code ignore;
@@ -190,7 +202,13 @@ class WsSession : public WsConnection,
     beast::get_lowest_layer(ws_).socket().close(ignore);
     // The write in flight still refers to the front item: it goes when that ends.
     while (queue_.size() > (writing_ ? 1u : 0u)) queue_.pop_back();
-    if (open_) handler_->on_close(code);
+    if (open_) {
+      try {
+        handler_->on_close(code);
+      } catch (const std::exception& e) {
+        spdlog::warn("websocket handler, at close: {}", e.what());
+      }
+    }
     if (on_end_) on_end_();
     on_end_ = nullptr;
   }
