@@ -118,7 +118,9 @@ class WsSession : public WsConnection,
     std::string msg = beast::buffers_to_string(in_.data());
     in_.consume(in_.size());
     const bool text = ws_.got_text();
-    if (!guarded([&] { text ? handler_->on_text(std::move(msg)) : handler_->on_binary(std::move(msg)); }))
+    if (!guarded([&] {
+          text ? handler_->on_text(std::move(msg)) : handler_->on_binary(std::move(msg));
+        }))
       return;
     if (!ended_) do_read();
   }
