@@ -131,7 +131,11 @@ Sandboxes::Sandboxes(tools::ToolEnv& env, mcp::Server& server)
   impl_->watch = std::make_unique<SandboxWatch>(env.manager, *events_);
 }
 
-Sandboxes::~Sandboxes() = default;
+Sandboxes::~Sandboxes() {
+  // The watch thread publishes into events_, which (declared after impl_)
+  // goes first: the thread stops before it.
+  impl_->watch.reset();
+}
 
 Result<json> Sandboxes::create(const Caller& c, const json& args) {
   auto r = impl_->call("create_sandbox", c, args);

@@ -235,12 +235,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
       self->upgraded_ = true;
       self->response_done_ = true;
       self->deadline_.cancel();
-      beast::error_code ignore;
-      self->stream_.socket().cancel(ignore);
-      std::weak_ptr<Connection> weak = self;
-      self->ws_ = detail::start_websocket(std::move(self->stream_), req, std::move(handler), options, [weak] {
-        if (auto c = weak.lock()) c->ws_ended();
-      });
+      self->pending_upgrade_.emplace(PendingUpgrade{std::move(handler), std::move(req), options});
+      // The watch read must end before the socket changes hands: one stream
+      // allows one read at a time. Its completion starts the session (a
+      // client sends no frame before the 101, so it cannot have read one).
+      if (self->watching_) {
+        beast::error_code ignore;
+        self->stream_.socket().cancel(ignore);
+        return;
+      }
+      self->start_upgraded();
+    });
+  }
+
+  void start_upgraded() {
+    PendingUpgrade p = std::move(*pending_upgrade_);
+    pending_upgrade_.reset();
+    std::weak_ptr<Connection> weak = shared_from_this();
+    ws_ = detail::start_websocket(std::move(stream_), p.req, std::move(p.handler), p.options, [weak] {
+      if (auto c = weak.lock()) c->ws_ended();
     });
   }
 
@@ -399,7 +412,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     watching_ = true;
     stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
       self->watching_ = false;
-      if (self->upgraded_) return;  // the socket is the WebSocket session's now
+      if (self->upgraded_) {  // the socket becomes the WebSocket session's now
+        if (self->pending_upgrade_) self->start_upgraded();
+        return;
+      }
       if (!ec) {
         self->buffer_.commit(n);  // a pipelined request: kept for the next read
         if (self->response_done_ && self->queue_.empty() && !self->writing_) self->next_request();
@@ -536,6 +552,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool chunked_ = false;
   bool writing_ = false;
   bool watching_ = false;
+  struct PendingUpgrade {
+    std::shared_ptr<WsHandler> handler;
+    Request req;
+    WsOptions options;
+  };
+  std::optional<PendingUpgrade> pending_upgrade_;  // waits for the watch read to end
   bool response_done_ = false;
   bool dead_ = false;
   bool upgraded_ = false;

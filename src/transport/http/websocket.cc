@@ -93,6 +93,7 @@ class WsSession : public WsConnection,
       spdlog::debug("websocket handshake: {}", ec.message());
       return end(1006);
     }
+    if (ended_) return;
     open_ = true;
     if (!guarded([&] { handler_->on_open(shared_from_this()); })) return;
     do_read();
@@ -115,6 +116,7 @@ class WsSession : public WsConnection,
         code = close_code_;
       return end(code);
     }
+    if (ended_) return;
     std::string msg = beast::buffers_to_string(in_.data());
     in_.consume(in_.size());
     const bool text = ws_.got_text();
@@ -213,6 +215,7 @@ class WsSession : public WsConnection,
     }
     if (on_end_) on_end_();
     on_end_ = nullptr;
+    handler_.reset();  // a handler holding its connection would otherwise keep both alive
   }
 
   websocket::stream<beast::tcp_stream> ws_;

@@ -81,6 +81,10 @@ class WebSocketTest : public ::testing::Test {
   }
   void TearDown() override {
     if (server_) server_->stop();
+    // The handler holds its connection, whose session needs the server's
+    // I/O context: it goes before the server does.
+    handler_.reset();
+    server_.reset();
   }
   std::unique_ptr<websocket::stream<tcp::socket>> connect(const std::string& origin = {}) {
     auto ws = std::make_unique<websocket::stream<tcp::socket>>(io_);
