@@ -67,7 +67,9 @@ TEST_F(SandboxesTest, LifecycleIsPerOwner) {
   EXPECT_EQ((*got)["status"], "running");
   ASSERT_TRUE(got->contains("usage"));
   // Memory is read from the sandbox's cgroup, which an unprivileged server may not have.
-  if (::geteuid() == 0) EXPECT_GT((*got)["usage"]["memory_bytes"].get<std::uint64_t>(), 0u);
+  if (::geteuid() == 0) {
+    EXPECT_GT((*got)["usage"]["memory_bytes"].get<std::uint64_t>(), 0u);
+  }
 
   // Another owner's sandbox is not found, exactly as a missing one.
   auto theirs = svc_->get(bob_, id);
