@@ -4,8 +4,30 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <map>
 
 namespace sandcastle::sandbox {
+
+namespace {
+
+// `env` with the request's variables layered over it, as "KEY=value".
+Result<std::vector<std::string>> environment(std::map<std::string, std::string> env,
+                                             const std::map<std::string, std::string>& request,
+                                             const std::string& what) {
+  for (const auto& [k, v] : request) {
+    if (!valid_env_name(k))
+      return Error::make(ErrorCode::kInvalidArgument, what + ": invalid env name '" + k + "'");
+    if (v.find('\0') != std::string::npos)
+      return Error::make(ErrorCode::kInvalidArgument, what + ": env " + k + " contains NUL");
+    env[k] = v;
+  }
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+}  // namespace
 
 Result<ExecCommand> exec_command(const ExecRequest& req, const SandboxSpec& spec) {
   if (req.argv.empty() || req.argv[0].empty())
@@ -19,20 +41,42 @@ Result<ExecCommand> exec_command(const ExecRequest& req, const SandboxSpec& spec
   auto env = base_environment();
   if (req.spec_env)
     for (const auto& [k, v] : spec.env()) env[k] = v;
-  for (const auto& [k, v] : req.env) {
-    if (!valid_env_name(k))
-      return Error::make(ErrorCode::kInvalidArgument, "exec: invalid env name '" + k + "'");
-    if (v.find('\0') != std::string::npos)
-      return Error::make(ErrorCode::kInvalidArgument, "exec: env " + k + " contains NUL");
-    env[k] = v;
-  }
-  for (const auto& [k, v] : env) c.env.push_back(k + "=" + v);
+  auto merged = environment(std::move(env), req.env, "exec");
+  if (!merged) return merged.error();
+  c.env = std::move(*merged);
   c.cwd = req.cwd.empty() ? spec.workdir() : req.cwd;
   if (c.cwd.front() != '/') c.cwd = spec.workdir() + "/" + c.cwd;
   auto timeout = req.timeout.value_or(spec.limits().exec_timeout);
   if (timeout.count() <= 0)
     return Error::make(ErrorCode::kInvalidArgument, "exec: timeout must be positive");
   c.timeout_ms = static_cast<std::uint64_t>(timeout.count());
+  return c;
+}
+
+Result<ExecCommand> terminal_command(const TerminalRequest& req, const SandboxSpec& spec) {
+  constexpr std::uint64_t kTerminalTimeoutMs = std::uint64_t{30} * 24 * 3600 * 1000;
+  if (req.cols == 0 || req.rows == 0)
+    return Error::make(ErrorCode::kInvalidArgument, "terminal: cols and rows must be positive");
+  ExecCommand c;
+  c.argv = req.argv;
+  if (c.argv.empty())
+    // The image's login shell: bash where it exists, else sh. Asked inside
+    // the sandbox (the server never looks at its tree).
+    c.argv = {"/bin/sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash -l; exec sh -l"};
+  for (const auto& a : c.argv)
+    if (a.find('\0') != std::string::npos)
+      return Error::make(ErrorCode::kInvalidArgument, "terminal: argument contains NUL");
+  if (c.argv[0].empty())
+    return Error::make(ErrorCode::kInvalidArgument, "terminal: argv[0] is empty");
+  auto env = base_environment();
+  for (const auto& [k, v] : spec.env()) env[k] = v;
+  env["TERM"] = "xterm-256color";
+  auto merged = environment(std::move(env), req.env, "terminal");
+  if (!merged) return merged.error();
+  c.env = std::move(*merged);
+  c.cwd = req.cwd.empty() ? spec.workdir() : req.cwd;
+  if (c.cwd.front() != '/') c.cwd = spec.workdir() + "/" + c.cwd;
+  c.timeout_ms = kTerminalTimeoutMs;
   return c;
 }
 

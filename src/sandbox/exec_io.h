@@ -32,6 +32,12 @@ struct ExecCommand {
 // invalid variable name, or a timeout that is not positive.
 Result<ExecCommand> exec_command(const ExecRequest& req, const SandboxSpec& spec);
 
+// What every backend runs for a TerminalRequest: the image's login shell when
+// argv is empty, TERM=xterm-256color, a 30-day backstop timeout (the REST
+// layer closes idle terminals sooner). kInvalidArgument as exec_command, and
+// for a zero size.
+Result<ExecCommand> terminal_command(const TerminalRequest& req, const SandboxSpec& spec);
+
 // One of a command's output streams, read without blocking.
 struct OutputStream {
   UniqueFd fd;  // O_NONBLOCK

@@ -18,6 +18,7 @@
 
 namespace sandcastle::service {
 
+// NOLINTNEXTLINE(bugprone-exception-escape): nlohmann::json's noexcept destructor may allocate
 struct SandboxEvent {
   enum class Kind { kCreated, kChanged, kRemoved };
   Kind kind = Kind::kCreated;

@@ -57,7 +57,7 @@ struct EventStream {
 // moves by pages, and the process count blinks with the sandbox's own
 // helpers; a console shows none of that.
 bool changed(const service::UsageSample& sent, const service::UsageSample& now) {
-  constexpr uint64_t kBytes = 1024 * 1024;  // the console draws MiB
+  constexpr uint64_t kBytes = uint64_t{1024} * 1024;  // the console draws MiB
   auto apart = [](uint64_t x, uint64_t y) { return x > y ? x - y : y - x; };
   return std::abs(now.cpu_ms - sent.cpu_ms) >= 10.0 ||
          apart(now.memory_bytes, sent.memory_bytes) >= kBytes ||

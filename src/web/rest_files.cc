@@ -218,8 +218,9 @@ void RestApi::file_routes(Router& r) {
             MultipartParser parser(*boundary, limits, sink);
             Status st;
             const std::string_view body = call.req.body;
-            for (size_t off = 0; st.ok() && off < body.size(); off += 64 * 1024)
-              st = parser.feed(body.substr(off, 64 * 1024));
+            constexpr size_t kChunk = size_t{64} * 1024;
+            for (size_t off = 0; st.ok() && off < body.size(); off += kChunk)
+              st = parser.feed(body.substr(off, kChunk));
             if (st.ok()) st = parser.finish();
             if (st.ok() && files.empty())
               st = Error::make(ErrorCode::kInvalidArgument, "no file parts in the upload");

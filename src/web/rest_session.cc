@@ -15,13 +15,16 @@ using transport::http::RouteParam;
 
 namespace {
 
-const json kSessionInfo{{"type", "object"},
-                        {"properties",
-                         {{"auth_required", {{"type", "boolean"}}},
-                          {"authenticated", {{"type", "boolean"}}},
-                          {"key_id", {{"type", "string"}}},
-                          {"admin", {{"type", "boolean"}}},
-                          {"csrf_token", {{"type", "string"}}}}}};
+// A function, not a static json: building one may throw.
+json session_info_schema() {
+  return json{{"type", "object"},
+              {"properties",
+               {{"auth_required", {{"type", "boolean"}}},
+                {"authenticated", {{"type", "boolean"}}},
+                {"key_id", {{"type", "string"}}},
+                {"admin", {{"type", "boolean"}}},
+                {"csrf_token", {{"type", "string"}}}}}};
+}
 
 json key_json(const store::KeyInfo& k) {
   auto opt = [](const std::string& s) { return s.empty() ? json() : json(s); };
@@ -43,7 +46,7 @@ void RestApi::session_routes(Router& r) {
   in.request_schema = json{{"type", "object"},
                            {"required", json::array({"api_key"})},
                            {"properties", {{"api_key", {{"type", "string"}}}}}};
-  in.response_schema = kSessionInfo;
+  in.response_schema = session_info_schema();
   (void)r.add("POST", "/api/v1/session", in, [this](Call& c) {
     if (!origin_ok(c.req))
       return c.reply(problem(403, "forbidden", "a page on another origin may not sign in here"));
@@ -73,7 +76,7 @@ void RestApi::session_routes(Router& r) {
   get.summary = "Whether this browser is signed in (no key needed)";
   get.tags = {"session"};
   get.auth = RouteAuth::kNone;
-  get.response_schema = kSessionInfo;
+  get.response_schema = session_info_schema();
   (void)r.add("GET", "/api/v1/session", get, [this](Call& c) {
     json out{{"auth_required", options_.auth_required}, {"authenticated", false}};
     const std::string key = header_key(c.req);

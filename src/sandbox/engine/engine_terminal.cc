@@ -16,6 +16,7 @@
 #include <mutex>
 
 #include "sandbox/engine/engine_sandbox.h"
+#include "sandbox/exec_io.h"
 
 namespace sandcastle::sandbox::engine {
 namespace {
@@ -23,35 +24,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kStartTimeout = std::chrono::seconds(10);
 constexpr int kKilledStatus = 128 + SIGKILL;
-// The agent's own backstop; the REST layer closes idle terminals sooner.
-constexpr std::uint64_t kTerminalTimeoutMs = std::uint64_t{30} * 24 * 3600 * 1000;
 
 Result<AgentExec> terminal_exec(const TerminalRequest& req, const SandboxSpec& spec) {
-  if (req.cols == 0 || req.rows == 0)
-    return Error::make(ErrorCode::kInvalidArgument, "terminal: cols and rows must be positive");
+  auto cmd = terminal_command(req, spec);
+  if (!cmd) return cmd.error();
   AgentExec e;
-  e.argv = req.argv;
-  if (e.argv.empty())
-    e.argv = {"/bin/sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash -l; exec sh -l"};
-  for (const auto& a : e.argv)
-    if (a.find('\0') != std::string::npos)
-      return Error::make(ErrorCode::kInvalidArgument, "terminal: argument contains NUL");
-  if (e.argv[0].empty())
-    return Error::make(ErrorCode::kInvalidArgument, "terminal: argv[0] is empty");
-  auto env = base_environment();
-  for (const auto& [k, v] : spec.env()) env[k] = v;
-  env["TERM"] = "xterm-256color";
-  for (const auto& [k, v] : req.env) {
-    if (!valid_env_name(k))
-      return Error::make(ErrorCode::kInvalidArgument, "terminal: invalid env name '" + k + "'");
-    if (v.find('\0') != std::string::npos)
-      return Error::make(ErrorCode::kInvalidArgument, "terminal: env " + k + " contains NUL");
-    env[k] = v;
-  }
-  for (const auto& [k, v] : env) e.env.push_back(k + "=" + v);
-  e.cwd = req.cwd.empty() ? spec.workdir() : req.cwd;
-  if (e.cwd.front() != '/') e.cwd = spec.workdir() + "/" + e.cwd;
-  e.timeout_ms = kTerminalTimeoutMs;
+  e.argv = std::move(cmd->argv);
+  e.env = std::move(cmd->env);
+  e.cwd = std::move(cmd->cwd);
+  e.timeout_ms = cmd->timeout_ms;
   e.rlimit_nofile = spec.limits().open_files;
   e.rlimit_fsize = spec.limits().file_size_bytes;
   e.pty_cols = req.cols;

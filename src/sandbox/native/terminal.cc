@@ -15,6 +15,7 @@
 #include <mutex>
 #include <utility>
 
+#include "sandbox/exec_io.h"
 #include "sandbox/native/fd_passing.h"
 #include "sandbox/native/init_loop.h"
 #include "sandbox/native/native_sandbox.h"
@@ -25,9 +26,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A shell's supervisor ends it after this long (the REST layer closes idle
-// terminals much sooner: the sandbox's TTL).
-constexpr std::uint64_t kTerminalTimeoutMs = std::uint64_t{30} * 24 * 3600 * 1000;
 constexpr auto kStartTimeout = std::chrono::seconds(10);
 // The shell's status when its end was not reported (the sandbox went away,
 // or its report was malformed): killed.
@@ -38,33 +36,13 @@ constexpr unsigned kPtmxMajor = 5, kPtmxMinor = 2;
 
 Result<ExecWire> terminal_wire(const TerminalRequest& req, const SandboxSpec& spec,
                                bool have_cgroup) {
-  if (req.cols == 0 || req.rows == 0)
-    return Error::make(ErrorCode::kInvalidArgument, "terminal: cols and rows must be positive");
+  auto cmd = terminal_command(req, spec);
+  if (!cmd) return cmd.error();
   ExecWire w;
-  w.argv = req.argv;
-  if (w.argv.empty())
-    // The image's login shell: bash where it exists, else sh. Asked inside
-    // the sandbox (the server never looks at its tree).
-    w.argv = {"/bin/sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash -l; exec sh -l"};
-  for (const auto& a : w.argv)
-    if (a.find('\0') != std::string::npos)
-      return Error::make(ErrorCode::kInvalidArgument, "terminal: argument contains NUL");
-  if (w.argv[0].empty())
-    return Error::make(ErrorCode::kInvalidArgument, "terminal: argv[0] is empty");
-  auto env = base_environment();
-  for (const auto& [k, v] : spec.env()) env[k] = v;
-  env["TERM"] = "xterm-256color";
-  for (const auto& [k, v] : req.env) {
-    if (!valid_env_name(k))
-      return Error::make(ErrorCode::kInvalidArgument, "terminal: invalid env name '" + k + "'");
-    if (v.find('\0') != std::string::npos)
-      return Error::make(ErrorCode::kInvalidArgument, "terminal: env " + k + " contains NUL");
-    env[k] = v;
-  }
-  for (const auto& [k, v] : env) w.env.push_back(k + "=" + v);
-  w.cwd = req.cwd.empty() ? spec.workdir() : req.cwd;
-  if (w.cwd.front() != '/') w.cwd = spec.workdir() + "/" + w.cwd;
-  w.timeout_ms = kTerminalTimeoutMs;
+  w.argv = std::move(cmd->argv);
+  w.env = std::move(cmd->env);
+  w.cwd = std::move(cmd->cwd);
+  w.timeout_ms = cmd->timeout_ms;
   const Limits& l = spec.limits();
   w.rlimit_nofile = l.open_files;
   w.rlimit_fsize = l.file_size_bytes;
