@@ -1,5 +1,6 @@
 // sandcastle-agent's commands: the static agent run as a child, spoken to
 // through agent_wire.h as the engine backend does (no engine needed).
+#include <signal.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -177,6 +178,70 @@ TEST(AgentExec, NothingOutlivesTheMainProcess) {
   ASSERT_EQ(std::sscanf(a.chans[e.ch_stdout].data.c_str(), "%d %d", &bg1, &bg2), 2);
   EXPECT_TRUE(wait_gone(bg1));
   EXPECT_TRUE(wait_gone(bg2));
+}
+
+// A daemon that left its session is still its command's while another
+// command runs (a terminal that stays open): the command's keeper inherits
+// it, so it ends with the command.
+TEST(AgentExec, NothingOutlivesTheMainProcessWhileAnotherCommandRuns) {
+  AgentProc a;
+  AgentExec other = make_exec(a, 30, {"sh", "-c", "sleep 300 & echo $!; wait"});
+  a.send_control(encode_exec(other));
+  ASSERT_TRUE(a.pump_until([&] { return !a.chans[other.ch_stdout].data.empty(); }));
+  const pid_t other_bg = std::atoi(a.chans[other.ch_stdout].data.c_str());
+  // The daemon says its own pid (setsid(1) forks when it leads a group),
+  // then lets go of every stream of the command.
+  AgentExec e = make_exec(
+      a, 31,
+      {"sh", "-c", "(setsid sh -c 'echo $$; exec sleep 301 >/dev/null 2>&1' &) | head -n1"});
+  const AgentDone* done = a.run(e);
+  ASSERT_NE(done, nullptr);
+  EXPECT_EQ(done->end, AgentEnd::kExited);
+  const pid_t daemon = std::atoi(a.chans[e.ch_stdout].data.c_str());
+  ASSERT_GT(daemon, 1);
+  EXPECT_TRUE(wait_gone(daemon));
+  EXPECT_FALSE(pid_gone(other_bg));
+  a.send_control(encode_signal(30, AgentSignal::kCancel));
+  ASSERT_NE(a.wait_end(30), nullptr);
+  EXPECT_TRUE(wait_gone(other_bg));
+}
+
+// A command that kills its keeper ends as killed, and what it started is
+// swept by the agent; another command's processes are left alone.
+TEST(AgentExec, ACommandThatKillsItsKeeperTakesOnlyItself) {
+  AgentProc a;
+  AgentExec other = make_exec(a, 32, {"sh", "-c", "sleep 300 & echo $!; wait"});
+  a.send_control(encode_exec(other));
+  ASSERT_TRUE(a.pump_until([&] { return !a.chans[other.ch_stdout].data.empty(); }));
+  const pid_t other_bg = std::atoi(a.chans[other.ch_stdout].data.c_str());
+  AgentExec e = make_exec(
+      a, 33,
+      {"sh", "-c",
+       "(setsid sh -c 'echo $$; exec sleep 302 >/dev/null 2>&1' &) | head -n1; kill -9 $PPID"});
+  const AgentDone* done = a.run(e);
+  ASSERT_NE(done, nullptr);
+  EXPECT_TRUE(WIFSIGNALED(done->wait_status));
+  EXPECT_EQ(WTERMSIG(done->wait_status), SIGKILL);
+  const pid_t bg = std::atoi(a.chans[e.ch_stdout].data.c_str());
+  ASSERT_GT(bg, 1);
+  EXPECT_TRUE(wait_gone(bg));
+  EXPECT_FALSE(pid_gone(other_bg));
+  a.send_control(encode_signal(32, AgentSignal::kCancel));
+  ASSERT_NE(a.wait_end(32), nullptr);
+}
+
+// kStarted names the command (its shell's $$), not its keeper; a signal
+// that kills the command is the exec's wait status.
+TEST(AgentExec, StartedPidIsTheCommandsAndItsSignalIsTheStatus) {
+  AgentProc a;
+  AgentExec e = make_exec(a, 34, {"sh", "-c", "echo $$; kill -TERM $$"});
+  const AgentDone* done = a.run(e);
+  ASSERT_NE(done, nullptr);
+  const AgentControl* started = a.find(AgentMsg::kStarted, 34);
+  ASSERT_NE(started, nullptr);
+  EXPECT_EQ(static_cast<pid_t>(started->b), std::atoi(a.chans[e.ch_stdout].data.c_str()));
+  EXPECT_TRUE(WIFSIGNALED(done->wait_status));
+  EXPECT_EQ(WTERMSIG(done->wait_status), SIGTERM);
 }
 
 TEST(AgentExec, InterruptReachesTheMainProcess) {

@@ -14,9 +14,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <vector>
 
 #include "sandbox/engine/agent/own_net.h"
+#include "sandbox/engine/agent/proc_tree.h"
 #include "sandbox/engine/agent/terminal.h"
 
 namespace sandcastle::sandbox::engine::agent {
@@ -33,8 +35,13 @@ enum Step : std::int32_t {
   kListen,
   kLandlock,
   kCtty,
-  kSeccomp
+  kSeccomp,
+  kFork
 };
+
+// The keeper's one message: 'P' and the command's pid (an int32).
+constexpr char kCommandPidMark = 'P';
+constexpr std::size_t kCommandPidSize = 1 + sizeof(std::int32_t);
 
 // What the child writes on its error pipe when a step fails.
 struct ChildReport {
@@ -256,6 +263,72 @@ int move_high(int error_fd, int fd) {
   fail(error_fd, kExecve, exec_err);
 }
 
+// The keeper's end: every process left under it, killed and reaped. As a
+// subreaper it inherits each orphan before the orphan's parent can be
+// reaped, so after every death it looks again, until it has no child.
+void end_descendants() {
+  for (;;) {
+    std::set<pid_t> seen;
+    (void)kill_trees(children_of(::getpid()), seen);
+    int st = 0;
+    pid_t p = ::wait4(-1, &st, 0, nullptr);
+    if (p < 0 && errno == ECHILD) return;
+    if (p < 0 && errno != EINTR) return;
+    while (::wait4(-1, &st, WNOHANG, nullptr) > 0) {
+    }
+  }
+}
+
+// Ends the keeper as the command ended, so the agent's wait status is the
+// command's: its exit code, or death by its signal (with the disposition
+// reset and the signal unblocked; an exit with 128 + signal if it lives).
+[[noreturn]] void end_as(int status) {
+  if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
+  const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  (void)sigaction(sig, &dfl, nullptr);
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, sig);
+  (void)pthread_sigmask(SIG_UNBLOCK, &only, nullptr);
+  (void)::kill(::getpid(), sig);
+  _exit(128 + sig);
+}
+
+// The keeper (see spawn_command). Forked from the single-threaded agent, so
+// it may allocate; the command's child runs only syscalls.
+[[noreturn]] void run_keeper(Prepared& p, const CommandFds& fds, const char* cwd, int report_fd) {
+  (void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  struct rlimit no_core {
+    0, 0
+  };
+  (void)setrlimit(RLIMIT_CORE, &no_core);
+  pid_t cmd = ::fork();
+  if (cmd == 0) run_child(p, fds, cwd, report_fd);
+  if (cmd < 0) fail(report_fd, kFork, errno);
+  char msg[kCommandPidSize] = {kCommandPidMark};
+  const std::int32_t pid32 = cmd;
+  std::memcpy(msg + 1, &pid32, sizeof pid32);
+  (void)::send(report_fd, msg, sizeof msg, MSG_NOSIGNAL);
+  // None of the agent's descriptors: not its stream (fds 0 and 1), not a
+  // channel, not the report socket (the agent's EOF comes with execve).
+  if (syscall(SYS_close_range, 0U, ~0U, 0U) != 0)
+    for (int fd = 0; fd < p.close_upto; ++fd) ::close(fd);
+  int status = 0;
+  for (;;) {
+    int st = 0;
+    pid_t r = ::wait4(-1, &st, 0, nullptr);
+    if (r == cmd) {
+      status = st;
+      break;
+    }
+    if (r < 0 && errno != EINTR) _exit(127);  // no command to wait for: cannot be
+  }
+  end_descendants();
+  end_as(status);
+}
+
 }  // namespace
 
 SpawnOutcome spawn_command(const AgentExec& e, const CommandFds& fds, bool own_net) {
@@ -271,7 +344,7 @@ SpawnOutcome spawn_command(const AgentExec& e, const CommandFds& fds, bool own_n
   pid_t pid = ::fork();
   if (pid == 0) {
     ::close(report[0]);
-    run_child(p, fds, e.cwd.c_str(), report[1]);
+    run_keeper(p, fds, e.cwd.c_str(), report[1]);
   }
   int fork_err = errno;
   ::close(report[1]);
@@ -309,13 +382,28 @@ SpawnOutcome spawn_command(const AgentExec& e, const CommandFds& fds, bool own_n
       }
     }
     if (n == 1 && buf[0] == kListenerMark && out.listener) continue;
+    if (n == static_cast<ssize_t>(kCommandPidSize) && buf[0] == kCommandPidMark &&
+        out.command_pid <= 0) {
+      std::int32_t v = 0;
+      std::memcpy(&v, buf + 1, sizeof v);
+      // The keeper's word, checked anyway: a pid of the container, not the
+      // agent (1) nor the keeper itself.
+      if (v > 1 && v != pid) out.command_pid = v;
+      continue;
+    }
     if (n == static_cast<ssize_t>(sizeof r)) std::memcpy(&r, buf, sizeof r);
     break;
   }
   ::close(report[0]);
-  if (n == 0) {
+  if (n == 0 && out.command_pid > 0) {
     out.pid = pid;
     return out;
+  }
+  if (n == 0) {
+    // execve went through but the command's pid never came: end it all.
+    ::kill(pid, SIGKILL);
+    n = -1;
+    errno = EPROTO;
   }
   out.listener.reset();
   int st = 0;

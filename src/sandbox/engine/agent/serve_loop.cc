@@ -65,7 +65,8 @@ constexpr std::int64_t kDrainWaitMs = 3000;
 
 struct Exec {
   std::uint32_t id = 0;
-  pid_t pid = -1;
+  pid_t pid = -1;      // the command's keeper (command.h): the agent's child
+  pid_t cmd_pid = -1;  // the command: its session and process group
   std::int64_t deadline = 0;        // 0: none
   std::int64_t drain_deadline = 0;  // set when the main process is reaped
   AgentEnd end = AgentEnd::kExited;
@@ -97,6 +98,7 @@ class Agent {
   void on_resize(std::uint32_t id, std::uint32_t size);
   void on_main_exit(Exec& x);
   void kill_exec_tree(Exec& x);
+  void kill_escaped();
   void try_finish(std::uint32_t id);
   void reap();
   void check_deadlines();
@@ -312,6 +314,7 @@ void Agent::start_exec(AgentExec e) {
   keep.clear();  // the child's ends: it has its own copies now
   if (out.pid <= 0) return fail(out.err, out.step.c_str());
   x.pid = out.pid;
+  x.cmd_pid = out.command_pid;
   if (own_net) x.listener = std::move(out.listener);
   x.pty = std::move(pty);
   x.channels = ids;
@@ -319,7 +322,7 @@ void Agent::start_exec(AgentExec e) {
     x.deadline =
         now_ms() + static_cast<std::int64_t>(std::min<std::uint64_t>(e.timeout_ms, 1ULL << 40));
   exec_by_pid_[x.pid] = x.id;
-  ch_.control(encode_started(x.id, static_cast<std::uint32_t>(x.pid)));
+  ch_.control(encode_started(x.id, static_cast<std::uint32_t>(x.cmd_pid)));
   execs_.emplace(x.id, std::move(x));
 }
 
@@ -343,7 +346,7 @@ void Agent::on_signal(std::uint32_t id, AgentSignal s) {
   if (it == execs_.end() || it->second.reaped) return;
   Exec& x = it->second;
   if (s == AgentSignal::kInterrupt) {
-    ::kill(x.pid, SIGINT);
+    ::kill(x.cmd_pid, SIGINT);
     return;
   }
   if (!x.killed) x.end = AgentEnd::kCancelled;
@@ -357,26 +360,32 @@ void Agent::on_resize(std::uint32_t id, std::uint32_t size) {
   if (cols != 0 && rows != 0) (void)resize_pty(it->second.pty.get(), cols, rows);
 }
 
-// SIGKILL to the command's process group, then to every process the agent
-// can tie to it: the main process's tree while it lives, and orphans that
-// came to the agent (its subreaper) from the command's session, or from any
-// session when no other command runs (a daemon that called setsid).
+// SIGKILL to the command's process group and to everything under its
+// keeper; the keeper itself lives on to reap them, kill what they leave and
+// end as the command did (command.h). SIGCONT in case it was stopped.
 void Agent::kill_exec_tree(Exec& x) {
   x.killed = true;
-  ::kill(-x.pid, SIGKILL);
-  std::size_t others = 0;
-  for (const auto& [id, e] : execs_)
-    if (id != x.id && !e.reaped) ++others;
-  std::set<pid_t> seen;
-  for (int round = 0; round < 4; ++round) {
-    std::vector<pid_t> roots;
-    if (!x.reaped) roots.push_back(x.pid);
-    for (pid_t c : children_of(::getpid())) {
-      if (exec_by_pid_.count(c) || file_workers_.count(c)) continue;
-      if (others == 0 || session_of(c) == x.pid) roots.push_back(c);
-    }
-    if (kill_trees(roots, seen) == 0) break;
+  if (!x.reaped) {
+    ::kill(-x.cmd_pid, SIGKILL);
+    std::set<pid_t> seen;
+    for (int round = 0; round < 4; ++round)
+      if (kill_trees(children_of(x.pid), seen) == 0) break;
+    ::kill(x.pid, SIGCONT);
   }
+  kill_escaped();
+}
+
+// A child of the agent that is neither a live keeper nor a file worker came
+// from a keeper that died before its command (killed by a process of the
+// sandbox's uid): nothing owns it, so it ends. Called at every reap: an
+// orphan is the agent's child before its parent can be reaped, so each
+// death of one reaches the next.
+void Agent::kill_escaped() {
+  std::vector<pid_t> roots;
+  for (pid_t c : children_of(::getpid()))
+    if (!exec_by_pid_.count(c) && !file_workers_.count(c)) roots.push_back(c);
+  std::set<pid_t> seen;
+  (void)kill_trees(roots, seen);
 }
 
 void Agent::on_main_exit(Exec& x) {
@@ -406,12 +415,14 @@ void Agent::reap() {
   struct signalfd_siginfo si;
   while (::read(sigfd_.get(), &si, sizeof si) > 0) {
   }
+  bool any = false;
   for (;;) {
     int st = 0;
     struct rusage ru {};
     pid_t p = ::wait4(-1, &st, WNOHANG, &ru);
     if (p < 0 && errno == EINTR) continue;
-    if (p <= 0) return;
+    if (p <= 0) break;
+    any = true;
     file_workers_.erase(p);
     auto it = exec_by_pid_.find(p);
     if (it == exec_by_pid_.end()) continue;
@@ -425,6 +436,7 @@ void Agent::reap() {
     x.done.maxrss_kib = static_cast<std::uint64_t>(ru.ru_maxrss);
     on_main_exit(x);
   }
+  if (any) kill_escaped();
 }
 
 void Agent::check_deadlines() {
@@ -479,7 +491,7 @@ void Agent::accept_on(Exec& x) {
     std::string why;
     if (client_len != sizeof client || client.sin_family != AF_INET ||
         ::getsockname(conn.get(), reinterpret_cast<struct sockaddr*>(&server), &server_len) != 0 ||
-        !connection_from_session(client, server, x.pid, why)) {
+        !connection_from_session(client, server, x.cmd_pid, why)) {
       log("exec " + std::to_string(x.id) + ": refused a connection to its listener from port " +
           std::to_string(ntohs(client.sin_port)) + ": " + (why.empty() ? "no address" : why));
       continue;
