@@ -192,8 +192,7 @@ TEST(AgentExec, NothingOutlivesTheMainProcessWhileAnotherCommandRuns) {
   // The daemon says its own pid (setsid(1) forks when it leads a group),
   // then lets go of every stream of the command.
   AgentExec e = make_exec(
-      a, 31,
-      {"sh", "-c", "(setsid sh -c 'echo $$; exec sleep 301 >/dev/null 2>&1' &) | head -n1"});
+      a, 31, {"sh", "-c", "(setsid sh -c 'echo $$; exec sleep 301 >/dev/null 2>&1' &) | head -n1"});
   const AgentDone* done = a.run(e);
   ASSERT_NE(done, nullptr);
   EXPECT_EQ(done->end, AgentEnd::kExited);

@@ -51,9 +51,8 @@ struct SpawnOutcome {
 SpawnOutcome spawn_command(const AgentExec& e, const CommandFds& fds, bool own_net);
 
 // The step names a child may report, by index (the pipe carries the index).
-inline constexpr const char* kSpawnSteps[] = {"setsid",    "dup2",   "close_range",
-                                              "setrlimit", "chdir",  "execve",
-                                              "sigaction", "listen", "landlock",
-                                              "ioctl TIOCSCTTY", "seccomp",  "fork"};
+inline constexpr const char* kSpawnSteps[] = {
+    "setsid",    "dup2",   "close_range", "setrlimit",       "chdir",   "execve",
+    "sigaction", "listen", "landlock",    "ioctl TIOCSCTTY", "seccomp", "fork"};
 
 }  // namespace sandcastle::sandbox::engine::agent

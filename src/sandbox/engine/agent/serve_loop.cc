@@ -65,8 +65,8 @@ constexpr std::int64_t kDrainWaitMs = 3000;
 
 struct Exec {
   std::uint32_t id = 0;
-  pid_t pid = -1;      // the command's keeper (command.h): the agent's child
-  pid_t cmd_pid = -1;  // the command: its session and process group
+  pid_t pid = -1;                   // the command's keeper (command.h): the agent's child
+  pid_t cmd_pid = -1;               // the command: its session and process group
   std::int64_t deadline = 0;        // 0: none
   std::int64_t drain_deadline = 0;  // set when the main process is reaped
   AgentEnd end = AgentEnd::kExited;
