@@ -346,6 +346,9 @@ void serve_http(const config::Config& cfg, mcp::Server& server, SandboxManager& 
   ropts.sandboxes = &sandboxes;
   ropts.max_body_bytes = static_cast<size_t>(cfg.max_body_bytes);
   ropts.allowed_origins = cfg.allowed_origins;
+  ropts.max_requests_per_key = static_cast<size_t>(cfg.max_requests_per_key);
+  ropts.max_streams_per_key = static_cast<size_t>(cfg.max_streams_per_key);
+  ropts.max_terminals_per_key = static_cast<size_t>(cfg.max_terminals_per_key);
   web::RestApi rest(ropts);
   rest.add_routes(mcp_http.router());
   transport::http::ServerOptions sopts;

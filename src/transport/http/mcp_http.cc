@@ -576,7 +576,7 @@ void McpHttp::handle(Request&& req, std::shared_ptr<Exchange> ex) {
     return;
   }
   const RouteAuth auth = m.route ? m.route->meta.auth : (api ? RouteAuth::kApi : RouteAuth::kKey);
-  if (auth == RouteAuth::kNone) return m.route->handler(call);
+  if (auth == RouteAuth::kNone) return st.router.dispatch(m.route, call);
   if (st.stopping) {
     call.reply(api ? problem(503, "unavailable", "server shutting down") : Response::text(503, "server shutting down"));
     return;
@@ -594,9 +594,9 @@ void McpHttp::handle(Request&& req, std::shared_ptr<Exchange> ex) {
       call.key_id = *id;
     }
   }
-  // kApi and kAdmin routes authenticate in their handlers (keys or browser
-  // sessions, CSRF): the REST face's rules, its problem+json answers.
-  if (m.route) return m.route->handler(call);
+  // kApi and kAdmin routes pass the guard the REST API set on the route
+  // table (keys or browser sessions, CSRF, Origin, per-key limits).
+  if (m.route) return st.router.dispatch(m.route, call);
   if (!m.allowed.empty()) {
     Response r = api ? problem(405, "method_not_allowed", req.method + " is not allowed on " + req.path)
                      : Response::text(405, "Method Not Allowed");
