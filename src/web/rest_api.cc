@@ -151,6 +151,8 @@ std::optional<Caller> RestApi::authenticate(Call& c, RouteAuth need) {
 bool RestApi::guard(Call& c, const transport::http::Route& route) {
   auto who = authenticate(c, route.meta.auth);
   if (!who) return false;
+  // Off the I/O threads (a guard of blocking routes runs on the workers).
+  if (options_.keys && !who->key_id.empty()) options_.keys->note_used(who->key_id);
   c.key_id = who->key_id;
   c.admin = who->admin;
   c.via_cookie = who->via_cookie;

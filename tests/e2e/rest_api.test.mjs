@@ -165,6 +165,20 @@ describe('REST API with auth on', () => {
     assert.equal(r.headers.get('set-cookie'), null);
   });
 
+  test('last_used_at: null until a key is used, then when it was (GET /api/v1/keys)', async () => {
+    const made = await call(base, 'POST', '/api/v1/keys', { key: admin.key, body: { name: 'used-later' } });
+    assert.equal(made.status, 201, made.text);
+    const entry = async () => (await call(base, 'GET', '/api/v1/keys', { key: admin.key })).json.keys
+      .find((k) => k.id === made.json.id);
+    assert.equal((await entry()).last_used_at, null);
+    const t0 = Date.now();
+    assert.equal((await call(base, 'GET', '/api/v1/sandboxes', { key: made.json.key })).status, 200);
+    const used = (await entry()).last_used_at;
+    assert.match(used ?? '', /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    assert.ok(Math.abs(Date.parse(used) - t0) < 5000, used);
+    assert.equal((await call(base, 'DELETE', `/api/v1/keys/${made.json.id}`, { key: admin.key })).status, 204);
+  });
+
   test('the OpenAPI document is valid OpenAPI 3.1 and every path in it is routed; the walk leaves nothing behind', async () => {
     const activeKeys = async () => (await call(base, 'GET', '/api/v1/keys', { key: admin.key })).json.keys
       .filter((k) => !k.revoked_at).map((k) => k.id).sort();

@@ -301,5 +301,29 @@ TEST_F(RestGuardTest, ARevokedKeyIsRefusedOnItsNextRequest) {
   expect_problem(send("GET", "/api/v1/keys", as_it), 401, "unauthorized", "after revoke");
 }
 
+TEST_F(RestGuardTest, ABlockedKeyDatabaseStallsNoOtherConnection) {
+  // Another process's writer holds the database: the guard's write of
+  // last_used_at waits for it (SQLite's busy timeout), on a worker thread.
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ / "k.db").string().c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE; UPDATE api_keys SET name=name", nullptr, nullptr,
+                         nullptr),
+            SQLITE_OK);
+  auto waiting = std::async(std::launch::async, [&] {
+    return send("GET", "/api/v1/metrics", {{"authorization", "Bearer " + plain_}});
+  });
+  // Meanwhile the one I/O thread answers others at once.
+  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
+      << "the write did not wait: the test proves nothing";
+  for (int i = 0; i < 3; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(send("GET", "/healthz").status, 200);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1000));
+  }
+  ASSERT_EQ(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(other);
+  EXPECT_EQ(waiting.get().status, 200);
+}
+
 }  // namespace
 }  // namespace sandcastle::web
