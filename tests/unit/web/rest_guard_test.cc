@@ -8,6 +8,7 @@
 // connection, and a revoked key refused on its next request.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <boost/asio.hpp>
@@ -71,7 +72,16 @@ class RestGuardTest : public ::testing::Test {
 
     transport::http::McpHttpOptions mo;
     mo.auth_required = true;
-    mo.verify_key = [ks = keys_.get()](const std::string& k) { return ks->verify(k); };
+    mo.verify_key = [this](const std::string& k) {
+      {
+        // A slow key database, when a test closes the gate.
+        std::unique_lock lock(mu_);
+        ++verifying_;
+        cv_.notify_all();
+        cv_.wait(lock, [&] { return !gate_closed_; });
+      }
+      return keys_->verify(k);
+    };
     mcp_ = std::make_unique<transport::http::McpHttp>(server_, mo);
     RestOptions ro;
     ro.auth_required = true;
@@ -130,6 +140,7 @@ class RestGuardTest : public ::testing::Test {
   void release() {
     std::lock_guard lock(mu_);
     released_ = true;
+    gate_closed_ = false;
     cv_.notify_all();
   }
 
@@ -138,6 +149,9 @@ class RestGuardTest : public ::testing::Test {
     net::io_context io;
     net::ip::tcp::socket sock(io);
     sock.connect({net::ip::make_address("127.0.0.1"), port_});
+    // A server that stalls fails the test instead of hanging it.
+    timeval tv{10, 0};
+    ::setsockopt(sock.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     bhttp::request<bhttp::string_body> req{bhttp::string_to_verb(method), target, 11};
     if (req.method() == bhttp::verb::unknown) req.method_string(method);
     req.set(bhttp::field::host, "127.0.0.1:" + std::to_string(port_));
@@ -185,6 +199,8 @@ class RestGuardTest : public ::testing::Test {
   std::map<std::string, size_t> reached_;
   int holding_ = 0;
   bool released_ = false;
+  int verifying_ = 0;
+  bool gate_closed_ = false;
 };
 
 void expect_problem(const Reply& r, int status, const std::string& code, const std::string& what) {
@@ -323,6 +339,36 @@ TEST_F(RestGuardTest, ABlockedKeyDatabaseStallsNoOtherConnection) {
   ASSERT_EQ(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(other);
   EXPECT_EQ(waiting.get().status, 200);
+}
+
+TEST_F(RestGuardTest, ASlowMcpKeyCheckStallsNoOtherConnection) {
+  {
+    std::lock_guard lock(mu_);
+    gate_closed_ = true;
+  }
+  auto waiting = std::async(std::launch::async, [&] {
+    return send(
+        "POST", "/mcp",
+        {{"authorization", "Bearer " + plain_},
+         {"content-type", "application/json"},
+         {"accept", "application/json, text/event-stream"}},
+        R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",)"
+        R"("capabilities":{},"clientInfo":{"name":"t","version":"1"}}})");
+  });
+  {
+    std::unique_lock lock(mu_);
+    ASSERT_TRUE(cv_.wait_for(lock, std::chrono::seconds(10), [&] { return verifying_ == 1; }));
+  }
+  // The key check waits (a slow disk); the one I/O thread answers others.
+  for (int i = 0; i < 3; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(send("GET", "/healthz").status, 200);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1000));
+  }
+  release();
+  Reply r = waiting.get();
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find(R"("id":1)"), std::string::npos) << r.body;
 }
 
 }  // namespace
