@@ -19,7 +19,9 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <thread>
 
+#include "common/thread_pool.h"
 #include "mcp/server.h"
 #include "store/key_store.h"
 #include "transport/http/mcp_http.h"
@@ -131,6 +133,11 @@ class RestGuardTest : public ::testing::Test {
   void TearDown() override {
     release();
     if (http_) http_->stop();
+    // Workers may still hold an answered exchange (an MCP session's task
+    // ends after its reply): it must go before the server's I/O context.
+    auto& pool = ElasticPool::shared();
+    for (int i = 0; i < 500 && pool.idle() != pool.threads(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     rest_.reset();
     mcp_.reset();
     http_.reset();
