@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/proc_identity.h"
+#include "common/thread_pool.h"
 #include "config/start_checks.h"
 #include "images/image_store.h"
 #include "mcp/server.h"
@@ -323,7 +324,12 @@ void serve_http(const config::Config& cfg, mcp::Server& server, SandboxManager& 
     hopts.allowed_hosts = {"localhost", "127.0.0.1", "[::1]"};
   hopts.auth_required = cfg.auth_enabled;
   if (key_store)
-    hopts.verify_key = [ks = key_store](const std::string& k) { return ks->verify(k); };
+    hopts.verify_key = [ks = key_store](const std::string& k) {
+      auto id = ks->verify(k);
+      // last_used_at: written off this I/O thread, at most once a minute.
+      if (id && ks->use_due(*id)) ElasticPool::shared().submit([ks, i = *id] { ks->note_used(i); });
+      return id;
+    };
   hopts.on_owner_gone = [&manager](const std::string& owner) {
     size_t n = manager.close_owned_by(owner);
     if (n) spdlog::info("closed {} sandbox(es) of ended {}", n, owner);
@@ -346,6 +352,9 @@ void serve_http(const config::Config& cfg, mcp::Server& server, SandboxManager& 
   ropts.sandboxes = &sandboxes;
   ropts.max_body_bytes = static_cast<size_t>(cfg.max_body_bytes);
   ropts.allowed_origins = cfg.allowed_origins;
+  ropts.max_requests_per_key = static_cast<size_t>(cfg.max_requests_per_key);
+  ropts.max_streams_per_key = static_cast<size_t>(cfg.max_streams_per_key);
+  ropts.max_terminals_per_key = static_cast<size_t>(cfg.max_terminals_per_key);
   web::RestApi rest(ropts);
   rest.add_routes(mcp_http.router());
   transport::http::ServerOptions sopts;

@@ -195,6 +195,12 @@ void define_command_line(CommandLine& c, const AppHooks& hooks) {
                "allow listening on a non-loopback address without API keys [auth.insecure]");
   setting_flag("--allowed-origins", "http.allowed_origins",
                "comma-separated Origins accepted besides loopback");
+  setting_flag("--max-requests-per-key", "http.max_requests_per_key",
+               "REST requests one API key may have in progress");
+  setting_flag("--max-streams-per-key", "http.max_streams_per_key",
+               "REST event streams one API key may have open");
+  setting_flag("--max-terminals-per-key", "http.max_terminals_per_key",
+               "terminals one API key may have open");
   setting_flag("--allowed-hosts", "http.allowed_hosts", "comma-separated Host names accepted");
   setting_flag("--cors-origins", "http.cors_origins",
                "comma-separated Origins given CORS headers ('*' any)");

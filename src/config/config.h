@@ -47,6 +47,11 @@ struct Config {
   int64_t session_idle_ttl_s = 3600;
   int64_t file_link_ttl_s = 3600;
   int64_t max_sessions = 10'000;
+  // REST API, per API key (the local user is one): requests being answered,
+  // open event streams, open terminals.
+  int64_t max_requests_per_key = 32;
+  int64_t max_streams_per_key = 8;
+  int64_t max_terminals_per_key = 8;
   // [sandbox]
   std::string backend = "native";
   std::string engine;          // engine backend: unix:///path.sock or tcp://host:port ("": DOCKER_HOST or /var/run/docker.sock)

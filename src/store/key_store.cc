@@ -210,4 +210,27 @@ size_t KeyStore::active_count() {
   return static_cast<size_t>(std::stoull(st.text(0)));
 }
 
+bool KeyStore::use_due(const std::string& id) {
+  std::lock_guard lock(used_mu_);
+  auto it = used_written_.find(id);
+  return it == used_written_.end() || std::chrono::steady_clock::now() - it->second >= every_;
+}
+
+void KeyStore::note_used(const std::string& id) {
+  {
+    std::lock_guard lock(used_mu_);
+    auto now = std::chrono::steady_clock::now();
+    auto it = used_written_.find(id);
+    if (it != used_written_.end() && now - it->second < every_) return;
+    // Bounded by the keys there are: only verified ids get here.
+    used_written_[id] = now;
+  }
+  std::lock_guard lock(mu_);
+  Stmt st(db_, "UPDATE api_keys SET last_used_at=? WHERE id=? AND revoked_at IS NULL");
+  if (!st.ok()) return;
+  st.bind(1, now_iso());
+  st.bind(2, id);
+  (void)st.step();  // a failed write only leaves an older time shown
+}
+
 }  // namespace sandcastle::store

@@ -5,6 +5,8 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -52,6 +54,12 @@ class KeyStore {
   std::optional<KeyInfo> find_active(const std::string& id);
   // Active keys (for deciding whether auth can be on).
   size_t active_count();
+  // True when key `id`'s last_used_at is due a write (none in the last
+  // `every`); no SQLite: cheap enough for an I/O thread.
+  bool use_due(const std::string& id);
+  // Writes last_used_at = now when due (at most once per `every` per key,
+  // however many requests a key makes). Blocks on SQLite: worker threads only.
+  void note_used(const std::string& id);
 
  private:
   explicit KeyStore(sqlite3* db) : db_(db) {}
@@ -61,6 +69,10 @@ class KeyStore {
 
   sqlite3* db_;
   std::mutex mu_;
+  // When each key's last_used_at was last written (this process).
+  std::mutex used_mu_;
+  std::map<std::string, std::chrono::steady_clock::time_point> used_written_;
+  std::chrono::seconds every_{60};
 };
 
 // Splits "sc_<id>_<secret>"; false when the shape is wrong.

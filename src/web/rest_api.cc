@@ -1,7 +1,6 @@
 #include "web/rest_api.h"
 
 #include "common/json_parse.h"
-#include "common/thread_pool.h"
 #include "store/key_store.h"
 #include "transport/http/mcp_http.h"
 #include "transport/http/problem.h"
@@ -29,6 +28,12 @@ Response unauthorized(const std::string& why) {
 }
 
 }  // namespace
+
+Response too_many(const std::string& detail, int retry_after_s) {
+  Response r = problem(429, "resource_exhausted", detail);
+  r.headers.emplace_back("Retry-After", std::to_string(retry_after_s));
+  return r;
+}
 
 bool unsafe_method(const std::string& m) {
   return m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE";
@@ -143,25 +148,35 @@ std::optional<Caller> RestApi::authenticate(Call& c, RouteAuth need) {
   return who;
 }
 
-void RestApi::async(Call& c, RouteAuth need, std::function<void(Call&, const Caller&)> fn) {
-  auto who = authenticate(c, need);
-  if (!who) return;
+bool RestApi::guard(Call& c, const transport::http::Route& route) {
+  auto who = authenticate(c, route.meta.auth);
+  if (!who) return false;
+  // Off the I/O threads (a guard of blocking routes runs on the workers).
+  if (options_.keys && !who->key_id.empty()) options_.keys->note_used(who->key_id);
+  c.key_id = who->key_id;
+  c.admin = who->admin;
+  c.via_cookie = who->via_cookie;
+  c.hold = requests_.acquire(who->owner());
+  if (!c.hold) {
+    c.reply(too_many("this key has " + std::to_string(requests_.max()) +
+                     " requests in progress (the most it may); retry when one ends"));
+    return false;
+  }
+  return true;
+}
+
+void RestApi::with_service(Call& c, const std::function<void(Call&, const Caller&)>& fn) {
   if (!options_.sandboxes)
     return c.reply(problem(503, "unavailable", "the sandbox service is not available"));
-  // The request is the handler's until it returns: the task takes it over.
-  auto req = std::make_shared<transport::http::Request>(std::move(c.req));
-  ElasticPool::shared().submit(
-      [req, ex = c.ex, params = c.params, cors = c.cors, who = *who, fn = std::move(fn)]() mutable {
-        Call call{*req, ex, std::move(params), std::move(cors), who.key_id};
-        try {
-          fn(call, who);
-        } catch (const std::exception& e) {
-          call.reply(problem(500, "internal", std::string("internal error: ") + e.what()));
-        }
-      });
+  fn(c, caller_of(c));
 }
 
 void RestApi::add_routes(Router& router) {
+  // Every kApi and kAdmin route passes this one check before its handler
+  // (which runs on the worker pool: the check reads SQLite).
+  for (RouteAuth level : {RouteAuth::kApi, RouteAuth::kAdmin})
+    router.set_guard(
+        level, [this](Call& c, const transport::http::Route& route) { return guard(c, route); });
   session_routes(router);
   key_routes(router);
   sandbox_routes(router);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "transport/http/router.h"
+#include "web/owner_limits.h"
 #include "web/session.h"
 
 namespace sandcastle::store {
@@ -46,6 +47,11 @@ struct RestOptions {
   std::chrono::milliseconds usage_interval{2000};  // events: usage diffs
   std::chrono::milliseconds keepalive{15000};      // events: comment lines
   size_t max_terminals = 64;                       // open at once, server-wide
+  // Per owner (an API key; the local user is one owner): requests being
+  // answered at once, open event streams, open terminals. Beyond: 429.
+  size_t max_requests_per_key = 32;
+  size_t max_streams_per_key = 8;
+  size_t max_terminals_per_key = 8;
   // Origins besides the server's own that may call the REST API from a
   // browser (the MCP endpoints also take any loopback origin; this API does
   // not: another local page must not drive it, least of all with auth off).
@@ -70,15 +76,21 @@ class RestApi {
 
   // Adds every /api/v1 route: session, keys, the OpenAPI document
   // (generated from `router` as it is when asked), and the service routes
-  // (sandboxes, executions, events, files, packages, images, metrics, health).
+  // (sandboxes, executions, events, files, packages, images, metrics, health);
+  // and sets the router's guard of kApi and kAdmin routes (authenticate,
+  // the per-key request limit), so no handler checks a caller itself.
   void add_routes(Router& router);
   // Ends the event streams (server shutdown).
   void shutdown();
 
   // The caller of a kApi/kAdmin route, or nullopt after answering 401, 403
-  // (forbidden, or csrf for a cookie request with an unsafe method and no or
-  // a wrong X-CSRF-Token).
+  // (forbidden: another origin, or not an admin; csrf: a cookie request
+  // with an unsafe method and no or a wrong X-CSRF-Token). Blocks (SQLite):
+  // called on the worker pool.
   std::optional<Caller> authenticate(Call& c, RouteAuth need);
+  // The guard of kApi and kAdmin routes: authenticate, then a slot of the
+  // caller's in-flight requests (429 with Retry-After when none is free).
+  bool guard(Call& c, const transport::http::Route& route);
   SessionTable& sessions() { return sessions_; }
   // No Origin (not a browser), the server's own, or one allowed_origins names.
   bool origin_ok(const transport::http::Request& req) const;
@@ -92,9 +104,9 @@ class RestApi {
   void file_routes(Router& r);
   void event_routes(Router& r);
   void terminal_routes(Router& r);
-  // Authenticates, then runs `fn` on a worker thread (service calls block:
-  // never on an I/O thread) with a Call that owns its request.
-  void async(Call& c, RouteAuth need, std::function<void(Call&, const Caller&)> fn);
+  // Runs `fn` with the caller the guard found, or answers 503 when there
+  // is no sandbox service.
+  void with_service(Call& c, const std::function<void(Call&, const Caller&)>& fn);
 
   RestOptions options_;
   SessionTable sessions_;
@@ -102,7 +114,17 @@ class RestApi {
   struct Events;
   std::shared_ptr<Events> events_;
   std::shared_ptr<std::atomic<size_t>> terminals_ = std::make_shared<std::atomic<size_t>>(0);
+  OwnerLimit requests_{options_.max_requests_per_key};
+  OwnerLimit streams_{options_.max_streams_per_key};
+  OwnerLimit owner_terminals_{options_.max_terminals_per_key};
 };
+
+// Who the guard found a Call's caller to be.
+inline Caller caller_of(const Call& c) {
+  return Caller{c.key_id, c.admin, c.via_cookie};
+}
+// 429 resource_exhausted with Retry-After.
+transport::http::Response too_many(const std::string& detail, int retry_after_s = 1);
 
 // --- helpers for the handlers (rest_*.cc) -----------------------------------
 

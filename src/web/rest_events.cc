@@ -24,6 +24,7 @@ struct EventStream {
   service::Caller caller;
   std::mutex mu;  // one writer at a time: snapshot, drains and ticks keep their order
   std::unique_ptr<service::SandboxEvents::Subscription> sub;
+  std::shared_ptr<void> slot;  // of the owner's open streams; released when it closes
   std::map<std::string, service::UsageSample> last;
   std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
   bool closed = false;
@@ -145,6 +146,7 @@ struct RestApi::Events {
       std::lock_guard lock(s->mu);
       s->closed = true;
       s->sub.reset();
+      s->slot.reset();
       s->ex->finish();
     }
   }
@@ -160,9 +162,14 @@ void RestApi::event_routes(Router& r) {
   m.response_type = "text/event-stream";
   m.response_schema = nullptr;
   (void)r.add("GET", "/api/v1/events", m, [this](Call& c) {
-    async(c, RouteAuth::kApi, [this](Call& call, const Caller& who) {
+    with_service(c, [this](Call& call, const Caller& who) {
       service::Sandboxes* svc = options_.sandboxes;
+      auto slot = streams_.acquire(who.owner());
+      if (!slot)
+        return call.reply(too_many("this key has " + std::to_string(streams_.max()) +
+                                   " event streams open (the most it may); close one first"));
       auto s = std::make_shared<EventStream>();
+      s->slot = std::move(slot);
       s->ex = call.ex;
       s->caller = to_service(who);
       s->owner = s->caller.owner;
@@ -174,6 +181,7 @@ void RestApi::event_routes(Router& r) {
           std::lock_guard l(st->mu);
           st->closed = true;
           st->sub.reset();
+          st->slot.reset();
         }
       });
       {

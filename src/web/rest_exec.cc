@@ -23,7 +23,7 @@ void RestApi::exec_routes(Router& r) {
              {"timeout_s", {{"type", "number"}}},
              {"stdin", {{"type", "string"}}}}}};
   (void)r.add("POST", "/api/v1/sandboxes/{id}/executions", m, [this, svc](Call& c) {
-    async(c, RouteAuth::kApi, [svc, max = options_.max_json_bytes](Call& call, const Caller& who) {
+    with_service(c, [svc, max = options_.max_json_bytes](Call& call, const Caller& who) {
       auto body = json_body(call, max);
       if (!body) return;
       std::string kind = "code";
@@ -40,8 +40,14 @@ void RestApi::exec_routes(Router& r) {
         return kind == "code" ? svc->run_code(caller, *body, opts)
                               : svc->run_command(caller, *body, opts);
       };
-      if (call.req.header("accept").find("text/event-stream") == std::string::npos)
-        return reply_result(call, run({}));
+      if (call.req.header("accept").find("text/event-stream") == std::string::npos) {
+        // A client that goes away cancels its run, as closing a stream does.
+        auto token = std::make_shared<service::CancelToken>();
+        call.ex->on_close([token] { token->cancel(); });
+        service::RunOptions opts;
+        opts.cancel = token.get();
+        return reply_result(call, run(opts));
+      }
       // A sandbox that is not there is an HTTP error, not an event.
       if (auto g = svc->get(caller, call.param("id")); !g.ok())
         return call.reply(problem(g.error()));

@@ -97,7 +97,7 @@ void RestApi::file_routes(Router& r) {
     auto m = meta("List a directory", "files");
     m.params = {RouteParam{"path", "query", "string", "a directory (default: the workdir)", false}};
     (void)r.add("GET", "/api/v1/sandboxes/{id}/files", m, [this, svc](Call& c) {
-      async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
+      with_service(c, [svc](Call& call, const Caller& who) {
         auto it = call.req.query.find("path");
         reply_result(call,
                      svc->list_files(to_service(who), call.param("id"),
@@ -112,7 +112,7 @@ void RestApi::file_routes(Router& r) {
     m.response_type = "application/octet-stream";
     m.response_schema = json{{"type", "string"}, {"contentMediaType", "application/octet-stream"}};
     (void)r.add("GET", "/api/v1/sandboxes/{id}/files/content", m, [this, svc](Call& c) {
-      async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
+      with_service(c, [svc](Call& call, const Caller& who) {
         std::string path;
         if (!need_path(call, &path)) return;
         auto f = svc->read_file(to_service(who), call.param("id"), path);
@@ -137,7 +137,7 @@ void RestApi::file_routes(Router& r) {
     m.request_schema = json{{"type", "string"}, {"contentMediaType", "application/octet-stream"}};
     m.success_status = 201;
     (void)r.add("PUT", "/api/v1/sandboxes/{id}/files/content", m, [this, svc](Call& c) {
-      async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
+      with_service(c, [svc](Call& call, const Caller& who) {
         std::string path;
         if (!need_path(call, &path)) return;
         const uint64_t cap = svc->max_file_bytes();
@@ -162,88 +162,85 @@ void RestApi::file_routes(Router& r) {
             {"items", {{"type", "string"}, {"contentMediaType", "application/octet-stream"}}}}}}}};
     m.success_status = 201;
     (void)r.add("POST", "/api/v1/sandboxes/{id}/files", m, [this, svc](Call& c) {
-      async(
-          c, RouteAuth::kApi,
-          [svc, total = options_.max_body_bytes](Call& call, const Caller& who) {
-            auto boundary = multipart_boundary(call.req.header("content-type"));
-            if (!boundary.ok())
-              return call.reply(problem(415, "unsupported_media_type", boundary.error().message()));
-            MultipartLimits limits;
-            limits.max_part_bytes = svc->max_file_bytes();
-            limits.max_total_bytes = total;
-            struct Upload {
-              std::string name;
-              std::string data;
-            };
-            std::string dir;
-            bool dir_seen = false;
-            std::vector<Upload> files;
-            enum class In { kNone, kPath, kFile } in = In::kNone;
-            MultipartSink sink;
-            sink.begin = [&](const PartHead& h) -> Status {
-              if (h.name == "path" && !h.has_filename) {
-                if (dir_seen || !files.empty())
-                  return Error::make(ErrorCode::kInvalidArgument,
-                                     "one path field, before the files");
-                dir_seen = true;
-                in = In::kPath;
-                return ok_status();
-              }
-              if (h.name == "file" && h.has_filename) {
-                if (!valid_upload_name(h.filename))
-                  return Error::make(ErrorCode::kInvalidArgument,
-                                     "a file name must be one path component (no '/', '..' or "
-                                     "control characters)");
-                files.push_back({h.filename, {}});
-                in = In::kFile;
-                return ok_status();
-              }
+      with_service(c, [svc, total = options_.max_body_bytes](Call& call, const Caller& who) {
+        auto boundary = multipart_boundary(call.req.header("content-type"));
+        if (!boundary.ok())
+          return call.reply(problem(415, "unsupported_media_type", boundary.error().message()));
+        MultipartLimits limits;
+        limits.max_part_bytes = svc->max_file_bytes();
+        limits.max_total_bytes = total;
+        struct Upload {
+          std::string name;
+          std::string data;
+        };
+        std::string dir;
+        bool dir_seen = false;
+        std::vector<Upload> files;
+        enum class In { kNone, kPath, kFile } in = In::kNone;
+        MultipartSink sink;
+        sink.begin = [&](const PartHead& h) -> Status {
+          if (h.name == "path" && !h.has_filename) {
+            if (dir_seen || !files.empty())
+              return Error::make(ErrorCode::kInvalidArgument, "one path field, before the files");
+            dir_seen = true;
+            in = In::kPath;
+            return ok_status();
+          }
+          if (h.name == "file" && h.has_filename) {
+            if (!valid_upload_name(h.filename))
               return Error::make(ErrorCode::kInvalidArgument,
-                                 "unexpected part '" + h.name + "': send path and file parts");
-            };
-            sink.data = [&](std::string_view d) -> Status {
-              if (in == In::kPath) {
-                if (dir.size() + d.size() > 4096)
-                  return Error::make(ErrorCode::kInvalidArgument, "the path is too long");
-                dir.append(d);
-              } else if (in == In::kFile) {
-                files.back().data.append(d);
-              }
-              return ok_status();
-            };
-            sink.end = [&]() -> Status {
-              in = In::kNone;
-              return ok_status();
-            };
-            MultipartParser parser(*boundary, limits, sink);
-            Status st;
-            const std::string_view body = call.req.body;
-            constexpr size_t kChunk = size_t{64} * 1024;
-            for (size_t off = 0; st.ok() && off < body.size(); off += kChunk)
-              st = parser.feed(body.substr(off, kChunk));
-            if (st.ok()) st = parser.finish();
-            if (st.ok() && files.empty())
-              st = Error::make(ErrorCode::kInvalidArgument, "no file parts in the upload");
-            if (st.ok() && dir.find('\0') != std::string::npos)
-              st = Error::make(ErrorCode::kInvalidArgument, "bad path");
-            if (!st.ok()) {
-              // Everything is checked before anything is written: a refused upload changes nothing.
-              const auto& e = st.error();
-              return call.reply(e.code == ErrorCode::kResourceExhausted
-                                    ? problem(413, "payload_too_large", e.message())
-                                    : problem(e));
-            }
-            while (!dir.empty() && dir.back() == '/' && dir.size() > 1) dir.pop_back();
-            json out = json::array();
-            for (const auto& f : files) {
-              std::string target =
-                  dir.empty() ? f.name : (dir == "/" ? "/" + f.name : dir + "/" + f.name);
-              auto w = svc->write_file(to_service(who), call.param("id"), target, f.data);
-              if (!w.ok()) return call.reply(problem(w.error()));
-              out.push_back(*w);
-            }
-            reply_json(call, 201, json{{"files", out}});
-          });
+                                 "a file name must be one path component (no '/', '..' or "
+                                 "control characters)");
+            files.push_back({h.filename, {}});
+            in = In::kFile;
+            return ok_status();
+          }
+          return Error::make(ErrorCode::kInvalidArgument,
+                             "unexpected part '" + h.name + "': send path and file parts");
+        };
+        sink.data = [&](std::string_view d) -> Status {
+          if (in == In::kPath) {
+            if (dir.size() + d.size() > 4096)
+              return Error::make(ErrorCode::kInvalidArgument, "the path is too long");
+            dir.append(d);
+          } else if (in == In::kFile) {
+            files.back().data.append(d);
+          }
+          return ok_status();
+        };
+        sink.end = [&]() -> Status {
+          in = In::kNone;
+          return ok_status();
+        };
+        MultipartParser parser(*boundary, limits, sink);
+        Status st;
+        const std::string_view body = call.req.body;
+        constexpr size_t kChunk = size_t{64} * 1024;
+        for (size_t off = 0; st.ok() && off < body.size(); off += kChunk)
+          st = parser.feed(body.substr(off, kChunk));
+        if (st.ok()) st = parser.finish();
+        if (st.ok() && files.empty())
+          st = Error::make(ErrorCode::kInvalidArgument, "no file parts in the upload");
+        if (st.ok() && dir.find('\0') != std::string::npos)
+          st = Error::make(ErrorCode::kInvalidArgument, "bad path");
+        if (!st.ok()) {
+          // Everything is checked before anything is written: a refused upload changes nothing.
+          const auto& e = st.error();
+          return call.reply(e.code == ErrorCode::kResourceExhausted
+                                ? problem(413, "payload_too_large", e.message())
+                                : problem(e));
+        }
+        while (!dir.empty() && dir.back() == '/' && dir.size() > 1) dir.pop_back();
+        json out = json::array();
+        for (const auto& f : files) {
+          std::string target =
+              dir.empty() ? f.name : (dir == "/" ? "/" + f.name : dir + "/" + f.name);
+          auto w = svc->write_file(to_service(who), call.param("id"), target, f.data);
+          if (!w.ok()) return call.reply(problem(w.error()));
+          out.push_back(*w);
+        }
+        reply_json(call, 201, json{{"files", out}});
+      });
     });
   }
   {
@@ -252,7 +249,7 @@ void RestApi::file_routes(Router& r) {
                                        "1: a directory and everything in it", false}};
     m.success_status = 204;
     (void)r.add("DELETE", "/api/v1/sandboxes/{id}/files", m, [this, svc](Call& c) {
-      async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
+      with_service(c, [svc](Call& call, const Caller& who) {
         std::string path;
         if (!need_path(call, &path)) return;
         auto s = svc->remove_file(to_service(who), call.param("id"), path,

@@ -31,6 +31,7 @@ inline RouteMeta meta(std::string summary, std::string tag, RouteAuth auth = Rou
   m.summary = std::move(summary);
   m.tags = {std::move(tag)};
   m.auth = auth;
+  m.blocking = true;  // the guard reads SQLite; service calls block
   m.response_schema = json{{"type", "object"}};
   return m;
 }

@@ -76,15 +76,14 @@ void RestApi::sandbox_routes(Router& r) {
   }
   {
     auto m = meta("The server's metrics as JSON (the numbers of /metrics)", "server");
-    (void)r.add("GET", "/api/v1/metrics", m, [this](Call& c) {
-      if (!authenticate(c, RouteAuth::kApi)) return;
+    (void)r.add("GET", "/api/v1/metrics", m, [](Call& c) {
       reply_json(c, 200, json{{"metrics", metrics_json(metrics::registry().render())}});
     });
   }
   {
     auto m = meta("Images sandboxes can start from (list_images)", "images");
     (void)r.add("GET", "/api/v1/images", m, [this, svc](Call& c) {
-      async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
+      with_service(c, [svc](Call& call, const Caller& who) {
         reply_result(call, svc->images(to_service(who)));
       });
     });
@@ -92,7 +91,7 @@ void RestApi::sandbox_routes(Router& r) {
   {
     auto m = meta("The caller's sandboxes", "sandboxes");
     (void)r.add("GET", "/api/v1/sandboxes", m, [this, svc](Call& c) {
-      async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
+      with_service(c, [svc](Call& call, const Caller& who) {
         reply_json(call, 200, json{{"sandboxes", svc->list(to_service(who))}});
       });
     });
@@ -102,18 +101,17 @@ void RestApi::sandbox_routes(Router& r) {
     m.request_schema = kObject();
     m.success_status = 201;
     (void)r.add("POST", "/api/v1/sandboxes", m, [this, svc](Call& c) {
-      async(c, RouteAuth::kApi,
-            [svc, max = options_.max_json_bytes](Call& call, const Caller& who) {
-              auto body = json_body(call, max);
-              if (!body) return;
-              reply_result(call, svc->create(to_service(who), *body), 201);
-            });
+      with_service(c, [svc, max = options_.max_json_bytes](Call& call, const Caller& who) {
+        auto body = json_body(call, max);
+        if (!body) return;
+        reply_result(call, svc->create(to_service(who), *body), 201);
+      });
     });
   }
   {
     auto m = meta("One sandbox, with its resource usage", "sandboxes");
     (void)r.add("GET", "/api/v1/sandboxes/{id}", m, [this, svc](Call& c) {
-      async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
+      with_service(c, [svc](Call& call, const Caller& who) {
         reply_result(call, svc->get(to_service(who), call.param("id")));
       });
     });
@@ -122,7 +120,7 @@ void RestApi::sandbox_routes(Router& r) {
     auto m = meta("Close a sandbox", "sandboxes");
     m.success_status = 204;
     (void)r.add("DELETE", "/api/v1/sandboxes/{id}", m, [this, svc](Call& c) {
-      async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
+      with_service(c, [svc](Call& call, const Caller& who) {
         auto res = svc->close(to_service(who), call.param("id"));
         if (!res.ok()) return call.reply(problem(res.error()));
         call.reply(Response{204, {}, {}});
@@ -149,19 +147,18 @@ void RestApi::sandbox_routes(Router& r) {
     m.request_schema = kObject();
     Op op = a.op;
     (void)r.add("POST", a.path, m, [this, svc, op](Call& c) {
-      async(c, RouteAuth::kApi,
-            [svc, op, max = options_.max_json_bytes](Call& call, const Caller& who) {
-              auto body = json_body(call, max);
-              if (!body) return;
-              reply_result(call, (svc->*op)(to_service(who), call.param("id"), *body));
-            });
+      with_service(c, [svc, op, max = options_.max_json_bytes](Call& call, const Caller& who) {
+        auto body = json_body(call, max);
+        if (!body) return;
+        reply_result(call, (svc->*op)(to_service(who), call.param("id"), *body));
+      });
     });
   }
   {
     auto m = meta("Interrupt the running execution (KeyboardInterrupt in kernels)", "executions");
     m.success_status = 202;
     (void)r.add("POST", "/api/v1/sandboxes/{id}/interrupt", m, [this, svc](Call& c) {
-      async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
+      with_service(c, [svc](Call& call, const Caller& who) {
         auto res = svc->interrupt(to_service(who), call.param("id"));
         if (!res.ok()) return call.reply(problem(res.error()));
         reply_json(call, 202, json{{"interrupted", *res}});
@@ -171,7 +168,7 @@ void RestApi::sandbox_routes(Router& r) {
   {
     auto m = meta("Restart the sandbox's kernel (restart_kernel)", "executions");
     (void)r.add("POST", "/api/v1/sandboxes/{id}/restart", m, [this, svc](Call& c) {
-      async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
+      with_service(c, [svc](Call& call, const Caller& who) {
         reply_result(call, svc->restart_kernel(to_service(who), call.param("id")));
       });
     });
@@ -185,7 +182,7 @@ void RestApi::sandbox_routes(Router& r) {
       if (!query_uint(c, "cursor", uint64_t{1} << 62, &cursor) ||
           !query_uint(c, "limit", 1000, &limit))
         return;
-      async(c, RouteAuth::kApi, [svc, cursor, limit](Call& call, const Caller& who) {
+      with_service(c, [svc, cursor, limit](Call& call, const Caller& who) {
         reply_result(call, svc->history(to_service(who), call.param("id"),
                                         static_cast<int64_t>(cursor.value_or(0)),
                                         static_cast<size_t>(limit.value_or(0))));
@@ -195,7 +192,7 @@ void RestApi::sandbox_routes(Router& r) {
   {
     auto m = meta("Packages installed or installing", "packages");
     (void)r.add("GET", "/api/v1/sandboxes/{id}/packages", m, [this, svc](Call& c) {
-      async(c, RouteAuth::kApi, [svc](Call& call, const Caller& who) {
+      with_service(c, [svc](Call& call, const Caller& who) {
         reply_result(call, svc->packages(to_service(who), call.param("id")));
       });
     });
@@ -205,13 +202,11 @@ void RestApi::sandbox_routes(Router& r) {
     m.request_schema = kObject();
     m.success_status = 202;
     (void)r.add("POST", "/api/v1/sandboxes/{id}/packages", m, [this, svc](Call& c) {
-      async(c, RouteAuth::kApi,
-            [svc, max = options_.max_json_bytes](Call& call, const Caller& who) {
-              auto body = json_body(call, max);
-              if (!body) return;
-              reply_result(call, svc->install_packages(to_service(who), call.param("id"), *body),
-                           202);
-            });
+      with_service(c, [svc, max = options_.max_json_bytes](Call& call, const Caller& who) {
+        auto body = json_body(call, max);
+        if (!body) return;
+        reply_result(call, svc->install_packages(to_service(who), call.param("id"), *body), 202);
+      });
     });
   }
 }

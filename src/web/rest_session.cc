@@ -41,6 +41,7 @@ json key_json(const store::KeyInfo& k) {
 void RestApi::session_routes(Router& r) {
   RouteMeta in;
   in.summary = "Sign a browser in with an API key (sets the sc_session cookie)";
+  in.blocking = true;  // SQLite: off the I/O threads
   in.tags = {"session"};
   in.auth = RouteAuth::kNone;
   in.request_schema = json{{"type", "object"},
@@ -74,6 +75,7 @@ void RestApi::session_routes(Router& r) {
 
   RouteMeta get;
   get.summary = "Whether this browser is signed in (no key needed)";
+  get.blocking = true;  // SQLite: off the I/O threads
   get.tags = {"session"};
   get.auth = RouteAuth::kNone;
   get.response_schema = session_info_schema();
@@ -105,13 +107,12 @@ void RestApi::session_routes(Router& r) {
 
   RouteMeta out;
   out.summary = "Sign out (ends the session, clears the cookie)";
+  out.blocking = true;  // SQLite: off the I/O threads
   out.tags = {"session"};
   out.auth = RouteAuth::kApi;
   out.success_status = 204;
   (void)r.add("DELETE", "/api/v1/session", out, [this](Call& c) {
-    auto who = authenticate(c, RouteAuth::kApi);
-    if (!who) return;
-    if (who->via_cookie) sessions_.remove(cookie_value(c.req.header("cookie"), kSessionCookie));
+    if (c.via_cookie) sessions_.remove(cookie_value(c.req.header("cookie"), kSessionCookie));
     Response res{204, {}, {}};
     res.headers.emplace_back("Set-Cookie", clear_session_cookie(options_.secure_cookies));
     c.reply(std::move(res));
@@ -126,11 +127,12 @@ void RestApi::key_routes(Router& r) {
   };
   RouteMeta list;
   list.summary = "List API keys (never the keys themselves)";
+  list.blocking = true;  // SQLite: off the I/O threads
   list.tags = {"keys"};
   list.auth = RouteAuth::kAdmin;
   list.response_schema = json{{"type", "object"}, {"properties", {{"keys", {{"type", "array"}}}}}};
   (void)r.add("GET", "/api/v1/keys", list, [this, need_store](Call& c) {
-    if (!authenticate(c, RouteAuth::kAdmin) || !need_store(c)) return;
+    if (!need_store(c)) return;
     auto keys = options_.keys->list();
     if (!keys.ok()) return c.reply(problem(keys.error()));
     json arr = json::array();
@@ -140,6 +142,7 @@ void RestApi::key_routes(Router& r) {
 
   RouteMeta create;
   create.summary = "Create an API key (the secret is in this answer only)";
+  create.blocking = true;  // SQLite: off the I/O threads
   create.tags = {"keys"};
   create.auth = RouteAuth::kAdmin;
   create.success_status = 201;
@@ -154,7 +157,7 @@ void RestApi::key_routes(Router& r) {
                                   {"admin", {{"type", "boolean"}}},
                                   {"key", {{"type", "string"}}}}}};
   (void)r.add("POST", "/api/v1/keys", create, [this, need_store](Call& c) {
-    if (!authenticate(c, RouteAuth::kAdmin) || !need_store(c)) return;
+    if (!need_store(c)) return;
     auto body = json_body(c, 4096);
     if (!body) return;
     std::string name;
@@ -185,12 +188,13 @@ void RestApi::key_routes(Router& r) {
 
   RouteMeta del;
   del.summary = "Revoke an API key (its browser sessions end with it)";
+  del.blocking = true;  // SQLite: off the I/O threads
   del.tags = {"keys"};
   del.auth = RouteAuth::kAdmin;
   del.success_status = 204;
   del.params = {RouteParam{"key_id", "path", "string", "the key's id", true}};
   (void)r.add("DELETE", "/api/v1/keys/{key_id}", del, [this, need_store](Call& c) {
-    if (!authenticate(c, RouteAuth::kAdmin) || !need_store(c)) return;
+    if (!need_store(c)) return;
     const std::string& id = c.param("key_id");
     // By id only: revoking by name too would let a key's name shadow another's id.
     if (auto s = options_.keys->revoke_id(id); !s.ok()) return c.reply(problem(s.error()));

@@ -41,6 +41,8 @@ class TerminalSession : public WsHandler, public std::enable_shared_from_this<Te
         count_(std::move(count)),
         wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
   ~TerminalSession() override { count_->fetch_sub(1); }
+  // The owner's terminal slot: released with this session.
+  void hold(std::shared_ptr<void> slot) { slot_ = std::move(slot); }
 
   void on_open(std::shared_ptr<WsConnection> conn) override {
     {
@@ -175,6 +177,7 @@ class TerminalSession : public WsHandler, public std::enable_shared_from_this<Te
   std::unique_ptr<service::Sandboxes::OpenTerminal> term_;
   const std::chrono::seconds idle_;
   std::shared_ptr<std::atomic<size_t>> count_;
+  std::shared_ptr<void> slot_;
   UniqueFd wake_;
   std::thread thread_;
   std::mutex mu_;
@@ -197,7 +200,6 @@ void RestApi::terminal_routes(Router& r) {
   m.response_type = "";
   (void)r.add("GET", "/api/v1/sandboxes/{id}/terminal", m, [this, svc](Call& c) {
     if (!transport::http::is_websocket_upgrade(c.req)) {
-      if (!authenticate(c, RouteAuth::kApi)) return;
       Response res = problem(426, "invalid_argument",
                              "this is a WebSocket endpoint: send an Upgrade: websocket request");
       res.headers.emplace_back("Upgrade", "websocket");
@@ -210,7 +212,11 @@ void RestApi::terminal_routes(Router& r) {
     if (!query_uint(c, "cols", 1000, &cols) || !query_uint(c, "rows", 1000, &rows)) return;
     auto count = terminals_;
     const size_t max = options_.max_terminals;
-    async(c, RouteAuth::kApi, [svc, count, max, cols, rows](Call& call, const Caller& who) {
+    with_service(c, [this, svc, count, max, cols, rows](Call& call, const Caller& who) {
+      auto slot = owner_terminals_.acquire(who.owner());
+      if (!slot)
+        return call.reply(too_many("this key has " + std::to_string(owner_terminals_.max()) +
+                                   " terminals open (the most it may); close one first"));
       if (count->fetch_add(1) >= max) {
         count->fetch_sub(1);
         return call.reply(problem(
@@ -235,6 +241,7 @@ void RestApi::terminal_routes(Router& r) {
         return call.reply(problem(t.error()));
       }
       auto session = std::make_shared<TerminalSession>(std::move(*t), idle, count);
+      session->hold(std::move(slot));
       call.ex->upgrade(session, call.req, transport::http::WsOptions{});
     });
   });

@@ -65,6 +65,32 @@ describe('console: in the browser', () => {
   });
   after(async () => { await browser?.close(); await srv?.stop(); });
 
+  test('output: SVG images are blob: URLs, revoked when the output is cleared', async () => {
+    const page = await newPage(browser);
+    await page.goto(`${srv.base}/`, { waitUntil: 'load' });
+    const r = await page.evaluate(async () => {
+      const src = document.querySelector('script[src$="/app.js"]').src;
+      const { OutputView } = await import(src.replace(/app\.js$/, 'output.js'));
+      const live = new Set();
+      const create = URL.createObjectURL.bind(URL);
+      const revoke = URL.revokeObjectURL.bind(URL);
+      URL.createObjectURL = (b) => { const u = create(b); live.add(u); return u; };
+      URL.revokeObjectURL = (u) => { live.delete(u); revoke(u); };
+      const el = document.createElement('div');
+      const view = new OutputView(el);
+      const svg = { 'image/svg+xml': '<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"/>' };
+      view.bundle(svg);
+      view.bundle(svg);
+      const shown = live.size;
+      view.clear();
+      const cleared = live.size;
+      view.bundle(svg);
+      return { shown, cleared, again: live.size, images: el.querySelectorAll('img').length };
+    });
+    assert.deepEqual(r, { shown: 2, cleared: 0, again: 1, images: 1 });
+    await page.close();
+  });
+
   test('the sign-in page: labelled, no CSP violation, axe finds nothing serious, light and dark', async () => {
     for (const scheme of ['light', 'dark']) {
       const page = await newPage(browser, { colorScheme: scheme });

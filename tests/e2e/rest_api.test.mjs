@@ -165,7 +165,27 @@ describe('REST API with auth on', () => {
     assert.equal(r.headers.get('set-cookie'), null);
   });
 
-  test('the OpenAPI document is valid OpenAPI 3.1 and every path in it is routed', async () => {
+  test('last_used_at: null until a key is used, then when it was (GET /api/v1/keys)', async () => {
+    const made = await call(base, 'POST', '/api/v1/keys', { key: admin.key, body: { name: 'used-later' } });
+    assert.equal(made.status, 201, made.text);
+    const entry = async () => (await call(base, 'GET', '/api/v1/keys', { key: admin.key })).json.keys
+      .find((k) => k.id === made.json.id);
+    assert.equal((await entry()).last_used_at, null);
+    const t0 = Date.now();
+    assert.equal((await call(base, 'GET', '/api/v1/sandboxes', { key: made.json.key })).status, 200);
+    const used = (await entry()).last_used_at;
+    assert.match(used ?? '', /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    assert.ok(Math.abs(Date.parse(used) - t0) < 5000, used);
+    assert.equal((await call(base, 'DELETE', `/api/v1/keys/${made.json.id}`, { key: admin.key })).status, 204);
+  });
+
+  test('the OpenAPI document is valid OpenAPI 3.1 and every path in it is routed; the walk leaves nothing behind', async () => {
+    const activeKeys = async () => (await call(base, 'GET', '/api/v1/keys', { key: admin.key })).json.keys
+      .filter((k) => !k.revoked_at).map((k) => k.id).sort();
+    const sandboxes = async () => (await call(base, 'GET', '/api/v1/sandboxes', { key: admin.key })).json.sandboxes
+      .map((x) => x.sandbox_id).sort();
+    const keysBefore = await activeKeys();
+    const sandboxesBefore = await sandboxes();
     const doc = (await call(base, 'GET', '/api/v1/openapi.json')).json;
     const validator = new Validator();
     const res = await validator.validate(doc);
@@ -185,6 +205,13 @@ describe('REST API with auth on', () => {
         if (res.status === 404) assert.doesNotMatch(text, /no such API route|Not Found: MCP is served/, `${method} ${path}`);
       }
     }
+    // What the walk made (a sandbox, a key) goes again.
+    for (const id of (await sandboxes()).filter((x) => !sandboxesBefore.includes(x)))
+      assert.equal((await call(base, 'DELETE', `/api/v1/sandboxes/${id}`, { key: admin.key })).status, 204);
+    for (const id of (await activeKeys()).filter((x) => !keysBefore.includes(x)))
+      assert.equal((await call(base, 'DELETE', `/api/v1/keys/${id}`, { key: admin.key })).status, 204);
+    assert.deepEqual(await sandboxes(), sandboxesBefore);
+    assert.deepEqual(await activeKeys(), keysBefore);
   });
 
   test('the OpenAPI document needs no key and describes the routes', async () => {
@@ -578,5 +605,108 @@ describe('REST API: sandboxes, executions, files, events (two keys)', () => {
     const c = await A('POST', '/api/v1/sandboxes', { body: { language: 'bash' } });
     assert.equal((await A('DELETE', `/api/v1/sandboxes/${c.json.sandbox_id}`)).status, 204);
     assertProblem(await A('GET', `/api/v1/sandboxes/${c.json.sandbox_id}`), 404, 'not_found');
+  });
+});
+
+describe('REST API: per-key limits (event streams, terminals) and a run whose client left', () => {
+  let state, srv, base, a, b, sid;
+  const A = (m, p, o = {}) => call(base, m, p, { key: a.key, ...o });
+  before(async () => {
+    state = tempStateDir();
+    a = JSON.parse(keys(state, '--json', 'create', '--name', 'a'));
+    b = JSON.parse(keys(state, '--json', 'create', '--name', 'b'));
+    srv = await startHttp(['--auth', '--pool-size', '0', '--max-streams-per-key', '2', '--max-terminals-per-key', '1'],
+      { stateDir: state });
+    base = srv.base;
+    const r = await A('POST', '/api/v1/sandboxes', { body: { language: 'python' } });
+    assert.equal(r.status, 201, r.text);
+    sid = r.json.sandbox_id;
+  });
+  after(async () => {
+    await srv?.stop();
+    rmSync(state, { recursive: true, force: true });
+  });
+
+  // An open /events stream, once its snapshot arrived.
+  async function openEvents(key) {
+    const ac = new AbortController();
+    const res = await fetch(`${base}/api/v1/events`, { headers: { authorization: `Bearer ${key}` }, signal: ac.signal });
+    if (res.status !== 200) return { res, close: () => ac.abort() };
+    const reader = res.body.getReader();
+    const first = await reader.read();
+    assert.match(Buffer.from(first.value).toString('utf8'), /event: snapshot/);
+    return { res, close: () => { ac.abort(); reader.cancel().catch(() => {}); } };
+  }
+
+  test('event streams: the third of one key is 429 with Retry-After; another key is not held back; one closed frees a slot', async () => {
+    const s1 = await openEvents(a.key);
+    const s2 = await openEvents(a.key);
+    assert.equal(s1.res.status, 200);
+    assert.equal(s2.res.status, 200);
+    const third = await call(base, 'GET', '/api/v1/events', { key: a.key });
+    assertProblem(third, 429, 'resource_exhausted');
+    assert.equal(third.headers.get('retry-after'), '1');
+    const other = await openEvents(b.key);
+    assert.equal(other.res.status, 200);
+    other.close();
+    s1.close();
+    // The server learns of the closed stream when its socket ends.
+    let next;
+    for (let i = 0; i < 100; ++i) {
+      next = await openEvents(a.key);
+      if (next.res.status === 200) break;
+      await new Promise((ok) => setTimeout(ok, 50));
+    }
+    assert.equal(next.res.status, 200);
+    next.close();
+    s2.close();
+  });
+
+  test('terminals: the second of one key is 429; after the first closes the next opens', async () => {
+    const url = `${base.replace('http', 'ws')}/api/v1/sandboxes/${sid}/terminal`;
+    const open = () => new Promise((resolve) => {
+      const ws = new WebSocket(url, { headers: { authorization: `Bearer ${a.key}` } });
+      ws.on('unexpected-response', (_req, res) => { resolve({ status: res.statusCode }); ws.terminate(); });
+      ws.on('open', () => resolve({ status: 101, ws, closed: new Promise((ok) => ws.on('close', ok)) }));
+      ws.on('error', () => {});
+    });
+    const first = await open();
+    assert.equal(first.status, 101);
+    assert.equal((await open()).status, 429);
+    first.ws.close();
+    await first.closed;
+    let next;
+    for (let i = 0; i < 100; ++i) {
+      next = await open();
+      if (next.status === 101) break;
+      await new Promise((ok) => setTimeout(ok, 50));
+    }
+    assert.equal(next.status, 101);
+    next.ws.close();
+    await next.closed;
+  });
+
+  test('a run without SSE is cancelled when its client disconnects: the kernel is free again at once', async () => {
+    const ac = new AbortController();
+    const long = fetch(`${base}/api/v1/sandboxes/${sid}/executions`, {
+      method: 'POST', signal: ac.signal,
+      headers: { authorization: `Bearer ${a.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ code: 'open("started", "w").close()\nimport time\ntime.sleep(120)', timeout_s: 300 }),
+    }).catch((e) => e);
+    // Wait until the cell runs (its file appears), then go away.
+    let seen;
+    for (let i = 0; i < 200; ++i) {
+      seen = await A('GET', `/api/v1/sandboxes/${sid}/files/content?path=started`);
+      if (seen.status === 200) break;
+      await new Promise((ok) => setTimeout(ok, 50));
+    }
+    assert.equal(seen.status, 200, seen.text);
+    ac.abort();
+    assert.equal((await long).name, 'AbortError');
+    const t0 = Date.now();
+    const next = await A('POST', `/api/v1/sandboxes/${sid}/executions`, { body: { code: 'print("after")' } });
+    assert.equal(next.status, 200, next.text);
+    assert.match(next.json.stdout, /after/);
+    assert.ok(Date.now() - t0 < 30000, `the next run waited ${Date.now() - t0} ms`);
   });
 });

@@ -11,6 +11,17 @@ export class OutputView {
     this.el = el;
     this.size = 0;
     this.last = null;  // {stream, pre}
+    this.urls = [];    // blob: URLs of SVG images, revoked when cleared
+  }
+
+  // Empties the pane for the next run; the blob: URLs of its images go too
+  // (else each SVG output would keep its bytes for the page's lifetime).
+  clear() {
+    for (const url of this.urls) URL.revokeObjectURL(url);
+    this.urls = [];
+    this.el.textContent = '';
+    this.size = 0;
+    this.last = null;
   }
 
   text(stream, s) {
@@ -46,6 +57,7 @@ export class OutputView {
     if (typeof b['image/svg+xml'] === 'string') {
       // SVG as an image: scripts in it never run, and it cannot reach the page.
       const url = URL.createObjectURL(new Blob([b['image/svg+xml']], { type: 'image/svg+xml' }));
+      this.urls.push(url);
       this.el.append(h('img', { src: url, alt: 'Image output (SVG)' }));
       return;
     }

@@ -25,10 +25,11 @@ export function runTab(sb) {
   const editor = createEditor({ label: 'Code', value: SAMPLES[start] || '', language: start, onRun: () => run() });
   lang.addEventListener('change', () => editor.setLanguage(lang.value));
 
+  const view = new OutputView(out);
+
   async function run() {
     if (controller) return;
-    const view = new OutputView(out);
-    out.textContent = '';
+    view.clear();  // the last run's output goes, its image URLs revoked
     controller = new AbortController();
     runBtn.disabled = true;
     stopBtn.disabled = false;
@@ -79,5 +80,6 @@ export function runTab(sb) {
       h('p', { class: 'muted', id: 'editor-help' }, 'Ctrl+Enter runs. Tab indents; press Escape then Tab to leave the editor.'),
       editor.el),
     h('div', {}, h('h2', {}, 'Output'), out));
-  return { el, close() { controller?.abort(); } };
+  // Leaving the tab ends its run and revokes its output's image URLs.
+  return { el, close() { controller?.abort(); view.clear(); } };
 }

@@ -1,6 +1,7 @@
 #include "transport/http/mcp_http_internal.h"
 
 #include "common/base64.h"
+#include "common/thread_pool.h"
 #include "transport/http/authority.h"
 #include "transport/http/landing.h"
 #include "transport/http/problem.h"
@@ -440,6 +441,24 @@ Response unauthorized(bool had_key) {
 
 bool is_api_path(const std::string& path) { return path == "/api" || path.rfind("/api/", 0) == 0; }
 
+// After the Host, Origin and key checks: the route (kApi and kAdmin ones
+// pass the guard the REST API set on the route table: keys or browser
+// sessions, CSRF, Origin, per-key limits), or 405 / 404.
+void route_or_refuse(McpHttp::State& st, const RouteMatch& m, Call& call, bool api) {
+  const Request& req = call.req;
+  if (m.route) return st.router.dispatch(m.route, call);
+  if (!m.allowed.empty()) {
+    Response r = api ? problem(405, "method_not_allowed", req.method + " is not allowed on " + req.path)
+                     : Response::text(405, "Method Not Allowed");
+    r.headers.emplace_back("Allow", allow_header(m.allowed));
+    call.reply(std::move(r));
+    return;
+  }
+  if (api) return call.reply(problem(404, "not_found", "no such API route: " + req.path));
+  call.reply(Response::text(404, "Not Found: MCP is served at " + st.options.endpoint +
+                                     " (Streamable HTTP) and /sse (HTTP+SSE)"));
+}
+
 }  // namespace
 
 // The MCP face's routes; the REST API and the console add theirs to the same table.
@@ -576,7 +595,7 @@ void McpHttp::handle(Request&& req, std::shared_ptr<Exchange> ex) {
     return;
   }
   const RouteAuth auth = m.route ? m.route->meta.auth : (api ? RouteAuth::kApi : RouteAuth::kKey);
-  if (auth == RouteAuth::kNone) return m.route->handler(call);
+  if (auth == RouteAuth::kNone) return st.router.dispatch(m.route, call);
   if (st.stopping) {
     call.reply(api ? problem(503, "unavailable", "server shutting down") : Response::text(503, "server shutting down"));
     return;
@@ -588,25 +607,24 @@ void McpHttp::handle(Request&& req, std::shared_ptr<Exchange> ex) {
     // the /sse URL, so the unguessable session id alone is accepted there.
     const bool session_capability = req.path == "/messages" && req.method == "POST" && key.empty();
     if (!key.empty() || (st.options.auth_required && !session_capability)) {
-      std::optional<std::string> id;
-      if (!key.empty() && st.options.verify_key) id = st.options.verify_key(key);
-      if (!id) return call.reply(unauthorized(!key.empty()));
-      call.key_id = *id;
+      if (key.empty() || !st.options.verify_key) return call.reply(unauthorized(!key.empty()));
+      // The key database may block (SQLite): the key is checked, and the
+      // route then runs, on the worker pool, never on this I/O thread.
+      auto owned = std::make_shared<Request>(std::move(req));
+      ElasticPool::shared().submit([weak = std::weak_ptr<McpHttp::State>(state_), owned, ex = call.ex, m = std::move(m),
+                                    params = std::move(call.params), cors = std::move(call.cors), key, api]() mutable {
+        auto s = weak.lock();
+        if (!s) return;
+        Call c{*owned, ex, std::move(params), std::move(cors), {}};
+        auto id = s->options.verify_key(key);
+        if (!id) return c.reply(unauthorized(true));
+        c.key_id = *id;
+        route_or_refuse(*s, m, c, api);
+      });
+      return;
     }
   }
-  // kApi and kAdmin routes authenticate in their handlers (keys or browser
-  // sessions, CSRF): the REST face's rules, its problem+json answers.
-  if (m.route) return m.route->handler(call);
-  if (!m.allowed.empty()) {
-    Response r = api ? problem(405, "method_not_allowed", req.method + " is not allowed on " + req.path)
-                     : Response::text(405, "Method Not Allowed");
-    r.headers.emplace_back("Allow", allow_header(m.allowed));
-    call.reply(std::move(r));
-    return;
-  }
-  if (api) return call.reply(problem(404, "not_found", "no such API route: " + req.path));
-  call.reply(Response::text(404, "Not Found: MCP is served at " + st.options.endpoint +
-                                     " (Streamable HTTP) and /sse (HTTP+SSE)"));
+  route_or_refuse(st, m, call, api);
 }
 
 }  // namespace sandcastle::transport::http

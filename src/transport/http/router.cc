@@ -1,6 +1,10 @@
 #include "transport/http/router.h"
 
 #include <algorithm>
+#include <exception>
+
+#include "common/thread_pool.h"
+#include "transport/http/problem.h"
 
 namespace sandcastle::transport::http {
 
@@ -108,14 +112,14 @@ Status Router::add(std::string method, std::string path, RouteMeta meta, RouteHa
     if (!listed)
       meta.params.insert(meta.params.begin(), RouteParam{name, "path", "string", "", true});
   }
-  routes_.push_back(std::make_unique<Route>(
+  routes_.push_back(std::make_shared<Route>(
       Route{std::move(method), std::move(path), std::move(meta), std::move(handler)}));
   return ok_status();
 }
 
 RouteMatch Router::match(const std::string& method, const std::string& path) const {
   RouteMatch m;
-  const Route* best = nullptr;
+  std::shared_ptr<const Route> best;
   PathParams best_params;
   // Two passes: literal templates first, so /sandboxes/events is not {id}.
   for (int pass = 0; pass < 2; ++pass) {
@@ -126,7 +130,7 @@ RouteMatch Router::match(const std::string& method, const std::string& path) con
       if (std::find(m.allowed.begin(), m.allowed.end(), r->method) == m.allowed.end())
         m.allowed.push_back(r->method);
       if (!best && (r->method == method || r->method == "*")) {
-        best = r.get();
+        best = r;
         best_params = std::move(params);
       }
     }
@@ -137,6 +141,39 @@ RouteMatch Router::match(const std::string& method, const std::string& path) con
   m.route = best;
   m.params = std::move(best_params);
   return m;
+}
+
+void Router::set_guard(RouteAuth auth, RouteGuard guard) {
+  guards_[auth] = std::move(guard);
+}
+
+namespace {
+
+void run_route(const Route& route, const RouteGuard* guard, Call& call) {
+  try {
+    if (guard && *guard && !(*guard)(call, route)) return;
+    route.handler(call);
+  } catch (const std::exception& e) {
+    call.reply(problem(500, "internal", std::string("internal error: ") + e.what()));
+  }
+}
+
+}  // namespace
+
+void Router::dispatch(std::shared_ptr<const Route> route, Call& call) const {
+  auto g = guards_.find(route->meta.auth);
+  const RouteGuard* guard = g == guards_.end() ? nullptr : &g->second;
+  // A guard reads the key database: guarded routes never run on an I/O thread.
+  if (!route->meta.blocking && !(guard && *guard)) return run_route(*route, guard, call);
+  // The request is the handler's until it returns: the task takes it over.
+  // The task keeps the route and a copy of its guard (not this router).
+  auto req = std::make_shared<Request>(std::move(call.req));
+  ElasticPool::shared().submit([route = std::move(route), guard = guard ? *guard : RouteGuard(),
+                                req, ex = call.ex, params = std::move(call.params),
+                                cors = std::move(call.cors), key_id = call.key_id]() mutable {
+    Call c{*req, std::move(ex), std::move(params), std::move(cors), std::move(key_id)};
+    run_route(*route, &guard, c);
+  });
 }
 
 std::string allow_header(const std::vector<std::string>& methods) {

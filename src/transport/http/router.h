@@ -48,6 +48,9 @@ struct RouteMeta {
   bool documented = true;
   // Answered before the Host/Origin checks (liveness probes from anywhere).
   bool before_host_check = false;
+  // The guard and the handler may block (SQLite, service calls): they run on
+  // the worker pool, never on an I/O thread.
+  bool blocking = false;
 };
 
 using PathParams = std::map<std::string, std::string>;
@@ -58,9 +61,18 @@ struct Call {
   std::shared_ptr<Exchange> ex;
   PathParams params;
   Headers cors;        // added to every reply
-  std::string key_id;  // the authenticated key, "" when none (kKey routes)
+  std::string key_id;  // the authenticated key, "" when none
+  // Filled in by the route's guard (kApi, kAdmin): who the caller is.
+  bool admin = false;
+  bool via_cookie = false;
+  // What the guard holds for the request (a slot of a per-key limit):
+  // released with this Call, when the handler returns.
+  std::shared_ptr<void> hold{};
 
   void reply(Response r) {
+    // The slot goes before the answer: a client that sends its next request
+    // on reading this one finds it free.
+    hold.reset();
     for (auto& h : cors) r.headers.push_back(h);
     ex->respond(std::move(r));
   }
@@ -68,6 +80,12 @@ struct Call {
 };
 
 using RouteHandler = std::function<void(Call&)>;
+
+struct Route;
+// Checks the caller of every route of one RouteAuth level before its
+// handler runs (authentication, CSRF, Origin, per-key limits): true to go
+// on, false after answering the refusal. The one place a level's rules live.
+using RouteGuard = std::function<bool(Call&, const Route&)>;
 
 struct Route {
   std::string method;  // "GET", ...; "*" answers every method (the handler decides)
@@ -77,7 +95,7 @@ struct Route {
 };
 
 struct RouteMatch {
-  const Route* route = nullptr;  // null: no route for this method (see allowed)
+  std::shared_ptr<const Route> route;  // null: no route for this method (see allowed)
   PathParams params;
   // Methods routed on this path (for 405's Allow); empty: unknown path.
   std::vector<std::string> allowed;
@@ -91,10 +109,16 @@ class Router {
   // The route for the method and the (percent-decoded) path. Literal
   // templates win over parameterised ones; earlier routes win among equals.
   RouteMatch match(const std::string& method, const std::string& path) const;
-  const std::vector<std::unique_ptr<Route>>& routes() const { return routes_; }
+  const std::vector<std::shared_ptr<Route>>& routes() const { return routes_; }
+  // The guard every route with `auth` passes first (none set: the handler runs).
+  void set_guard(RouteAuth auth, RouteGuard guard);
+  // Runs a matched route: its level's guard, then its handler; a blocking
+  // or guarded route's on the worker pool (the Call then owns its request).
+  void dispatch(std::shared_ptr<const Route> route, Call& call) const;
 
  private:
-  std::vector<std::unique_ptr<Route>> routes_;
+  std::vector<std::shared_ptr<Route>> routes_;
+  std::map<RouteAuth, RouteGuard> guards_;
 };
 
 // Matches `path` against `tmpl`; fills `params` on success.

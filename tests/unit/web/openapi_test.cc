@@ -1,13 +1,18 @@
 // The OpenAPI document against the route table the server really builds (the
 // MCP face's routes and the REST API's): every documented route is in it
 // with its methods and parameters, every path in it is routed, and it has
-// OpenAPI 3.1's required shape. (tests/e2e/rest_api.test.mjs validates the
-// served document against the OpenAPI 3.1 schema.)
+// OpenAPI 3.1's required shape; and against the contract, docs/rest-api.md:
+// the /api/v1 operations of its route table are exactly the document's and
+// the router's. (tests/e2e/rest_api.test.mjs validates the served document
+// against the OpenAPI 3.1 schema.)
 #include "web/openapi.h"
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <regex>
 #include <set>
+#include <sstream>
 
 #include "mcp/server.h"
 #include "transport/http/mcp_http.h"
@@ -30,6 +35,35 @@ std::string concrete(const std::string& tmpl) {
     }
   }
   return out;
+}
+
+// "GET /api/v1/x" for every operation of docs/rest-api.md's route table.
+// A row names one method and one or more paths: `/api/v1/a/{id}/pause`
+// `/resume` (a short one replaces the last segment of the first).
+std::set<std::string> doc_operations() {
+  std::ifstream in(std::string(SANDCASTLE_SOURCE_DIR) + "/docs/rest-api.md");
+  EXPECT_TRUE(in.good()) << "docs/rest-api.md";
+  std::set<std::string> ops;
+  std::string line;
+  const std::regex row(R"(^\| (GET|POST|PUT|PATCH|DELETE) (`[^|]*)\|)");
+  const std::regex code("`([^`]*)`");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_search(line, m, row)) continue;
+    const std::string method = m[1];
+    const std::string cell = m[2];
+    std::string first;
+    for (std::sregex_iterator it(cell.begin(), cell.end(), code), end; it != end; ++it) {
+      std::string p = (*it)[1];
+      if (first.empty()) {
+        first = p;
+      } else {
+        p = first.substr(0, first.rfind('/')) + p;
+      }
+      ops.insert(method + " " + p);
+    }
+  }
+  return ops;
 }
 
 class OpenApiTest : public ::testing::Test {
@@ -89,6 +123,30 @@ TEST_F(OpenApiTest, EveryRouteIsDocumentedAndEveryDocumentedPathIsRouted) {
           << "duplicate operationId";
     }
   }
+}
+
+TEST_F(OpenApiTest, TheContractTheDocumentAndTheRouterAgree) {
+  const auto doc = doc_operations();
+  ASSERT_GT(doc.size(), 20u) << "the route table of docs/rest-api.md did not parse";
+  std::set<std::string> openapi, routed;
+  for (const auto& [path, item] : doc_["paths"].items()) {
+    if (path.rfind("/api/", 0) != 0) continue;
+    for (const auto& [method, op] : item.items()) {
+      std::string upper = method;
+      for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      openapi.insert(upper + " " + path);
+    }
+  }
+  for (const auto& r : mcp_->router().routes())
+    if (r->path.rfind("/api/", 0) == 0) routed.insert(r->method + " " + r->path);
+  for (const auto& op : doc) {
+    EXPECT_TRUE(openapi.count(op)) << op << " is in docs/rest-api.md, not in openapi.json";
+    EXPECT_TRUE(routed.count(op)) << op << " is in docs/rest-api.md, not routed";
+  }
+  for (const auto& op : openapi)
+    EXPECT_TRUE(doc.count(op)) << op << " is in openapi.json, not in docs/rest-api.md";
+  for (const auto& op : routed)
+    EXPECT_TRUE(doc.count(op)) << op << " is routed, not in docs/rest-api.md";
 }
 
 TEST_F(OpenApiTest, HasTheOpenApi31Shape) {

@@ -91,7 +91,7 @@ TEST(Router, MethodsAllowAndLiteralsBeforeParams) {
     ASSERT_NE(m.route, nullptr) << method;
   }
   // A route's undescribed path parameters are documented anyway.
-  const Route* get = r.match("GET", "/api/v1/sandboxes/x").route;
+  auto get = r.match("GET", "/api/v1/sandboxes/x").route;
   ASSERT_EQ(get->meta.params.size(), 1u);
   EXPECT_EQ(get->meta.params[0].name, "id");
   EXPECT_EQ(get->meta.params[0].in, "path");
