@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -311,6 +312,12 @@ std::unique_ptr<mcp::Server> mcp_server(const config::Config& cfg, tools::ToolEn
   return server;
 }
 
+// An object that lives until the process ends (deliberately never freed).
+template <class T, class... Args>
+T& until_exit(Args&&... args) {
+  return *std::make_unique<T>(std::forward<Args>(args)...).release();
+}
+
 // Serves HTTP until SIGTERM or SIGINT; exits the process when it cannot
 // listen.
 void serve_http(const config::Config& cfg, mcp::Server& server, SandboxManager& manager,
@@ -342,7 +349,11 @@ void serve_http(const config::Config& cfg, mcp::Server& server, SandboxManager& 
   hopts.keepalive = std::chrono::milliseconds(cfg.keepalive_ms);
   hopts.session_idle_ttl = std::chrono::seconds(cfg.session_idle_ttl_s);
   hopts.max_sessions = static_cast<size_t>(cfg.max_sessions);
-  transport::http::McpHttp mcp_http(server, hopts);
+  // The HTTP face (the MCP endpoint, the REST API, the server and its
+  // connections) is never destroyed: run() ends the process with _exit. A
+  // pool task still finishing a request after shutdown (a run that ignored
+  // its cancel) answers through all three, so none may go underneath it.
+  auto& mcp_http = until_exit<transport::http::McpHttp>(server, hopts);
   web::RestOptions ropts;  // the REST API and the console share the route table
   ropts.auth_required = cfg.auth_enabled;
   ropts.keys = key_store;
@@ -355,7 +366,7 @@ void serve_http(const config::Config& cfg, mcp::Server& server, SandboxManager& 
   ropts.max_requests_per_key = static_cast<size_t>(cfg.max_requests_per_key);
   ropts.max_streams_per_key = static_cast<size_t>(cfg.max_streams_per_key);
   ropts.max_terminals_per_key = static_cast<size_t>(cfg.max_terminals_per_key);
-  web::RestApi rest(ropts);
+  auto& rest = until_exit<web::RestApi>(ropts);
   rest.add_routes(mcp_http.router());
   transport::http::ServerOptions sopts;
   sopts.host = cfg.host;
@@ -363,10 +374,11 @@ void serve_http(const config::Config& cfg, mcp::Server& server, SandboxManager& 
   sopts.threads = static_cast<size_t>(cfg.threads);
   sopts.max_body_bytes = static_cast<size_t>(cfg.max_body_bytes);
   sopts.request_timeout = std::chrono::milliseconds(cfg.request_timeout_ms);
-  transport::http::Server http(sopts, [&mcp_http](transport::http::Request&& req,
-                                                  std::shared_ptr<transport::http::Exchange> ex) {
-    mcp_http.handle(std::move(req), std::move(ex));
-  });
+  auto& http = until_exit<transport::http::Server>(
+      sopts, [&mcp_http](transport::http::Request&& req,
+                         std::shared_ptr<transport::http::Exchange> ex) {
+        mcp_http.handle(std::move(req), std::move(ex));
+      });
   auto port = http.listen();
   if (!port.ok()) {
     spdlog::error("{}", port.error().message());
