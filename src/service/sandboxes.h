@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "common/result.h"
-#include "mcp/request_context.h"
+#include "common/cancel_token.h"
 #include "service/sandbox_events.h"
 
 namespace sandcastle::tools {
@@ -47,9 +47,9 @@ struct Caller {
   std::string key_id;
 };
 
-// Cancels a run from another thread (a client that went away). Until the two
-// cancel token types are one, this is the MCP request's.
-using CancelToken = mcp::CancelToken;
+// Cancels a run from another thread (a client that went away): the one
+// token type (common/cancel_token.h) the MCP session and the backends use.
+using CancelToken = sandcastle::CancelToken;
 
 // Output while a run runs. Calls for one run are serialized; they run on the
 // run's thread and should not block for long (the sandbox's output waits).

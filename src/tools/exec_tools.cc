@@ -111,7 +111,7 @@ std::function<void(const char*, std::string_view)> output_streamer(RequestContex
 // Runs one exec with the run's cancellation (the request's, or an
 // interrupt: RunRegistry) and the request's progress wired in.
 Result<sandbox::ExecResult> run(SandboxEntry& entry, sandbox::ExecRequest req, RequestContext& ctx,
-                                mcp::CancelToken* run_cancel, const std::string& stage,
+                                CancelToken* run_cancel, const std::string& stage,
                                 uint64_t progress_sent = 0) {
   sandbox::CancelToken cancel;
   size_t sub = 0;

@@ -237,7 +237,7 @@ TEST_F(SandboxesTest, InterruptReachesAnMcpClientsRun) {
   std::mutex mu;
   std::condition_variable cv;
   bool started = false;
-  mcp::CancelToken request_token;
+  sandcastle::CancelToken request_token;
   mcp::RequestContext ctx(
       [&](const json& msg) {
         if (msg.value("method", "") != "notifications/message") return;
