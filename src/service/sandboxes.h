@@ -21,31 +21,23 @@
 #include <string_view>
 #include <vector>
 
-#include "common/result.h"
 #include "common/cancel_token.h"
+#include "common/result.h"
+#include "service/caller.h"
+#include "service/env.h"
 #include "service/sandbox_events.h"
 
-namespace sandcastle::tools {
-struct ToolEnv;
-}
 namespace sandcastle::mcp {
 class Server;
 }
 namespace sandcastle::sandbox {
 struct TerminalRequest;
 class Terminal;
-}
+}  // namespace sandcastle::sandbox
 
 namespace sandcastle::service {
 
 using json = nlohmann::json;
-
-// Who asks: the owner whose sandboxes the call may see ("" for the local
-// user, an API key's owner otherwise) and the key it came with (audit).
-struct Caller {
-  std::string owner;
-  std::string key_id;
-};
 
 // Cancels a run from another thread (a client that went away): the one
 // token type (common/cancel_token.h) the MCP session and the backends use.
@@ -88,9 +80,10 @@ struct FileContent {
 
 class Sandboxes {
  public:
-  // `env` and `server` outlive this object. First implementation: the
-  // operations forward to the tools registered on `server`.
-  Sandboxes(tools::ToolEnv& env, mcp::Server& server);
+  // `env` and `server` outlive this object. The operations whose logic has
+  // not moved into the service yet forward to the tools registered on
+  // `server` (sandboxes.cc says which).
+  Sandboxes(Env& env, mcp::Server& server);
   ~Sandboxes();
   Sandboxes(const Sandboxes&) = delete;
   Sandboxes& operator=(const Sandboxes&) = delete;

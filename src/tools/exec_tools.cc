@@ -14,7 +14,9 @@
 #include "common/metrics.h"
 #include "mcp/pagination.h"
 #include "service/kernel.h"
+#include "service/images.h"
 #include "service/languages.h"
+#include "service/run_env.h"
 #include "service/simple_command.h"
 #include "service/workspace_diff.h"
 #include "tools/resource_methods.h"
@@ -245,28 +247,6 @@ std::chrono::milliseconds timeout_of(const json& args, const SandboxEntry& e) {
   if (args.contains("timeout_s"))
     return std::chrono::milliseconds(static_cast<int64_t>(args["timeout_s"].get<double>() * 1000));
   return e.spec().limits().exec_timeout;
-}
-
-// The environment of every run: installed packages on the paths, and
-// matplotlib headless (Agg) with its config where Debian keeps it (the
-// sandbox's /etc has no matplotlibrc).
-const std::map<std::string, std::string>& run_env() {
-  static const std::map<std::string, std::string> kEnv = [] {
-    auto env = package_env();
-    env["MPLBACKEND"] = "Agg";
-    env["MPLCONFIGDIR"] = "/tmp/.sandcastle/mpl";
-    env["XDG_CACHE_HOME"] =
-        "/tmp/.sandcastle/cache";  // fontconfig's cache is not the program's output
-    if (::access("/usr/share/matplotlib/mpl-data/matplotlibrc", R_OK) == 0)
-      env["MATPLOTLIBRC"] = "/usr/share/matplotlib/mpl-data/matplotlibrc";
-    return env;
-  }();
-  return kEnv;
-}
-
-std::shared_ptr<Kernel> kernel_of(SandboxEntry& e, KernelLanguage lang) {
-  return std::static_pointer_cast<Kernel>(
-      e.attachment([&e, lang] { return std::make_shared<Kernel>(e.sandbox(), lang, run_env()); }));
 }
 
 bool is_image_mime(const std::string& m) {
@@ -760,10 +740,6 @@ void register_exec_tools(mcp::Server& server, ToolEnv& env) {
             {"openWorldHint", false}},
        nullptr},
       [&env](const json& args, RequestContext& ctx) { return restart_kernel(env, args, ctx); });
-}
-
-void start_kernel_async(const std::shared_ptr<SandboxEntry>& entry) {
-  if (auto lang = kernel_language_for(entry->language())) kernel_of(*entry, *lang)->start_async();
 }
 
 }  // namespace sandcastle::tools

@@ -416,18 +416,6 @@ json packages_json(const SandboxEntry& e) {
 
 }  // namespace
 
-std::vector<std::string> ToolConfig::pip_hosts() const {
-  std::vector<std::string> hosts = {pip_index_url};
-  // The public index serves files from a second host.
-  if (pip_index_url.find("pypi.org") != std::string::npos)
-    hosts.push_back("https://files.pythonhosted.org");
-  return hosts;
-}
-
-std::vector<std::string> ToolConfig::npm_hosts() const {
-  return {npm_registry};
-}
-
 void register_package_tools(mcp::Server& server, ToolEnv& env) {
   (void)host_installer_settings();  // read (and reported) at start, not at the first install
   server.tools().add(

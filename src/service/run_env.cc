@@ -1,0 +1,35 @@
+#include "service/run_env.h"
+
+#include <unistd.h>
+
+#include "service/env.h"
+
+namespace sandcastle::service {
+
+// The environment of every run: installed packages on the paths, and
+// matplotlib headless (Agg) with its config where Debian keeps it (the
+// sandbox's /etc has no matplotlibrc).
+const std::map<std::string, std::string>& run_env() {
+  static const std::map<std::string, std::string> kEnv = [] {
+    auto env = package_env();
+    env["MPLBACKEND"] = "Agg";
+    env["MPLCONFIGDIR"] = "/tmp/.sandcastle/mpl";
+    env["XDG_CACHE_HOME"] =
+        "/tmp/.sandcastle/cache";  // fontconfig's cache is not the program's output
+    if (::access("/usr/share/matplotlib/mpl-data/matplotlibrc", R_OK) == 0)
+      env["MATPLOTLIBRC"] = "/usr/share/matplotlib/mpl-data/matplotlibrc";
+    return env;
+  }();
+  return kEnv;
+}
+
+std::shared_ptr<Kernel> kernel_of(SandboxEntry& e, KernelLanguage lang) {
+  return std::static_pointer_cast<Kernel>(
+      e.attachment([&e, lang] { return std::make_shared<Kernel>(e.sandbox(), lang, run_env()); }));
+}
+
+void start_kernel_async(const std::shared_ptr<SandboxEntry>& entry) {
+  if (auto lang = kernel_language_for(entry->language())) kernel_of(*entry, *lang)->start_async();
+}
+
+}  // namespace sandcastle::service
