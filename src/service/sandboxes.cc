@@ -1,9 +1,10 @@
-// The service facade. The lifecycle (service/lifecycle.h, durable.h), the
-// run history (history.h), images (images.h), files, usage and the run
-// registry are served here directly. Operations whose logic still lives with
-// the MCP tools (save, runs, restart_kernel, packages, list_files) call them through the tool registry (argument checks
-// included) with a request context of their own, and turn the tool result
-// back into a Result<json>: that back-channel goes as they move here.
+// The service facade. The lifecycle (lifecycle.h, durable.h), the run
+// history (history.h), images (images.h), save (save.h), packages
+// (packages.h), files, usage and the run registry are served here directly.
+// Operations whose logic still lives with the MCP tools (runs,
+// restart_kernel, list_files) call them through the tool registry (argument
+// checks included) with a request context of their own, and turn the tool
+// result back into a Result<json>: that back-channel goes as they move here.
 #include "service/sandboxes.h"
 
 #include <map>
@@ -18,8 +19,10 @@
 #include "service/history.h"
 #include "service/images.h"
 #include "service/lifecycle.h"
+#include "service/packages.h"
 #include "service/sandbox_view.h"
 #include "service/sandbox_watch.h"
+#include "service/save.h"
 
 namespace sandcastle::service {
 
@@ -191,7 +194,7 @@ Result<json> Sandboxes::fork(const Caller& c, const std::string& id, const json&
   return fork_sandbox(impl_->env, c, with_id(args, id));
 }
 Result<json> Sandboxes::save(const Caller& c, const std::string& id, const json& args) {
-  return impl_->call("save_sandbox", c, with_id(args, id));
+  return save_sandbox(impl_->env, c, with_id(args, id));
 }
 
 Result<json> Sandboxes::run_code(const Caller& c, const json& args, const RunOptions& opts) {
@@ -305,11 +308,11 @@ std::uint64_t Sandboxes::max_file_bytes() const {
 }
 
 Result<json> Sandboxes::install_packages(const Caller& c, const std::string& id, const json& args) {
-  return impl_->call("install_packages", c, with_id(args, id));
+  return service::install_packages(impl_->env, c, with_id(args, id));
 }
 
 Result<json> Sandboxes::packages(const Caller& c, const std::string& id) {
-  auto r = impl_->call("check_package_installation_status", c, json{{"sandbox_id", id}});
+  auto r = package_status(impl_->env, c, json{{"sandbox_id", id}});
   if (!r.ok()) return r;
   json out = json::array();
   for (auto p : (*r)["packages"]) {
