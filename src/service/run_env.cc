@@ -2,8 +2,6 @@
 
 #include <unistd.h>
 
-#include "service/env.h"
-
 namespace sandcastle::service {
 
 // The environment of every run: installed packages on the paths, and
@@ -30,6 +28,25 @@ std::shared_ptr<Kernel> kernel_of(SandboxEntry& e, KernelLanguage lang) {
 
 void start_kernel_async(const std::shared_ptr<SandboxEntry>& entry) {
   if (auto lang = kernel_language_for(entry->language())) kernel_of(*entry, *lang)->start_async();
+}
+
+Result<nlohmann::json> restart_kernel(Env& env, const Caller& c, const std::string& id_or_name) {
+  auto e = env.manager.get(id_or_name, c.owner);
+  if (!e.ok()) return e.error();
+  EntryUse use(*e);
+  auto lang = kernel_language_for(use->language());
+  if (!lang)
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "sandbox " + use->id() + " runs " + use->language() +
+                           ", which has no kernel: every execute_code there already starts "
+                           "fresh. Kernels exist for python and javascript sandboxes.");
+  kernel_of(*use, *lang)->restart();
+  return nlohmann::json{{"sandbox_id", use->id()},
+                        {"language", use->language()},
+                        {"restarted", true},
+                        {"note",
+                         "a fresh kernel is starting: earlier variables, imports and functions "
+                         "are gone; files in /workspace and installed packages remain"}};
 }
 
 }  // namespace sandcastle::service

@@ -1,8 +1,8 @@
 // The service facade. The lifecycle (lifecycle.h, durable.h), the run
 // history (history.h), images (images.h), save (save.h), packages
 // (packages.h), files, usage and the run registry are served here directly.
-// Operations whose logic still lives with the MCP tools (runs,
-// restart_kernel, list_files) call them through the tool registry (argument
+// restart_kernel too (run_env.h). Operations whose logic still lives with
+// the MCP tools (runs, list_files) call them through the tool registry (argument
 // checks included) with a request context of their own, and turn the tool
 // result back into a Result<json>: that back-channel goes as they move here.
 #include "service/sandboxes.h"
@@ -20,6 +20,7 @@
 #include "service/images.h"
 #include "service/lifecycle.h"
 #include "service/packages.h"
+#include "service/run_env.h"
 #include "service/sandbox_view.h"
 #include "service/sandbox_watch.h"
 #include "service/save.h"
@@ -217,7 +218,7 @@ Result<bool> Sandboxes::interrupt(const Caller& c, const std::string& id) {
 }
 
 Result<json> Sandboxes::restart_kernel(const Caller& c, const std::string& id) {
-  return impl_->call("restart_kernel", c, json{{"sandbox_id", id}});
+  return service::restart_kernel(impl_->env, c, id);
 }
 
 Result<json> Sandboxes::history(const Caller& c, const std::string& id, std::int64_t before,

@@ -573,27 +573,6 @@ ToolResult run_command(ToolEnv& env, EntryUse& use, const json& args, RequestCon
   return res;
 }
 
-ToolResult restart_kernel(ToolEnv& env, const json& args, RequestContext& ctx) {
-  auto e = env.manager.get(args["sandbox_id"], owner_of(ctx));
-  if (!e.ok()) return error_result(e.error());
-  EntryUse use(*e);
-  auto lang = kernel_language_for(use->language());
-  if (!lang)
-    return ToolResult::error(
-        "sandbox " + use->id() + " runs " + use->language() +
-        ", which has no kernel: every execute_code there already starts fresh. "
-        "Kernels exist for python and javascript sandboxes.");
-  auto kernel = kernel_of(*use, *lang);
-  kernel->restart();
-  return ToolResult::from_structured(json{{"sandbox_id", use->id()},
-                                          {"language", use->language()},
-                                          {"restarted", true},
-                                          {"note",
-                                           "a fresh kernel is starting: earlier variables, imports "
-                                           "and functions are gone; files in /workspace and "
-                                           "installed packages remain"}});
-}
-
 // The executions metrics (by how the run ended) for one execute_code /
 // execute_command call that reached its handler.
 void count_execution(const ToolResult& res, const RequestContext& ctx,
@@ -739,7 +718,14 @@ void register_exec_tools(mcp::Server& server, ToolEnv& env) {
             {"idempotentHint", true},
             {"openWorldHint", false}},
        nullptr},
-      [&env](const json& args, RequestContext& ctx) { return restart_kernel(env, args, ctx); });
+      [&env](const json& args, RequestContext& ctx) {
+        auto r = service::restart_kernel(env, Caller{owner_of(ctx), {}}, args["sandbox_id"]);
+        // A sandbox without a kernel reads as it always has, without a code.
+        if (!r.ok() && r.error().code == ErrorCode::kInvalidArgument)
+          return ToolResult::error(r.error().message());
+        if (!r.ok()) return error_result(r.error());
+        return ToolResult::from_structured(std::move(*r));
+      });
 }
 
 }  // namespace sandcastle::tools

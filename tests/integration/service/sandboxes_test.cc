@@ -16,6 +16,7 @@
 #include "mcp/server.h"
 #include "service/history.h"
 #include "service/lifecycle.h"
+#include "service/run_env.h"
 #include "tools/tool_env.h"
 
 namespace sandcastle::service {
@@ -273,8 +274,8 @@ TEST_F(SandboxesTest, InterruptReachesAnMcpClientsRun) {
   EXPECT_EQ(res.structured["error"]["name"], "KeyboardInterrupt");
 }
 
-// The lifecycle and history operations stand without the MCP layer: no
-// mcp::Server, no tool registry, only the service's Env. A run recorded by
+// The lifecycle, history and kernel operations stand without the MCP layer:
+// no mcp::Server, no tool registry, only the service's Env. A run recorded by
 // the service is read back by the same owner only; close ends it for good.
 TEST(ServiceWithoutMcp, LifecycleAndHistoryOfOneSandbox) {
   std::string why;
@@ -324,6 +325,14 @@ TEST(ServiceWithoutMcp, LifecycleAndHistoryOfOneSandbox) {
   auto close_theirs = close_sandbox(env, bob, id);
   ASSERT_FALSE(close_theirs.ok());
   EXPECT_EQ(close_theirs.error().code, ErrorCode::kNotFound);
+
+  // A bash sandbox has no kernel to restart; another owner's is not found.
+  auto no_kernel = restart_kernel(env, alice, id);
+  ASSERT_FALSE(no_kernel.ok());
+  EXPECT_EQ(no_kernel.error().code, ErrorCode::kInvalidArgument);
+  auto restart_theirs = restart_kernel(env, bob, id);
+  ASSERT_FALSE(restart_theirs.ok());
+  EXPECT_EQ(restart_theirs.error().code, ErrorCode::kNotFound);
 
   auto closed = close_sandbox(env, alice, "solo");
   ASSERT_TRUE(closed.ok()) << closed.error().message();
