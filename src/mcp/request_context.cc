@@ -2,45 +2,6 @@
 
 namespace sandcastle::mcp {
 
-void CancelToken::cancel() {
-  std::vector<std::pair<size_t, std::function<void()>>> to_run;
-  {
-    std::lock_guard lock(mu_);
-    if (cancelled_.exchange(true, std::memory_order_acq_rel)) return;
-    to_run.swap(callbacks_);
-    running_ = true;
-    runner_ = std::this_thread::get_id();
-  }
-  for (auto& [id, fn] : to_run) fn();
-  {
-    std::lock_guard lock(mu_);
-    running_ = false;
-  }
-  done_cv_.notify_all();
-}
-
-size_t CancelToken::on_cancel(std::function<void()> fn) {
-  std::unique_lock lock(mu_);
-  if (cancelled()) {
-    lock.unlock();
-    fn();
-    return 0;
-  }
-  size_t id = next_id_++;
-  callbacks_.emplace_back(id, std::move(fn));
-  return id;
-}
-
-void CancelToken::unsubscribe(size_t id) {
-  std::unique_lock lock(mu_);
-  std::erase_if(callbacks_, [id](const auto& p) { return p.first == id; });
-  // The callback may be running right now on the cancelling thread; its
-  // captures live on the caller's stack, so wait until it has finished.
-  // (A callback that unsubscribes itself must not wait for itself.)
-  if (running_ && runner_ != std::this_thread::get_id())
-    done_cv_.wait(lock, [this] { return !running_; });
-}
-
 RequestContext::RequestContext(Send send, json request_id, std::optional<json> progress_token,
                                Era era, std::string protocol_version, int min_log_rank,
                                CancelToken* cancel, std::string owner)
@@ -62,7 +23,8 @@ void RequestContext::progress(double progress, std::optional<double> total,
   json params{{"progressToken", *progress_token_}, {"progress", progress}};
   if (total) params["total"] = *total;
   // `message` arrived in 2025-03-26; older clients would reject the field.
-  if (!message.empty() && (era_ == Era::kModern || version_at_least(protocol_version_, "2025-03-26")))
+  if (!message.empty() &&
+      (era_ == Era::kModern || version_at_least(protocol_version_, "2025-03-26")))
     params["message"] = message;
   send_(make_notification("notifications/progress", std::move(params)));
 }
@@ -71,7 +33,8 @@ void RequestContext::notify(const std::string& method, json params) {
   send_(make_notification(method, std::move(params)));
 }
 
-json RequestContext::request(const std::string& method, json params, std::chrono::milliseconds timeout) {
+json RequestContext::request(const std::string& method, json params,
+                             std::chrono::milliseconds timeout) {
   if (!requester_)
     throw RpcError{rpc_error::kInternalError,
                    "this request cannot ask the client (" + method +

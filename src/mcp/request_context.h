@@ -12,41 +12,11 @@
 #include <thread>
 #include <vector>
 
+#include "common/cancel_token.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/protocol.h"
 
 namespace sandcastle::mcp {
-
-// Shared between the session (which cancels) and the handler (which checks).
-class CancelToken {
- public:
-  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
-  // Runs every registered callback once; later registrations run at once.
-  void cancel();
-  // Callbacks run on the cancelling thread: keep them short (signal a child,
-  // wake a condition variable). Returns an id for unsubscribe().
-  size_t on_cancel(std::function<void()> fn);
-  // Removes a callback; once it returns, that callback is not running and
-  // never will, so it may capture the caller's stack.
-  void unsubscribe(size_t id);
-  // Keeps `obj` alive as long as the token: the token outlives the reply,
-  // so a handler's reservation (a transfer budget lease) also covers the
-  // copies made while its result is serialized and sent.
-  void keep(std::shared_ptr<void> obj) {
-    std::lock_guard l(mu_);
-    kept_.push_back(std::move(obj));
-  }
-
- private:
-  std::atomic<bool> cancelled_{false};
-  std::mutex mu_;
-  std::condition_variable done_cv_;
-  bool running_ = false;  // cancel() is running callbacks (outside mu_)
-  std::thread::id runner_;
-  std::vector<std::pair<size_t, std::function<void()>>> callbacks_;
-  std::vector<std::shared_ptr<void>> kept_;
-  size_t next_id_ = 1;
-};
 
 class RequestContext {
  public:
@@ -86,8 +56,8 @@ class RequestContext {
   // roots/list) and waits for its result. Throws RpcError when the client
   // answers with an error, does not answer in time, the request is cancelled,
   // or the era has no server-to-client requests (2026-07-28).
-  using Requester =
-      std::function<json(const std::string& method, json params, std::chrono::milliseconds timeout)>;
+  using Requester = std::function<json(const std::string& method, json params,
+                                       std::chrono::milliseconds timeout)>;
   void set_requester(Requester r) { requester_ = std::move(r); }
   json request(const std::string& method, json params,
                std::chrono::milliseconds timeout = std::chrono::seconds(60));

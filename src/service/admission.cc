@@ -89,7 +89,7 @@ Status AdmissionQueue::admit(const Request& req) {
   // Subscribed before the lock: a token already cancelled runs the callback
   // at once, and the callback takes mu_.
   struct Subscription {
-    mcp::CancelToken* token;
+    CancelToken* token;
     size_t id = 0;
     ~Subscription() {
       if (token && id) token->unsubscribe(id);

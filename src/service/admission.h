@@ -21,8 +21,8 @@
 #include <mutex>
 #include <string>
 
+#include "common/cancel_token.h"
 #include "common/result.h"
-#include "mcp/request_context.h"
 
 namespace sandcastle::service {
 
@@ -42,7 +42,7 @@ class AdmissionQueue {
     std::string caller;  // the owner: API key, session, "" for stdio
     Clock::time_point deadline;
     std::function<Take()> try_take;
-    mcp::CancelToken* cancel = nullptr;
+    CancelToken* cancel = nullptr;
     OnQueued on_queued;
     // The limit in error messages: "the server already runs its maximum of
     // 64 sandboxes", "you already have 16 live sandboxes, the quota per user".

@@ -390,19 +390,19 @@ std::optional<WorkspaceSnapshot> Kernel::take_listing(std::uint64_t uses_now) {
 }
 
 Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& cb,
-                                   mcp::CancelToken* cancel) {
+                                   CancelToken* cancel) {
   auto r = run_cell(req, cb, cancel);
   if (auto st = sb_.persist_changes(); !st) return st.take_error();
   return r;
 }
 
 Result<CellResult> Kernel::run_cell(const CellRequest& req, const CellCallbacks& cb,
-                                    mcp::CancelToken* cancel) {
+                                    CancelToken* cancel) {
   const auto t0 = Clock::now();
   UniqueFd cancel_ev(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!cancel_ev) return Error::from_errno("eventfd for kernel cancellation");
   struct Subscription {
-    mcp::CancelToken* token;
+    CancelToken* token;
     size_t id = 0;
     ~Subscription() {
       if (token && id) token->unsubscribe(id);

@@ -28,8 +28,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/cancel_token.h"
 #include "common/result.h"
-#include "mcp/request_context.h"
 #include "sandbox/sandbox.h"
 #include "service/workspace_diff.h"
 
@@ -108,7 +108,7 @@ class Kernel {
   // A persistent sandbox's files are on disk before it returns
   // (Sandbox::persist_changes).
   Result<CellResult> execute(const CellRequest& req, const CellCallbacks& cb = {},
-                             mcp::CancelToken* cancel = nullptr);
+                             CancelToken* cancel = nullptr);
 
   // Kills the running kernel (if any) and starts a fresh one.
   void restart();
@@ -129,8 +129,7 @@ class Kernel {
   std::shared_ptr<Instance> launch_locked(bool warmup = false);
   void kill_instance(const std::shared_ptr<Instance>& inst);
 
-  Result<CellResult> run_cell(const CellRequest& req, const CellCallbacks& cb,
-                              mcp::CancelToken* cancel);
+  Result<CellResult> run_cell(const CellRequest& req, const CellCallbacks& cb, CancelToken* cancel);
   sandbox::Sandbox& sb_;
   const KernelLanguage lang_;
   const std::map<std::string, std::string> env_;

@@ -20,7 +20,7 @@ std::size_t RunRegistry::running(const std::string& sandbox_id) const {
   return runs_.count(sandbox_id);
 }
 
-RunRegistry::Run::Run(RunRegistry& registry, std::string sandbox_id, mcp::CancelToken* request)
+RunRegistry::Run::Run(RunRegistry& registry, std::string sandbox_id, CancelToken* request)
     : registry_(registry), sandbox_id_(std::move(sandbox_id)), request_(request) {
   if (request_) request_sub_ = request_->on_cancel([this] { token_.cancel(); });
   std::lock_guard l(registry_.mu_);

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <string>
 
-#include "mcp/request_context.h"
+#include "common/cancel_token.h"
 
 namespace sandcastle::service {
 
@@ -25,24 +25,24 @@ class RunRegistry {
   // cancel, registered for as long as this object lives.
   class Run {
    public:
-    Run(RunRegistry& registry, std::string sandbox_id, mcp::CancelToken* request);
+    Run(RunRegistry& registry, std::string sandbox_id, CancelToken* request);
     ~Run();
     Run(const Run&) = delete;
     Run& operator=(const Run&) = delete;
-    mcp::CancelToken* token() { return &token_; }
+    CancelToken* token() { return &token_; }
 
    private:
     RunRegistry& registry_;
     const std::string sandbox_id_;
-    mcp::CancelToken* request_;
-    mcp::CancelToken token_;
+    CancelToken* request_;
+    CancelToken token_;
     std::size_t request_sub_ = 0;
-    std::multimap<std::string, mcp::CancelToken*>::iterator it_;
+    std::multimap<std::string, CancelToken*>::iterator it_;
   };
 
  private:
   mutable std::mutex mu_;
-  std::multimap<std::string, mcp::CancelToken*> runs_;
+  std::multimap<std::string, CancelToken*> runs_;
 };
 
 }  // namespace sandcastle::service

@@ -232,8 +232,8 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::create(const CreateRequest
 }
 
 Result<std::shared_ptr<SandboxEntry>> SandboxManager::create_when_free(
-    const CreateRequest& req, std::chrono::steady_clock::time_point deadline,
-    mcp::CancelToken* cancel, const AdmissionQueue::OnQueued& on_queued) {
+    const CreateRequest& req, std::chrono::steady_clock::time_point deadline, CancelToken* cancel,
+    const AdmissionQueue::OnQueued& on_queued) {
   if (auto spec = sandbox::SandboxSpec::create(req.spec); !spec.ok()) return spec.take_error();
   using Take = AdmissionQueue::Take;
   AdmissionQueue::Request ar;

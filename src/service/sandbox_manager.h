@@ -21,9 +21,9 @@
 
 #include "common/result.h"
 #include "sandbox/sandbox.h"
-#include "store/sandbox_store.h"
 #include "service/admission.h"
 #include "service/ended_sandboxes.h"
+#include "store/sandbox_store.h"
 
 namespace sandcastle::service {
 
@@ -229,8 +229,8 @@ class SandboxManager {
   // admission line (service/admission.h) until a slot frees, `deadline`
   // passes or `cancel` fires, instead of failing at once.
   Result<std::shared_ptr<SandboxEntry>> create_when_free(
-      const CreateRequest& req, std::chrono::steady_clock::time_point deadline,
-      mcp::CancelToken* cancel, const AdmissionQueue::OnQueued& on_queued);
+      const CreateRequest& req, std::chrono::steady_clock::time_point deadline, CancelToken* cancel,
+      const AdmissionQueue::OnQueued& on_queued);
   size_t runs_waiting() const { return admission_.waiting(); }
   // Finds by id or name, only among `owner`'s sandboxes: another owner's
   // sandbox is reported as not found, never as forbidden. A stopped
@@ -319,8 +319,8 @@ class SandboxManager {
   size_t creating_ = 0;  // reservations against the cap while a create runs
   std::map<std::string, size_t> reserved_by_owner_;  // creating_, per owner (quotas)
   std::thread reaper_thread_;
-  EndedSandboxes ended_;      // why recent ones ended, for get()'s not-found message
-  AdmissionQueue admission_;  // told (outside mu_) whenever a slot frees
+  EndedSandboxes ended_;            // why recent ones ended, for get()'s not-found message
+  AdmissionQueue admission_;        // told (outside mu_) whenever a slot frees
   mutable std::mutex listener_mu_;  // after mu_ when both are held
   ChangeListener listener_;
 };

@@ -1,6 +1,6 @@
 #include "service/sandbox_watch.h"
 
-#include "tools/tool_env.h"
+#include "service/sandbox_view.h"
 
 namespace sandcastle::service {
 
@@ -43,9 +43,9 @@ void SandboxWatch::loop() {
       e.owner = owner;
       auto [live, dormant] = manager_.find_any(id, owner);
       if (live)
-        e.sandbox = tools::sandbox_json(*live);
+        e.sandbox = sandbox_json(*live);
       else if (dormant)
-        e.sandbox = tools::dormant_json(*dormant, manager_.store());
+        e.sandbox = dormant_json(*dormant, manager_.store());
       auto known = status_.find(id);
       if (e.sandbox.is_null()) {
         if (known == status_.end()) continue;  // came and went unseen

@@ -1,7 +1,10 @@
-// The service facade. Operations whose logic still lives with the MCP tools
-// call them through the tool registry (argument checks included) with a
-// request context of their own, and turn the tool result back into a
-// Result<json>; files, usage and the run registry are served here directly.
+// The service facade. The lifecycle (lifecycle.h, durable.h), the run
+// history (history.h), images (images.h), save (save.h), packages
+// (packages.h), files, usage and the run registry are served here directly.
+// restart_kernel too (run_env.h). Operations whose logic still lives with
+// the MCP tools (runs, list_files) call them through the tool registry (argument
+// checks included) with a request context of their own, and turn the tool
+// result back into a Result<json>: that back-channel goes as they move here.
 #include "service/sandboxes.h"
 
 #include <map>
@@ -11,9 +14,16 @@
 #include "common/base64.h"
 #include "mcp/protocol.h"
 #include "mcp/server.h"
+#include "service/durable.h"
 #include "service/file_transfer.h"
+#include "service/history.h"
+#include "service/images.h"
+#include "service/lifecycle.h"
+#include "service/packages.h"
+#include "service/run_env.h"
+#include "service/sandbox_view.h"
 #include "service/sandbox_watch.h"
-#include "tools/tool_env.h"
+#include "service/save.h"
 
 namespace sandcastle::service {
 
@@ -82,11 +92,11 @@ json usage_json(const UsageSample& u) {
 }
 
 struct Sandboxes::Impl {
-  tools::ToolEnv& env;
+  Env& env;
   mcp::Server& server;
   std::unique_ptr<SandboxWatch> watch;
 
-  Impl(tools::ToolEnv& e, mcp::Server& s) : env(e), server(s) {}
+  Impl(Env& e, mcp::Server& s) : env(e), server(s) {}
 
   // Calls a tool as `c`; notifications the tool sends become callbacks.
   Result<json> call(const std::string& tool, const Caller& c, const json& args,
@@ -126,7 +136,7 @@ struct Sandboxes::Impl {
   }
 };
 
-Sandboxes::Sandboxes(tools::ToolEnv& env, mcp::Server& server)
+Sandboxes::Sandboxes(Env& env, mcp::Server& server)
     : impl_(std::make_unique<Impl>(env, server)), events_(std::make_unique<SandboxEvents>()) {
   impl_->watch = std::make_unique<SandboxWatch>(env.manager, *events_);
 }
@@ -138,7 +148,7 @@ Sandboxes::~Sandboxes() {
 }
 
 Result<json> Sandboxes::create(const Caller& c, const json& args) {
-  auto r = impl_->call("create_sandbox", c, args);
+  auto r = create_sandbox(impl_->env, c, args);
   if (r.ok()) (*r)["owner"] = c.owner;
   return r;
 }
@@ -146,8 +156,7 @@ Result<json> Sandboxes::create(const Caller& c, const json& args) {
 std::vector<json> Sandboxes::list(const Caller& c) {
   std::vector<json> out;
   for (const auto& l : impl_->env.manager.list_all(c.owner)) {
-    json j = l.live ? tools::sandbox_json(*l.live)
-                    : tools::dormant_json(*l.dormant, impl_->env.manager.store());
+    json j = l.live ? sandbox_json(*l.live) : dormant_json(*l.dormant, impl_->env.manager.store());
     j["owner"] = c.owner;
     out.push_back(std::move(j));
   }
@@ -157,7 +166,7 @@ std::vector<json> Sandboxes::list(const Caller& c) {
 Result<json> Sandboxes::get(const Caller& c, const std::string& id) {
   auto [live, dormant] = impl_->env.manager.find_any(id, c.owner);
   if (dormant) {
-    json j = tools::dormant_json(*dormant, impl_->env.manager.store());
+    json j = dormant_json(*dormant, impl_->env.manager.store());
     j["owner"] = c.owner;
     return j;
   }
@@ -166,27 +175,27 @@ Result<json> Sandboxes::get(const Caller& c, const std::string& id) {
     if (!e.ok()) return e.error();
     live = *e;
   }
-  json j = tools::sandbox_json(*live);
+  json j = sandbox_json(*live);
   j["owner"] = c.owner;
   if (auto u = usage(c, live->id()); u.ok()) j["usage"] = usage_json(*u);
   return j;
 }
 
 Result<json> Sandboxes::close(const Caller& c, const std::string& id) {
-  return impl_->call("close_sandbox", c, json{{"sandbox_id", id}});
+  return close_sandbox(impl_->env, c, id);
 }
 
 Result<json> Sandboxes::pause(const Caller& c, const std::string& id, const json& args) {
-  return impl_->call("pause_sandbox", c, with_id(args, id));
+  return pause_sandbox(impl_->env, c, with_id(args, id));
 }
 Result<json> Sandboxes::resume(const Caller& c, const std::string& id, const json& args) {
-  return impl_->call("resume_sandbox", c, with_id(args, id));
+  return resume_sandbox(impl_->env, c, with_id(args, id));
 }
 Result<json> Sandboxes::fork(const Caller& c, const std::string& id, const json& args) {
-  return impl_->call("fork_sandbox", c, with_id(args, id));
+  return fork_sandbox(impl_->env, c, with_id(args, id));
 }
 Result<json> Sandboxes::save(const Caller& c, const std::string& id, const json& args) {
-  return impl_->call("save_sandbox", c, with_id(args, id));
+  return save_sandbox(impl_->env, c, with_id(args, id));
 }
 
 Result<json> Sandboxes::run_code(const Caller& c, const json& args, const RunOptions& opts) {
@@ -209,7 +218,7 @@ Result<bool> Sandboxes::interrupt(const Caller& c, const std::string& id) {
 }
 
 Result<json> Sandboxes::restart_kernel(const Caller& c, const std::string& id) {
-  return impl_->call("restart_kernel", c, json{{"sandbox_id", id}});
+  return service::restart_kernel(impl_->env, c, id);
 }
 
 Result<json> Sandboxes::history(const Caller& c, const std::string& id, std::int64_t before,
@@ -217,7 +226,7 @@ Result<json> Sandboxes::history(const Caller& c, const std::string& id, std::int
   json args{{"sandbox_id", id}};
   if (before > 0) args["before"] = before;
   if (limit > 0) args["limit"] = limit;
-  return impl_->call("get_sandbox_history", c, args);
+  return sandbox_history(impl_->env, c, args);
 }
 
 Result<json> Sandboxes::list_files(const Caller& c, const std::string& id,
@@ -278,13 +287,15 @@ Status Sandboxes::remove_file(const Caller& c, const std::string& id, const std:
   return use->sandbox().remove(path, recursive);
 }
 
-Sandboxes::OpenTerminal::~OpenTerminal() { terminal.reset(); }
+Sandboxes::OpenTerminal::~OpenTerminal() {
+  terminal.reset();
+}
 
 Result<std::unique_ptr<Sandboxes::OpenTerminal>> Sandboxes::open_terminal(
     const Caller& c, const std::string& id, const sandbox::TerminalRequest& req) {
   auto e = impl_->live(c, id);
   if (!e.ok()) return e.error();
-  auto use = std::make_shared<tools::EntryUse>(*e);
+  auto use = std::make_shared<EntryUse>(*e);
   auto t = (*use)->sandbox().open_terminal(req);
   if (!t.ok()) return t.error();
   auto out = std::make_unique<OpenTerminal>();
@@ -298,11 +309,11 @@ std::uint64_t Sandboxes::max_file_bytes() const {
 }
 
 Result<json> Sandboxes::install_packages(const Caller& c, const std::string& id, const json& args) {
-  return impl_->call("install_packages", c, with_id(args, id));
+  return service::install_packages(impl_->env, c, with_id(args, id));
 }
 
 Result<json> Sandboxes::packages(const Caller& c, const std::string& id) {
-  auto r = impl_->call("check_package_installation_status", c, json{{"sandbox_id", id}});
+  auto r = package_status(impl_->env, c, json{{"sandbox_id", id}});
   if (!r.ok()) return r;
   json out = json::array();
   for (auto p : (*r)["packages"]) {
@@ -314,7 +325,8 @@ Result<json> Sandboxes::packages(const Caller& c, const std::string& id) {
 }
 
 Result<json> Sandboxes::images(const Caller& c) {
-  return impl_->call("list_images", c, json::object());
+  (void)c;  // every caller sees the same images
+  return list_images(impl_->env);
 }
 
 Result<UsageSample> Sandboxes::usage(const Caller& c, const std::string& id) {

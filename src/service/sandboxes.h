@@ -21,35 +21,27 @@
 #include <string_view>
 #include <vector>
 
+#include "common/cancel_token.h"
 #include "common/result.h"
-#include "mcp/request_context.h"
+#include "service/caller.h"
+#include "service/env.h"
 #include "service/sandbox_events.h"
 
-namespace sandcastle::tools {
-struct ToolEnv;
-}
 namespace sandcastle::mcp {
 class Server;
 }
 namespace sandcastle::sandbox {
 struct TerminalRequest;
 class Terminal;
-}
+}  // namespace sandcastle::sandbox
 
 namespace sandcastle::service {
 
 using json = nlohmann::json;
 
-// Who asks: the owner whose sandboxes the call may see ("" for the local
-// user, an API key's owner otherwise) and the key it came with (audit).
-struct Caller {
-  std::string owner;
-  std::string key_id;
-};
-
-// Cancels a run from another thread (a client that went away). Until the two
-// cancel token types are one, this is the MCP request's.
-using CancelToken = mcp::CancelToken;
+// Cancels a run from another thread (a client that went away): the one
+// token type (common/cancel_token.h) the MCP session and the backends use.
+using CancelToken = sandcastle::CancelToken;
 
 // Output while a run runs. Calls for one run are serialized; they run on the
 // run's thread and should not block for long (the sandbox's output waits).
@@ -88,9 +80,10 @@ struct FileContent {
 
 class Sandboxes {
  public:
-  // `env` and `server` outlive this object. First implementation: the
-  // operations forward to the tools registered on `server`.
-  Sandboxes(tools::ToolEnv& env, mcp::Server& server);
+  // `env` and `server` outlive this object. The operations whose logic has
+  // not moved into the service yet forward to the tools registered on
+  // `server` (sandboxes.cc says which).
+  Sandboxes(Env& env, mcp::Server& server);
   ~Sandboxes();
   Sandboxes(const Sandboxes&) = delete;
   Sandboxes& operator=(const Sandboxes&) = delete;

@@ -1,6 +1,6 @@
 // pause_sandbox, resume_sandbox, fork_sandbox (issue 16): the MCP face of
-// SandboxManager's persistent half (sandbox_durable.cc).
-#include "service/file_transfer.h"
+// service/durable.h (SandboxManager's persistent half, sandbox_durable.cc).
+#include "service/durable.h"
 #include "tools/tool_env.h"
 
 namespace sandcastle::tools {
@@ -11,59 +11,16 @@ using mcp::ToolResult;
 
 namespace {
 
-json id_schema(const char* what) {
-  return json{{"type", "string"}, {"description", what}};
-}
+using Op = Result<json> (*)(Env&, const Caller&, const json&);
 
-// fork_sandbox of an ephemeral sandbox: its workspace copied file by file
-// through both sandboxes' in-sandbox file channels (never by the server on
-// their trees). Each file is held once in the server's memory, under the
-// transfer budget every file tool shares and at most max_file_bytes; the
-// whole copy is bounded by the fork's disk limit and kForkMaxEntries.
-constexpr std::size_t kForkMaxEntries = 100'000;
-
-Status copy_workspace(const ToolEnv& env, sandbox::Sandbox& from, sandbox::Sandbox& to) {
-  const std::string root = from.spec().workdir();
-  sandbox::ListOptions lo;
-  lo.recursive = true;
-  lo.max_entries = kForkMaxEntries;
-  auto listing = from.list(root, lo);
-  if (!listing.ok()) return listing.take_error();
-  if (listing->truncated)
-    return Error::make(ErrorCode::kResourceExhausted,
-                       "more than " + std::to_string(kForkMaxEntries) + " files under " + root +
-                           ": fork a persistent sandbox instead (its disk is copied whole)");
-  std::uint64_t left = to.spec().limits().disk_bytes;
-  const std::uint64_t cap = env.config.max_file_bytes;
-  for (const auto& f : listing->entries) {
-    const std::string path = root + "/" + f.name;
-    if (f.type == sandbox::FileType::kDirectory) {
-      if (auto s = to.mkdir(path, true); !s.ok()) return s;
-      continue;
-    }
-    if (f.type != sandbox::FileType::kRegular)
-      continue;  // symlinks and special files are not copied
-    auto read = read_bounded(from, *env.config.transfer_budget, path, 0, std::nullopt, cap, 1);
-    if (!read.ok()) return read.take_error();
-    if (read->file.too_large)
-      return Error::make(
-          ErrorCode::kResourceExhausted,
-          path + " is " + std::to_string(read->file.size) +
-              " bytes: an ephemeral sandbox's fork copies files up to " + std::to_string(cap) +
-              " bytes each; fork a persistent sandbox instead (its disk is copied whole)");
-    if (read->file.data.size() > left)
-      return Error::make(ErrorCode::kResourceExhausted, "the files exceed the fork's disk limit");
-    left -= read->file.data.size();
-    if (auto s = to.write_file(path, read->file.data, f.mode & 07777, true); !s.ok()) return s;
-  }
-  return ok_status();
-}
-
-std::optional<PauseMode> pause_mode(const std::string& s) {
-  if (s == "auto") return PauseMode::kAuto;
-  if (s == "freeze") return PauseMode::kFreeze;
-  if (s == "stop") return PauseMode::kStop;
-  return std::nullopt;
+// A durable operation as a tool handler: the service's result as
+// structuredContent, its error with its code.
+auto handler(ToolEnv& env, Op op) {
+  return [&env, op](const json& args, RequestContext& ctx) {
+    auto r = op(env, Caller{ctx.owner(), {}}, args);
+    if (!r.ok()) return error_result(r.error());
+    return ToolResult::from_structured(std::move(*r));
+  };
 }
 
 }  // namespace
@@ -79,38 +36,13 @@ void register_durable_tools(mcp::Server& server, ToolEnv& env) {
        "the result says whether the memory state could be saved. \"auto\" (default): stop for a "
        "persistent sandbox, freeze for another. Calls to a paused sandbox are refused until "
        "resumed.",
-       json{{"type", "object"},
-            {"properties",
-             {{"sandbox_id", id_schema("Sandbox id or name.")},
-              {"mode",
-               {{"type", "string"}, {"enum", {"auto", "freeze", "stop"}}, {"default", "auto"}}}}},
-            {"required", {"sandbox_id"}},
-            {"additionalProperties", false}},
-       json{{"type", "object"},
-            {"properties",
-             {{"sandbox_id", {{"type", "string"}}},
-              {"status", {{"type", "string"}}},
-              {"mode", {{"type", "string"}}},
-              {"memory_saved", {{"type", "boolean"}}},
-              {"note", {{"type", "string"}}}}},
-            {"required", {"sandbox_id", "status", "mode", "memory_saved"}}},
+       pause_input_schema(), pause_output_schema(),
        json{{"readOnlyHint", false},
             {"destructiveHint", false},
             {"idempotentHint", true},
             {"openWorldHint", false}},
        nullptr},
-      [&env](const json& args, RequestContext& ctx) {
-        auto mode = pause_mode(args["mode"].get<std::string>());
-        if (!mode) return ToolResult::error("mode: one of auto, freeze, stop");
-        const std::string id = args["sandbox_id"].get<std::string>();
-        auto r = env.manager.pause(id, ctx.owner(), *mode);
-        if (!r.ok()) return error_result(r.error());
-        return ToolResult::from_structured(json{{"sandbox_id", id},
-                                                {"status", "paused"},
-                                                {"mode", r->mode},
-                                                {"memory_saved", r->memory_saved},
-                                                {"note", r->note}});
-      });
+      handler(env, &pause_sandbox));
 
   tools.add(
       {"resume_sandbox", "Resume sandbox",
@@ -118,64 +50,25 @@ void register_durable_tools(mcp::Server& server, ToolEnv& env) {
        "where it stood; one paused to disk starts its processes again with its files and "
        "packages, and its next run reports state_lost. Returns the sandbox as list_sandboxes "
        "shows it, with state_lost.",
-       json{{"type", "object"},
-            {"properties", {{"sandbox_id", id_schema("Sandbox id or name.")}}},
-            {"required", {"sandbox_id"}},
-            {"additionalProperties", false}},
-       json{{"type", "object"},
-            {"properties",
-             {{"sandbox_id", {{"type", "string"}}}, {"state_lost", {{"type", "boolean"}}}}},
-            {"required", {"sandbox_id", "state_lost"}}},
+       resume_input_schema(), resume_output_schema(),
        json{{"readOnlyHint", false},
             {"destructiveHint", false},
             {"idempotentHint", true},
             {"openWorldHint", false}},
        nullptr},
-      [&env](const json& args, RequestContext& ctx) {
-        auto e = env.manager.resume(args["sandbox_id"].get<std::string>(), ctx.owner());
-        if (!e.ok()) return error_result(e.error());
-        json out = sandbox_json(**e);
-        // Said here and kept for the next run, which reports it too.
-        bool lost = (*e)->take_state_lost();
-        if (lost) (*e)->set_state_lost();
-        out["state_lost"] = lost;
-        return ToolResult::from_structured(out);
-      });
+      handler(env, &resume_sandbox));
 
   tools.add({"fork_sandbox", "Fork sandbox",
              "Creates a new sandbox with a copy of another's files (copy-on-write where the disk "
              "allows), its spec, language and installed packages; the original keeps running. The "
              "fork's processes start fresh (variables are not copied). Returns the new sandbox.",
-             json{{"type", "object"},
-                  {"properties",
-                   {{"sandbox_id", id_schema("Sandbox to copy: id or name.")},
-                    {"name",
-                     {{"type", "string"},
-                      {"maxLength", 64},
-                      {"description", "Name of the new sandbox."}}}}},
-                  {"required", {"sandbox_id"}},
-                  {"additionalProperties", false}},
-             json{{"type", "object"},
-                  {"properties",
-                   {{"sandbox_id", {{"type", "string"}}}, {"forked_from", {{"type", "string"}}}}},
-                  {"required", {"sandbox_id", "forked_from"}}},
+             fork_input_schema(), fork_output_schema(),
              json{{"readOnlyHint", false},
                   {"destructiveHint", false},
                   {"idempotentHint", false},
                   {"openWorldHint", false}},
              nullptr},
-            [&env](const json& args, RequestContext& ctx) {
-              const std::string from = args["sandbox_id"].get<std::string>();
-              auto e = env.manager.fork(from, ctx.owner(), args.value("name", std::string()),
-                                        [&env](sandbox::Sandbox& a, sandbox::Sandbox& b) {
-                                          return copy_workspace(env, a, b);
-                                        });
-              if (!e.ok()) return error_result(e.error());
-              start_kernel_async(*e);
-              json out = sandbox_json(**e);
-              out["forked_from"] = from;
-              return ToolResult::from_structured(out);
-            });
+            handler(env, &fork_sandbox));
 }
 
 }  // namespace sandcastle::tools

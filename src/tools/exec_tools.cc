@@ -14,7 +14,9 @@
 #include "common/metrics.h"
 #include "mcp/pagination.h"
 #include "service/kernel.h"
+#include "service/images.h"
 #include "service/languages.h"
+#include "service/run_env.h"
 #include "service/simple_command.h"
 #include "service/workspace_diff.h"
 #include "tools/resource_methods.h"
@@ -111,7 +113,7 @@ std::function<void(const char*, std::string_view)> output_streamer(RequestContex
 // Runs one exec with the run's cancellation (the request's, or an
 // interrupt: RunRegistry) and the request's progress wired in.
 Result<sandbox::ExecResult> run(SandboxEntry& entry, sandbox::ExecRequest req, RequestContext& ctx,
-                                mcp::CancelToken* run_cancel, const std::string& stage,
+                                CancelToken* run_cancel, const std::string& stage,
                                 uint64_t progress_sent = 0) {
   sandbox::CancelToken cancel;
   size_t sub = 0;
@@ -245,28 +247,6 @@ std::chrono::milliseconds timeout_of(const json& args, const SandboxEntry& e) {
   if (args.contains("timeout_s"))
     return std::chrono::milliseconds(static_cast<int64_t>(args["timeout_s"].get<double>() * 1000));
   return e.spec().limits().exec_timeout;
-}
-
-// The environment of every run: installed packages on the paths, and
-// matplotlib headless (Agg) with its config where Debian keeps it (the
-// sandbox's /etc has no matplotlibrc).
-const std::map<std::string, std::string>& run_env() {
-  static const std::map<std::string, std::string> kEnv = [] {
-    auto env = package_env();
-    env["MPLBACKEND"] = "Agg";
-    env["MPLCONFIGDIR"] = "/tmp/.sandcastle/mpl";
-    env["XDG_CACHE_HOME"] =
-        "/tmp/.sandcastle/cache";  // fontconfig's cache is not the program's output
-    if (::access("/usr/share/matplotlib/mpl-data/matplotlibrc", R_OK) == 0)
-      env["MATPLOTLIBRC"] = "/usr/share/matplotlib/mpl-data/matplotlibrc";
-    return env;
-  }();
-  return kEnv;
-}
-
-std::shared_ptr<Kernel> kernel_of(SandboxEntry& e, KernelLanguage lang) {
-  return std::static_pointer_cast<Kernel>(
-      e.attachment([&e, lang] { return std::make_shared<Kernel>(e.sandbox(), lang, run_env()); }));
 }
 
 bool is_image_mime(const std::string& m) {
@@ -593,27 +573,6 @@ ToolResult run_command(ToolEnv& env, EntryUse& use, const json& args, RequestCon
   return res;
 }
 
-ToolResult restart_kernel(ToolEnv& env, const json& args, RequestContext& ctx) {
-  auto e = env.manager.get(args["sandbox_id"], owner_of(ctx));
-  if (!e.ok()) return error_result(e.error());
-  EntryUse use(*e);
-  auto lang = kernel_language_for(use->language());
-  if (!lang)
-    return ToolResult::error(
-        "sandbox " + use->id() + " runs " + use->language() +
-        ", which has no kernel: every execute_code there already starts fresh. "
-        "Kernels exist for python and javascript sandboxes.");
-  auto kernel = kernel_of(*use, *lang);
-  kernel->restart();
-  return ToolResult::from_structured(json{{"sandbox_id", use->id()},
-                                          {"language", use->language()},
-                                          {"restarted", true},
-                                          {"note",
-                                           "a fresh kernel is starting: earlier variables, imports "
-                                           "and functions are gone; files in /workspace and "
-                                           "installed packages remain"}});
-}
-
 // The executions metrics (by how the run ended) for one execute_code /
 // execute_command call that reached its handler.
 void count_execution(const ToolResult& res, const RequestContext& ctx,
@@ -759,11 +718,14 @@ void register_exec_tools(mcp::Server& server, ToolEnv& env) {
             {"idempotentHint", true},
             {"openWorldHint", false}},
        nullptr},
-      [&env](const json& args, RequestContext& ctx) { return restart_kernel(env, args, ctx); });
-}
-
-void start_kernel_async(const std::shared_ptr<SandboxEntry>& entry) {
-  if (auto lang = kernel_language_for(entry->language())) kernel_of(*entry, *lang)->start_async();
+      [&env](const json& args, RequestContext& ctx) {
+        auto r = service::restart_kernel(env, Caller{owner_of(ctx), {}}, args["sandbox_id"]);
+        // A sandbox without a kernel reads as it always has, without a code.
+        if (!r.ok() && r.error().code == ErrorCode::kInvalidArgument)
+          return ToolResult::error(r.error().message());
+        if (!r.ok()) return error_result(r.error());
+        return ToolResult::from_structured(std::move(*r));
+      });
 }
 
 }  // namespace sandcastle::tools

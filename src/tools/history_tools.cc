@@ -1,13 +1,7 @@
-// The run history: record_run appends every execute_code / execute_command
-// call to the sandbox store (capped, bounded by --history-max-mb), and
-// get_sandbox_history reads a sandbox's runs back, newest first, a page at
-// a time. Only the caller's own sandboxes: another owner's is "not found",
-// as everywhere else.
-#include <spdlog/spdlog.h>
-
-#include <algorithm>
-
-#include "store/sqlite_sandbox_store.h"
+// get_sandbox_history, the MCP face of the run history (service/history.h):
+// the service's page as structuredContent, and a line per run as text. Also
+// record_run's adapter for the exec tools: what a ToolResult says of a run.
+#include "service/history.h"
 #include "tools/tool_env.h"
 
 namespace sandcastle::tools {
@@ -18,66 +12,11 @@ using mcp::ToolResult;
 
 namespace {
 
-constexpr std::size_t kDefaultLimit = 20;
-constexpr std::size_t kMaxLimit = 200;
-
-// The head of a (possibly long) string field of the result, at most `n`
-// bytes, without copying the rest.
-std::string head_of(const json& obj, const char* key, std::size_t n, bool* cut) {
-  auto it = obj.find(key);
-  if (it == obj.end() || !it->is_string()) return {};
-  const auto& s = it->get_ref<const std::string&>();
-  if (s.size() <= n) return s;
-  *cut = true;
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return s.substr(0, n);
-}
-
 std::string first_text(const ToolResult& res) {
   for (const auto& c : res.content)
     if (c.value("type", "") == "text" && c.contains("text") && c["text"].is_string())
       return c["text"].get<std::string>();
   return {};
-}
-
-// The sandbox a run used: the result says (null for a one-shot run); an
-// error result without structured content names none, so the argument is
-// resolved (nothing is recorded when it names no sandbox of the caller's).
-std::optional<std::string> sandbox_of(ToolEnv& env, const RequestContext& ctx, const json& args,
-                                      const ToolResult& res) {
-  if (res.structured.is_object()) {
-    auto it = res.structured.find("sandbox_id");
-    if (it != res.structured.end() && it->is_string()) return it->get<std::string>();
-    return std::string();  // one-shot: the sandbox is gone with the call
-  }
-  if (!args.contains("sandbox_id") || !args["sandbox_id"].is_string()) return std::nullopt;
-  // Looked up without get(), which would start a stopped sandbox (the
-  // failed call may have been refused for that very reason).
-  auto [live, dormant] = env.manager.find_any(args["sandbox_id"].get<std::string>(), owner_of(ctx));
-  if (live) return live->id();
-  if (dormant) return dormant->id;
-  return std::nullopt;
-}
-
-const store::SandboxStore& reader(ToolEnv& env) {
-  return env.store ? *env.store : env.manager.store();
-}
-
-json entry_json(const store::HistoryEntry& e) {
-  return json{{"seq", e.seq},
-              {"at", iso_time(e.at)},
-              {"caller", e.caller},
-              {"tool", e.tool},
-              {"language", e.language},
-              {"input", e.input},
-              {"stdout", e.stdout_data},
-              {"stderr", e.stderr_data},
-              {"truncated", e.truncated},
-              {"exit_code", e.exit_code},
-              {"reason", e.reason},
-              {"duration_ms", static_cast<double>(e.duration_us) / 1000.0},
-              {"files_created", e.files_created},
-              {"images", e.images}};
 }
 
 std::string one_line(const std::string& s, std::size_t n) {
@@ -95,57 +34,41 @@ std::string one_line(const std::string& s, std::size_t n) {
 }
 
 ToolResult get_sandbox_history(ToolEnv& env, const json& args, RequestContext& ctx) {
-  const std::string asked = args["sandbox_id"].get<std::string>();
-  const std::string owner = owner_of(ctx);
-  const std::size_t limit =
-      std::clamp<std::size_t>(args.value("limit", kDefaultLimit), 1, kMaxLimit);
-  std::optional<std::int64_t> before;
-  if (args.contains("before")) before = args["before"].get<std::int64_t>();
-  const auto& store = reader(env);
-
-  // The caller's sandbox by id or name, from the store's records (live,
-  // paused or stopped alike: looking does not start a stopped one), or an
-  // ended one whose runs say they were the caller's. Anything else gets
-  // the manager's not-found, the same as for every other tool.
-  std::string id;
-  if (auto rec = store.get(asked); rec && rec->owner == owner) {
-    id = rec->id;
-  } else {
-    if (auto all = store.list(); all.ok())
-      for (const auto& r : *all)
-        if (r.owner == owner && r.name == asked) id = r.id;
-    if (id.empty()) {
-      auto probe = store.history(asked, 1, std::nullopt);
-      if (!probe.entries.empty() && probe.entries[0].caller == owner) id = asked;
-    }
-  }
-  if (id.empty()) {
-    auto live = env.manager.get(asked, owner);
-    if (!live.ok()) return error_result(live.error());
-    id = (*live)->id();  // a sandbox the store does not list (no store records)
-  }
-
-  auto page = store.history(id, limit, before);
-  json entries = json::array();
+  auto page = service::sandbox_history(env, Caller{owner_of(ctx), {}}, args);
+  if (!page.ok()) return error_result(page.error());
+  const json& out = *page;
+  const json& entries = out["entries"];
+  // Appended piece by piece (GCC 12's -Wrestrict misfires on "x" + string&&).
   std::string text;
-  for (const auto& e : page.entries) {
-    if (e.caller != owner) continue;  // never another owner's runs
-    entries.push_back(entry_json(e));
-    text += "#" + std::to_string(e.seq) + " " + iso_time(e.at) + " " + e.tool +
-            (e.language.empty() ? "" : " (" + e.language + ")") + ": " + one_line(e.input, 60) +
-            " -> " + e.reason + (e.reason == "exited" ? " " + std::to_string(e.exit_code) : "") +
-            "\n";
+  for (const auto& e : entries) {
+    const auto& lang = e["language"].get_ref<const std::string&>();
+    const auto& reason = e["reason"].get_ref<const std::string&>();
+    text += '#';
+    text += std::to_string(e["seq"].get<std::int64_t>());
+    text += ' ';
+    text += e["at"].get_ref<const std::string&>();
+    text += ' ';
+    text += e["tool"].get_ref<const std::string&>();
+    if (!lang.empty()) text.append(" (").append(lang).append(")");
+    text += ": ";
+    text += one_line(e["input"].get_ref<const std::string&>(), 60);
+    text += " -> ";
+    text += reason;
+    if (reason == "exited") text.append(" ").append(std::to_string(e["exit_code"].get<int>()));
+    text += '\n';
   }
-  json out{{"sandbox_id", id}, {"entries", entries}, {"count", entries.size()}};
-  if (page.next_before) out["next_before"] = *page.next_before;
-  std::string head =
-      std::to_string(entries.size()) + " run(s) of " + id + ", newest first" +
-      (page.next_before ? " (older ones: pass before=" + std::to_string(*page.next_before) + ")"
-                        : "") +
-      (entries.empty() ? "" : ":") + "\n";
+  std::string head = std::to_string(entries.size());
+  head.append(" run(s) of ").append(out["sandbox_id"].get_ref<const std::string&>());
+  head += ", newest first";
+  if (out.contains("next_before"))
+    head.append(" (older ones: pass before=")
+        .append(std::to_string(out["next_before"].get<std::int64_t>()))
+        .append(")");
+  if (!entries.empty()) head += ':';
+  head += '\n';
   ToolResult res;
   res.content.push_back({{"type", "text"}, {"text", head + text}});
-  res.structured = std::move(out);
+  res.structured = std::move(*page);
   return res;
 }
 
@@ -153,53 +76,14 @@ ToolResult get_sandbox_history(ToolEnv& env, const json& args, RequestContext& c
 
 void record_run(ToolEnv& env, const RequestContext& ctx, const char* tool, const json& args,
                 const ToolResult& res, std::chrono::steady_clock::time_point started) {
-  if (!env.store) return;
-  auto sandbox = sandbox_of(env, ctx, args, res);
-  if (!sandbox) return;
-  store::HistoryEntry e;
-  e.sandbox_id = std::move(*sandbox);
-  e.at = std::chrono::system_clock::now();
-  e.caller = owner_of(ctx);
-  e.tool = tool;
-  const store::HistoryLimits caps;
-  bool cut = false;
-  e.input = head_of(args, std::string(tool) == "execute_code" ? "code" : "command",
-                    caps.max_input_bytes, &cut);
-  const json& out = res.structured;
-  if (out.is_object()) {
-    e.language = out.value("language", args.value("language", ""));
-    e.stdout_data = head_of(out, "stdout", caps.max_output_bytes, &cut);
-    e.stderr_data = head_of(out, "stderr", caps.max_output_bytes, &cut);
-    e.truncated = out.value("truncated", false);
-    e.exit_code = out.value("exit_code", -1);
-    e.reason = out.value("reason", "");
-    if (out.contains("duration_ms") && out["duration_ms"].is_number())
-      e.duration_us = static_cast<std::int64_t>(out["duration_ms"].get<double>() * 1000.0);
-    if (auto f = out.find("files_created"); f != out.end() && f->is_array())
-      for (const auto& file : *f) {
-        if (e.files_created.size() == caps.max_files) {
-          cut = true;
-          break;
-        }
-        if (file.is_object() && file.contains("path") && file["path"].is_string())
-          e.files_created.push_back(file["path"].get<std::string>());
-      }
-  } else {  // the run failed before it had a result (the sandbox died, ...)
-    e.language = args.value("language", "");
-    e.reason = "error";
-    e.stderr_data = first_text(res);
-    cut |= e.stderr_data.size() > caps.max_output_bytes;
-  }
-  if (e.duration_us == 0)
-    e.duration_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                        std::chrono::steady_clock::now() - started)
-                        .count();
+  service::RunOutcome outcome;
+  if (res.structured.is_object())
+    outcome.result = &res.structured;
+  else
+    outcome.error_text = first_text(res);
   for (const auto& c : res.content)
-    if (c.value("type", "") == "image") ++e.images;
-  e.truncated = e.truncated || cut;
-  // A failed write loses this entry only; the run's result stands.
-  if (auto s = env.store->append_history(e); !s.ok())
-    spdlog::warn("run history: {}", s.error().message());
+    if (c.value("type", "") == "image") ++outcome.images;
+  service::record_run(env, owner_of(ctx), tool, args, outcome, started);
 }
 
 void register_history_tools(mcp::Server& server, ToolEnv& env) {
@@ -209,30 +93,7 @@ void register_history_tools(mcp::Server& server, ToolEnv& env) {
        "first: the code or command, its stdout and stderr (each cut at 64 KiB), exit code, how it "
        "ended, duration and the files it created. Also works for a sandbox that has ended, while "
        "its history is kept. Page with `before`: pass the `next_before` of the previous page.",
-       json{{"type", "object"},
-            {"properties",
-             {{"sandbox_id",
-               {{"type", "string"}, {"minLength", 1}, {"description", "Sandbox id or name."}}},
-              {"limit",
-               {{"type", "integer"},
-                {"minimum", 1},
-                {"maximum", kMaxLimit},
-                {"default", kDefaultLimit},
-                {"description", "Most entries returned."}}},
-              {"before",
-               {{"type", "integer"},
-                {"minimum", 1},
-                {"description",
-                 "Only entries older than this seq (next_before of the previous page)."}}}}},
-            {"required", {"sandbox_id"}},
-            {"additionalProperties", false}},
-       json{{"type", "object"},
-            {"properties",
-             {{"sandbox_id", {{"type", "string"}}},
-              {"entries", {{"type", "array"}}},
-              {"count", {{"type", "integer"}}},
-              {"next_before", {{"type", "integer"}}}}},
-            {"required", {"sandbox_id", "entries", "count"}}},
+       service::history_input_schema(), service::history_output_schema(),
        json{{"readOnlyHint", true},
             {"destructiveHint", false},
             {"idempotentHint", true},

@@ -4,21 +4,14 @@
 // the sandbox's owner only; resources/templates/list advertises the template.
 #pragma once
 
-#include <optional>
-#include <string>
+#include "service/sandbox_uri.h"
 
 namespace sandcastle::tools {
 
-inline constexpr const char* kSandboxUriTemplate = "sandbox://{sandbox_id}/{path}";
-
-// sandbox://<id>/<path>, each path segment percent-encoded.
-std::string sandbox_resource_uri(const std::string& sandbox_id, const std::string& path);
-
-struct SandboxUri {
-  std::string sandbox_id;
-  std::string path;  // decoded, relative to the workdir (or absolute)
-};
-// Parses a sandbox:// URI; nullopt when it is not one (or badly encoded).
-std::optional<SandboxUri> parse_sandbox_uri(const std::string& uri);
+// The URI codec is the service's (service/sandbox_uri.h).
+using service::kSandboxUriTemplate;
+using service::parse_sandbox_uri;
+using service::sandbox_resource_uri;
+using service::SandboxUri;
 
 }  // namespace sandcastle::tools

@@ -70,7 +70,7 @@ TEST_F(KernelTest, PythonCancelInterruptsOnlyThatCell) {
   Kernel k(*sb_, KernelLanguage::kPython);
   ASSERT_EQ(plain(*k.execute(cell("x = 41\nx"))), "41");
   for (int round = 0; round < 5; ++round) {
-    mcp::CancelToken cancel;
+    sandcastle::CancelToken cancel;
     std::thread t([&] {
       std::this_thread::sleep_for(100ms);
       cancel.cancel();
@@ -121,7 +121,7 @@ TEST_F(KernelTest, QueuedCellCancelledBeforeItRuns) {
   ASSERT_EQ(plain(*k.execute(cell("1"))), "1");
   std::thread slow([&] { (void)k.execute(cell("import time\ntime.sleep(0.5)\nran_slow = True")); });
   std::this_thread::sleep_for(100ms);
-  mcp::CancelToken cancel;
+  sandcastle::CancelToken cancel;
   cancel.cancel();
   auto r = k.execute(cell("ran_queued = True"), {}, &cancel);
   slow.join();

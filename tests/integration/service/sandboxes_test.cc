@@ -14,6 +14,9 @@
 #include "common/metrics.h"
 #include "mcp/protocol.h"
 #include "mcp/server.h"
+#include "service/history.h"
+#include "service/lifecycle.h"
+#include "service/run_env.h"
 #include "tools/tool_env.h"
 
 namespace sandcastle::service {
@@ -237,7 +240,7 @@ TEST_F(SandboxesTest, InterruptReachesAnMcpClientsRun) {
   std::mutex mu;
   std::condition_variable cv;
   bool started = false;
-  mcp::CancelToken request_token;
+  sandcastle::CancelToken request_token;
   mcp::RequestContext ctx(
       [&](const json& msg) {
         if (msg.value("method", "") != "notifications/message") return;
@@ -269,6 +272,76 @@ TEST_F(SandboxesTest, InterruptReachesAnMcpClientsRun) {
   ASSERT_TRUE(res.structured.is_object()) << res.to_json().dump();
   EXPECT_EQ(res.structured["reason"], "cancelled");
   EXPECT_EQ(res.structured["error"]["name"], "KeyboardInterrupt");
+}
+
+// The lifecycle, history and kernel operations stand without the MCP layer:
+// no mcp::Server, no tool registry, only the service's Env. A run recorded by
+// the service is read back by the same owner only; close ends it for good.
+TEST(ServiceWithoutMcp, LifecycleAndHistoryOfOneSandbox) {
+  std::string why;
+  auto* backend = sandbox::testing::shared_backend(&why);
+  if (!backend) GTEST_SKIP() << "no sandbox backend on this host: " << why;
+  SandboxManager manager(*backend, ManagerOptions{});
+  manager.start();
+  Env env{manager, Config{}};
+  env.store = &manager.mutable_store();
+  const Caller alice{"alice", "k-alice"}, bob{"bob", "k-bob"};
+
+  CreateRequest req;
+  req.language = "bash";
+  req.name = "solo";
+  req.owner = alice.owner;
+  auto made = manager.create(req);
+  ASSERT_TRUE(made.ok()) << made.error().message();
+  const std::string id = (*made)->id();
+
+  json listed = list_sandboxes(env, alice);
+  ASSERT_EQ(listed["count"], 1);
+  EXPECT_EQ(listed["sandboxes"][0]["sandbox_id"], id);
+  EXPECT_EQ(listed["sandboxes"][0]["name"], "solo");
+  EXPECT_EQ(list_sandboxes(env, bob)["count"], 0);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const json args{{"sandbox_id", id}, {"code", "echo hi"}, {"language", "bash"}};
+  const json result{{"sandbox_id", id}, {"stdout", "hi\n"},   {"stderr", ""},
+                    {"exit_code", 0},   {"reason", "exited"}, {"duration_ms", 1.5}};
+  record_run(env, alice.owner, "execute_code", args, RunOutcome{&result, {}, 0}, t0);
+  auto page = sandbox_history(env, alice, json{{"sandbox_id", "solo"}});
+  ASSERT_TRUE(page.ok()) << page.error().message();
+  EXPECT_EQ((*page)["sandbox_id"], id);
+  ASSERT_EQ((*page)["count"], 1);
+  EXPECT_EQ((*page)["entries"][0]["input"], "echo hi");
+  EXPECT_EQ((*page)["entries"][0]["stdout"], "hi\n");
+  EXPECT_EQ((*page)["entries"][0]["reason"], "exited");
+
+  // The schema is the service's: checked without the tool registry.
+  auto bad = sandbox_history(env, alice, json{{"sandbox_id", id}, {"limit", 0}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(bad.error().message().find("limit"), std::string::npos) << bad.error().message();
+  auto theirs = sandbox_history(env, bob, json{{"sandbox_id", id}});
+  ASSERT_FALSE(theirs.ok());
+  EXPECT_EQ(theirs.error().code, ErrorCode::kNotFound);
+  auto close_theirs = close_sandbox(env, bob, id);
+  ASSERT_FALSE(close_theirs.ok());
+  EXPECT_EQ(close_theirs.error().code, ErrorCode::kNotFound);
+
+  // A bash sandbox has no kernel to restart; another owner's is not found.
+  auto no_kernel = restart_kernel(env, alice, id);
+  ASSERT_FALSE(no_kernel.ok());
+  EXPECT_EQ(no_kernel.error().code, ErrorCode::kInvalidArgument);
+  auto restart_theirs = restart_kernel(env, bob, id);
+  ASSERT_FALSE(restart_theirs.ok());
+  EXPECT_EQ(restart_theirs.error().code, ErrorCode::kNotFound);
+
+  auto closed = close_sandbox(env, alice, "solo");
+  ASSERT_TRUE(closed.ok()) << closed.error().message();
+  EXPECT_EQ(*closed, (json{{"sandbox_id", id}, {"closed", true}}));
+  EXPECT_EQ(list_sandboxes(env, alice)["count"], 0);
+  auto again = close_sandbox(env, alice, id);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code, ErrorCode::kNotFound);
+  manager.shutdown();
 }
 
 }  // namespace

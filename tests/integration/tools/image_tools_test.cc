@@ -93,7 +93,7 @@ class ImageToolsTest : public ::testing::Test {
   std::unique_ptr<SandboxManager> manager_;
   std::unique_ptr<ToolEnv> env_;
   mcp::Server server_;
-  mcp::CancelToken cancel_;
+  sandcastle::CancelToken cancel_;
 };
 
 TEST_F(ImageToolsTest, ListImagesShowsHostAndTheStore) {

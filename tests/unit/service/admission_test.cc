@@ -61,7 +61,7 @@ struct Slots {
 };
 
 AdmissionQueue::Request request(Slots& s, const std::string& caller, const std::string& tag,
-                                Clock::duration wait = 30s, mcp::CancelToken* cancel = nullptr) {
+                                Clock::duration wait = 30s, sandcastle::CancelToken* cancel = nullptr) {
   AdmissionQueue::Request r;
   r.caller = caller;
   r.deadline = Clock::now() + wait;
@@ -186,7 +186,7 @@ TEST(AdmissionQueue, NoLineMeansRefuseAtOnce) {
 TEST(AdmissionQueue, CancellationRemovesTheWaiterAndTheNextOneMovesUp) {
   AdmissionQueue q(64);
   Slots s;
-  mcp::CancelToken token;
+  sandcastle::CancelToken token;
   Status first;
   std::thread t1([&] {
     first = q.admit(request(s, "alice", "A1", 30s, &token));
@@ -211,7 +211,7 @@ TEST(AdmissionQueue, CancellationRemovesTheWaiterAndTheNextOneMovesUp) {
 TEST(AdmissionQueue, AnAlreadyCancelledRequestDoesNotQueue) {
   AdmissionQueue q(64);
   Slots s;
-  mcp::CancelToken token;
+  sandcastle::CancelToken token;
   token.cancel();
   Status st = q.admit(request(s, "alice", "A1", 30s, &token));
   ASSERT_FALSE(st.ok());
