@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -32,9 +33,12 @@ void busy_child_in(SandboxCgroup& cg) {
     char c;
     ::close(go[1]);
     if (::read(go[0], &c, 1) != 1) _exit(1);
-    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-    while (std::chrono::steady_clock::now() < until) {
-    }
+    // 200 ms of its own CPU time, not of the wall clock: on a loaded
+    // machine a wall-clock loop gets less than the test asserts.
+    struct timespec t {};
+    do {
+      ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    } while (t.tv_sec == 0 && t.tv_nsec < 200'000'000);
     std::string block(32u << 20, 'x');
     _exit(block[12345] == 'x' ? 0 : 1);
   }
