@@ -6,8 +6,9 @@
 // puppeteer-core from tests/e2e/node_modules):
 //   - creates --count native sandboxes (bash) through the REST API;
 //   - first render: navigation start to every row in the DOM;
-//   - idle: the server's CPU and the page's main-thread time (the DevTools
-//     protocol's TaskDuration) over --idle-s seconds, nothing changing;
+//   - idle: the server's CPU over --idle-s seconds with no console, then with
+//     one open (the difference is the console's cost), and the page's
+//     main-thread time (the DevTools protocol's TaskDuration), nothing changing;
 //   - diffs: a sandbox created or closed while the list is open, from the
 //     REST call's answer to its row appearing / going (median of 10 each),
 //     the rows that were not touched kept (same DOM nodes, no reload);
@@ -93,6 +94,16 @@ try {
   result.create_all_s = round1((performance.now() - t0) / 1000);
   result.server_rss_mib = rssMiB(srv.pid);
 
+  // The server's own idle cost with these sandboxes and no console: the
+  // console's cost is what opening one adds to it.
+  {
+    await new Promise((r) => setTimeout(r, 3000));
+    const c0 = cpuSeconds(srv.pid);
+    const i0 = performance.now();
+    await new Promise((r) => setTimeout(r, opts['idle-s'] * 1000));
+    result.idle_no_console_cpu_pct = round1(((cpuSeconds(srv.pid) - c0) / ((performance.now() - i0) / 1000)) * 100);
+  }
+
   const page = await browser.newPage();
   await page.evaluateOnNewDocument(() => {
     window.__longest = 0;
@@ -114,6 +125,7 @@ try {
   await new Promise((r) => setTimeout(r, opts['idle-s'] * 1000));
   const idleS = (performance.now() - i0) / 1000;
   result.idle_server_cpu_pct = round1(((cpuSeconds(srv.pid) - c0) / idleS) * 100);
+  result.console_cost_cpu_pct = round1(result.idle_server_cpu_pct - result.idle_no_console_cpu_pct);
   result.idle_page_main_thread_pct = round1(((await taskSeconds(cdp) - k0) / idleS) * 100);
 
   // Diffs: the first row's node must survive every change below.
@@ -150,7 +162,9 @@ if (opts.json) {
   console.log(`| create ${result.count} sandboxes (REST, 8 at a time) | ${result.create_all_s} s |`);
   console.log(`| server RSS with ${result.count} sandboxes | ${result.server_rss_mib} MiB |`);
   console.log(`| first render: navigation to ${result.count} rows | ${result.first_render_ms} ms |`);
-  console.log(`| idle ${opts['idle-s']} s: server CPU | ${result.idle_server_cpu_pct}% of a core (budget ≤ 1%) |`);
+  console.log(`| idle ${opts['idle-s']} s, no console open: server CPU | ${result.idle_no_console_cpu_pct}% of a core |`);
+  console.log(`| idle ${opts['idle-s']} s, one console open: server CPU | ${result.idle_server_cpu_pct}% of a core |`);
+  console.log(`| what the open console adds | ${result.console_cost_cpu_pct}% of a core (budget ≤ 1%) |`);
   console.log(`| idle ${opts['idle-s']} s: page main thread | ${result.idle_page_main_thread_pct}% |`);
   console.log(`| a created sandbox's row appears (median of 10) | ${result.row_added_ms} ms |`);
   console.log(`| a closed sandbox's row goes (median of 10) | ${result.row_removed_ms} ms |`);

@@ -346,8 +346,18 @@ Result<UsageSample> Sandboxes::usage(const Caller& c, const std::string& id) {
 }
 
 std::vector<UsageSample> Sandboxes::usage_all(const std::optional<std::string>& owner) {
+  std::size_t total = 0;
+  return usage_some(owner, 0, SIZE_MAX, &total);
+}
+
+std::vector<UsageSample> Sandboxes::usage_some(const std::optional<std::string>& owner,
+                                               std::size_t start, std::size_t max,
+                                               std::size_t* total) {
   std::vector<UsageSample> out;
-  for (const auto& e : impl_->env.manager.list_every(owner)) {
+  const auto every = impl_->env.manager.list_every(owner);
+  *total = every.size();
+  for (std::size_t i = start; i < every.size() && i - start < max; ++i) {
+    const auto& e = every[i];
     if (e->frozen()) continue;
     auto u = usage(Caller{e->owner(), {}}, e->id());
     if (u.ok()) out.push_back(std::move(*u));

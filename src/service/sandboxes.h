@@ -160,6 +160,11 @@ class Sandboxes {
   Result<UsageSample> usage(const Caller& c, const std::string& id);
   // Usage of every running sandbox of `owner` (nullopt: all owners).
   std::vector<UsageSample> usage_all(const std::optional<std::string>& owner);
+  // The same for at most `max` of them, from the `start`th in list order;
+  // `total` gets how many there are. A watcher of many sandboxes samples
+  // them in turns, at a bounded cost per turn.
+  std::vector<UsageSample> usage_some(const std::optional<std::string>& owner, std::size_t start,
+                                      std::size_t max, std::size_t* total);
   std::size_t live_count() const;
   std::size_t max_sandboxes() const;
   std::size_t warm_ready() const;

@@ -2,7 +2,8 @@
 // first, then upsert / remove as the service's event feed reports them, and
 // every usage_interval the usage of the sandboxes whose numbers changed (none:
 // nothing is sent). One ticker thread serves every open stream, asking the
-// service once per owner per tick; a comment line keeps quiet streams open.
+// service once per owner per tick for a turn of at most kSamplesPerTick of
+// its sandboxes; a comment line keeps quiet streams open.
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
@@ -67,7 +68,13 @@ bool changed(const service::UsageSample& sent, const service::UsageSample& now) 
 
 }  // namespace
 
+// A tick samples at most this many sandboxes per owner, in turns: an open
+// console's cost stays bounded whatever the number of sandboxes (500 are
+// each sampled every 5th tick).
+constexpr std::size_t kSamplesPerTick = 100;
+
 struct RestApi::Events {
+  std::map<std::string, std::size_t> cursor;  // per owner: where the next tick starts (ticker only)
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;
@@ -99,32 +106,35 @@ struct RestApi::Events {
     }
   }
 
-  static void tick(service::Sandboxes& svc, const std::vector<std::shared_ptr<EventStream>>& live,
-                   std::chrono::milliseconds keepalive) {
+  void tick(service::Sandboxes& svc, const std::vector<std::shared_ptr<EventStream>>& live,
+            std::chrono::milliseconds keepalive) {
     std::map<std::string, std::vector<service::UsageSample>> by_owner;
-    for (const auto& s : live)
-      if (!by_owner.count(s->owner)) by_owner[s->owner] = svc.usage_all(s->owner);
+    for (const auto& s : live) {
+      if (by_owner.count(s->owner)) continue;
+      std::size_t& at = cursor[s->owner];
+      std::size_t total = 0;
+      by_owner[s->owner] = svc.usage_some(s->owner, at, kSamplesPerTick, &total);
+      at = at + kSamplesPerTick >= total ? 0 : at + kSamplesPerTick;
+    }
+    std::erase_if(cursor, [&](const auto& kv) { return !by_owner.count(kv.first); });
     const auto now = std::chrono::steady_clock::now();
     for (const auto& s : live) {
       std::lock_guard lock(s->mu);
       if (s->closed) continue;
       json samples = json::array();
-      std::map<std::string, service::UsageSample> next;
+      // `last` keeps what the client has: this tick's turn updates its part
+      // (a removed sandbox leaves it with its remove event).
       for (const auto& u : by_owner[s->owner]) {
         auto it = s->last.find(u.sandbox_id);
-        if (it == s->last.end() || changed(it->second, u)) {
-          samples.push_back(json{{"sandbox_id", u.sandbox_id},
-                                 {"memory_bytes", u.memory_bytes},
-                                 {"peak_memory_bytes", u.peak_memory_bytes},
-                                 {"cpu_ms", u.cpu_ms},
-                                 {"processes", u.processes},
-                                 {"disk_bytes", u.disk_bytes}});
-          next[u.sandbox_id] = u;
-        } else {
-          next[u.sandbox_id] = it->second;  // what the client has
-        }
+        if (it != s->last.end() && !changed(it->second, u)) continue;
+        samples.push_back(json{{"sandbox_id", u.sandbox_id},
+                               {"memory_bytes", u.memory_bytes},
+                               {"peak_memory_bytes", u.peak_memory_bytes},
+                               {"cpu_ms", u.cpu_ms},
+                               {"processes", u.processes},
+                               {"disk_bytes", u.disk_bytes}});
+        s->last[u.sandbox_id] = u;
       }
-      s->last = std::move(next);
       if (!samples.empty()) {
         s->write(sse_event("usage", json{{"samples", samples}}));
       } else if (now - s->last_write >= keepalive) {
