@@ -14,12 +14,10 @@
 // Prints medians (and p90 of TTI) over --iterations loads.
 //
 // Usage: node bench/console_bench.mjs [--sandcastle build/sandcastle] [--iterations 15] [--idle-s 30] [--json]
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from './lib/args.mjs';
+import { cpuSeconds, startHttpServer } from './lib/proc.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
@@ -39,21 +37,6 @@ function p90(xs) {
   return s[Math.min(s.length - 1, Math.ceil(s.length * 0.9) - 1)];
 }
 
-async function startServer() {
-  const state = mkdtempSync(join(tmpdir(), 'sandcastle-console-bench-'));
-  const proc = spawn(opts.sandcastle, ['--transport', 'http', '--host', '127.0.0.1', '--port', '0', '--state-dir', state, '--log-level', 'warn'],
-    { stdio: ['ignore', 'ignore', 'pipe'] });
-  let err = '';
-  const base = await new Promise((res, rej) => {
-    const t = setTimeout(() => rej(new Error(`no listening line:\n${err}`)), 15000);
-    proc.stderr.on('data', (c) => {
-      err += c;
-      const m = err.match(/listening on (http:\/\/[^\s/]+)\/mcp/);
-      if (m) { clearTimeout(t); res(m[1]); }
-    });
-  });
-  return { base, pid: proc.pid, stop: () => { proc.kill('SIGTERM'); rmSync(state, { recursive: true, force: true }); } };
-}
 
 async function load(page, cdp, url) {
   const sizes = new Map();
@@ -68,14 +51,8 @@ async function load(page, cdp, url) {
   return { tti, bytes: [...sizes.values()].reduce((a, b) => a + b, 0), requests: sizes.size };
 }
 
-// CPU seconds (user + system) of a process and its threads, from /proc.
-function cpuSeconds(pid) {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;  // utime, stime in clock ticks (USER_HZ = 100)
-}
 
-const srv = await startServer();
+const srv = await startHttpServer(opts.sandcastle);
 const browser = await launchBrowser();
 const cold = [];
 const warm = [];

@@ -15,12 +15,11 @@
 //   - the longest main-thread task while all of that happened.
 //
 // Usage: node bench/console_list_bench.mjs [--sandcastle build/sandcastle] [--count 500] [--idle-s 20] [--json]
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from './lib/args.mjs';
+import { cpuSeconds, startHttpServer } from './lib/proc.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
@@ -37,28 +36,7 @@ const median = (xs) => {
 };
 const round1 = (x) => Math.round(x * 10) / 10;
 
-async function startServer() {
-  const state = mkdtempSync(join(tmpdir(), 'sandcastle-list-bench-'));
-  const cap = String(opts.count + 50);
-  const proc = spawn(opts.sandcastle, ['--transport', 'http', '--host', '127.0.0.1', '--port', '0', '--state-dir', state,
-    '--log-level', 'warn', '--max-sandboxes', cap, '--max-per-key', cap], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let err = '';
-  const base = await new Promise((res, rej) => {
-    const t = setTimeout(() => rej(new Error(`no listening line:\n${err}`)), 15000);
-    proc.stderr.on('data', (c) => {
-      err += c;
-      const m = err.match(/listening on (http:\/\/[^\s/]+)\/mcp/);
-      if (m) { clearTimeout(t); res(m[1]); }
-    });
-  });
-  return { base, pid: proc.pid, stop: () => { proc.kill('SIGTERM'); rmSync(state, { recursive: true, force: true }); } };
-}
 
-function cpuSeconds(pid) {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 function rssMiB(pid) {
   const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
   return m ? Math.round(Number(m[1]) / 1024) : NaN;
@@ -81,7 +59,8 @@ async function taskSeconds(cdp) {
   return metrics.find((m) => m.name === 'TaskDuration').value;
 }
 
-const srv = await startServer();
+const cap = String(opts.count + 50);
+const srv = await startHttpServer(opts.sandcastle, ['--max-sandboxes', cap, '--max-per-key', cap]);
 const browser = await launchBrowser();
 const result = { count: opts.count };
 try {

@@ -1,5 +1,9 @@
-// What a server process has running, read from /proc.
-import { readdirSync, readFileSync } from 'node:fs';
+// What a server process has running, read from /proc; starting one on
+// loopback for a benchmark.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 // Child pids of `pid`, over all its threads.
 function kids(pid) {
@@ -26,4 +30,29 @@ export function sandboxInits(pid) {
   } catch {
     return -1;
   }
+}
+
+// CPU seconds (user + system) of a process and its threads.
+export function cpuSeconds(pid) {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;  // utime, stime in clock ticks (USER_HZ = 100)
+}
+
+// sandcastle over HTTP on a free loopback port with a state directory of its
+// own (removed by stop()), and `args` after the usual ones.
+export async function startHttpServer(bin, args = []) {
+  const state = mkdtempSync(join(tmpdir(), 'sandcastle-bench-'));
+  const proc = spawn(bin, ['--transport', 'http', '--host', '127.0.0.1', '--port', '0', '--state-dir', state,
+    '--log-level', 'warn', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  const base = await new Promise((res, rej) => {
+    const t = setTimeout(() => rej(new Error(`no listening line:\n${err}`)), 15000);
+    proc.stderr.on('data', (c) => {
+      err += c;
+      const m = err.match(/listening on (http:\/\/[^\s/]+)\/mcp/);
+      if (m) { clearTimeout(t); res(m[1]); }
+    });
+  });
+  return { base, pid: proc.pid, stop: () => { proc.kill('SIGTERM'); rmSync(state, { recursive: true, force: true }); } };
 }
