@@ -381,7 +381,7 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::create_impl(const CreateRe
     (void)store_->put(record_of(*entry, options_.server_identity));
   }
   entry->set_recorded(persistent || !req.one_shot);
-  if (entry->recorded()) changed(id, req.owner);
+  if (entry->recorded()) changed(id, req.owner, entry);
   count_created();
   return entry;
 }
@@ -548,9 +548,10 @@ void SandboxManager::set_change_listener(ChangeListener fn) {
   listener_ = std::move(fn);
 }
 
-void SandboxManager::changed(const std::string& id, const std::string& owner) const {
+void SandboxManager::changed(const std::string& id, const std::string& owner,
+                             std::shared_ptr<const SandboxEntry> created) const {
   std::lock_guard l(listener_mu_);
-  if (listener_) listener_(id, owner);
+  if (listener_) listener_(id, owner, std::move(created));
 }
 
 std::vector<std::shared_ptr<SandboxEntry>> SandboxManager::list_every(

@@ -266,9 +266,12 @@ class SandboxManager {
   size_t reap_expired();
 
   // Told (id, owner) whenever a sandbox may have appeared, changed status or
-  // gone (one-shot sandboxes excepted). May be called with the manager's
+  // gone (one-shot sandboxes excepted); `created` is the new sandbox when it
+  // has just been made, so that one closed before the listener looks is
+  // still seen to have come (and gone). May be called with the manager's
   // locks held: it must only take note (service/sandbox_watch.h looks).
-  using ChangeListener = std::function<void(const std::string& id, const std::string& owner)>;
+  using ChangeListener = std::function<void(const std::string& id, const std::string& owner,
+                                            std::shared_ptr<const SandboxEntry> created)>;
   void set_change_listener(ChangeListener fn);
   // Live sandboxes of `owner` (nullopt: of every owner).
   std::vector<std::shared_ptr<SandboxEntry>> list_every(
@@ -288,7 +291,8 @@ class SandboxManager {
   void release_reservation_locked(const std::string& owner);
   void reaper_loop();
   std::string new_id() const;
-  void changed(const std::string& id, const std::string& owner) const;
+  void changed(const std::string& id, const std::string& owner,
+               std::shared_ptr<const SandboxEntry> created = nullptr) const;
   // Persistent sandboxes (sandbox_durable.cc).
   std::shared_ptr<SandboxEntry> insert_locked(std::shared_ptr<SandboxEntry> entry);
   Result<std::shared_ptr<SandboxEntry>> wake(const store::SandboxRecord& rec, bool state_lost);

@@ -6,8 +6,8 @@
 
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -26,7 +26,10 @@ class SandboxWatch {
   SandboxWatch& operator=(const SandboxWatch&) = delete;
 
  private:
-  void changed(const std::string& id, const std::string& owner);
+  void changed(const std::string& id, const std::string& owner,
+               std::shared_ptr<const SandboxEntry> created);
+  void publish(const std::string& id, const std::string& owner,
+               const std::shared_ptr<const SandboxEntry>& created);
   void loop();
 
   SandboxManager& manager_;
@@ -34,7 +37,8 @@ class SandboxWatch {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
-  std::set<std::pair<std::string, std::string>> pending_;  // (id, owner)
+  // (id, owner) -> the new sandbox when the notice was its creation.
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<const SandboxEntry>> pending_;
   std::map<std::string, std::string>
       status_;  // what subscribers were last told, by id (watch thread)
   std::thread thread_;

@@ -345,11 +345,6 @@ Result<UsageSample> Sandboxes::usage(const Caller& c, const std::string& id) {
   return s;
 }
 
-std::vector<UsageSample> Sandboxes::usage_all(const std::optional<std::string>& owner) {
-  std::size_t total = 0;
-  return usage_some(owner, 0, SIZE_MAX, &total);
-}
-
 std::vector<UsageSample> Sandboxes::usage_some(const std::optional<std::string>& owner,
                                                std::size_t start, std::size_t max,
                                                std::size_t* total) {

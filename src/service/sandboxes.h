@@ -158,9 +158,8 @@ class Sandboxes {
   // list_images' result.
   Result<json> images(const Caller& c);
   Result<UsageSample> usage(const Caller& c, const std::string& id);
-  // Usage of every running sandbox of `owner` (nullopt: all owners).
-  std::vector<UsageSample> usage_all(const std::optional<std::string>& owner);
-  // The same for at most `max` of them, from the `start`th in list order;
+  // Usage of at most `max` running sandboxes of `owner` (nullopt: all
+  // owners), from the `start`th in list order;
   // `total` gets how many there are. A watcher of many sandboxes samples
   // them in turns, at a bounded cost per turn.
   std::vector<UsageSample> usage_some(const std::optional<std::string>& owner, std::size_t start,

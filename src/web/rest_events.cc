@@ -1,13 +1,15 @@
 // GET /api/v1/events: the caller's sandboxes, live, over SSE. A snapshot
 // first, then upsert / remove as the service's event feed reports them, and
 // every usage_interval the usage of the sandboxes whose numbers changed (none:
-// nothing is sent). One ticker thread serves every open stream, asking the
-// service once per owner per tick for a turn of at most kSamplesPerTick of
-// its sandboxes; a comment line keeps quiet streams open.
+// nothing is sent). One ticker thread serves every open stream: per tick it
+// starts, for each owner with a stream, a turn on the shared pool that
+// samples at most kSamplesPerTick of its sandboxes; a comment line keeps
+// quiet streams open.
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "common/thread_pool.h"
@@ -35,8 +37,14 @@ struct EventStream {
     ex->write(s);
     last_write = std::chrono::steady_clock::now();
   }
+  // Also drops from `last` what is gone: after a resync the removals that
+  // would have done it were among the lost events.
   void snapshot(service::Sandboxes& svc) {
-    write(sse_event("snapshot", json{{"sandboxes", svc.list(caller)}}));
+    auto rows = svc.list(caller);
+    std::set<std::string> ids;
+    for (const auto& r : rows) ids.insert(r.value("sandbox_id", ""));
+    std::erase_if(last, [&](const auto& kv) { return !ids.count(kv.first); });
+    write(sse_event("snapshot", json{{"sandboxes", std::move(rows)}}));
   }
   void drain(service::Sandboxes& svc) {
     std::lock_guard lock(mu);
@@ -73,8 +81,18 @@ bool changed(const service::UsageSample& sent, const service::UsageSample& now) 
 // each sampled every 5th tick).
 constexpr std::size_t kSamplesPerTick = 100;
 
+// One owner's sampling. A turn runs on the shared pool, not on the ticker:
+// a sandbox slow to answer (its file worker starved by its own programs)
+// delays its owner's numbers only, never another tenant's. One turn per
+// owner at a time: a tick that finds it still running skips that owner.
+struct OwnerTurn {
+  bool busy = false;       // guarded by Events::mu
+  std::size_t cursor = 0;  // where the next turn starts (the running turn's)
+};
+
 struct RestApi::Events {
-  std::map<std::string, std::size_t> cursor;  // per owner: where the next tick starts (ticker only)
+  std::map<std::string, std::shared_ptr<OwnerTurn>> turns;  // guarded by mu
+  std::size_t running = 0;                                  // turns on the pool; guarded by mu
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;
@@ -99,32 +117,55 @@ struct RestApi::Events {
         std::lock_guard l(s->mu);
         return s->closed || s->ex->closed();
       });
-      std::vector<std::shared_ptr<EventStream>> live = streams;
-      lock.unlock();
-      tick(*svc, live, keepalive);
-      lock.lock();
+      std::map<std::string, std::vector<std::shared_ptr<EventStream>>> by_owner;
+      for (const auto& s : streams) by_owner[s->owner].push_back(s);
+      std::erase_if(turns,
+                    [&](const auto& kv) { return !kv.second->busy && !by_owner.count(kv.first); });
+      for (auto& [owner, list] : by_owner) {
+        auto& turn = turns[owner];
+        if (!turn) turn = std::make_shared<OwnerTurn>();
+        if (turn->busy) {
+          keep_alive(list, keepalive);
+          continue;
+        }
+        turn->busy = true;
+        ++running;
+        ElasticPool::shared().submit([this, svc, turn, list = std::move(list), keepalive] {
+          sample(*svc, *turn, list, keepalive);
+          std::lock_guard l(mu);
+          turn->busy = false;
+          --running;
+          cv.notify_all();
+        });
+      }
     }
   }
 
-  void tick(service::Sandboxes& svc, const std::vector<std::shared_ptr<EventStream>>& live,
-            std::chrono::milliseconds keepalive) {
-    std::map<std::string, std::vector<service::UsageSample>> by_owner;
-    for (const auto& s : live) {
-      if (by_owner.count(s->owner)) continue;
-      std::size_t& at = cursor[s->owner];
-      std::size_t total = 0;
-      by_owner[s->owner] = svc.usage_some(s->owner, at, kSamplesPerTick, &total);
-      at = at + kSamplesPerTick >= total ? 0 : at + kSamplesPerTick;
-    }
-    std::erase_if(cursor, [&](const auto& kv) { return !by_owner.count(kv.first); });
+  static void keep_alive(const std::vector<std::shared_ptr<EventStream>>& list,
+                         std::chrono::milliseconds keepalive) {
     const auto now = std::chrono::steady_clock::now();
-    for (const auto& s : live) {
+    for (const auto& s : list) {
+      std::lock_guard lock(s->mu);
+      if (!s->closed && now - s->last_write >= keepalive) s->write(": keep-alive\n\n");
+    }
+  }
+
+  // One owner's turn: samples the next kSamplesPerTick of its sandboxes and
+  // sends each of its streams what changed for it.
+  static void sample(service::Sandboxes& svc, OwnerTurn& turn,
+                     const std::vector<std::shared_ptr<EventStream>>& list,
+                     std::chrono::milliseconds keepalive) {
+    std::size_t total = 0;
+    const auto got = svc.usage_some(list.front()->owner, turn.cursor, kSamplesPerTick, &total);
+    turn.cursor = turn.cursor + kSamplesPerTick >= total ? 0 : turn.cursor + kSamplesPerTick;
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& s : list) {
       std::lock_guard lock(s->mu);
       if (s->closed) continue;
       json samples = json::array();
-      // `last` keeps what the client has: this tick's turn updates its part
-      // (a removed sandbox leaves it with its remove event).
-      for (const auto& u : by_owner[s->owner]) {
+      // `last` keeps what the client has: this turn updates its part (a
+      // removed sandbox leaves it with its remove event or a resync).
+      for (const auto& u : got) {
         auto it = s->last.find(u.sandbox_id);
         if (it != s->last.end() && !changed(it->second, u)) continue;
         samples.push_back(json{{"sandbox_id", u.sandbox_id},
@@ -143,14 +184,17 @@ struct RestApi::Events {
     }
   }
 
+  // Waits for the turns on the pool: they hold the service and the streams.
+  // Each ends within the sandboxes' own call deadlines.
   void shutdown() {
     std::vector<std::shared_ptr<EventStream>> live;
     {
-      std::lock_guard lock(mu);
+      std::unique_lock lock(mu);
       stop = true;
       live.swap(streams);
+      cv.notify_all();
+      cv.wait(lock, [&] { return running == 0; });
     }
-    cv.notify_all();
     if (ticker.joinable()) ticker.join();
     for (auto& s : live) {
       std::lock_guard lock(s->mu);
@@ -205,8 +249,10 @@ void RestApi::event_routes(Router& r) {
             if (auto st = weak.lock()) st->drain(*svc);
           });
         });
+        // Usage follows in the owner's next turns (each sandbox's first
+        // sample is news to this stream): nothing is sampled here, on the
+        // request's thread.
         s->snapshot(*svc);
-        for (const auto& u : svc->usage_all(s->owner)) s->last[u.sandbox_id] = u;
       }
       // Not under s->mu: the ticker takes its own lock, then each stream's.
       events_->add(s, svc, options_.usage_interval, options_.keepalive);

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import WebSocket from 'ws';
-import { keys, startHttp, tempStateDir } from './lib/http.mjs';
+import { keys, readSse, startHttp, tempStateDir } from './lib/http.mjs';
 
 const PROBLEM = 'application/problem+json';
 
@@ -272,36 +272,6 @@ describe('REST API with auth off (loopback)', () => {
 });
 
 // --- the service routes ------------------------------------------------------
-
-// Reads SSE events from a fetch Response until `until(events)` or the end.
-async function readSse(res, until = () => false, timeoutMs = 30000) {
-  const reader = res.body.getReader();
-  const dec = new TextDecoder();
-  let buf = '';
-  const events = [];
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buf += dec.decode(value, { stream: true });
-    let i;
-    while ((i = buf.indexOf('\n\n')) >= 0) {
-      const block = buf.slice(0, i);
-      buf = buf.slice(i + 2);
-      const ev = { event: 'message', data: '', comment: false, t: Date.now() };
-      for (const line of block.split('\n')) {
-        if (line.startsWith(':')) ev.comment = true;
-        else if (line.startsWith('event: ')) ev.event = line.slice(7);
-        else if (line.startsWith('data: ')) ev.data += line.slice(6);
-      }
-      if (ev.data) ev.data = JSON.parse(ev.data);
-      events.push(ev);
-    }
-    if (until(events)) break;
-  }
-  await reader.cancel().catch(() => {});
-  return events;
-}
 
 describe('REST API: sandboxes, executions, files, events (two keys)', () => {
   let state, srv, base, a, b, sid;

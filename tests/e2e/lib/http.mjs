@@ -111,3 +111,35 @@ export function modernHeaders(method, name) {
   if (name !== undefined) h['mcp-name'] = name;
   return h;
 }
+
+// Reads SSE events from a fetch Response until `until(events)`, the end or
+// the deadline (checked as data arrives: a stream with keep-alives ends on time).
+// Each event: {event, data (parsed JSON), comment, t (arrival, ms)}.
+export async function readSse(res, until = () => false, timeoutMs = 30000) {
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  const events = [];
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += dec.decode(value, { stream: true });
+    let i;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      const ev = { event: 'message', data: '', comment: false, t: Date.now() };
+      for (const line of block.split('\n')) {
+        if (line.startsWith(':')) ev.comment = true;
+        else if (line.startsWith('event: ')) ev.event = line.slice(7);
+        else if (line.startsWith('data: ')) ev.data += line.slice(6);
+      }
+      if (ev.data) ev.data = JSON.parse(ev.data);
+      events.push(ev);
+    }
+    if (until(events)) break;
+  }
+  await reader.cancel().catch(() => {});
+  return events;
+}

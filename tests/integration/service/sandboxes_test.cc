@@ -138,6 +138,54 @@ TEST_F(SandboxesTest, EventFeedSeesCreateAndClose) {
   EXPECT_TRUE(sub->drain().events.empty());
 }
 
+// A sandbox made and closed while the watcher is busy reaches it as one
+// notice batch, after it has gone: subscribers still see it come and go.
+TEST_F(SandboxesTest, EventFeedKeepsASandboxThatCameAndWentInOneBatch) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool held = false, release = false;
+  // The wake runs on the watcher's thread: holding it there holds the watcher.
+  std::vector<SandboxEvent> seen;
+  std::unique_ptr<SandboxEvents::Subscription> sub;
+  sub = svc_->events().subscribe(std::string("alice"), [&] {
+    std::unique_lock l(mu);
+    if (!held) {
+      held = true;
+      cv.notify_all();
+      cv.wait(l, [&] { return release; });
+    }
+    cv.notify_all();
+  });
+  // However the test ends, the watcher is let go (TearDown joins it).
+  auto let_go = [&](void*) {
+    std::lock_guard g(mu);
+    release = true;
+    cv.notify_all();
+  };
+  std::unique_ptr<void, decltype(let_go)> guard(&mu, let_go);
+  const std::string first = create(alice_, json{{"language", "bash"}});
+  {
+    std::unique_lock l(mu);
+    ASSERT_TRUE(cv.wait_for(l, 10s, [&] { return held; }));
+  }
+  for (auto& e : sub->drain().events) seen.push_back(std::move(e));  // the first: queue empty again
+  const std::string brief = create(alice_, json{{"language", "bash"}});
+  ASSERT_TRUE(svc_->close(alice_, brief).ok());
+  guard.reset();
+  std::unique_lock l(mu);
+  ASSERT_TRUE(cv.wait_for(l, 10s, [&] {
+    for (auto& e : sub->drain().events) seen.push_back(std::move(e));
+    return seen.size() >= 3;
+  }));
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].sandbox_id, first);
+  EXPECT_EQ(seen[1].kind, SandboxEvent::Kind::kCreated);
+  EXPECT_EQ(seen[1].sandbox_id, brief);
+  EXPECT_EQ(seen[1].sandbox["owner"], "alice");
+  EXPECT_EQ(seen[2].kind, SandboxEvent::Kind::kRemoved);
+  EXPECT_EQ(seen[2].sandbox_id, brief);
+}
+
 TEST_F(SandboxesTest, RunStreamsOutputAndInterruptStopsIt) {
   const std::string id = create(alice_, json{{"language", "python"}});
   ASSERT_FALSE(id.empty());
