@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "mcp/server.h"
+#include "route_paths.h"
 #include "transport/http/mcp_http.h"
 #include "web/rest_api.h"
 
@@ -23,19 +24,7 @@ namespace {
 
 using nlohmann::json;
 
-// A concrete path for a template: every {param} filled in.
-std::string concrete(const std::string& tmpl) {
-  std::string out;
-  for (size_t i = 0; i < tmpl.size(); ++i) {
-    if (tmpl[i] == '{') {
-      i = tmpl.find('}', i);
-      out += "p1";
-    } else {
-      out.push_back(tmpl[i]);
-    }
-  }
-  return out;
-}
+using testing::concrete;
 
 // "GET /api/v1/x" for every operation of docs/rest-api.md's route table.
 // A row names one method and one or more paths: `/api/v1/a/{id}/pause`

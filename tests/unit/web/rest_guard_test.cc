@@ -23,6 +23,7 @@
 
 #include "common/thread_pool.h"
 #include "mcp/server.h"
+#include "route_paths.h"
 #include "store/key_store.h"
 #include "transport/http/mcp_http.h"
 #include "web/rest_api.h"
@@ -45,19 +46,7 @@ struct Reply {
   }
 };
 
-// A concrete path for a template: every {param} filled in.
-std::string concrete(const std::string& tmpl) {
-  std::string out;
-  for (size_t i = 0; i < tmpl.size(); ++i) {
-    if (tmpl[i] == '{') {
-      i = tmpl.find('}', i);
-      out += "p1";
-    } else {
-      out.push_back(tmpl[i]);
-    }
-  }
-  return out;
-}
+using testing::concrete;
 
 class RestGuardTest : public ::testing::Test {
  protected:
