@@ -138,6 +138,30 @@ TEST_P(EngineBackendTest, FilesGoThroughTheAgentAsTheSandboxUser) {
   EXPECT_EQ(gone.error().sys_errno, ENOENT);
 }
 
+// The agent's file worker renames as the native one does: a file replaced,
+// a directory never (EISDIR), a symlinked parent resolved in the container.
+TEST_P(EngineBackendTest, RenameReplacesFilesOnly) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  ASSERT_TRUE(sb->write_file("a", "old").ok());
+  ASSERT_TRUE(sb->write_file(".a.upload-1", "new").ok());
+  auto r = sb->rename(".a.upload-1", "a");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(sb->read_file("a")->data, "new");
+  ASSERT_TRUE(sb->mkdir("d").ok());
+  auto onto_dir = sb->rename("a", "d");
+  ASSERT_FALSE(onto_dir.ok());
+  EXPECT_EQ(onto_dir.error().code, ErrorCode::kSystem);
+  EXPECT_EQ(onto_dir.error().sys_errno, EISDIR);
+  EXPECT_EQ(sb->read_file("a")->data, "new");
+  auto link = run(*sb, {"ln", "-s", "/tmp", "/workspace/out"});
+  ASSERT_EQ(link.exit_code, 0);
+  const std::string name = "sc-rename-" + std::to_string(::getpid());
+  ASSERT_TRUE(sb->rename("a", "out/" + name).ok());
+  EXPECT_EQ(sb->read_file("/tmp/" + name)->data, "new");
+  EXPECT_NE(::access(("/tmp/" + name).c_str(), F_OK), 0) << "reached the host's /tmp";
+}
+
 TEST_P(EngineBackendTest, DiskLimitIsTheWorkspaceSize) {
   auto sb = make();
   ASSERT_TRUE(sb);
