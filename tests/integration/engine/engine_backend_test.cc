@@ -154,12 +154,16 @@ TEST_P(EngineBackendTest, RenameReplacesFilesOnly) {
   EXPECT_EQ(onto_dir.error().code, ErrorCode::kSystem);
   EXPECT_EQ(onto_dir.error().sys_errno, EISDIR);
   EXPECT_EQ(sb->read_file("a")->data, "new");
-  auto link = run(*sb, {"ln", "-s", "/tmp", "/workspace/out"});
+  // A directory only the container has: resolved on the host, the link
+  // would lead nowhere.
+  const std::string dir = "/workspace/sc-target-" + std::to_string(::getpid());
+  ASSERT_NE(::access(dir.c_str(), F_OK), 0);
+  auto link = run(*sb, {"sh", "-c", "mkdir " + dir + " && ln -s " + dir + " /workspace/out"});
   ASSERT_EQ(link.exit_code, 0);
-  const std::string name = "sc-rename-" + std::to_string(::getpid());
-  ASSERT_TRUE(sb->rename("a", "out/" + name).ok());
-  EXPECT_EQ(sb->read_file("/tmp/" + name)->data, "new");
-  EXPECT_NE(::access(("/tmp/" + name).c_str(), F_OK), 0) << "reached the host's /tmp";
+  auto moved = sb->rename("a", "out/moved");
+  ASSERT_TRUE(moved.ok()) << moved.error().message();
+  EXPECT_EQ(sb->read_file(dir + "/moved")->data, "new");
+  EXPECT_NE(::access(dir.c_str(), F_OK), 0) << "reached the host's tree";
 }
 
 TEST_P(EngineBackendTest, DiskLimitIsTheWorkspaceSize) {
