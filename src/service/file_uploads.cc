@@ -138,8 +138,12 @@ Status write_all_or_none(sandbox::Sandbox& sb, ByteBudget& budget, std::uint64_t
   }
   for (std::size_t i = 0; i < files.size(); ++i) {
     if (auto st = sb.rename(temps[i], files[i].path); !st.ok()) {
-      if (i > 0) undo.dirs.clear();  // they hold files that went through
-      return st;
+      if (i == 0) return st;
+      undo.dirs.clear();  // they hold files that went through
+      Error e = st.take_error();
+      e.context = std::to_string(i) + " of " + std::to_string(files.size()) +
+                  " files were already in place; " + e.context;
+      return e;
     }
     undo.temps.erase(undo.temps.begin());
   }
