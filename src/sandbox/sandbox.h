@@ -244,6 +244,12 @@ class Sandbox {
                             bool parents = false) = 0;
   virtual Status mkdir(const std::string& path, bool parents = true) = 0;
   virtual Status remove(const std::string& path, bool recursive = false) = 0;
+  // Moves a file (never a directory) to `to`, replacing a file or symlink
+  // there; a directory at `to` fails with EISDIR. Done inside the sandbox,
+  // like every file call.
+  virtual Status rename(const std::string& /*from*/, const std::string& /*to*/) {
+    return Error::make(ErrorCode::kFailedPrecondition, "this sandbox backend cannot rename files");
+  }
 
   virtual Result<Usage> usage() = 0;
 

@@ -266,17 +266,28 @@ Result<FileContent> Sandboxes::read_file(const Caller& c, const std::string& id,
 
 Result<json> Sandboxes::write_file(const Caller& c, const std::string& id, const std::string& path,
                                    std::string_view data) {
+  auto r = write_files(c, id, {FileUpload{path, data}});
+  if (!r.ok()) return r;
+  return std::move((*r)[0]);
+}
+
+Result<json> Sandboxes::write_files(const Caller& c, const std::string& id,
+                                    const std::vector<FileUpload>& files) {
   const auto cap = impl_->env.config.max_file_bytes;
-  if (data.size() > cap)
-    return Error::make(ErrorCode::kResourceExhausted,
-                       "the file is " + std::to_string(data.size()) + " bytes, more than the " +
-                           std::to_string(cap) + "-byte limit of one write");
+  for (const auto& f : files)  // before the sandbox is looked up, as before
+    if (f.data.size() > cap)
+      return Error::make(ErrorCode::kResourceExhausted,
+                         "the file is " + std::to_string(f.data.size()) + " bytes, more than the " +
+                             std::to_string(cap) + "-byte limit of one write");
   auto e = impl_->live(c, id);
   if (!e.ok()) return e.error();
   EntryUse use(*e);
-  if (auto s = use->sandbox().write_file(path, std::string(data), 0644, /*parents=*/true); !s.ok())
+  if (auto s = write_all_or_none(use->sandbox(), *impl_->env.config.transfer_budget, cap, files);
+      !s.ok())
     return s.error();
-  return json{{"path", path}, {"size", data.size()}};
+  json out = json::array();
+  for (const auto& f : files) out.push_back(json{{"path", f.path}, {"size", f.data.size()}});
+  return out;
 }
 
 Status Sandboxes::remove_file(const Caller& c, const std::string& id, const std::string& path,

@@ -25,6 +25,7 @@
 #include "common/result.h"
 #include "service/caller.h"
 #include "service/env.h"
+#include "service/file_uploads.h"
 #include "service/sandbox_events.h"
 
 namespace sandcastle::mcp {
@@ -132,6 +133,10 @@ class Sandboxes {
   // max_file_bytes: kResourceExhausted, nothing written.
   Result<json> write_file(const Caller& c, const std::string& id, const std::string& path,
                           std::string_view data);
+  // Creates or replaces every file, or (an error) none: write_all_or_none
+  // (file_uploads.h). [{path, size}] in the order given.
+  Result<json> write_files(const Caller& c, const std::string& id,
+                           const std::vector<FileUpload>& files);
   Status remove_file(const Caller& c, const std::string& id, const std::string& path,
                      bool recursive);
   std::uint64_t max_file_bytes() const;

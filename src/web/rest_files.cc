@@ -169,10 +169,13 @@ void RestApi::file_routes(Router& r) {
         MultipartLimits limits;
         limits.max_part_bytes = svc->max_file_bytes();
         limits.max_total_bytes = total;
+        // A file part is a range of the body, kept as a view (no copy).
         struct Upload {
           std::string name;
-          std::string data;
+          size_t begin = 0;
+          size_t end = 0;
         };
+        const MultipartParser* parsing = nullptr;
         std::string dir;
         bool dir_seen = false;
         std::vector<Upload> files;
@@ -191,7 +194,7 @@ void RestApi::file_routes(Router& r) {
               return Error::make(ErrorCode::kInvalidArgument,
                                  "a file name must be one path component (no '/', '..' or "
                                  "control characters)");
-            files.push_back({h.filename, {}});
+            files.push_back({h.filename, parsing->offset(), parsing->offset()});
             in = In::kFile;
             return ok_status();
           }
@@ -204,7 +207,9 @@ void RestApi::file_routes(Router& r) {
               return Error::make(ErrorCode::kInvalidArgument, "the path is too long");
             dir.append(d);
           } else if (in == In::kFile) {
-            files.back().data.append(d);
+            if (parsing->offset() != files.back().end)
+              return Error::make(ErrorCode::kInternal, "a file part's bytes are not contiguous");
+            files.back().end += d.size();
           }
           return ok_status();
         };
@@ -213,6 +218,7 @@ void RestApi::file_routes(Router& r) {
           return ok_status();
         };
         MultipartParser parser(*boundary, limits, sink);
+        parsing = &parser;
         Status st;
         const std::string_view body = call.req.body;
         constexpr size_t kChunk = size_t{64} * 1024;
@@ -231,15 +237,15 @@ void RestApi::file_routes(Router& r) {
                                 : problem(e));
         }
         while (!dir.empty() && dir.back() == '/' && dir.size() > 1) dir.pop_back();
-        json out = json::array();
-        for (const auto& f : files) {
-          std::string target =
-              dir.empty() ? f.name : (dir == "/" ? "/" + f.name : dir + "/" + f.name);
-          auto w = svc->write_file(to_service(who), call.param("id"), target, f.data);
-          if (!w.ok()) return call.reply(problem(w.error()));
-          out.push_back(*w);
-        }
-        reply_json(call, 201, json{{"files", out}});
+        // All or none: a part that cannot be written leaves the others unwritten too.
+        std::vector<service::FileUpload> uploads;
+        for (const auto& f : files)
+          uploads.push_back(
+              {dir.empty() ? f.name : (dir == "/" ? "/" + f.name : dir + "/" + f.name),
+               body.substr(f.begin, f.end - f.begin)});
+        auto w = svc->write_files(to_service(who), call.param("id"), uploads);
+        if (!w.ok()) return call.reply(problem(w.error()));
+        reply_json(call, 201, json{{"files", std::move(*w)}});
       });
     });
   }

@@ -43,6 +43,10 @@ class MultipartParser {
   // The body ended: an error unless the closing delimiter was seen.
   Status finish();
   size_t parts() const { return parts_; }
+  // Where the bytes a sink call is handed start in the whole body (the
+  // offset of the unparsed rest): a caller that holds the body keeps its
+  // parts as views into it instead of copies.
+  size_t offset() const { return total_ - buf_.size(); }
 
  private:
   enum class State { kPreamble, kAfterDelimiter, kHeaders, kBody, kDone, kFailed };

@@ -442,6 +442,34 @@ describe('REST API: sandboxes, executions, files, events (two keys)', () => {
     assertProblem(await A('GET', `/api/v1/sandboxes/${sid}/files/content?path=x`), 404, 'not_found');
   });
 
+  test('multipart is all or none: a 2nd part aimed at an existing directory leaves none of the 3 files (nor a temp)', async () => {
+    assert.equal((await A('PUT', `/api/v1/sandboxes/${sid}/files/content?path=allornone/taken/keep.txt`, { raw: 'k' })).status, 201);
+    assert.equal((await A('PUT', `/api/v1/sandboxes/${sid}/files/content?path=allornone/one.txt`, { raw: 'before' })).status, 201);
+    const form = new FormData();
+    form.append('path', 'allornone');
+    form.append('file', new Blob(['first']), 'one.txt');
+    form.append('file', new Blob(['second']), 'taken');
+    form.append('file', new Blob(['third']), 'three.txt');
+    const r = await fetch(`${base}/api/v1/sandboxes/${sid}/files`, { method: 'POST', headers: { authorization: `Bearer ${a.key}` }, body: form });
+    const body = await r.json();
+    assert.equal(r.status, 409, JSON.stringify(body));
+    assert.equal(body.code, 'failed_precondition');
+    const list = await A('GET', `/api/v1/sandboxes/${sid}/files?path=allornone`);
+    assert.equal(list.status, 200, list.text);
+    assert.deepEqual(list.json.entries.map((e) => `${e.name}:${e.type}`).sort(), ['one.txt:file', 'taken:directory'], list.text);
+    assert.equal((await A('GET', `/api/v1/sandboxes/${sid}/files/content?path=allornone/one.txt`)).text, 'before');
+    // The same upload without the bad part goes through, replacing one.txt.
+    const ok = new FormData();
+    ok.append('path', 'allornone/new/deeper');
+    ok.append('file', new Blob(['first']), 'one.txt');
+    ok.append('file', new Blob(['third']), 'three.txt');
+    const r2 = await fetch(`${base}/api/v1/sandboxes/${sid}/files`, { method: 'POST', headers: { authorization: `Bearer ${a.key}` }, body: ok });
+    assert.equal(r2.status, 201, await r2.text());
+    const deeper = await A('GET', `/api/v1/sandboxes/${sid}/files?path=allornone/new/deeper`);
+    assert.deepEqual(deeper.json.entries.map((e) => e.name).sort(), ['one.txt', 'three.txt'], deeper.text);
+    assert.equal((await A('DELETE', `/api/v1/sandboxes/${sid}/files?path=allornone&recursive=1`)).status, 204);
+  });
+
   test('path traversal: ../, an absolute host path, a symlink pointing out: the host file is never read', async () => {
     const ln = await A('POST', `/api/v1/sandboxes/${sid}/executions`, { body: { kind: 'command', command: `ln -sf ${secretPath} link && ls -l link` } });
     assert.equal(ln.status, 200, ln.text);

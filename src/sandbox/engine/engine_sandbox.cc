@@ -89,6 +89,16 @@ Status EngineSandbox::remove(const std::string& path, bool recursive) {
   return files_.remove(*p, recursive);
 }
 
+Status EngineSandbox::rename(const std::string& from, const std::string& to) {
+  auto f = resolve(from);
+  if (!f) return f.take_error();
+  auto t = resolve(to);
+  if (!t) return t.take_error();
+  if (*f == "/" || *t == "/")
+    return Error::make(ErrorCode::kInvalidArgument, "refusing to rename /");
+  return files_.rename(*f, *t);
+}
+
 // Memory, CPU and processes from the engine's stats (its cgroup), disk from
 // inside (the file worker's statfs of /workspace).
 Result<Usage> EngineSandbox::usage() {

@@ -62,6 +62,7 @@ class EngineSandbox final : public Sandbox {
                     bool parents = false) override;
   Status mkdir(const std::string& path, bool parents = true) override;
   Status remove(const std::string& path, bool recursive = false) override;
+  Status rename(const std::string& from, const std::string& to) override;
 
   Result<Usage> usage() override;
   bool saves_own_images() const override { return true; }

@@ -196,6 +196,9 @@ class PlacedSandbox final : public Sandbox {
   Status mkdir(const std::string& path, bool parents = true) override {
     return call([&] { return inner_->mkdir(path, parents); });
   }
+  Status rename(const std::string& from, const std::string& to) override {
+    return call([&] { return inner_->rename(from, to); });
+  }
   Status remove(const std::string& path, bool recursive = false) override {
     return call([&] { return inner_->remove(path, recursive); });
   }

@@ -304,9 +304,10 @@ Result<FileData> FileChannel::read(const std::string& path, const ReadRange& ran
   });
 }
 
-Status FileChannel::command(FileOp op, const std::string& path, std::uint32_t flags, std::string_view data,
-                            std::uint32_t mode) {
+Status FileChannel::command(FileOp op, const std::string& path, std::uint32_t flags,
+                            std::string_view data, std::uint32_t mode, const std::string& to) {
   FileRequest req;
+  req.to = to;
   req.op = op;
   req.path = path;
   req.length = data.size();
@@ -331,6 +332,10 @@ Status FileChannel::mkdir(const std::string& path, bool parents) {
 
 Status FileChannel::remove(const std::string& path, bool recursive) {
   return command(FileOp::kRemove, path, recursive ? kFileRecursive : 0);
+}
+
+Status FileChannel::rename(const std::string& from, const std::string& to) {
+  return command(FileOp::kRename, from, 0, {}, 0, to);
 }
 
 Result<UsageFigures> FileChannel::usage() {

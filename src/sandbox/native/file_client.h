@@ -45,6 +45,9 @@ class FileChannel {
   Status write(const std::string& path, std::string_view data, std::uint32_t mode, bool parents);
   Status mkdir(const std::string& path, bool parents);
   Status remove(const std::string& path, bool recursive);
+  // Moves a file (not a directory) to `to`, replacing a file there; a
+  // directory at `to` is refused (EISDIR). Both paths as for the others.
+  Status rename(const std::string& from, const std::string& to);
   Result<UsageFigures> usage();
 
   // Closes the channel (the worker sees EOF and exits).
@@ -57,8 +60,8 @@ class FileChannel {
   template <typename T, typename F>
   Result<T> transact(const FileRequest& req, std::string_view data, F&& read_reply);
   // A request whose reply is only a status (write, mkdir, remove).
-  Status command(FileOp op, const std::string& path, std::uint32_t flags, std::string_view data = {},
-                 std::uint32_t mode = 0);
+  Status command(FileOp op, const std::string& path, std::uint32_t flags,
+                 std::string_view data = {}, std::uint32_t mode = 0, const std::string& to = {});
 
   Connect connect_;
   std::mutex mu_;

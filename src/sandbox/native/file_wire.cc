@@ -13,8 +13,19 @@ std::string encode(const FileRequest& r) {
   w.u32(r.mode);
   w.u32(r.flags);
   w.str(r.skip);
+  w.str(r.to);
   return w.bytes();
 }
+
+namespace {
+
+// An absolute path the worker may be asked about: bounded, no NUL.
+bool valid_request_path(const std::string& p) {
+  return !p.empty() && p.front() == '/' && p.size() <= kMaxFilePath &&
+         p.find('\0') == std::string::npos;
+}
+
+}  // namespace
 
 std::optional<FileRequest> decode_file_request(std::string_view bytes) {
   WireReader rd(bytes);
@@ -26,9 +37,12 @@ std::optional<FileRequest> decode_file_request(std::string_view bytes) {
   r.mode = rd.u32();
   r.flags = rd.u32();
   r.skip = rd.str();
-  if (!rd.ok() || !rd.at_end() || op < 1 || op > 7) return std::nullopt;
-  if (r.path.empty() || r.path.front() != '/' || r.path.size() > kMaxFilePath) return std::nullopt;
-  if (r.path.find('\0') != std::string::npos || (r.mode & ~07777u) != 0) return std::nullopt;
+  r.to = rd.str();
+  if (!rd.ok() || !rd.at_end() || op < 1 || op > 8) return std::nullopt;
+  if (!valid_request_path(r.path) || (r.mode & ~07777u) != 0) return std::nullopt;
+  // Only a rename names a second path, and then it is checked as the first.
+  const bool rename = op == static_cast<std::uint32_t>(FileOp::kRename);
+  if (rename ? !valid_request_path(r.to) : !r.to.empty()) return std::nullopt;
   r.op = static_cast<FileOp>(op);
   return r;
 }

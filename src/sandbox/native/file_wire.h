@@ -46,6 +46,7 @@ enum class FileOp : std::uint32_t {
   kMkdir = 5,   // path; flags kParents
   kRemove = 6,  // path; flags kRecursive
   kUsage = 7,   // → size = bytes used on /workspace's filesystem, count = processes
+  kRename = 8,  // path → to (renameat2): replaces a file, never a directory (EISDIR)
 };
 
 // FileRequest::flags
@@ -61,6 +62,7 @@ struct FileRequest {
   std::uint32_t mode = 0644;
   std::uint32_t flags = 0;
   std::string skip;  // list: a name in the listed directory left out
+  std::string to;    // rename: the new path (checked as path is); empty for other ops
 };
 
 enum class FileStatus : std::uint32_t {

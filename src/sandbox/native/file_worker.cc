@@ -378,6 +378,41 @@ FileReply do_remove(const FileRequest& req) {
   return {};
 }
 
+// A path's parent directory, opened for *at calls (O_PATH: search rights
+// only). Magic links are refused, as for every open here.
+// (openat2 refuses O_NOCTTY beside O_PATH, so not open_path.)
+int open_parent(const std::string& path) {
+  struct open_how how {};
+  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_NO_MAGICLINKS;
+  return static_cast<int>(
+      syscall(SYS_openat2, AT_FDCWD, parent_of(path).c_str(), &how, sizeof how));
+}
+
+// rename: replaces a file (or a symlink, itself), never a directory. The
+// kernel refuses a non-directory onto a directory (EISDIR) atomically, so
+// `from` must not be one; both parents are resolved in this sandbox.
+FileReply do_rename(const FileRequest& req) {
+  const std::string from = base_of(req.path), to = base_of(req.to);
+  if (from.empty() || to.empty()) return fail("rename " + req.path, EINVAL);
+  const int from_dir = open_parent(req.path);
+  if (from_dir < 0) return fail("open " + parent_of(req.path));
+  const int to_dir = open_parent(req.to);
+  FileReply r;
+  struct stat st {};
+  if (to_dir < 0)
+    r = fail("open " + parent_of(req.to));
+  else if (::fstatat(from_dir, from.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+    r = fail("stat " + req.path);
+  else if (S_ISDIR(st.st_mode))
+    r = fail("rename " + req.path, EISDIR);
+  else if (::renameat(from_dir, from.c_str(), to_dir, to.c_str()) != 0)
+    r = fail("rename " + req.path + " to " + req.to);
+  ::close(from_dir);
+  if (to_dir >= 0) ::close(to_dir);
+  return r;
+}
+
 FileReply do_usage() {
   FileReply r;
   struct statfs sf {};
@@ -417,6 +452,7 @@ bool handle(int sock, const FileRequest& req, char* buf) {
     }
     case FileOp::kRemove: return send_all(sock, frame(encode(do_remove(req))));
     case FileOp::kUsage: return send_all(sock, frame(encode(do_usage())));
+    case FileOp::kRename: return send_all(sock, frame(encode(do_rename(req))));
   }
   return false;
 }

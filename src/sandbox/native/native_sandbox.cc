@@ -105,6 +105,17 @@ Status NativeSandbox::remove(const std::string& path, bool recursive) {
   return persist_changes();
 }
 
+Status NativeSandbox::rename(const std::string& from, const std::string& to) {
+  auto f = worker_path(from);
+  if (!f) return f.take_error();
+  auto t = worker_path(to);
+  if (!t) return t.take_error();
+  if (*f == "/" || *t == "/")
+    return Error::make(ErrorCode::kInvalidArgument, "refusing to rename /");
+  if (auto st = files_.rename(*f, *t); !st) return st;
+  return persist_changes();
+}
+
 Result<Usage> NativeSandbox::usage() {
   {
     std::shared_lock lock(mu_);

@@ -186,6 +186,7 @@ class NativeSandbox : public Sandbox {
                     bool parents) override;
   Status mkdir(const std::string& path, bool parents) override;
   Status remove(const std::string& path, bool recursive) override;
+  Status rename(const std::string& from, const std::string& to) override;
 
   Result<Usage> usage() override;
   Result<SavedLayer> save_layer(const std::string& tar_path, const SaveLimits& limits) override;

@@ -138,6 +138,34 @@ TEST_P(EngineBackendTest, FilesGoThroughTheAgentAsTheSandboxUser) {
   EXPECT_EQ(gone.error().sys_errno, ENOENT);
 }
 
+// The agent's file worker renames as the native one does: a file replaced,
+// a directory never (EISDIR), a symlinked parent resolved in the container.
+TEST_P(EngineBackendTest, RenameReplacesFilesOnly) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  ASSERT_TRUE(sb->write_file("a", "old").ok());
+  ASSERT_TRUE(sb->write_file(".a.upload-1", "new").ok());
+  auto r = sb->rename(".a.upload-1", "a");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(sb->read_file("a")->data, "new");
+  ASSERT_TRUE(sb->mkdir("d").ok());
+  auto onto_dir = sb->rename("a", "d");
+  ASSERT_FALSE(onto_dir.ok());
+  EXPECT_EQ(onto_dir.error().code, ErrorCode::kSystem);
+  EXPECT_EQ(onto_dir.error().sys_errno, EISDIR);
+  EXPECT_EQ(sb->read_file("a")->data, "new");
+  // A directory only the container has: resolved on the host, the link
+  // would lead nowhere.
+  const std::string dir = "/workspace/sc-target-" + std::to_string(::getpid());
+  ASSERT_NE(::access(dir.c_str(), F_OK), 0);
+  auto link = run(*sb, {"sh", "-c", "mkdir " + dir + " && ln -s " + dir + " /workspace/out"});
+  ASSERT_EQ(link.exit_code, 0);
+  auto moved = sb->rename("a", "out/moved");
+  ASSERT_TRUE(moved.ok()) << moved.error().message();
+  EXPECT_EQ(sb->read_file(dir + "/moved")->data, "new");
+  EXPECT_NE(::access(dir.c_str(), F_OK), 0) << "reached the host's tree";
+}
+
 TEST_P(EngineBackendTest, DiskLimitIsTheWorkspaceSize) {
   auto sb = make();
   ASSERT_TRUE(sb);

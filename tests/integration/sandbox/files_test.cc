@@ -1,6 +1,7 @@
 // File operations from the server: binary-safe, and confined to the sandbox
 // whatever symlinks or ".." the sandbox (or the caller) tries.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "fixture.h"
 
@@ -89,6 +90,73 @@ TEST_F(FilesTest, HostOnlyReadableFilesStayUnreadable) {
   auto r = sb_->list("/etc/ssl/private");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().sys_errno, EACCES);
+}
+
+TEST_F(FilesTest, RenameReplacesAFile) {
+  ASSERT_TRUE(sb_->write_file("a", "old").ok());
+  ASSERT_TRUE(sb_->write_file(".a.upload-1", "new", 0600).ok());
+  auto r = sb_->rename(".a.upload-1", "/workspace/a");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(sb_->read_file("a")->data, "new");
+  EXPECT_EQ(sb_->stat("a")->mode, 0600u);
+  EXPECT_EQ(sb_->stat(".a.upload-1").error().sys_errno, ENOENT);
+  // A missing source is its errno; the target is left as it was.
+  auto gone = sb_->rename("nothing", "a");
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.error().sys_errno, ENOENT);
+  EXPECT_EQ(sb_->read_file("a")->data, "new");
+  EXPECT_EQ(sb_->rename("a", "/").error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(sb_->rename("a", "/proc/x").error().code, ErrorCode::kPermissionDenied);
+}
+
+// Rename replaces files only: never a directory, and a directory is not moved.
+TEST_F(FilesTest, RenameOntoADirectoryIsEisdir) {
+  ASSERT_TRUE(sb_->mkdir("d").ok());
+  ASSERT_TRUE(sb_->mkdir("empty").ok());
+  ASSERT_TRUE(sb_->write_file("d/keep", "k").ok());
+  ASSERT_TRUE(sb_->write_file("f", "x").ok());
+  for (const char* to : {"d", "empty"}) {
+    auto r = sb_->rename("f", to);
+    ASSERT_FALSE(r.ok()) << to;
+    EXPECT_EQ(r.error().code, ErrorCode::kSystem) << to;
+    EXPECT_EQ(r.error().sys_errno, EISDIR) << to;
+    EXPECT_EQ(sb_->stat(to)->type, FileType::kDirectory) << to;
+  }
+  EXPECT_EQ(sb_->read_file("f")->data, "x");
+  auto dir = sb_->rename("d", "moved");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.error().sys_errno, EISDIR);
+  EXPECT_EQ(sb_->read_file("d/keep")->data, "k");
+}
+
+// The new name's parent is resolved inside the sandbox: a symlink there
+// leads to the sandbox's own tree, never the host's, and magic links are
+// refused.
+TEST_F(FilesTest, RenameThroughASymlinkedParentStaysInside) {
+  // A directory only the sandbox has: the host has no such path, so a rename
+  // resolved on the host could not land there.
+  const std::string dir = "/workspace/sc-target-" + std::to_string(::getpid());
+  const std::string name = "moved";
+  ASSERT_NE(::access(dir.c_str(), F_OK), 0);
+  ASSERT_EQ(sh("mkdir " + dir + "; ln -s " + dir + " abs; ln -s ../../../../../.." + dir +
+               " rel; ln -s /proc/self/cwd magic")
+                .exit_code,
+            0);
+  for (const char* link : {"abs", "rel"}) {
+    ASSERT_TRUE(sb_->write_file("src", link).ok());
+    auto r = sb_->rename("src", std::string(link) + "/" + name);
+    ASSERT_TRUE(r.ok()) << link << ": " << r.error().message();
+    auto inside = sb_->read_file(dir + "/" + name);
+    ASSERT_TRUE(inside.ok()) << link;
+    EXPECT_EQ(inside->data, link);
+    EXPECT_EQ(sb_->stat("src").error().sys_errno, ENOENT);
+  }
+  EXPECT_NE(::access(dir.c_str(), F_OK), 0) << "reached the host's tree";
+  ASSERT_TRUE(sb_->write_file("src", "m").ok());
+  auto magic = sb_->rename("src", "magic/" + name);
+  ASSERT_FALSE(magic.ok());
+  EXPECT_EQ(magic.error().sys_errno, ELOOP);
+  EXPECT_EQ(sb_->read_file("src")->data, "m");
 }
 
 TEST_F(FilesTest, DiskLimitAppliesToWrites) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <future>
 #include <mutex>
@@ -258,6 +259,40 @@ TEST_F(SandboxesTest, FilesWriteReadListRemove) {
   auto gone = svc_->read_file(alice_, id, "dir/data.bin");
   ASSERT_FALSE(gone.ok());
   EXPECT_EQ(gone.error().sys_errno, ENOENT);
+}
+
+// Several files are one change: a directory in the way of the 2nd leaves
+// the 1st and 3rd unwritten (no temp, no directory made); without it all
+// three land, replacing what was there.
+TEST_F(SandboxesTest, WriteFilesIsAllOrNone) {
+  const std::string id = create(alice_, json{{"language", "bash"}});
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(svc_->write_file(alice_, id, "up/busy/keep", "k").ok());
+  ASSERT_TRUE(svc_->write_file(alice_, id, "up/a.txt", "old").ok());
+  auto refused = svc_->write_files(
+      alice_, id, {{"up/a.txt", "new"}, {"up/busy", "x"}, {"up/fresh/c.txt", "c"}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kSystem);
+  EXPECT_EQ(refused.error().sys_errno, EISDIR);
+  auto l = svc_->list_files(alice_, id, "up");
+  ASSERT_TRUE(l.ok()) << l.error().message();
+  std::vector<std::string> names;
+  for (const auto& e : (*l)["entries"]) names.push_back(e["name"].get<std::string>());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"a.txt", "busy"}));
+  EXPECT_EQ(svc_->read_file(alice_, id, "up/a.txt")->data, "old");
+  auto all = svc_->write_files(
+      alice_, id, {{"up/a.txt", "new"}, {"up/empty", std::string_view()}, {"up/fresh/c.txt", "c"}});
+  ASSERT_TRUE(all.ok()) << all.error().message();
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ(svc_->read_file(alice_, id, "up/a.txt")->data, "new");
+  EXPECT_EQ(svc_->read_file(alice_, id, "up/fresh/c.txt")->data, "c");
+  EXPECT_EQ(svc_->read_file(alice_, id, "up/empty")->size, 0u);
+  const std::string over(svc_->max_file_bytes() + 1, 'x');
+  auto too_large = svc_->write_files(alice_, id, {{"up/b.txt", "b"}, {"up/over", over}});
+  ASSERT_FALSE(too_large.ok());
+  EXPECT_EQ(too_large.error().code, ErrorCode::kResourceExhausted);
+  EXPECT_EQ(svc_->read_file(alice_, id, "up/b.txt").error().sys_errno, ENOENT);
 }
 
 // The executions metrics are the exec service's own: a run that never went

@@ -2,9 +2,12 @@
 // through agent_wire.h as the engine backend does (no engine needed).
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <sstream>
+#include <vector>
 
 #include "agent_harness.h"
 
@@ -227,6 +230,44 @@ TEST(AgentExec, ACommandThatKillsItsKeeperTakesOnlyItself) {
   EXPECT_FALSE(pid_gone(other_bg));
   a.send_control(encode_signal(32, AgentSignal::kCancel));
   ASSERT_NE(a.wait_end(32), nullptr);
+}
+
+// The keeper kills and reaps what a command left before it reaps the
+// command: until then the command's pid (and its group's id) cannot be
+// reused, so the agent's kill of that group never reaches a stranger. Seen
+// from outside: once the command's /proc entry is gone, none of what it
+// left is there any more, not even as a zombie.
+TEST(AgentExec, TheCommandIsReapedAfterWhatItLeft) {
+  AgentProc a;
+  AgentExec e = make_exec(
+      a, 35,
+      {"sh", "-c",
+       "p=; for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 "
+       "30 31 32; do sleep 300 & p=\"$p $!\"; done; echo $p; read x"});
+  e.ch_stdin = a.new_channel();
+  a.send_control(encode_exec(e));
+  ASSERT_TRUE(
+      a.pump_until([&] { return a.chans[e.ch_stdout].data.find('\n') != std::string::npos; }));
+  const AgentControl* started = a.find(AgentMsg::kStarted, 35);
+  ASSERT_NE(started, nullptr);
+  const std::string cmd_proc = "/proc/" + std::to_string(started->b);
+  std::vector<pid_t> left;
+  std::istringstream in(a.chans[e.ch_stdout].data);
+  for (pid_t p = 0; in >> p;) left.push_back(p);
+  ASSERT_EQ(left.size(), 32u);
+  a.write(e.ch_stdin, "go\n");
+  ASSERT_TRUE(a.pump_until([&] { return a.chans[e.ch_stdin].pending.empty(); }));
+  // The command's entry goes when it is reaped: look as fast as we can.
+  auto until = std::chrono::steady_clock::now() + 10s;
+  while (::access(cmd_proc.c_str(), F_OK) == 0 && std::chrono::steady_clock::now() < until) {
+  }
+  std::size_t still_there = 0;
+  for (pid_t p : left) still_there += ::access(("/proc/" + std::to_string(p)).c_str(), F_OK) == 0;
+  EXPECT_EQ(still_there, 0u) << "the command was reaped before what it left";
+  const AgentDone* done = a.wait_done(35);
+  ASSERT_NE(done, nullptr);
+  EXPECT_EQ(WEXITSTATUS(done->wait_status), 0);
+  for (pid_t p : left) EXPECT_TRUE(wait_gone(p));
 }
 
 // kStarted names the command (its shell's $$), not its keeper; a signal

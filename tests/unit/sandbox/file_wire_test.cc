@@ -34,6 +34,38 @@ TEST(FileWire, RequestRoundTripsAndRefusesBadPaths) {
   EXPECT_FALSE(decode_file_request(encode(r) + "x"));  // trailing bytes
 }
 
+// A rename's second path is checked exactly as the first; no other op may
+// carry one (a worker must never act on a path the server did not mean).
+TEST(FileWire, RenameTargetIsCheckedAsAPath) {
+  FileRequest r;
+  r.op = FileOp::kRename;
+  r.path = "/workspace/.a.upload-1f";
+  r.to = "/workspace/a";
+  auto back = decode_file_request(encode(r));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->op, FileOp::kRename);
+  EXPECT_EQ(back->to, "/workspace/a");
+  for (const std::string& bad : {std::string("relative"), std::string(), std::string("/a\0b", 4),
+                                 "/" + std::string(kMaxFilePath, 'x')}) {
+    r.to = bad;
+    EXPECT_FALSE(decode_file_request(encode(r))) << bad.size();
+  }
+  r.to = "/" + std::string(kMaxFilePath - 1, 'x');  // exactly PATH_MAX
+  EXPECT_TRUE(decode_file_request(encode(r)));
+  r.to = "/workspace/a";
+  r.path = "relative";
+  EXPECT_FALSE(decode_file_request(encode(r)));
+  for (FileOp op : {FileOp::kWrite, FileOp::kRemove, FileOp::kStat}) {
+    FileRequest other;
+    other.op = op;
+    other.path = "/workspace/a";
+    other.to = "/workspace/b";
+    EXPECT_FALSE(decode_file_request(encode(other))) << static_cast<int>(op);
+    other.to.clear();
+    EXPECT_TRUE(decode_file_request(encode(other))) << static_cast<int>(op);
+  }
+}
+
 TEST(FileWire, EntryNamesStayBelowTheListedDirectory) {
   FileEntryWire e;
   e.name = "sub/file";

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -263,18 +264,24 @@ int move_high(int error_fd, int fd) {
   fail(error_fd, kExecve, exec_err);
 }
 
-// The keeper's end: every process left under it, killed and reaped. As a
-// subreaper it inherits each orphan before the orphan's parent can be
-// reaped, so after every death it looks again, until it has no child.
-void end_descendants() {
+// The keeper's end: every process left under it, killed and reaped, all
+// but the command (a zombie by now), which the keeper reaps last: until
+// then its pid, and so its process group's id, cannot be reused, and the
+// agent's kill of that group cannot reach a stranger. As a subreaper the
+// keeper inherits each orphan before the orphan's parent can be reaped, so
+// once the children it saw are reaped, their descendants are its children:
+// it looks again until the command is the only one left.
+void end_descendants(pid_t cmd) {
   for (;;) {
+    std::vector<pid_t> kids = children_of(::getpid());
+    kids.erase(std::remove(kids.begin(), kids.end(), cmd), kids.end());
+    if (kids.empty()) return;
     std::set<pid_t> seen;
-    (void)kill_trees(children_of(::getpid()), seen);
-    int st = 0;
-    pid_t p = ::wait4(-1, &st, 0, nullptr);
-    if (p < 0 && errno == ECHILD) return;
-    if (p < 0 && errno != EINTR) return;
-    while (::wait4(-1, &st, WNOHANG, nullptr) > 0) {
+    (void)kill_trees(kids, seen);
+    for (pid_t k : kids) {
+      int st = 0;
+      while (::waitpid(k, &st, 0) < 0 && errno == EINTR) {
+      }
     }
   }
 }
@@ -315,17 +322,25 @@ void end_descendants() {
   // channel, not the report socket (the agent's EOF comes with execve).
   if (syscall(SYS_close_range, 0U, ~0U, 0U) != 0)
     for (int fd = 0; fd < p.close_upto; ++fd) ::close(fd);
-  int status = 0;
+  // Orphans that die meanwhile are reaped as they go (a long command that
+  // keeps starting daemons would fill the pids limit with zombies); the
+  // command is only seen to end (WNOWAIT) and stays a zombie until
+  // end_descendants has killed the rest.
   for (;;) {
-    int st = 0;
-    pid_t r = ::wait4(-1, &st, 0, nullptr);
-    if (r == cmd) {
-      status = st;
-      break;
+    siginfo_t info{};
+    if (::waitid(P_ALL, 0, &info, WEXITED | WNOWAIT) != 0) {
+      if (errno == EINTR) continue;
+      _exit(127);  // no command to wait for: cannot be
     }
-    if (r < 0 && errno != EINTR) _exit(127);  // no command to wait for: cannot be
+    if (info.si_pid == cmd) break;
+    int st = 0;
+    (void)::waitpid(info.si_pid, &st, WNOHANG);
   }
-  end_descendants();
+  end_descendants(cmd);
+  int status = 0;
+  while (::waitpid(cmd, &status, 0) < 0) {
+    if (errno != EINTR) _exit(127);
+  }
   end_as(status);
 }
 

@@ -312,7 +312,12 @@ void Agent::start_exec(AgentExec e) {
     out.step = failure.step;
   }
   keep.clear();  // the child's ends: it has its own copies now
-  if (out.pid <= 0) return fail(out.err, out.step.c_str());
+  if (out.pid <= 0) {
+    // The keeper, when there was one, was reaped in spawn_command, out of
+    // reap()'s sight: whatever it left is swept here.
+    kill_escaped();
+    return fail(out.err, out.step.c_str());
+  }
   x.pid = out.pid;
   x.cmd_pid = out.command_pid;
   if (own_net) x.listener = std::move(out.listener);
