@@ -121,7 +121,7 @@ enum class ImageForm { kInline, kContentIndex };
 // A bundle as the kernel sent it, images taken apart.
 MimeBundle mime_bundle_of(const json& bundle);
 
-// The tools' structured result (exec_output_schema).
+// The tools' structured result (run_output_schema).
 json run_result_json(const RunResult& r, ImageForm images = ImageForm::kInline,
                      std::size_t first_index = 1);
 
