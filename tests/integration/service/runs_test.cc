@@ -1,6 +1,6 @@
-// Runs through the service layer alone (service/runs.h, service::Sandboxes),
-// with no mcp::Server in the process's object graph: output streamed through
-// the callbacks, a command, interrupt(), the run history, and a one-shot run
+// ServiceWithoutMcp, runs: through the service layer alone (service/runs.h,
+// service::Sandboxes), with no mcp::Server in the process's object graph:
+// output streamed through the callbacks, a command, interrupt(), the run history, and a one-shot run
 // that waits for a slot at the server's cap.
 #include "service/runs.h"
 
@@ -19,7 +19,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class ServiceWithoutMcp : public ::testing::Test {
+class ServiceWithoutMcpRuns : public ::testing::Test {
  protected:
   void start(ManagerOptions opts = {}) {
     std::string why;
@@ -82,7 +82,7 @@ struct Collected {
   }
 };
 
-TEST_F(ServiceWithoutMcp, CodeAndCommandStreamAndAreRecorded) {
+TEST_F(ServiceWithoutMcpRuns, CodeAndCommandStreamAndAreRecorded) {
   start();
   const std::string id = create("bash");
   ASSERT_FALSE(id.empty());
@@ -130,7 +130,7 @@ TEST_F(ServiceWithoutMcp, CodeAndCommandStreamAndAreRecorded) {
   EXPECT_EQ(theirs.error().code, ErrorCode::kNotFound);
 }
 
-TEST_F(ServiceWithoutMcp, InterruptEndsARunningLoopAsCancelled) {
+TEST_F(ServiceWithoutMcpRuns, InterruptEndsARunningLoopAsCancelled) {
   start();
   const std::string id = create("bash");
   ASSERT_FALSE(id.empty());
@@ -156,7 +156,7 @@ TEST_F(ServiceWithoutMcp, InterruptEndsARunningLoopAsCancelled) {
   EXPECT_EQ((*h)["entries"][0]["reason"], "cancelled");
 }
 
-TEST_F(ServiceWithoutMcp, OneShotAtTheCapWaitsForASlot) {
+TEST_F(ServiceWithoutMcpRuns, OneShotAtTheCapWaitsForASlot) {
   ManagerOptions opts;
   opts.max_sandboxes = 1;
   start(opts);
