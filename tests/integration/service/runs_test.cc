@@ -1,7 +1,7 @@
 // ServiceWithoutMcp, runs: through the service layer alone (service/runs.h,
 // service::Sandboxes), with no mcp::Server in the process's object graph:
-// output streamed through the callbacks, a command, interrupt(), the run history, and a one-shot run
-// that waits for a slot at the server's cap.
+// output streamed through the callbacks, a command, interrupt(), the run history, and a one-shot
+// run that waits for a slot at the server's cap.
 #include "service/runs.h"
 
 #include <gtest/gtest.h>
