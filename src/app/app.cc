@@ -476,7 +476,7 @@ int run(int argc, char** argv, const AppHooks& hooks) {
   if (http_mode) links = file_links(cfg, manager, *tool_cfg);
   tools::ToolEnv tool_env{manager, *tool_cfg, images.store.get(), state->sandboxes.get()};
   auto server = mcp_server(cfg, tool_env, hooks);
-  Sandboxes sandboxes(tool_env, *server);
+  Sandboxes sandboxes(tool_env);
   metrics::registry().gauge_fn(metrics::name::kSandboxesLive, "sandboxes alive now",
                                [&manager] { return static_cast<double>(manager.live_count()); });
 

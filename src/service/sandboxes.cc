@@ -1,20 +1,16 @@
-// The service facade. The lifecycle (lifecycle.h, durable.h), the run
-// history (history.h), images (images.h), save (save.h), packages
-// (packages.h), files, usage and the run registry are served here directly.
-// restart_kernel too (run_env.h). Operations whose logic still lives with
-// the MCP tools (runs, list_files) call them through the tool registry (argument
-// checks included) with a request context of their own, and turn the tool
-// result back into a Result<json>: that back-channel goes as they move here.
+// The service facade over the service's operations: the lifecycle
+// (lifecycle.h, durable.h), runs (runs.h), the run history (history.h),
+// images (images.h), save (save.h), packages (packages.h), files
+// (file_listing.h and here), usage and the run registry, restart_kernel
+// (run_env.h). It adds the shapes the REST API and the console read.
 #include "service/sandboxes.h"
 
 #include <map>
 #include <mutex>
 #include <set>
 
-#include "common/base64.h"
-#include "mcp/protocol.h"
-#include "mcp/server.h"
 #include "service/durable.h"
+#include "service/file_listing.h"
 #include "service/file_transfer.h"
 #include "service/history.h"
 #include "service/images.h"
@@ -28,52 +24,6 @@
 namespace sandcastle::service {
 
 namespace {
-
-// "... [not_found]" (tools::error_result's form) back to its code; a tool
-// error without one is the caller's to fix.
-Error error_of(const std::string& text) {
-  if (text.size() > 2 && text.back() == ']') {
-    const auto open = text.rfind(" [");
-    if (open != std::string::npos) {
-      const std::string name = text.substr(open + 2, text.size() - open - 3);
-      for (int c = 1; c <= static_cast<int>(ErrorCode::kInternal); ++c)
-        if (name == error_code_name(static_cast<ErrorCode>(c)))
-          return Error::make(static_cast<ErrorCode>(c), text.substr(0, open));
-    }
-  }
-  return Error::make(ErrorCode::kInvalidArgument, text);
-}
-
-std::string first_text(const mcp::ToolResult& r) {
-  for (const auto& c : r.content)
-    if (c.value("type", "") == "text" && c.contains("text") && c["text"].is_string())
-      return c["text"].get<std::string>();
-  return "the operation failed";
-}
-
-// Kernel images travel as MCP image content with a pointer in the bundle;
-// here they go back into the bundle as base64.
-void inline_images(json& bundle, const json& content) {
-  if (!bundle.is_object()) return;
-  for (auto& [mime, v] : bundle.items()) {
-    // The bundle comes from the sandbox's kernel: the index is checked, not trusted.
-    if (!v.is_object() || !v.contains("content_index") || !v["content_index"].is_number_unsigned())
-      continue;
-    const auto i = v["content_index"].get<std::size_t>();
-    if (i < content.size() && content[i].contains("data")) v = content[i]["data"];
-  }
-}
-
-Result<json> to_result(mcp::ToolResult r) {
-  if (r.structured.is_object()) {
-    if (r.structured.contains("result")) inline_images(r.structured["result"], r.content);
-    if (auto d = r.structured.find("displays"); d != r.structured.end() && d->is_array())
-      for (auto& b : *d) inline_images(b, r.content);
-    return std::move(r.structured);  // a run that timed out is a result too
-  }
-  if (r.is_error) return error_of(first_text(r));
-  return json::object();
-}
 
 json with_id(json args, const std::string& id) {
   if (!args.is_object()) args = json::object();
@@ -93,36 +43,9 @@ json usage_json(const UsageSample& u) {
 
 struct Sandboxes::Impl {
   Env& env;
-  mcp::Server& server;
   std::unique_ptr<SandboxWatch> watch;
 
-  Impl(Env& e, mcp::Server& s) : env(e), server(s) {}
-
-  // Calls a tool as `c`; notifications the tool sends become callbacks.
-  Result<json> call(const std::string& tool, const Caller& c, const json& args,
-                    const RunOptions* opts = nullptr, CancelToken* cancel = nullptr) {
-    mcp::RequestContext::Send send = [opts](const json& msg) {
-      if (!opts || msg.value("method", "") != "notifications/message") return;
-      const json& data = msg["params"]["data"];
-      if (!data.is_object()) return;
-      if (data.contains("stream") && opts->callbacks.on_output)
-        opts->callbacks.on_output(data["stream"].get<std::string>(),
-                                  data.value("text", std::string()));
-      else if (data.value("stage", "") == "queued" && opts->callbacks.on_queued)
-        opts->callbacks.on_queued(data.value("position", std::size_t{0}),
-                                  data.value("waiting", std::size_t{0}));
-    };
-    const int log_rank = opts ? mcp::log_level_rank("info") : -1;
-    mcp::RequestContext ctx(std::move(send), json(0), std::nullopt, mcp::Era::kLegacy,
-                            std::string(mcp::kLatestLegacyVersion), log_rank, cancel, c.owner);
-    return to_result(server.tools().call(tool, args, ctx));
-  }
-
-  // A run: the tool registers it for interrupt() (RunRegistry); `cancel`
-  // is the caller's (a client that went away).
-  Result<json> run(const char* tool, const Caller& c, const json& args, const RunOptions& opts) {
-    return call(tool, c, args, &opts, opts.cancel);
-  }
+  explicit Impl(Env& e) : env(e) {}
 
   // The caller's live sandbox, without starting a stopped one or touching it.
   Result<std::shared_ptr<SandboxEntry>> live(const Caller& c, const std::string& id) {
@@ -136,8 +59,8 @@ struct Sandboxes::Impl {
   }
 };
 
-Sandboxes::Sandboxes(Env& env, mcp::Server& server)
-    : impl_(std::make_unique<Impl>(env, server)), events_(std::make_unique<SandboxEvents>()) {
+Sandboxes::Sandboxes(Env& env)
+    : impl_(std::make_unique<Impl>(env)), events_(std::make_unique<SandboxEvents>()) {
   impl_->watch = std::make_unique<SandboxWatch>(env.manager, *events_);
 }
 
@@ -199,11 +122,15 @@ Result<json> Sandboxes::save(const Caller& c, const std::string& id, const json&
 }
 
 Result<json> Sandboxes::run_code(const Caller& c, const json& args, const RunOptions& opts) {
-  return impl_->run("execute_code", c, args, opts);
+  auto r = service::run_code(impl_->env, c, args, opts);
+  if (!r.ok()) return r.error();
+  return run_result_json(*r);
 }
 
 Result<json> Sandboxes::run_command(const Caller& c, const json& args, const RunOptions& opts) {
-  return impl_->run("execute_command", c, args, opts);
+  auto r = service::run_command(impl_->env, c, args, opts);
+  if (!r.ok()) return r.error();
+  return run_result_json(*r);
 }
 
 Result<bool> Sandboxes::interrupt(const Caller& c, const std::string& id) {
@@ -231,17 +158,17 @@ Result<json> Sandboxes::history(const Caller& c, const std::string& id, std::int
 
 Result<json> Sandboxes::list_files(const Caller& c, const std::string& id,
                                    const std::string& path) {
-  auto r =
-      impl_->call("list_files", c, json{{"sandbox_id", id}, {"path", path.empty() ? "." : path}});
-  if (!r.ok()) return r;
+  auto r = service::list_files(impl_->env, c, id, path.empty() ? "." : path, false);
+  if (!r.ok()) return r.error();
   json entries = json::array();
-  for (auto& f : (*r)["files"]) {
-    json e{{"name", f["name"]}, {"path", f["path"]}, {"type", f["type"]},
-           {"size", f["size"]}, {"mode", f["mode"]}, {"mtime", f["modified"]}};
-    entries.push_back(std::move(e));
-  }
-  return json{
-      {"path", (*r)["path"]}, {"entries", std::move(entries)}, {"truncated", (*r)["truncated"]}};
+  for (const auto& f : r->entries)
+    entries.push_back(json{{"name", f.name},
+                           {"path", f.path},
+                           {"type", f.type},
+                           {"size", f.size},
+                           {"mode", f.mode},
+                           {"mtime", f.modified}});
+  return json{{"path", r->path}, {"entries", std::move(entries)}, {"truncated", r->truncated}};
 }
 
 Result<FileContent> Sandboxes::read_file(const Caller& c, const std::string& id,

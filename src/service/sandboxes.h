@@ -26,11 +26,9 @@
 #include "service/caller.h"
 #include "service/env.h"
 #include "service/file_uploads.h"
+#include "service/runs.h"
 #include "service/sandbox_events.h"
 
-namespace sandcastle::mcp {
-class Server;
-}
 namespace sandcastle::sandbox {
 struct TerminalRequest;
 class Terminal;
@@ -39,25 +37,6 @@ class Terminal;
 namespace sandcastle::service {
 
 using json = nlohmann::json;
-
-// Cancels a run from another thread (a client that went away): the one
-// token type (common/cancel_token.h) the MCP session and the backends use.
-using CancelToken = sandcastle::CancelToken;
-
-// Output while a run runs. Calls for one run are serialized; they run on the
-// run's thread and should not block for long (the sandbox's output waits).
-struct RunCallbacks {
-  // "stdout" or "stderr", as the program writes it.
-  std::function<void(std::string_view stream, std::string_view text)> on_output;
-  // A one-shot run waits for a sandbox at the server's cap: its place.
-  std::function<void(std::size_t position, std::size_t waiting)> on_queued;
-};
-
-// How run_code / run_command are asked to run.
-struct RunOptions {
-  RunCallbacks callbacks;
-  CancelToken* cancel = nullptr;  // may be null
-};
 
 // One sandbox's resource use now (Sandbox::usage), for the live list.
 struct UsageSample {
@@ -81,10 +60,8 @@ struct FileContent {
 
 class Sandboxes {
  public:
-  // `env` and `server` outlive this object. The operations whose logic has
-  // not moved into the service yet forward to the tools registered on
-  // `server` (sandboxes.cc says which).
-  Sandboxes(Env& env, mcp::Server& server);
+  // `env` outlives this object.
+  explicit Sandboxes(Env& env);
   ~Sandboxes();
   Sandboxes(const Sandboxes&) = delete;
   Sandboxes& operator=(const Sandboxes&) = delete;
@@ -108,7 +85,8 @@ class Sandboxes {
 
   // --- runs --------------------------------------------------------------
   // execute_code's / execute_command's arguments and structured result
-  // (stdout, stderr, exit_code, reason, files_created, result, displays, ...).
+  // (runs.h; stdout, stderr, exit_code, reason, files_created, result,
+  // displays with their images inline as base64, ...).
   Result<json> run_code(const Caller& c, const json& args, const RunOptions& opts = {});
   Result<json> run_command(const Caller& c, const json& args, const RunOptions& opts = {});
   // Interrupts the runs in progress in that sandbox, whoever started them

@@ -1,6 +1,7 @@
 // pause_sandbox, resume_sandbox, fork_sandbox (issue 16): the MCP face of
 // service/durable.h (SandboxManager's persistent half, sandbox_durable.cc).
 #include "service/durable.h"
+#include "tools/adapter.h"
 #include "tools/tool_env.h"
 
 namespace sandcastle::tools {
@@ -13,14 +14,10 @@ namespace {
 
 using Op = Result<json> (*)(Env&, const Caller&, const json&);
 
-// A durable operation as a tool handler: the service's result as
-// structuredContent, its error with its code.
-auto handler(ToolEnv& env, Op op) {
-  return [&env, op](const json& args, RequestContext& ctx) {
-    auto r = op(env, Caller{ctx.owner(), {}}, args);
-    if (!r.ok()) return error_result(r.error());
-    return ToolResult::from_structured(std::move(*r));
-  };
+// A durable operation as a tool handler.
+mcp::ToolHandler handler(ToolEnv& env, Op op) {
+  return service_handler(
+      [&env, op](const Caller& c, const json& args) { return op(env, c, args); });
 }
 
 }  // namespace
@@ -36,12 +33,7 @@ void register_durable_tools(mcp::Server& server, ToolEnv& env) {
        "the result says whether the memory state could be saved. \"auto\" (default): stop for a "
        "persistent sandbox, freeze for another. Calls to a paused sandbox are refused until "
        "resumed.",
-       pause_input_schema(), pause_output_schema(),
-       json{{"readOnlyHint", false},
-            {"destructiveHint", false},
-            {"idempotentHint", true},
-            {"openWorldHint", false}},
-       nullptr},
+       pause_input_schema(), pause_output_schema(), hints(false, false, true), nullptr},
       handler(env, &pause_sandbox));
 
   tools.add(
@@ -50,24 +42,14 @@ void register_durable_tools(mcp::Server& server, ToolEnv& env) {
        "where it stood; one paused to disk starts its processes again with its files and "
        "packages, and its next run reports state_lost. Returns the sandbox as list_sandboxes "
        "shows it, with state_lost.",
-       resume_input_schema(), resume_output_schema(),
-       json{{"readOnlyHint", false},
-            {"destructiveHint", false},
-            {"idempotentHint", true},
-            {"openWorldHint", false}},
-       nullptr},
+       resume_input_schema(), resume_output_schema(), hints(false, false, true), nullptr},
       handler(env, &resume_sandbox));
 
   tools.add({"fork_sandbox", "Fork sandbox",
              "Creates a new sandbox with a copy of another's files (copy-on-write where the disk "
              "allows), its spec, language and installed packages; the original keeps running. The "
              "fork's processes start fresh (variables are not copied). Returns the new sandbox.",
-             fork_input_schema(), fork_output_schema(),
-             json{{"readOnlyHint", false},
-                  {"destructiveHint", false},
-                  {"idempotentHint", false},
-                  {"openWorldHint", false}},
-             nullptr},
+             fork_input_schema(), fork_output_schema(), hints(false, false, false), nullptr},
             handler(env, &fork_sandbox));
 }
 

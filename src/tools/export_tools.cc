@@ -19,9 +19,10 @@
 
 #include "service/dockerfile.h"
 #include "service/file_transfer.h"
+#include "service/workspace_diff.h"
+#include "tools/adapter.h"
 #include "tools/resource_methods.h"
 #include "tools/tool_env.h"
-#include "service/workspace_diff.h"
 
 namespace sandcastle::tools {
 
@@ -429,11 +430,7 @@ void register_export_tools(mcp::Server& server, ToolEnv& env) {
               {"left_out_env", {{"type", "array"}}},
               {"build", {{"type", "string"}}}}},
             {"required", {"dockerfile", "base_image", "packages", "dockerfile_file", "context"}}},
-       json{{"readOnlyHint", false},
-            {"destructiveHint", false},
-            {"idempotentHint", true},
-            {"openWorldHint", false}},
-       nullptr},
+       hints(false, false, true), nullptr},
       [&env](const json& args, RequestContext& ctx) { return export_dockerfile(env, args, ctx); });
 }
 

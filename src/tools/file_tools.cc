@@ -5,10 +5,12 @@
 #include "common/base64.h"
 #include "common/utf8.h"
 #include "mcp/pagination.h"
+#include "service/file_listing.h"
 #include "service/file_transfer.h"
 #include "service/host_paths.h"
-#include "tools/tool_env.h"
 #include "service/workspace_diff.h"
+#include "tools/adapter.h"
+#include "tools/tool_env.h"
 
 namespace sandcastle::tools {
 
@@ -17,21 +19,6 @@ using mcp::RequestContext;
 using mcp::ToolResult;
 
 namespace {
-
-const char* type_name(sandbox::FileType t) {
-  switch (t) {
-    case sandbox::FileType::kRegular: return "file";
-    case sandbox::FileType::kDirectory: return "directory";
-    case sandbox::FileType::kSymlink: return "symlink";
-    case sandbox::FileType::kOther: return "other";
-  }
-  return "other";
-}
-
-std::string join(const std::string& dir, const std::string& name) {
-  if (dir.empty() || dir == ".") return name;
-  return dir.back() == '/' ? dir + name : dir + "/" + name;
-}
 
 // File errors with what to do next, keyed by the errno the engine reports.
 ToolResult file_error(const Error& err, const std::string& path) {
@@ -71,29 +58,24 @@ ToolResult file_error(const Error& err, const std::string& path) {
   return ToolResult::error(path + ": " + hint + " (" + err.message() + ")");
 }
 
-json file_json(const std::string& path, const sandbox::FileStat& f) {
-  return json{{"path", path},
-              {"name", f.name},
-              {"type", type_name(f.type)},
-              {"size", f.size},
-              {"mode", f.mode},
-              {"modified", iso_time(std::chrono::system_clock::from_time_t(f.mtime_sec))}};
-}
-
 ToolResult list_files(ToolEnv& env, const json& args, RequestContext& ctx) {
-  auto e = env.manager.get(args["sandbox_id"], owner_of(ctx));
-  if (!e.ok()) return error_result(e.error());
-  EntryUse use(*e);
   const std::string root = args["path"];
-  sandbox::ListOptions opts;
-  opts.recursive = args["recursive"];
-  opts.max_entries = env.config.max_listed_files;
-  auto listing = use->sandbox().list(root, opts);
-  if (!listing.ok()) return file_error(listing.error(), root);
+  ListStep failed = ListStep::kSandbox;
+  auto listing = service::list_files(env, Caller{owner_of(ctx), {}}, args["sandbox_id"], root,
+                                     args["recursive"], &failed);
+  if (!listing.ok())
+    return failed == ListStep::kPath ? file_error(listing.error(), root)
+                                     : error_result(listing.error());
   json files = json::array();
-  for (const auto& f : listing->entries) files.push_back(file_json(join(root, f.name), f));
+  for (const auto& f : listing->entries)
+    files.push_back(json{{"path", f.path},
+                         {"name", f.name},
+                         {"type", f.type},
+                         {"size", f.size},
+                         {"mode", f.mode},
+                         {"modified", f.modified}});
   size_t n = files.size();
-  return ToolResult::from_structured(json{{"path", root},
+  return ToolResult::from_structured(json{{"path", listing->path},
                                           {"files", std::move(files)},
                                           {"count", n},
                                           {"truncated", listing->truncated}});
@@ -239,11 +221,8 @@ json path_schema(const std::string& what) {
 
 void register_file_tools(mcp::Server& server, ToolEnv& env) {
   auto& tools = server.tools();
-  json read_only{{"readOnlyHint", true}, {"openWorldHint", false}};
-  json writes{{"readOnlyHint", false},
-              {"destructiveHint", true},
-              {"idempotentHint", true},
-              {"openWorldHint", false}};
+  const json read_only = read_only_hints();
+  const json writes = hints(false, true, true);
   tools.add({"list_files", "List files",
              "Lists files and directories in a sandbox (type, size, mode, modification time).",
              json{{"type", "object"},
@@ -338,11 +317,7 @@ void register_file_tools(mcp::Server& server, ToolEnv& env) {
        json{{"type", "object"},
             {"properties", {{"dest_path", {{"type", "string"}}}, {"size", {{"type", "integer"}}}}},
             {"required", {"dest_path", "size"}}},
-       json{{"readOnlyHint", false},
-            {"destructiveHint", true},
-            {"idempotentHint", true},
-            {"openWorldHint", true}},
-       nullptr},
+       hints(false, true, true, true), nullptr},
       [&env, host](const json& a, RequestContext& c) { return download_file(env, *host, a, c); });
 }
 

@@ -1,7 +1,7 @@
 // get_sandbox_history, the MCP face of the run history (service/history.h):
-// the service's page as structuredContent, and a line per run as text. Also
-// record_run's adapter for the exec tools: what a ToolResult says of a run.
+// the service's page as structuredContent, and a line per run as text.
 #include "service/history.h"
+#include "tools/adapter.h"
 #include "tools/tool_env.h"
 
 namespace sandcastle::tools {
@@ -11,13 +11,6 @@ using mcp::RequestContext;
 using mcp::ToolResult;
 
 namespace {
-
-std::string first_text(const ToolResult& res) {
-  for (const auto& c : res.content)
-    if (c.value("type", "") == "text" && c.contains("text") && c["text"].is_string())
-      return c["text"].get<std::string>();
-  return {};
-}
 
 std::string one_line(const std::string& s, std::size_t n) {
   std::string out;
@@ -74,18 +67,6 @@ ToolResult get_sandbox_history(ToolEnv& env, const json& args, RequestContext& c
 
 }  // namespace
 
-void record_run(ToolEnv& env, const RequestContext& ctx, const char* tool, const json& args,
-                const ToolResult& res, std::chrono::steady_clock::time_point started) {
-  service::RunOutcome outcome;
-  if (res.structured.is_object())
-    outcome.result = &res.structured;
-  else
-    outcome.error_text = first_text(res);
-  for (const auto& c : res.content)
-    if (c.value("type", "") == "image") ++outcome.images;
-  service::record_run(env, owner_of(ctx), tool, args, outcome, started);
-}
-
 void register_history_tools(mcp::Server& server, ToolEnv& env) {
   server.tools().add(
       {"get_sandbox_history", "Sandbox run history",
@@ -93,11 +74,7 @@ void register_history_tools(mcp::Server& server, ToolEnv& env) {
        "first: the code or command, its stdout and stderr (each cut at 64 KiB), exit code, how it "
        "ended, duration and the files it created. Also works for a sandbox that has ended, while "
        "its history is kept. Page with `before`: pass the `next_before` of the previous page.",
-       service::history_input_schema(), service::history_output_schema(),
-       json{{"readOnlyHint", true},
-            {"destructiveHint", false},
-            {"idempotentHint", true},
-            {"openWorldHint", false}},
+       service::history_input_schema(), service::history_output_schema(), hints(true, false, true),
        nullptr},
       [&env](const json& args, RequestContext& ctx) {
         return get_sandbox_history(env, args, ctx);

@@ -1,5 +1,6 @@
 // list_images: the MCP face of service/images.h.
 #include "service/images.h"
+#include "tools/adapter.h"
 #include "tools/tool_env.h"
 
 namespace sandcastle::tools {
@@ -18,7 +19,7 @@ void register_image_tools(mcp::Server& server, ToolEnv& env) {
        json{{"type", "object"},
             {"properties", {{"images", {{"type", "array"}}}, {"count", {{"type", "integer"}}}}},
             {"required", {"images", "count"}}},
-       json{{"readOnlyHint", true}, {"openWorldHint", false}}, nullptr},
+       read_only_hints(), nullptr},
       [&env](const json&, RequestContext&) {
         auto r = list_images(env);
         if (!r.ok()) return ToolResult::error(r.error().message());

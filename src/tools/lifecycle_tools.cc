@@ -3,6 +3,7 @@
 #include "service/languages.h"
 #include "service/lifecycle.h"
 #include "service/run_env.h"
+#include "tools/adapter.h"
 #include "tools/tool_env.h"
 
 namespace sandcastle::tools {
@@ -34,17 +35,10 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
        "for ttl_s seconds. Code inside has no network, runs as an unprivileged user, and is "
        "limited in memory, CPU, processes and disk. Languages: " +
            langs + ".",
-       create_input_schema(env.config), sandbox_output_schema(),
-       json{{"readOnlyHint", false},
-            {"destructiveHint", false},
-            {"idempotentHint", false},
-            {"openWorldHint", false}},
+       create_input_schema(env.config), sandbox_output_schema(), hints(false, false, false),
        nullptr},
-      [&env](const json& args, RequestContext& ctx) {
-        auto r = create_sandbox(env, Caller{owner_of(ctx), {}}, args);
-        if (!r.ok()) return error_result(r.error());
-        return ToolResult::from_structured(std::move(*r));
-      });
+      service_handler(
+          [&env](const Caller& c, const json& args) { return create_sandbox(env, c, args); }));
 
   tools.add(
       {"list_sandboxes", "List sandboxes",
@@ -54,7 +48,7 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
        json{{"type", "object"},
             {"properties", {{"sandboxes", {{"type", "array"}}}, {"count", {{"type", "integer"}}}}},
             {"required", {"sandboxes", "count"}}},
-       json{{"readOnlyHint", true}, {"openWorldHint", false}}, nullptr},
+       read_only_hints(), nullptr},
       [&env](const json&, RequestContext& ctx) {
         return ToolResult::from_structured(list_sandboxes(env, Caller{owner_of(ctx), {}}));
       });
@@ -67,7 +61,7 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
             {"properties",
              {{"sandbox_id", {{"type", "string"}, {"description", "Sandbox id or name."}}}}},
             {"additionalProperties", false}},
-       json{{"type", "object"}}, json{{"readOnlyHint", true}, {"openWorldHint", false}}, nullptr},
+       json{{"type", "object"}}, read_only_hints(), nullptr},
       [&env](const json& args, RequestContext& ctx) {
         if (!args.contains("sandbox_id")) {
           auto all = env.manager.list(owner_of(ctx));
@@ -110,16 +104,10 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
             {"properties",
              {{"sandbox_id", {{"type", "string"}}}, {"closed", {{"type", "boolean"}}}}},
             {"required", {"sandbox_id", "closed"}}},
-       json{{"readOnlyHint", false},
-            {"destructiveHint", true},
-            {"idempotentHint", false},
-            {"openWorldHint", false}},
-       nullptr},
-      [&env](const json& args, RequestContext& ctx) {
-        auto r = close_sandbox(env, Caller{owner_of(ctx), {}}, args["sandbox_id"]);
-        if (!r.ok()) return error_result(r.error());
-        return ToolResult::from_structured(std::move(*r));
-      });
+       hints(false, true, false), nullptr},
+      service_handler([&env](const Caller& c, const json& args) {
+        return close_sandbox(env, c, args["sandbox_id"]);
+      }));
 }
 
 }  // namespace sandcastle::tools

@@ -2,6 +2,7 @@
 // service/packages.h. A failed install is an isError result whose text says
 // the cause first and where the installer's whole log is.
 #include "service/packages.h"
+#include "tools/adapter.h"
 #include "tools/tool_env.h"
 
 namespace sandcastle::tools {
@@ -32,12 +33,7 @@ void register_package_tools(mcp::Server& server, ToolEnv& env) {
        "package_not_found, no_matching_version, build_failed, index_unreachable, "
        "tls_verification_failed, blocked_by_policy, ...) and where the installer's whole log is "
        "(log.path, a file in the sandbox).",
-       install_input_schema(), install_output_schema(),
-       json{{"readOnlyHint", false},
-            {"destructiveHint", false},
-            {"idempotentHint", true},
-            {"openWorldHint", true}},
-       nullptr},
+       install_input_schema(), install_output_schema(), hints(false, false, true, true), nullptr},
       [&env](const json& args, RequestContext& ctx) {
         auto got = install_packages(env, Caller{owner_of(ctx), {}}, args);
         if (!got.ok()) return package_error(got.error());
@@ -64,8 +60,7 @@ void register_package_tools(mcp::Server& server, ToolEnv& env) {
       {"check_package_installation_status", "Package status",
        "Reports packages installed into a sandbox: installing, success, failed (with the "
        "installer's error) or not_found. Without package, lists all.",
-       package_status_input_schema(), json{{"type", "object"}},
-       json{{"readOnlyHint", true}, {"openWorldHint", false}}, nullptr},
+       package_status_input_schema(), json{{"type", "object"}}, read_only_hints(), nullptr},
       [&env](const json& args, RequestContext& ctx) {
         auto r = package_status(env, Caller{owner_of(ctx), {}}, args);
         if (!r.ok()) return package_error(r.error());

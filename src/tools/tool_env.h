@@ -53,12 +53,6 @@ void register_durable_tools(mcp::Server& server, ToolEnv& env);
 void register_export_tools(mcp::Server& server, ToolEnv& env);
 // Registers get_sandbox_history (history_tools.cc).
 void register_history_tools(mcp::Server& server, ToolEnv& env);
-// Appends one execute_code / execute_command call to the run history
-// (service::record_run, from what its ToolResult says; history_tools.cc).
-void record_run(ToolEnv& env, const mcp::RequestContext& ctx, const char* tool,
-                const mcp::json& args, const mcp::ToolResult& res,
-                std::chrono::steady_clock::time_point started);
-
 inline void register_sandbox_tools(mcp::Server& server, ToolEnv& env) {
   register_lifecycle_tools(server, env);
   register_durable_tools(server, env);

@@ -36,9 +36,15 @@ void RestApi::exec_routes(Router& r) {
       }
       (*body)["sandbox_id"] = call.param("id");
       const auto caller = to_service(who);
-      auto run = [&](const service::RunOptions& opts) {
-        return kind == "code" ? svc->run_code(caller, *body, opts)
-                              : svc->run_command(caller, *body, opts);
+      // A run that throws (a bug, never the sandbox's doing) is the server's
+      // error: 500 "internal", on the stream as on a plain reply.
+      auto run = [&](const service::RunOptions& opts) -> Result<json> {
+        try {
+          return kind == "code" ? svc->run_code(caller, *body, opts)
+                                : svc->run_command(caller, *body, opts);
+        } catch (const std::exception& e) {
+          return Error::make(ErrorCode::kInternal, std::string("the run failed: ") + e.what());
+        }
       };
       if (call.req.header("accept").find("text/event-stream") == std::string::npos) {
         // A client that goes away cancels its run, as closing a stream does.

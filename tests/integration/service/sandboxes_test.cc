@@ -34,7 +34,7 @@ class SandboxesTest : public ::testing::Test {
     manager_ = std::make_unique<SandboxManager>(*backend_, ManagerOptions{});
     env_ = std::make_unique<tools::ToolEnv>(tools::ToolEnv{*manager_, tools::ToolConfig{}});
     tools::register_sandbox_tools(server_, *env_);
-    svc_ = std::make_unique<Sandboxes>(*env_, server_);
+    svc_ = std::make_unique<Sandboxes>(*env_);
     manager_->start();
   }
   void TearDown() override {

@@ -1,0 +1,185 @@
+// ServiceWithoutMcp, runs: through the service layer alone (service/runs.h,
+// service::Sandboxes), with no mcp::Server in the process's object graph:
+// output streamed through the callbacks, a command, interrupt(), the run history, and a one-shot
+// run that waits for a slot at the server's cap.
+#include "service/runs.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <future>
+#include <mutex>
+
+#include "../sandbox/fixture.h"
+#include "service/history.h"
+#include "service/sandboxes.h"
+
+namespace sandcastle::service {
+namespace {
+
+using namespace std::chrono_literals;
+
+class ServiceWithoutMcpRuns : public ::testing::Test {
+ protected:
+  void start(ManagerOptions opts = {}) {
+    std::string why;
+    backend_ = sandbox::testing::shared_backend(&why);
+    if (!backend_) GTEST_SKIP() << "no sandbox backend on this host: " << why;
+    manager_ = std::make_unique<SandboxManager>(*backend_, opts);
+    env_ = std::make_unique<Env>(Env{*manager_, Config{}});
+    env_->store = &manager_->mutable_store();
+    svc_ = std::make_unique<Sandboxes>(*env_);
+    manager_->start();
+  }
+  void TearDown() override {
+    svc_.reset();
+    if (manager_) manager_->shutdown();
+  }
+  std::string create(const std::string& language) {
+    auto r = svc_->create(alice_, json{{"language", language}});
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    return r.ok() ? (*r)["sandbox_id"].get<std::string>() : std::string();
+  }
+
+  sandbox::Backend* backend_ = nullptr;
+  std::unique_ptr<SandboxManager> manager_;
+  std::unique_ptr<Env> env_;
+  std::unique_ptr<Sandboxes> svc_;
+  const Caller alice_{"alice", "k-alice"};
+};
+
+// Output as it comes, with the stage it belongs to.
+struct Collected {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string out;
+  std::vector<std::string> stages;
+  std::size_t queued = 0;
+
+  RunOptions options(CancelToken* cancel = nullptr) {
+    RunOptions o;
+    o.cancel = cancel;
+    o.callbacks.on_output = [this](std::string_view stream, std::string_view text) {
+      std::lock_guard l(mu);
+      if (stream == "stdout") out += text;
+      cv.notify_all();
+    };
+    o.callbacks.on_stage = [this](std::string_view s) {
+      std::lock_guard l(mu);
+      stages.emplace_back(s);
+    };
+    o.callbacks.on_queued = [this](std::size_t, std::size_t) {
+      std::lock_guard l(mu);
+      ++queued;
+      cv.notify_all();
+    };
+    return o;
+  }
+  template <class Pred>
+  bool wait(Pred p, std::chrono::seconds limit = 30s) {
+    std::unique_lock l(mu);
+    return cv.wait_for(l, limit, p);
+  }
+};
+
+TEST_F(ServiceWithoutMcpRuns, CodeAndCommandStreamAndAreRecorded) {
+  start();
+  const std::string id = create("bash");
+  ASSERT_FALSE(id.empty());
+  Collected code;
+  auto r = run_code(*env_, alice_, json{{"sandbox_id", id}, {"code", "echo one; echo two >&2"}},
+                    code.options());
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->stdout_data, "one\n");
+  EXPECT_EQ(r->stderr_data, "two\n");
+  EXPECT_EQ(r->reason, "exited");
+  EXPECT_EQ(r->mode, "process");
+  EXPECT_EQ(code.out, "one\n");
+  EXPECT_EQ(code.stages, std::vector<std::string>{"run"});
+
+  Collected cmd;
+  auto c = run_command(*env_, alice_,
+                       json{{"sandbox_id", id}, {"command", "echo hi > made.txt; exit 4"}},
+                       cmd.options());
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->exit_code, 4);
+  EXPECT_FALSE(c->failed);  // an exit code is the program's answer, not a failure
+  ASSERT_TRUE(c->files_created);
+  ASSERT_EQ(c->files_created->size(), 1u);
+  EXPECT_EQ((*c->files_created)[0].path, "made.txt");
+  EXPECT_EQ((*c->files_created)[0].uri, "sandbox://" + id + "/made.txt");
+
+  // Both are in the history, newest first.
+  auto page = sandbox_history(*env_, alice_, json{{"sandbox_id", id}});
+  ASSERT_TRUE(page.ok()) << page.error().message();
+  ASSERT_EQ((*page)["count"], 2);
+  EXPECT_EQ((*page)["entries"][0]["tool"], "execute_command");
+  EXPECT_EQ((*page)["entries"][0]["exit_code"], 4);
+  EXPECT_EQ((*page)["entries"][1]["tool"], "execute_code");
+  EXPECT_EQ((*page)["entries"][1]["stdout"], "one\n");
+
+  // The schema is checked here, with the tool registry's words.
+  auto bad = run_command(*env_, alice_, json{{"sandbox_id", id}, {"command", ""}}, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(bad.error().message().find("Invalid arguments for tool 'execute_command'"),
+            std::string::npos)
+      << bad.error().message();
+  auto theirs = run_code(*env_, Caller{"bob", {}}, json{{"sandbox_id", id}, {"code", "true"}}, {});
+  ASSERT_FALSE(theirs.ok());
+  EXPECT_EQ(theirs.error().code, ErrorCode::kNotFound);
+}
+
+TEST_F(ServiceWithoutMcpRuns, InterruptEndsARunningLoopAsCancelled) {
+  start();
+  const std::string id = create("bash");
+  ASSERT_FALSE(id.empty());
+  Collected seen;
+  auto run = std::async(std::launch::async, [&] {
+    return svc_->run_command(alice_,
+                             json{{"sandbox_id", id},
+                                  {"command", "echo started; while true; do sleep 0.05; done"},
+                                  {"timeout_s", 60}},
+                             seen.options());
+  });
+  ASSERT_TRUE(seen.wait([&] { return seen.out.find("started") != std::string::npos; }));
+  auto intr = svc_->interrupt(alice_, id);
+  ASSERT_TRUE(intr.ok()) << intr.error().message();
+  EXPECT_TRUE(*intr);
+  ASSERT_EQ(run.wait_for(20s), std::future_status::ready);
+  auto r = run.get();
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ((*r)["reason"], "cancelled");
+  auto h = svc_->history(alice_, id);
+  ASSERT_TRUE(h.ok()) << h.error().message();
+  ASSERT_EQ((*h)["count"], 1);
+  EXPECT_EQ((*h)["entries"][0]["reason"], "cancelled");
+}
+
+TEST_F(ServiceWithoutMcpRuns, OneShotAtTheCapWaitsForASlot) {
+  ManagerOptions opts;
+  opts.max_sandboxes = 1;
+  start(opts);
+  const std::string id = create("bash");  // the one slot
+  ASSERT_FALSE(id.empty());
+  Collected seen;
+  auto run = std::async(std::launch::async, [&] {
+    return run_code(*env_, alice_,
+                    json{{"code", "echo ran"}, {"language", "bash"}, {"timeout_s", 60}},
+                    seen.options());
+  });
+  ASSERT_TRUE(seen.wait([&] { return seen.queued > 0; }));
+  EXPECT_NE(run.wait_for(0s), std::future_status::ready);
+  ASSERT_TRUE(svc_->close(alice_, id).ok());
+  ASSERT_EQ(run.wait_for(60s), std::future_status::ready);
+  auto r = run.get();
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->stdout_data, "ran\n");
+  EXPECT_FALSE(r->sandbox_id);  // one-shot
+  ASSERT_TRUE(r->queued_ms);
+  EXPECT_GT(*r->queued_ms, 0.0);
+  EXPECT_TRUE(run_result_json(*r)["sandbox_id"].is_null());
+}
+
+}  // namespace
+}  // namespace sandcastle::service
