@@ -237,7 +237,7 @@ Result<Rule> parse_rule(std::string_view text, ListKind kind) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
   while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
   if (text.empty()) return invalid("empty rule");
-  if (text.size() > kMaxRuleLength) return invalid("rule longer than 300 characters");
+  if (text.size() > kMaxRuleLength) return invalid("rule longer than 1024 characters");
   std::string host(text);
   std::optional<std::string_view> ports;
   const bool bracketed = text.front() == '[';

@@ -34,7 +34,7 @@ std::optional<Mode> parse_mode(std::string_view name);
 
 constexpr std::size_t kMaxRules = 256;       // per list
 constexpr std::size_t kMaxNameLength = 253;  // DNS presentation form, no trailing dot
-constexpr std::size_t kMaxRuleLength = 300;  // name, ports and brackets
+constexpr std::size_t kMaxRuleLength = 1024;  // a 253-character name and 32 port ranges fit
 constexpr std::size_t kMaxPortItems = 32;    // "80,443,..." items in one rule
 
 struct PortRange {

@@ -98,6 +98,11 @@ TEST(RuleGrammar, RefusalsSayWhy) {
   std::string many_ports = "a.test:1";
   for (int i = 2; i <= 33; ++i) many_ports.append(",").append(std::to_string(i));
   EXPECT_EQ(rule_error(many_ports), "more than 32 port items");
+  // The longest name with 32 port ranges is still one rule.
+  std::string widest = long_name + ":";
+  for (int i = 0; i < 32; ++i) widest.append(i ? "," : "").append("60000-65535");
+  EXPECT_EQ(rule(widest.c_str()).ports.size(), 32u);
+  EXPECT_EQ(rule_error(std::string(1025, 'a')), "rule longer than 1024 characters");
 }
 
 TEST(RuleGrammar, ListErrorsNameTheRule) {
