@@ -3,11 +3,7 @@
 namespace sandcastle::sandbox {
 
 const char* network_mode_name(NetworkMode mode) {
-  switch (mode) {
-    case NetworkMode::kNone: return "none";
-    case NetworkMode::kAllowList: return "allow-list";
-  }
-  return "?";
+  return net::mode_name(mode);
 }
 
 const char* persistence_name(Persistence p) {
@@ -82,6 +78,10 @@ Result<SandboxSpec> SandboxSpec::create(SpecOptions o) {
     if (!valid_env_name(k)) return invalid("spec.env: invalid variable name '" + k + "'");
     if (v.find('\0') != std::string::npos) return invalid("spec.env." + k + ": contains NUL");
   }
+  if (auto r = net::parse_rules(o.network_allow, net::ListKind::kAllow); !r)
+    return invalid("spec." + r.error().context);
+  if (auto r = net::parse_rules(o.network_deny, net::ListKind::kDeny); !r)
+    return invalid("spec." + r.error().context);
   if (o.persistence == Persistence::kPersistent) {
     const std::string& id = o.storage_id;
     if (id.empty() || id.size() > 64) return invalid("spec.storage_id: 1 to 64 characters for a persistent sandbox");

@@ -7,21 +7,23 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
+#include "net/rules.h"
 
 namespace sandcastle::sandbox {
 
-enum class NetworkMode {
-  kNone,       // own network namespace with only loopback up
-  kAllowList,  // reserved for allow-listed egress (not implemented by the native backend yet)
-};
+// kNone: own network namespace with only loopback up. kAllowList and kFull
+// (net/rules.h) are described there; no backend runs them yet.
+using NetworkMode = net::Mode;
 
 enum class Persistence {
   kEphemeral,  // everything is gone after destroy()
   kPersistent, // files on disk, kept across restarts (SpecOptions::storage_id)
 };
 
+// "none", "allowlist", "full" (net::mode_name).
 const char* network_mode_name(NetworkMode mode);
 const char* persistence_name(Persistence p);
 
@@ -50,6 +52,10 @@ struct SpecOptions {
   std::string workdir = "/workspace";
   std::string hostname = "sandbox";
   NetworkMode network = NetworkMode::kNone;
+  // Rules in net/rules.h's syntax, at most net::kMaxRules each; checked
+  // here, applied by the backend that runs the mode.
+  std::vector<std::string> network_allow{};
+  std::vector<std::string> network_deny{};
   Persistence persistence = Persistence::kEphemeral;
   // With kPersistent: the name of the sandbox's storage in the backend (the
   // server uses the sandbox id): [a-z0-9-], 1..64 characters. Empty otherwise.
@@ -68,6 +74,8 @@ class SandboxSpec {
   const std::string& workdir() const { return o_.workdir; }
   const std::string& hostname() const { return o_.hostname; }
   NetworkMode network() const { return o_.network; }
+  const std::vector<std::string>& network_allow() const { return o_.network_allow; }
+  const std::vector<std::string>& network_deny() const { return o_.network_deny; }
   Persistence persistence() const { return o_.persistence; }
   const std::string& storage_id() const { return o_.storage_id; }
   const SpecOptions& options() const { return o_; }

@@ -25,6 +25,8 @@ std::string spec_to_json(const sandbox::SpecOptions& o) {
               {"workdir", o.workdir},
               {"hostname", o.hostname},
               {"network", sandbox::network_mode_name(o.network)},
+              {"network_allow", o.network_allow},
+              {"network_deny", o.network_deny},
               {"persistent", o.persistence == sandbox::Persistence::kPersistent},
               {"storage_id", o.storage_id}}
       .dump();
@@ -60,13 +62,14 @@ Result<sandbox::SpecOptions> spec_from_json(const std::string& text) {
     o.env = j.at("env").get<std::map<std::string, std::string>>();
     o.workdir = j.at("workdir").get<std::string>();
     o.hostname = j.at("hostname").get<std::string>();
+    // parse_mode also takes "allow-list", written before "full" existed.
     const std::string net = j.at("network").get<std::string>();
-    if (net == "none")
-      o.network = sandbox::NetworkMode::kNone;
-    else if (net == "allow-list")
-      o.network = sandbox::NetworkMode::kAllowList;
-    else
-      return bad("unknown network mode '" + net + "'");
+    auto mode = net::parse_mode(net);
+    if (!mode) return bad("unknown network mode '" + net + "'");
+    o.network = *mode;
+    // Absent in records written before the rule lists existed.
+    o.network_allow = j.value("network_allow", std::vector<std::string>{});
+    o.network_deny = j.value("network_deny", std::vector<std::string>{});
     o.persistence = j.at("persistent").get<bool>() ? sandbox::Persistence::kPersistent
                                                    : sandbox::Persistence::kEphemeral;
     o.storage_id = j.at("storage_id").get<std::string>();

@@ -18,6 +18,12 @@ namespace {
 
 using nlohmann::json;
 
+// The network modes besides "none" arrive with issue 19's later commits.
+Status check_network(const SandboxSpec& spec) {
+  if (spec.network() == NetworkMode::kNone) return {};
+  return Error::make(ErrorCode::kInvalidArgument, "engine backend: only network mode \"none\"");
+}
+
 constexpr auto kStartTimeout = std::chrono::seconds(60);
 
 std::string host_name() {
@@ -277,6 +283,7 @@ Result<EngineContainer> EngineBackend::start_container(const SandboxSpec& spec,
     return Error::make(ErrorCode::kUnavailable,
                        "persistent sandboxes are not available on the engine backend yet; use the "
                        "native backend, or save_sandbox to keep a sandbox as an image");
+  if (auto s = check_network(spec); !s) return s.take_error();
   auto plan = plan_for(spec, id);
   if (!plan) return plan.take_error();
   EngineClient& c = *shared_->client;
@@ -319,6 +326,8 @@ Result<std::unique_ptr<Sandbox>> EngineBackend::create(const SandboxSpec& spec) 
     ++creating_;
   }
   InFlight in_flight(*this);
+  // Before the pools: a refused spec must not become a pool to refill.
+  if (auto s = check_network(spec); !s) return s.take_error();
   const std::string key = native::pool_key(spec);
   std::optional<Warm> taken;
   std::deque<Warm> evicted;

@@ -237,6 +237,19 @@ TEST_P(EngineBackendTest, AMissingImageSaysWhereToGetIt) {
   EXPECT_NE(sb.error().context.find("pull or load it"), std::string::npos) << sb.error().context;
 }
 
+TEST_P(EngineBackendTest, OnlyNetworkModeNoneIsRun) {
+  for (NetworkMode mode : {NetworkMode::kAllowList, NetworkMode::kFull}) {
+    SpecOptions o = test_spec().options();
+    o.network = mode;
+    auto spec = SandboxSpec::create(o);
+    ASSERT_TRUE(spec.ok()) << spec.error().message();
+    auto sb = backend_->create(*spec);
+    ASSERT_FALSE(sb.ok()) << network_mode_name(mode);
+    EXPECT_EQ(sb.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(sb.error().context, "engine backend: only network mode \"none\"");
+  }
+}
+
 TEST_P(EngineBackendTest, RunsOnTheEnginesOwnImage) {
   SpecOptions o;
   o.image = engine_->image;  // the fixture's busybox image

@@ -72,5 +72,31 @@ TEST(SandboxSpec, EnvNames) {
   EXPECT_EQ(base_environment().at("HOME"), "/workspace");
 }
 
+TEST(SandboxSpec, NetworkModesAndRules) {
+  EXPECT_STREQ(network_mode_name(NetworkMode::kNone), "none");
+  EXPECT_STREQ(network_mode_name(NetworkMode::kAllowList), "allowlist");
+  EXPECT_STREQ(network_mode_name(NetworkMode::kFull), "full");
+  SpecOptions o;
+  o.network = NetworkMode::kAllowList;
+  o.network_allow = {"allowed.test", "*.allowed.test:443", "198.51.100.2/32:7000"};
+  o.network_deny = {"evil.test"};
+  auto s = SandboxSpec::create(o);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_EQ(s->network_allow(), o.network_allow);
+  EXPECT_EQ(s->network_deny(), o.network_deny);
+  EXPECT_TRUE(SandboxSpec::defaults().network_allow().empty());
+  o.network_allow.push_back("a.*.test");
+  EXPECT_EQ(create_error(o).context,
+            "spec.network.allow[3] \"a.*.test\": '*' only as the whole leftmost label "
+            "(*.example.com)");
+  o.network_allow.pop_back();
+  o.network_deny = {"2001:db8::1"};
+  EXPECT_EQ(create_error(o).context,
+            "spec.network.deny[0] \"2001:db8::1\": an IPv6 address goes in brackets: "
+            "[2001:db8::1]:443");
+  o.network_deny = std::vector<std::string>(257, "a.test");
+  EXPECT_EQ(create_error(o).code, ErrorCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace sandcastle::sandbox

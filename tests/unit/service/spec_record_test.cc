@@ -8,6 +8,14 @@ namespace {
 using sandbox::Persistence;
 using sandbox::SpecOptions;
 
+// `text` with the first `from` replaced by `to` (which must be there).
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
 TEST(SpecRecord, RoundTripsEveryField) {
   SpecOptions o;
   o.image = "py:latest";
@@ -24,6 +32,9 @@ TEST(SpecRecord, RoundTripsEveryField) {
   o.hostname = "box-1";
   o.persistence = Persistence::kPersistent;
   o.storage_id = "sb-0123456789ab";
+  o.network = sandbox::NetworkMode::kFull;
+  o.network_allow = {"allowed.test", "10.0.0.0/8:*"};
+  o.network_deny = {"[2001:db8::]/32"};
   auto back = spec_from_json(spec_to_json(o));
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_EQ(back->image, o.image);
@@ -40,6 +51,26 @@ TEST(SpecRecord, RoundTripsEveryField) {
   EXPECT_EQ(back->hostname, o.hostname);
   EXPECT_EQ(back->persistence, Persistence::kPersistent);
   EXPECT_EQ(back->storage_id, o.storage_id);
+  EXPECT_EQ(back->network, sandbox::NetworkMode::kFull);
+  EXPECT_EQ(back->network_allow, o.network_allow);
+  EXPECT_EQ(back->network_deny, o.network_deny);
+}
+
+// Records written before "full" existed say "allow-list" and have no rule
+// lists; they still load.
+TEST(SpecRecord, ReadsTheOldNetworkRecord) {
+  std::string old = spec_to_json(SpecOptions{});
+  old = replaced(old, "\"network\":\"none\"", "\"network\":\"allow-list\"");
+  old = replaced(old, ",\"network_allow\":[]", "");
+  old = replaced(old, ",\"network_deny\":[]", "");
+  ASSERT_EQ(old.find("network_"), std::string::npos) << old;
+  auto back = spec_from_json(old);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->network, sandbox::NetworkMode::kAllowList);
+  EXPECT_TRUE(back->network_allow.empty());
+  SpecOptions o;
+  o.network = sandbox::NetworkMode::kAllowList;
+  EXPECT_NE(spec_to_json(o).find("\"network\":\"allowlist\""), std::string::npos);
 }
 
 // The record comes back from a file on disk: damage is an error, never a
@@ -60,6 +91,11 @@ TEST(SpecRecord, RefusesDamagedRecords) {
   bad_storage.replace(bad_storage.find("\"storage_id\":\"\""), 15, "\"storage_id\":\"../x\"");
   EXPECT_EQ(spec_from_json(bad_storage).error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(spec_from_json(std::string(2 << 20, ' ')).error().code, ErrorCode::kInvalidArgument);
+  const std::string bad_mode = replaced(good, "\"network\":\"none\"", "\"network\":\"open\"");
+  EXPECT_EQ(spec_from_json(bad_mode).error().context,
+            "stored sandbox spec: unknown network mode 'open'");
+  const std::string bad_rule = replaced(good, "\"network_allow\":[]", "\"network_allow\":[\"*\"]");
+  EXPECT_EQ(spec_from_json(bad_rule).error().code, ErrorCode::kInvalidArgument);
 }
 
 }  // namespace
