@@ -1,5 +1,6 @@
 #include "service/file_uploads.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/random.h>
 
 #include <set>
@@ -43,6 +44,12 @@ Result<std::string> random_hex(std::size_t bytes) {
     out += kDigits[buf[i] & 15];
   }
   return out;
+}
+
+// The temp is no longer there (the sandbox's own view).
+bool temp_gone(sandbox::Sandbox& sb, const std::string& temp) {
+  auto st = sb.stat(temp);
+  return !st.ok() && is_enoent(st.error());
 }
 
 // Refuses a target that is a directory now; a missing one is fine.
@@ -138,6 +145,14 @@ Status write_all_or_none(sandbox::Sandbox& sb, ByteBudget& budget, std::uint64_t
   }
   for (std::size_t i = 0; i < files.size(); ++i) {
     if (auto st = sb.rename(temps[i], files[i].path); !st.ok()) {
+      // An error after the move itself (saving a persistent sandbox's
+      // change, a reply lost and the request resent) still moved the file:
+      // the temp being gone says so, and the upload goes on.
+      if (temp_gone(sb, temps[i])) {
+        spdlog::warn("upload: {} is in place, but: {}", files[i].path, st.error().message());
+        undo.temps.erase(undo.temps.begin());
+        continue;
+      }
       if (i == 0) return st;
       undo.dirs.clear();  // they hold files that went through
       Error e = st.take_error();

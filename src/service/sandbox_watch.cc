@@ -42,6 +42,7 @@ void SandboxWatch::loop() {
     pending_.clear();
     l.unlock();
     for (const auto& [key, created] : batch) publish(key.first, key.second, created);
+    batch.clear();  // the last hold on a closed sandbox's entry: freed without mu_
     l.lock();
   }
 }

@@ -5,6 +5,8 @@
 // starts, for each owner with a stream, a turn on the shared pool that
 // samples at most kSamplesPerTick of its sandboxes; a comment line keeps
 // quiet streams open.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
@@ -130,13 +132,19 @@ struct RestApi::Events {
         }
         turn->busy = true;
         ++running;
-        ElasticPool::shared().submit([this, svc, turn, list = std::move(list), keepalive] {
-          sample(*svc, *turn, list, keepalive);
-          std::lock_guard l(mu);
+        try {
+          ElasticPool::shared().submit([this, svc, turn, streams = list, keepalive] {
+            sample(*svc, *turn, streams, keepalive);
+            std::lock_guard l(mu);
+            turn->busy = false;
+            --running;
+            cv.notify_all();
+          });
+        } catch (const std::exception& e) {  // no thread to be had (the pids limit): next tick
           turn->busy = false;
           --running;
-          cv.notify_all();
-        });
+          spdlog::warn("live list: a usage turn could not start: {}", e.what());
+        }
       }
     }
   }
