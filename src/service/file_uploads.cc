@@ -1,10 +1,10 @@
 #include "service/file_uploads.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/random.h>
 
 #include <set>
 
+#include "common/crypto.h"
 #include "service/file_transfer.h"
 
 namespace sandcastle::service {
@@ -30,20 +30,6 @@ std::string parent_of(const std::string& path) {
 
 bool is_enoent(const Error& e) {
   return e.code == ErrorCode::kSystem && e.sys_errno == ENOENT;
-}
-
-Result<std::string> random_hex(std::size_t bytes) {
-  unsigned char buf[16];
-  if (bytes > sizeof buf) bytes = sizeof buf;
-  if (::getrandom(buf, bytes, 0) != static_cast<ssize_t>(bytes))
-    return Error::from_errno("getrandom");
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < bytes; ++i) {
-    out += kDigits[buf[i] >> 4];
-    out += kDigits[buf[i] & 15];
-  }
-  return out;
 }
 
 // The temp is no longer there (the sandbox's own view).
@@ -95,22 +81,16 @@ Result<std::string> upload_temp_path(const std::string& path) {
   const std::string base = slash == std::string::npos ? p : p.substr(slash + 1);
   if (base.empty() || base == "." || base == ".." || p == "/")
     return Error::make(ErrorCode::kInvalidArgument, "'" + path + "' does not name a file");
-  auto suffix = random_hex(8);
-  if (!suffix.ok()) return suffix.take_error();
+  const std::string suffix = crypto::hex(crypto::random_bytes(8));
   const std::string dir = slash == std::string::npos ? "" : p.substr(0, slash + 1);
-  return dir + "." + base.substr(0, kTempBaseBytes) + ".upload-" + *suffix;
+  return dir + "." + base.substr(0, kTempBaseBytes) + ".upload-" + suffix;
 }
 
-Status write_all_or_none(sandbox::Sandbox& sb, ByteBudget& budget, std::uint64_t max_file_bytes,
+Status write_all_or_none(sandbox::Sandbox& sb, ByteBudget& budget,
                          const std::vector<FileUpload>& files) {
   std::uint64_t total = 0;
   std::vector<std::string> temps;
   for (const auto& f : files) {
-    if (f.data.size() > max_file_bytes)
-      return Error::make(ErrorCode::kResourceExhausted,
-                         f.path + " is " + std::to_string(f.data.size()) +
-                             " bytes, more than the " + std::to_string(max_file_bytes) +
-                             "-byte limit of one write");
     total += f.data.size();
     auto temp = upload_temp_path(f.path);
     if (!temp.ok()) return temp.take_error();

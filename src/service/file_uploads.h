@@ -4,7 +4,6 @@
 // renames removes the temps and the directories this call made.
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,13 +19,14 @@ struct FileUpload {
   std::string_view data;  // owned by the caller until the call returns
 };
 
-// Refused before anything is written: a file above `max_file_bytes`
-// (kResourceExhausted), the total above what the transfer budget can lend
+// Sizes are the caller's to check (Sandboxes::write_files does, before the
+// sandbox is looked up). Refused before anything is written: the total
+// above what the transfer budget can lend
 // (kResourceExhausted), a target that is an existing directory (EISDIR), a
 // path without a file name (kInvalidArgument). Missing parent directories
 // are made. A rename that fails after others went through (the sandbox
 // changed the tree meanwhile) leaves those in place and says which failed.
-Status write_all_or_none(sandbox::Sandbox& sb, ByteBudget& budget, std::uint64_t max_file_bytes,
+Status write_all_or_none(sandbox::Sandbox& sb, ByteBudget& budget,
                          const std::vector<FileUpload>& files);
 
 // The name a file is written under before it is renamed to `path`:

@@ -204,12 +204,13 @@ Result<json> Sandboxes::write_files(const Caller& c, const std::string& id,
   for (const auto& f : files)  // before the sandbox is looked up, as before
     if (f.data.size() > cap)
       return Error::make(ErrorCode::kResourceExhausted,
-                         "the file is " + std::to_string(f.data.size()) + " bytes, more than the " +
-                             std::to_string(cap) + "-byte limit of one write");
+                         f.path + " is " + std::to_string(f.data.size()) +
+                             " bytes, more than the " + std::to_string(cap) +
+                             "-byte limit of one write");
   auto e = impl_->live(c, id);
   if (!e.ok()) return e.error();
   EntryUse use(*e);
-  if (auto s = write_all_or_none(use->sandbox(), *impl_->env.config.transfer_budget, cap, files);
+  if (auto s = write_all_or_none(use->sandbox(), *impl_->env.config.transfer_budget, files);
       !s.ok())
     return s.error();
   json out = json::array();

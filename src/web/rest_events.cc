@@ -39,6 +39,11 @@ struct EventStream {
     ex->write(s);
     last_write = std::chrono::steady_clock::now();
   }
+  // A comment line when nothing was written for `keepalive`; mu held.
+  void keep_alive_if_due(std::chrono::steady_clock::time_point now,
+                         std::chrono::milliseconds keepalive) {
+    if (!closed && now - last_write >= keepalive) write(": keep-alive\n\n");
+  }
   // Also drops from `last` what is gone: after a resync the removals that
   // would have done it were among the lost events.
   void snapshot(service::Sandboxes& svc) {
@@ -154,7 +159,7 @@ struct RestApi::Events {
     const auto now = std::chrono::steady_clock::now();
     for (const auto& s : list) {
       std::lock_guard lock(s->mu);
-      if (!s->closed && now - s->last_write >= keepalive) s->write(": keep-alive\n\n");
+      s->keep_alive_if_due(now, keepalive);
     }
   }
 
@@ -184,11 +189,10 @@ struct RestApi::Events {
                                {"disk_bytes", u.disk_bytes}});
         s->last[u.sandbox_id] = u;
       }
-      if (!samples.empty()) {
+      if (samples.empty())
+        s->keep_alive_if_due(now, keepalive);
+      else
         s->write(sse_event("usage", json{{"samples", samples}}));
-      } else if (now - s->last_write >= keepalive) {
-        s->write(": keep-alive\n\n");
-      }
     }
   }
 
