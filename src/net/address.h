@@ -39,6 +39,7 @@ class IpAddr {
   std::string to_string() const;
 
   friend bool operator==(const IpAddr&, const IpAddr&) = default;
+  friend auto operator<=>(const IpAddr&, const IpAddr&) = default;  // map keys
 
  private:
   Family family_ = Family::kV4;
