@@ -259,8 +259,9 @@ Status NetWorld::enter_private_namespaces() {
     return Error::from_errno("unshare(CLONE_NEWNET|CLONE_NEWNS)");
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
     return Error::from_errno("make mounts private");
+  // Not nodev: a test binds a device node from here (full_mode_test.cc).
   ::mkdir("/run/netns", 0755);
-  if (::mount("sctnetns", "/run/netns", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=755") != 0)
+  if (::mount("sctnetns", "/run/netns", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755") != 0)
     return Error::from_errno("mount tmpfs on /run/netns");
   if (auto e = sandbox::native::bring_loopback_up())
     return Error::from_errno("bring lo up: " + e->step, e->err);
