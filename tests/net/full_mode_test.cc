@@ -139,6 +139,34 @@ int udp_exchange(const std::string& addr, std::uint16_t port) {
   return 0;
 }
 
+// One send/recv on `fd`: 0 when the bytes came back, else the errno
+// (ECONNRESET when the peer, or our own firewall, reset the flow).
+int echo_once(int fd) {
+  const char msg[] = "ping";
+  if (::send(fd, msg, sizeof msg, MSG_NOSIGNAL) < 0) return errno;
+  char got[sizeof msg];
+  ssize_t n = ::recv(fd, got, sizeof got, MSG_WAITALL);
+  if (n < 0) return errno;
+  return n == static_cast<ssize_t>(sizeof got) ? 0 : EPIPE;
+}
+
+// Inside the stand-in: an echo connection to .2:7000, then `ruleset`
+// loaded into this namespace (already entered: userns -1), then the same
+// connection again. -1 when the first exchange or the load failed.
+int echo_then_cut(const std::string& ruleset, int netns) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_port = htons(NetWorld::kEchoPort);
+  ::inet_pton(AF_INET, NetWorld::kServerA, &sin.sin_addr);
+  timeval tv{5, 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sin), sizeof sin) != 0) return -1;
+  if (echo_once(fd.get()) != 0) return -1;
+  if (!net::nft::apply(-1, netns, ruleset)) return -1;
+  return echo_once(fd.get());
+}
+
 // A listener in the test's (the "host's") namespace.
 std::pair<UniqueFd, std::uint16_t> listen_on(const char* addr) {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -206,6 +234,14 @@ void run_full_mode_case(bool root) {
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, ErrorCode::kIo);
   EXPECT_NE(bad.error().context.find("Error"), std::string::npos) << bad.error().context;
+
+  // A new ruleset cuts a flow opened under the old one (no `ct
+  // established accept`): an echo connection to .2 works, .2 is denied from
+  // inside the same probe, and the open connection's next exchange fails.
+  const std::string deny_a = net::nft::render_ruleset(
+      **net::make_policy(net::Mode::kFull, {}, {"198.51.100.2:7000"}), host);
+  EXPECT_EQ(sb.inside([&deny_a, netns = sb.netns()] { return echo_then_cut(deny_a, netns); }),
+            ECONNRESET);
 
   // Destroying the UserNet kills and reaps pasta.
   net->reset();
