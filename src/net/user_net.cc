@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -95,21 +96,32 @@ Status probe_status(int status) {
 
 }  // namespace
 
-Result<std::string> UserNet::pasta_binary() {
-  for (const char* p : {"/usr/bin/pasta", "/usr/sbin/pasta", "/bin/pasta", "/usr/local/bin/pasta"})
-    if (::access(p, X_OK) == 0) return std::string(p);
-  return Error::make(ErrorCode::kUnavailable, "full mode needs the Debian package passt (pasta)");
+Result<std::pair<UserNetTool, std::string>> UserNet::find_tool(UserNetTool tool) {
+  const std::pair<UserNetTool, const char*> tools[] = {{UserNetTool::kPasta, "pasta"},
+                                                       {UserNetTool::kSlirp4netns, "slirp4netns"}};
+  for (const auto& [kind, name] : tools) {
+    if (tool != UserNetTool::kAuto && tool != kind) continue;
+    for (const char* dir : {"/usr/bin/", "/usr/sbin/", "/bin/", "/usr/local/bin/"}) {
+      std::string path = std::string(dir) + name;
+      if (::access(path.c_str(), X_OK) == 0) return std::pair{kind, path};
+    }
+  }
+  if (tool == UserNetTool::kSlirp4netns)
+    return Error::make(ErrorCode::kUnavailable, "slirp4netns is not installed");
+  return Error::make(ErrorCode::kUnavailable,
+                     "full mode needs the Debian package passt (pasta), or slirp4netns");
 }
 
 Status UserNet::available() {
-  auto pasta = pasta_binary();
-  if (!pasta) return pasta.take_error();
+  auto tool = find_tool(UserNetTool::kAuto);
+  if (!tool) return tool.take_error();
   int fd = ::open("/dev/net/tun", O_RDWR | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
-    return Error{ErrorCode::kUnavailable, err,
-                 "/dev/net/tun is not accessible to uid " + std::to_string(::geteuid()) +
-                     " (full mode's pasta needs it read-write; it is often 0600 root)"};
+    return Error{
+        ErrorCode::kUnavailable, err,
+        "/dev/net/tun is not accessible to uid " + std::to_string(::geteuid()) +
+            " (full mode's pasta or slirp4netns needs it read-write; it is often 0600 root)"};
   }
   ::close(fd);
   return {};
@@ -143,18 +155,22 @@ Status wait_default_route(int netns_fd, int userns_fd, std::chrono::milliseconds
   return probe_status(status);
 }
 
-Result<std::unique_ptr<UserNet>> UserNet::start(int netns_fd, int userns_fd, bool root) {
-  auto pasta = pasta_binary();
-  if (!pasta) return pasta.take_error();
-  // Copies above the fixed numbers, so the child's dup2s cannot collide.
-  UniqueFd netns(::fcntl(netns_fd, F_DUPFD_CLOEXEC, 10));
-  UniqueFd userns(::fcntl(userns_fd, F_DUPFD_CLOEXEC, 10));
-  UniqueFd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
-  if (!netns || !userns || !devnull) return Error::from_errno("prepare pasta's fds");
-  int err[2];
-  if (::pipe2(err, O_CLOEXEC) != 0) return Error::from_errno("pipe");
-  UniqueFd err_rd(err[0]), err_wr(err[1]);
+namespace {
 
+std::vector<std::string> tool_args(UserNetTool tool, bool root) {
+  const std::string netns = "/proc/self/fd/" + std::to_string(kFdNetns);
+  const std::string userns = "/proc/self/fd/" + std::to_string(kFdUserns);
+  if (tool == UserNetTool::kSlirp4netns) {
+    std::vector<std::string> args = {"slirp4netns",   "--configure",
+                                     "--mtu=65520",   "--disable-host-loopback",
+                                     "--disable-dns", "--enable-seccomp"};
+    // Its mount-namespace sandbox needs root (it calls setegid(0) and fails
+    // otherwise; rootless podman runs it inside a user namespace of its
+    // own): an unprivileged server gets the seccomp filter only.
+    if (root) args.emplace_back("--enable-sandbox");
+    args.insert(args.end(), {"--netns-type=path", "--userns-path=" + userns, netns, "tap0"});
+    return args;
+  }
   std::vector<std::string> args = {"pasta",    "-q",          "-f",     "--config-net", "-4",
                                    "-T",       "none",        "-U",     "none",         "-t",
                                    "none",     "-u",          "none",   "--no-map-gw",  "--no-dhcp",
@@ -162,48 +178,67 @@ Result<std::unique_ptr<UserNet>> UserNet::start(int netns_fd, int userns_fd, boo
   // As root, pasta would drop to nobody, who cannot open a user namespace
   // owned by root.
   if (root) args.insert(args.end(), {"--runas", "0"});
-  args.insert(args.end(), {"--netns", "/proc/self/fd/" + std::to_string(kFdNetns), "--userns",
-                           "/proc/self/fd/" + std::to_string(kFdUserns)});
+  args.insert(args.end(), {"--netns", netns, "--userns", userns});
+  return args;
+}
+
+const char* tool_name(UserNetTool tool) {
+  return tool == UserNetTool::kSlirp4netns ? "slirp4netns" : "pasta";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<UserNet>> UserNet::start(int netns_fd, int userns_fd, bool root,
+                                                UserNetTool which) {
+  auto found = find_tool(which);
+  if (!found) return found.take_error();
+  const auto [tool, path] = *found;
+  // Copies above the fixed numbers, so the child's dup2s cannot collide.
+  UniqueFd netns(::fcntl(netns_fd, F_DUPFD_CLOEXEC, 10));
+  UniqueFd userns(::fcntl(userns_fd, F_DUPFD_CLOEXEC, 10));
+  UniqueFd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!netns || !userns || !devnull) return Error::from_errno("prepare the tool's fds");
+  // The tool's stderr is a memfd, not a pipe: a message written after we
+  // stopped reading (slirp4netns warns once it runs) must neither block it
+  // nor kill it with SIGPIPE.
+  UniqueFd log(::memfd_create("sandcastle-usernet-stderr", MFD_CLOEXEC));
+  if (!log) return Error::from_errno("memfd_create");
+
+  std::vector<std::string> args = tool_args(tool, root);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   char env0[] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
   char* envp[] = {env0, nullptr};
-  const std::string path = *pasta;
 
   pid_t pid = ::fork();
   if (pid < 0) return Error::from_errno("fork");
   if (pid == 0) {
     // dup2 clears close-on-exec on the copies pasta needs.
-    if (::dup2(devnull.get(), 0) < 0 || ::dup2(devnull.get(), 1) < 0 ||
-        ::dup2(err_wr.get(), 2) < 0 || ::dup2(netns.get(), kFdNetns) < 0 ||
-        ::dup2(userns.get(), kFdUserns) < 0)
+    if (::dup2(devnull.get(), 0) < 0 || ::dup2(devnull.get(), 1) < 0 || ::dup2(log.get(), 2) < 0 ||
+        ::dup2(netns.get(), kFdNetns) < 0 || ::dup2(userns.get(), kFdUserns) < 0)
       _exit(127);
     ::execve(path.c_str(), argv.data(), envp);
     _exit(127);
   }
-  err_wr.reset();
   UniqueFd pidfd(pidfd_open(pid));
   if (!pidfd) {
     const int e = errno;
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
-    return Error::from_errno("pidfd_open pasta", e);
+    return Error::from_errno(std::string("pidfd_open ") + tool_name(tool), e);
   }
-  std::unique_ptr<UserNet> net(new UserNet(pid, std::move(pidfd)));
+  std::unique_ptr<UserNet> net(new UserNet(tool, pid, std::move(pidfd)));
   Status ready = wait_default_route(netns_fd, userns_fd, kReadyTimeout, net->pidfd());
   if (ready) return net;
-  // Not ready: stop pasta (closing its end of the pipe), then read what it
-  // said, if anything.
+  // Not ready: stop the tool, then read what it said, if anything.
   net.reset();
-  std::string said;
-  char buf[2048];
-  ssize_t n;
-  while (said.size() < 4096 && (n = ::read(err_rd.get(), buf, sizeof buf)) > 0)
-    said.append(buf, static_cast<std::size_t>(n));
+  std::string said(4096, '\0');
+  ssize_t n = ::pread(log.get(), said.data(), said.size(), 0);
+  said.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
   while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
   Error e = ready.take_error();
-  e.context = "pasta: " + e.context + (said.empty() ? "" : ": " + said);
+  e.context = tool_name(tool) + (": " + e.context) + (said.empty() ? "" : ": " + said);
   return e;
 }
 

@@ -181,15 +181,16 @@ std::pair<UniqueFd, std::uint16_t> listen_on(const char* addr) {
   return {std::move(fd), ntohs(sin.sin_port)};
 }
 
-void run_full_mode_case(bool root) {
+void run_full_mode_case(bool root, net::UserNetTool tool) {
   // uid 0 inside maps to an unrelated uid, so nft keeps CAP_NET_ADMIN
   // only through the ambient set, as for a sandbox whose root is not ours.
   auto sandbox = StandIn::make(root ? 100000 : ::geteuid());
   ASSERT_TRUE(sandbox) << sandbox.error().message();
   const StandIn& sb = **sandbox;
 
-  auto net = net::UserNet::start(sb.netns(), sb.userns(), root);
+  auto net = net::UserNet::start(sb.netns(), sb.userns(), root, tool);
   ASSERT_TRUE(net) << net.error().message();
+  EXPECT_EQ((*net)->tool(), tool);
   const pid_t pasta = (*net)->pid();
   ASSERT_TRUE((*net)->running());
 
@@ -204,7 +205,11 @@ void run_full_mode_case(bool root) {
 
   auto policy = net::make_policy(net::Mode::kFull, {"198.51.100.0/24:*"}, {"198.51.100.3"});
   ASSERT_TRUE(policy) << policy.error().message();
-  std::vector<net::IpAddr> host = NetWorld::host_addrs();
+  // The "host" is the test's own namespace, where the tool's sockets live
+  // (198.51.100.1, fd00:5c::1, loopback).
+  auto host_now = net::host_addresses();
+  ASSERT_TRUE(host_now) << host_now.error().message();
+  const std::vector<net::IpAddr>& host = *host_now;
   const std::string ruleset = net::nft::render_ruleset(**policy, host);
   auto applied = net::nft::apply(sb.userns(), sb.netns(), ruleset);
   ASSERT_TRUE(applied) << applied.error().message();
@@ -243,7 +248,7 @@ void run_full_mode_case(bool root) {
   EXPECT_EQ(sb.inside([&deny_a, netns = sb.netns()] { return echo_then_cut(deny_a, netns); }),
             ECONNRESET);
 
-  // Destroying the UserNet kills and reaps pasta.
+  // Destroying the UserNet kills and reaps the tool.
   net->reset();
   EXPECT_EQ(::kill(pasta, 0), -1);
   EXPECT_EQ(errno, ESRCH);
@@ -261,7 +266,15 @@ TEST(FullModeTest, PastaAndNftAsRoot) {
   REQUIRE_NET_WORLD();
   if (auto s = net::UserNet::available(); !s) GTEST_SKIP() << s.error().message();
   if (auto nft = net::nft::nft_binary(); !nft) GTEST_SKIP() << nft.error().message();
-  run_full_mode_case(true);
+  run_full_mode_case(true, net::UserNetTool::kPasta);
+}
+
+TEST(FullModeTest, Slirp4netnsAndNftAsRoot) {
+  REQUIRE_NET_WORLD();
+  if (auto s = net::UserNet::find_tool(net::UserNetTool::kSlirp4netns); !s)
+    GTEST_SKIP() << s.error().message();
+  if (auto nft = net::nft::nft_binary(); !nft) GTEST_SKIP() << nft.error().message();
+  run_full_mode_case(true, net::UserNetTool::kSlirp4netns);
 }
 
 constexpr uid_t kNobody = 65534;
@@ -301,7 +314,8 @@ TEST(FullModeTest, PastaThatExitsEarlyIsReportedWithItsMessage) {
   auto sandbox = StandIn::make(100000);
   ASSERT_TRUE(sandbox) << sandbox.error().message();
   const auto t0 = std::chrono::steady_clock::now();
-  auto net = net::UserNet::start((*sandbox)->netns(), (*sandbox)->userns(), /*root=*/false);
+  auto net = net::UserNet::start((*sandbox)->netns(), (*sandbox)->userns(), /*root=*/false,
+                                 net::UserNetTool::kPasta);
   ASSERT_FALSE(net);
   EXPECT_EQ(net.error().code, ErrorCode::kCancelled);
   EXPECT_NE(net.error().context.find("user namespace"), std::string::npos) << net.error().context;
@@ -325,11 +339,11 @@ TEST(FullModeTest, UnavailableWithoutTunAccessSaysWhy) {
             0);
 }
 
-// The unprivileged server's path: pasta without --runas, joining a user
-// namespace it owns. Where /dev/net/tun is 0600, a 0666 node for the same
-// device is bound over it in this test's own mount namespace (the host's
-// node is not touched); where that cannot be done, the test skips saying so.
-TEST(FullModeTest, PastaAndNftUnprivileged) {
+// The unprivileged server's path (pasta without --runas, then slirp4netns
+// without its mount sandbox), joining a user namespace it owns. Where /dev/net/tun is 0600, a 0666
+// node for the same device is bound over it in this test's own mount namespace (the host's node is
+// not touched); where that cannot be done, the test skips saying so.
+TEST(FullModeTest, UserNetAndNftUnprivileged) {
   REQUIRE_NET_WORLD();
   if (auto nft = net::nft::nft_binary(); !nft) GTEST_SKIP() << nft.error().message();
   if (!tun_open_to_others()) {
@@ -344,7 +358,9 @@ TEST(FullModeTest, PastaAndNftUnprivileged) {
   EXPECT_EQ(as_nobody([] {
               auto s = net::UserNet::available();
               ASSERT_TRUE(s) << s.error().message();
-              run_full_mode_case(false);
+              run_full_mode_case(false, net::UserNetTool::kPasta);
+              if (net::UserNet::find_tool(net::UserNetTool::kSlirp4netns))
+                run_full_mode_case(false, net::UserNetTool::kSlirp4netns);
             }),
             0);
   ::umount2("/dev/net/tun", MNT_DETACH);
