@@ -137,21 +137,24 @@ Status wait_default_route(int netns_fd, int userns_fd, std::chrono::milliseconds
   if (pid < 0) return Error::from_errno("fork");
   if (pid == 0) probe_child(netns_fd, userns_fd, ms);  // done_wr closes at its exit
   done_wr.reset();
-  UniqueFd probe(pidfd_open(pid));
   // Wait for the probe to end (EOF on the pipe) or the watched fd.
   pollfd fds[2] = {{done_rd.get(), POLLIN, 0}, {watch_fd, POLLIN, 0}};
   bool watched = false;
+  bool ended = false;
   for (;;) {
     int rc = ::poll(fds, watch_fd >= 0 ? 2 : 1, ms + 1000);
     if (rc < 0 && errno == EINTR) continue;
-    if (rc > 0 && watch_fd >= 0 && (fds[1].revents & POLLIN) != 0) watched = true;
+    ended = rc > 0 && fds[0].revents != 0;
+    watched = rc > 0 && watch_fd >= 0 && (fds[1].revents & POLLIN) != 0;
     break;
   }
-  if (watched) ::kill(pid, SIGKILL);
+  // The watched process exited, or the probe outlived its own deadline.
+  if (!ended) ::kill(pid, SIGKILL);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (watched) return Error::make(ErrorCode::kCancelled, "the watched process exited");
+  if (!ended) return Error::make(ErrorCode::kTimeout, "the route probe did not finish");
   return probe_status(status);
 }
 

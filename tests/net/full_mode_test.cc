@@ -305,6 +305,22 @@ bool tun_open_to_others() {
   return ::stat("/dev/net/tun", &st) == 0 && (st.st_mode & 0006) == 0006;
 }
 
+// A namespace nobody configures never gets a route: the probe ends at its
+// deadline with kTimeout (not a hang).
+TEST(FullModeTest, RouteWaitTimesOutWithoutATool) {
+  REQUIRE_NET_WORLD();
+  auto sandbox = StandIn::make(100000);
+  ASSERT_TRUE(sandbox) << sandbox.error().message();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto s = net::wait_default_route((*sandbox)->netns(), (*sandbox)->userns(),
+                                   std::chrono::milliseconds(200));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code, ErrorCode::kTimeout);
+  EXPECT_GE(took, std::chrono::milliseconds(200));
+  EXPECT_LT(took, std::chrono::milliseconds(1500));
+}
+
 // As root without --runas, pasta drops to nobody and cannot open the
 // sandbox's user namespace: start() notices the exit through the pidfd at
 // once and returns pasta's own message.
