@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include <optional>
 #include <thread>
 
+#include "app/app_cli.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/proc_identity.h"
@@ -25,9 +27,9 @@
 #include "config/start_checks.h"
 #include "images/image_store.h"
 #include "mcp/server.h"
+#include "net/proxy_service.h"
 #include "sandbox/native/native_backend.h"
 #include "sandbox/native/sweep.h"
-#include "app/app_cli.h"
 #include "service/backends.h"
 #include "service/file_transfer.h"
 #include "service/languages.h"
@@ -216,6 +218,14 @@ Result<tools::ToolConfig> tool_config(const config::Config& cfg, const CommandLi
   tool_cfg.pip_index_url = cfg.pip_index_url;
   tool_cfg.npm_registry = cfg.npm_registry;
   tool_cfg.allowed_host_paths = cfg.allowed_host_paths;
+  // Checked at start (config/start_checks.cc): every name parses.
+  tool_cfg.network_default_mode =
+      net::parse_mode(cfg.network_default_mode).value_or(net::Mode::kNone);
+  tool_cfg.network_modes.clear();
+  for (const auto& m : cfg.network_modes)
+    if (auto mode = net::parse_mode(m)) tool_cfg.network_modes.push_back(*mode);
+  tool_cfg.network_allow = cfg.network_allow;
+  tool_cfg.network_deny = cfg.network_deny;
   tool_cfg.max_image_bytes = static_cast<uint64_t>(cfg.max_image_bytes);
   tool_cfg.save_tmp_dir = cfg.state_dir;
   tool_cfg.run_result_view_html = web::asset_bytes("run_result.html").value_or("");
@@ -236,6 +246,19 @@ Result<tools::ToolConfig> tool_config(const config::Config& cfg, const CommandLi
   if (!lang.ok()) return lang.error();
   tool_cfg.default_language = (*lang)->name;
   return tool_cfg;
+}
+
+// The proxies allowlist sandboxes reach the world through, when a caller
+// may ask for that mode (else none: nothing listens).
+Result<std::unique_ptr<net::ProxyService>> network_proxies(const config::Config& cfg,
+                                                           const tools::ToolConfig& tool_cfg) {
+  const auto& modes = tool_cfg.network_modes;
+  if (std::find(modes.begin(), modes.end(), net::Mode::kAllowList) == modes.end())
+    return std::unique_ptr<net::ProxyService>();
+  net::ProxyOptions o;
+  o.resolver = cfg.network_resolver;
+  o.max_per_sandbox = static_cast<std::size_t>(cfg.network_max_connections);
+  return net::ProxyService::start(std::move(o));
 }
 
 // The backend, with a warm pool of sandboxes of the spec most creates ask for.
@@ -456,12 +479,19 @@ int run(int argc, char** argv, const AppHooks& hooks) {
 
   // The backend and the sandbox manager.
   std::optional<store::StateLock> state_lock;
-  const ManagerOptions manager_opts = manager_options(cfg, http_mode, state_lock);
+  ManagerOptions manager_opts = manager_options(cfg, http_mode, state_lock);
   auto tool_cfg = tool_config(cfg, cli);
   if (!tool_cfg.ok()) {
     spdlog::error("default language: {}", tool_cfg.error().message());
     return 2;
   }
+  // Outlives the manager: allowlist sandboxes' proxies (issue 19).
+  auto proxies = network_proxies(cfg, *tool_cfg);
+  if (!proxies.ok()) {
+    spdlog::error("network proxies: {}", proxies.error().message());
+    return 2;
+  }
+  manager_opts.proxies = proxies->get();
   auto backend = backend_for(cfg, cli, *tool_cfg, images, state_lock.has_value());
   SandboxManager manager(*backend, manager_opts, state->sandboxes.get());
   // Persistent sandboxes of the last run come back as stopped (issue 16).

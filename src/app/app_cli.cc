@@ -246,6 +246,10 @@ void define_command_line(CommandLine& c, const AppHooks& hooks) {
                "language of execute_code without one");
   setting_flag("--pip-index-url", "packages.pip_index_url", "package index pip installs from");
   setting_flag("--npm-registry", "packages.npm_registry", "registry npm installs from");
+  setting_flag("--network-mode", "network.default_mode",
+               "network mode of a sandbox that asks for none (none, allowlist)");
+  setting_flag("--network-resolver", "network.resolver",
+               "DNS server the network proxies ask (HOST:PORT; default: the system's)");
   setting_flag("--max-image-bytes", "images.max_image_bytes", "largest unpacked size of one image");
   setting_flag("--history-max-mb", "history.max_mb",
                "MiB of run history kept (default 256; 0: none recorded)");

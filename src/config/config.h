@@ -76,6 +76,13 @@ struct Config {
   // [packages]
   std::string pip_index_url = "https://pypi.org/simple";
   std::string npm_registry = "https://registry.npmjs.org";
+  // [network] (issue 19)
+  std::string network_default_mode = "none";
+  std::vector<std::string> network_modes{"none", "allowlist"};
+  std::vector<std::string> network_allow;  // the allow list of a sandbox that names none
+  std::vector<std::string> network_deny;   // added to every sandbox's deny list
+  std::string network_resolver;            // "" = the system's; "HOST:PORT" = that server
+  int64_t network_max_connections = 256;   // open proxy connections per sandbox
   // [images]
   int64_t max_image_bytes = int64_t{8} << 30;  // unpacked size of one image
   // [history]

@@ -1,5 +1,7 @@
 #include "config/start_checks.h"
 
+#include "net/rules.h"
+
 namespace sandcastle::config {
 
 namespace {
@@ -34,6 +36,33 @@ void check_image(StartCheck& out, const StartInputs& in, const std::string& sett
   out.errors.push_back(setting + ": image '" + image + "' has no interpreter for " + language +
                        " (its languages: " + (has.empty() ? "none found" : has) +
                        "). Pick an image with " + language + ", or " + undo);
+}
+
+// [network]: every mode and rule parses, and the default mode is offered;
+// "full" is named as not yet available rather than failing at a create.
+void check_network(StartCheck& out, const Config& cfg) {
+  bool default_offered = false;
+  for (const auto& name : cfg.network_modes) {
+    auto m = net::parse_mode(name);
+    if (!m) {
+      out.errors.push_back("network.modes: unknown mode '" + name + "' (none, allowlist)");
+    } else if (*m == net::Mode::kFull) {
+      out.errors.push_back(
+          "network.modes: mode \"full\" is not available in this version; use \"allowlist\" "
+          "with the hosts sandboxes need");
+    }
+    default_offered = default_offered || name == cfg.network_default_mode;
+  }
+  if (!net::parse_mode(cfg.network_default_mode))
+    out.errors.push_back("network.default_mode: unknown mode '" + cfg.network_default_mode +
+                         "' (none, allowlist)");
+  else if (!default_offered)
+    out.errors.push_back("network.default_mode \"" + cfg.network_default_mode +
+                         "\" is not in network.modes");
+  if (auto r = net::parse_rules(cfg.network_allow, net::ListKind::kAllow); !r)
+    out.errors.push_back(r.error().message());
+  if (auto r = net::parse_rules(cfg.network_deny, net::ListKind::kDeny); !r)
+    out.errors.push_back(r.error().message());
 }
 
 }  // namespace
@@ -73,6 +102,7 @@ StartCheck check_start_settings(const Config& cfg, const StartInputs& in) {
     check_image(out, in, flag + " " + value, value, flag == "--js-image" ? "javascript" : "python",
                 "drop " + flag);
   }
+  check_network(out, cfg);
   if (!get(in.env, "E2B_API_KEY").empty() && known)
     out.warnings.push_back(
         "E2B_API_KEY is set, but sandcastle does not use E2B: the key is ignored and never "

@@ -27,6 +27,18 @@ Result<std::vector<std::string>> environment(std::map<std::string, std::string> 
   return out;
 }
 
+// Allowlist mode: the sandbox has no route out, only the server's proxies on
+// its loopback (net/proxy_service.h). Over the base environment, under the
+// spec's and the request's, so a user can still point a tool elsewhere.
+void add_proxy_env(std::map<std::string, std::string>& env, const SandboxSpec& spec) {
+  if (spec.network() != NetworkMode::kAllowList) return;
+  const std::string http = "http://127.0.0.1:" + std::to_string(net::kHttpProxyPort);
+  const std::string socks = "socks5h://127.0.0.1:" + std::to_string(net::kSocksPort);
+  for (const char* k : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"}) env[k] = http;
+  for (const char* k : {"ALL_PROXY", "all_proxy"}) env[k] = socks;
+  for (const char* k : {"NO_PROXY", "no_proxy"}) env[k] = "localhost,127.0.0.1,::1";
+}
+
 }  // namespace
 
 Result<ExecCommand> exec_command(const ExecRequest& req, const SandboxSpec& spec) {
@@ -39,6 +51,7 @@ Result<ExecCommand> exec_command(const ExecRequest& req, const SandboxSpec& spec
     c.argv.push_back(a);
   }
   auto env = base_environment();
+  add_proxy_env(env, spec);
   if (req.spec_env)
     for (const auto& [k, v] : spec.env()) env[k] = v;
   auto merged = environment(std::move(env), req.env, "exec");
@@ -69,6 +82,7 @@ Result<ExecCommand> terminal_command(const TerminalRequest& req, const SandboxSp
   if (c.argv[0].empty())
     return Error::make(ErrorCode::kInvalidArgument, "terminal: argv[0] is empty");
   auto env = base_environment();
+  add_proxy_env(env, spec);
   for (const auto& [k, v] : spec.env()) env[k] = v;
   env["TERM"] = "xterm-256color";
   auto merged = environment(std::move(env), req.env, "terminal");

@@ -20,6 +20,7 @@
 #include "common/cancel_token.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
+#include "net/proxy_service.h"
 #include "sandbox/spec.h"
 
 namespace sandcastle::sandbox {
@@ -338,6 +339,15 @@ class Sandbox {
   // Ending the sandbox ends its terminals.
   virtual Result<std::unique_ptr<Terminal>> open_terminal(const TerminalRequest& /*req*/) {
     return Error::make(ErrorCode::kUnavailable, "this sandbox backend has no terminals");
+  }
+
+  // Allowlist mode: sockets on 127.0.0.1 inside the sandbox that the
+  // server's proxies serve (net/proxy_service.h): the HTTP and SOCKS5 proxies
+  // when `proxies`, and the DNS stub (TCP, and UDP where the backend can hand
+  // a datagram socket over). Opened before the sandbox's programs could take
+  // the ports; called once per sandbox start.
+  virtual Result<net::Listeners> open_net_listeners(bool /*proxies*/) {
+    return Error::make(ErrorCode::kUnavailable, "this sandbox backend has no network listeners");
   }
 };
 

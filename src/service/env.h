@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/byte_budget.h"
+#include "net/rules.h"
 #include "sandbox/spec.h"
 #include "service/run_registry.h"
 #include "service/sandbox_manager.h"
@@ -62,6 +63,12 @@ struct Config {
   std::string run_result_view_html;
   std::vector<std::string> pip_hosts() const;
   std::vector<std::string> npm_hosts() const;
+  // [network]: the mode a create without one gets, the modes callers may
+  // ask for, and rules every sandbox starts with (`deny` always applies).
+  net::Mode network_default_mode = net::Mode::kNone;
+  std::vector<net::Mode> network_modes{net::Mode::kNone, net::Mode::kAllowList};
+  std::vector<std::string> network_allow;
+  std::vector<std::string> network_deny;
 };
 
 // Where installed packages live inside a sandbox, and the environment every

@@ -1,6 +1,7 @@
 #include "service/lifecycle.h"
 
 #include "service/images.h"
+#include "service/network.h"
 #include "service/op_args.h"
 #include "service/run_env.h"
 #include "service/sandbox_view.h"
@@ -117,6 +118,7 @@ json create_input_schema(const Config& config) {
                   {"additionalProperties", {{"type", "string"}}},
                   {"description", "Environment variables for every command in this sandbox."}}},
                 {"limits", limits_schema()},
+                {"network", network_arg_schema(config)},
                 {"ttl_s",
                  {{"type", "integer"},
                   {"minimum", 10},
@@ -145,6 +147,10 @@ Result<json> create_sandbox(Env& env, const Caller& c, const json& raw) {
   if (args.contains("env"))
     for (const auto& [k, v] : args["env"].items()) req.spec.env[k] = v.get<std::string>();
   if (args["persistent"].get<bool>()) req.spec.persistence = sandbox::Persistence::kPersistent;
+  if (auto s = apply_network_args(env.config, args.contains("network") ? &args["network"] : nullptr,
+                                  req.spec);
+      !s.ok())
+    return s.take_error();
   req.ttl_action =
       args.contains("ttl_action")
           ? args["ttl_action"].get<std::string>()

@@ -91,13 +91,21 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::wake(const store::SandboxR
   if (!sb.ok())
     return Error::make(sb.error().code, "starting persistent sandbox '" + rec.id +
                                             "' again: " + sb.error().message());
+  auto network = attach_network(**sb, options_.proxies, rec.id);
+  if (!network.ok()) {
+    (void)(*sb)->release();
+    return Error::make(network.error().code, "starting persistent sandbox '" + rec.id +
+                                                 "' again: " + network.error().message());
+  }
   auto entry = std::make_shared<SandboxEntry>(rec, std::move(sb).value());
+  entry->set_network(std::move(*network));
   for (const auto& p : store_->packages(rec.id))
     entry->set_package({p.name, p.manager, package_state_of(p.state), p.error, {}, p.version});
   if (state_lost) entry->set_state_lost();
   std::unique_lock lock(mu_);
   if (stopping_) {
     lock.unlock();
+    entry->drop_network();
     (void)entry->sandbox().release();
     return Error::make(ErrorCode::kUnavailable, "the server is shutting down");
   }
@@ -115,6 +123,7 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::wake(const store::SandboxR
 
 void SandboxManager::stop_persistent(SandboxEntry& e, store::SandboxStatus status) {
   if (e.frozen()) (void)e.sandbox().thaw();
+  e.drop_network();
   if (auto s = e.sandbox().release(); !s.ok())
     spdlog::warn("stopping persistent sandbox {}: {}", e.id(), s.error().message());
   store::SandboxRecord r;
@@ -130,7 +139,7 @@ void SandboxManager::stop_persistent(SandboxEntry& e, store::SandboxStatus statu
   r.ttl_action = e.ttl_action();
   r.status = status;
   r.memory_saved = false;
-  r.spec_json = spec_to_json(e.spec().options());
+  r.spec_json = spec_to_json(e.spec_options());
   r.server = options_.server_identity;
   if (auto s = store_->put(r); !s.ok())
     spdlog::warn("recording stopped sandbox {}: {}", e.id(), s.error().message());
@@ -334,7 +343,7 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::fork(const std::string& id
     req.language = live->language();
     req.ttl = live->ttl();
     req.ttl_action = live->ttl_action();
-    req.spec = live->spec().options();
+    req.spec = live->spec_options();
   } else {
     auto o = spec_from_json(rec->spec_json);
     if (!o.ok()) return o.take_error();

@@ -111,6 +111,37 @@ std::shared_ptr<void> SandboxEntry::attachment_if_any() const {
   return attachment_;
 }
 
+void SandboxEntry::set_network(NetworkHandle handle) {
+  std::lock_guard lock(mu_);
+  network_ = std::move(handle);
+}
+
+std::shared_ptr<net::Session> SandboxEntry::network() const {
+  std::lock_guard lock(mu_);
+  return network_.session;
+}
+
+void SandboxEntry::drop_network() {
+  NetworkHandle gone;
+  {
+    std::lock_guard lock(mu_);
+    gone = std::move(network_);
+  }
+  // Destroyed outside the lock: the attachment waits for the proxy loop.
+}
+
+sandbox::SpecOptions SandboxEntry::spec_options() const {
+  sandbox::SpecOptions o = spec().options();
+  if (auto session = network()) {
+    const auto policy = session->policy();
+    o.network_allow.clear();
+    o.network_deny.clear();
+    for (const auto& r : policy->allow) o.network_allow.push_back(r.to_string());
+    for (const auto& r : policy->deny) o.network_deny.push_back(r.to_string());
+  }
+  return o;
+}
+
 std::optional<PackageRecord> SandboxEntry::package(const std::string& name) const {
   std::lock_guard lock(mu_);
   auto it = packages_.find(name);
@@ -139,7 +170,11 @@ void count_created() {
 // Every destruction goes through here, so the destroyed count is exact.
 // A frozen sandbox is thawed first: on cgroup v1 a frozen task takes its
 // SIGKILL only once thawed.
-void destroy_counted(sandbox::Sandbox& sb, const std::string& id, bool frozen = false) {
+// Its network goes first: the listeners and tunnels hold the sandbox's
+// network namespace.
+void destroy_counted(SandboxEntry& e, const std::string& id, bool frozen = false) {
+  e.drop_network();
+  sandbox::Sandbox& sb = e.sandbox();
   if (frozen) (void)sb.thaw();
   if (auto s = sb.destroy(); !s.ok())
     spdlog::warn("destroying sandbox {}: {}", id, s.error().message());
@@ -168,8 +203,13 @@ store::SandboxRecord record_of(const SandboxEntry& e, const std::string& server)
   r.ttl = e.ttl();
   r.ttl_action = e.ttl_action();
   r.status = e.frozen() ? store::SandboxStatus::kPaused : store::SandboxStatus::kRunning;
-  r.spec_json = spec_to_json(e.spec().options());
+  r.spec_json = spec_to_json(e.spec_options());
   return r;
+}
+
+Status SandboxManager::save_record(const SandboxEntry& e) {
+  if (!e.recorded()) return {};
+  return store_->put(record_of(e, options_.server_identity));
 }
 
 SandboxManager::~SandboxManager() {
@@ -197,14 +237,14 @@ void SandboxManager::shutdown() {
     if (e->persistent())
       stop_persistent(*e, store::SandboxStatus::kStopped);
     else
-      destroy_counted(e->sandbox(), id, e->frozen());
+      destroy_counted(*e, id, e->frozen());
   }
   std::deque<std::shared_ptr<SandboxEntry>> retiring;
   {
     std::lock_guard lock(mu_);
     retiring.swap(retiring_);
   }
-  for (auto& e : retiring) destroy_counted(e->sandbox(), e->id());
+  for (auto& e : retiring) destroy_counted(*e, e->id());
 }
 
 std::string SandboxManager::new_id() const {
@@ -351,6 +391,15 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::create_impl(const CreateRe
   // The backend hands out a warm sandbox only for the spec it was made for.
   auto sb =
       spec.ok() ? backend_.create(*spec) : Result<std::unique_ptr<sandbox::Sandbox>>(spec.error());
+  NetworkHandle network;
+  if (sb.ok()) {
+    if (auto n = attach_network(**sb, options_.proxies, id); n.ok()) {
+      network = std::move(*n);
+    } else {
+      (void)(*sb)->destroy();
+      sb = n.take_error();
+    }
+  }
   std::unique_lock lock(mu_);
   release_reservation_locked(req.owner);
   if (!sb.ok()) {
@@ -365,6 +414,7 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::create_impl(const CreateRe
       std::make_shared<SandboxEntry>(id, req.name.empty() ? id : req.name, req.language, req.owner,
                                      req.ttl.value_or(options_.default_ttl), std::move(sb).value());
   entry->set_ttl_action(req.ttl_action);
+  entry->set_network(std::move(network));
   insert_locked(entry);
   if (persistent) {
     if (auto s = store_->put(record_of(*entry, options_.server_identity)); !s.ok()) {
@@ -373,7 +423,7 @@ Result<std::shared_ptr<SandboxEntry>> SandboxManager::create_impl(const CreateRe
       by_id_.erase(id);
       lock.unlock();
       admission_.notify();
-      destroy_counted(entry->sandbox(), id);
+      destroy_counted(*entry, id);
       return Error::make(s.error().code,
                          "recording the persistent sandbox: " + s.error().message());
     }
@@ -507,7 +557,7 @@ void SandboxManager::retire(const std::string& id, const std::string& owner) {
   }
   admission_.notify();
   if (!entry) return;
-  destroy_counted(entry->sandbox(), id);  // no background thread: destroy here
+  destroy_counted(*entry, id);  // no background thread: destroy here
 }
 
 size_t SandboxManager::close_owned_by(const std::string& owner) {
@@ -529,7 +579,7 @@ size_t SandboxManager::close_owned_by(const std::string& owner) {
   if (owner.rfind("session:", 0) == 0)
     for (auto& e : mine) ended_.remember(e->id(), kEndedWithSession);
   if (!mine.empty()) admission_.notify();
-  for (auto& e : mine) destroy_counted(e->sandbox(), e->id(), e->frozen());
+  for (auto& e : mine) destroy_counted(*e, e->id(), e->frozen());
   return mine.size();
 }
 
@@ -644,7 +694,7 @@ size_t SandboxManager::reap_expired() {
                      : "it was idle for its TTL of " + std::to_string(e->ttl().count()) +
                            " s and was destroyed (create_sandbox takes a longer ttl_s). Call "
                            "create_sandbox for a new one");
-    destroy_counted(e->sandbox(), e->id(), e->frozen());
+    destroy_counted(*e, e->id(), e->frozen());
   }
   return expired.size() + to_pause.size() + to_stop.size() + dead;
 }
@@ -658,7 +708,7 @@ void SandboxManager::reaper_loop() {
       auto e = std::move(retiring_.front());
       retiring_.pop_front();
       lock.unlock();
-      destroy_counted(e->sandbox(), e->id());
+      destroy_counted(*e, e->id());
       lock.lock();
     }
     if (stopping_) break;

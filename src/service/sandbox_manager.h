@@ -23,6 +23,7 @@
 #include "sandbox/sandbox.h"
 #include "service/admission.h"
 #include "service/ended_sandboxes.h"
+#include "service/sandbox_network.h"
 #include "store/sandbox_store.h"
 
 namespace sandcastle::service {
@@ -102,6 +103,15 @@ class SandboxEntry {
   std::shared_ptr<void> attachment(const std::function<std::shared_ptr<void>()>& make);
   std::shared_ptr<void> attachment_if_any() const;
 
+  // Allowlist mode: the sandbox's network session (null in mode none).
+  void set_network(NetworkHandle handle);
+  std::shared_ptr<net::Session> network() const;
+  // The spec with the live network rules (set_sandbox_network changes them
+  // after creation): what records and forks take.
+  sandbox::SpecOptions spec_options() const;
+  // Stops serving its network (the sandbox is being destroyed).
+  void drop_network();
+
  private:
   const std::string id_, name_, language_, owner_;
   const std::chrono::seconds ttl_;
@@ -119,6 +129,7 @@ class SandboxEntry {
   std::atomic<bool> frozen_{false};
   std::atomic<bool> state_lost_{false};
   std::shared_ptr<void> attachment_;  // declared after sandbox_: released first
+  NetworkHandle network_;             // likewise
 };
 
 // The store's record of a live entry, as server `server` runs it.
@@ -150,6 +161,8 @@ struct ManagerOptions {
   std::string persistent_refusal;
   // This server, as records name it (common/proc_identity.h).
   std::string server_identity;
+  // Serves allowlist sandboxes' proxies; null: only mode none (not owned).
+  net::ProxyService* proxies = nullptr;
 };
 
 struct CreateRequest {
@@ -223,6 +236,9 @@ class SandboxManager {
   // Live and dormant sandboxes of `owner`, oldest first.
   std::vector<SandboxListing> list_all(const std::string& owner) const;
   store::SandboxStore& mutable_store() { return *store_; }
+  // Writes a live entry's record again (its live network rules), when the
+  // store keeps one for it.
+  Status save_record(const SandboxEntry& e);
 
   Result<std::shared_ptr<SandboxEntry>> create(const CreateRequest& req);
   // For a one-shot run: like create, but at the cap it waits in the

@@ -2,6 +2,7 @@
 
 #include <ctime>
 
+#include "service/network.h"
 #include "service/spec_record.h"
 
 namespace sandcastle::service {
@@ -45,7 +46,8 @@ json sandbox_json(const SandboxEntry& e) {
            {"last_used", iso_time(e.last_used())},
            {"ttl_s", e.ttl().count()},
            {"ttl_action", e.ttl_action()},
-           {"packages", packages}};
+           {"packages", packages},
+           {"network", network_json(e)}};
   if (auto engine = e.location(); !engine.empty()) out["engine"] = engine;
   return out;
 }

@@ -2,6 +2,7 @@
 #include "service/images.h"
 #include "service/languages.h"
 #include "service/lifecycle.h"
+#include "service/network.h"
 #include "service/run_env.h"
 #include "tools/adapter.h"
 #include "tools/tool_env.h"
@@ -32,7 +33,8 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
        "Creates an isolated Linux sandbox and returns its sandbox_id. Pass the id to "
        "execute_code, execute_command and the file tools; state (files, installed packages, "
        "interpreter variables) persists between calls until close_sandbox or until it is idle "
-       "for ttl_s seconds. Code inside has no network, runs as an unprivileged user, and is "
+       "for ttl_s seconds. Code inside has no network unless network.mode allows some, runs as an "
+       "unprivileged user, and is "
        "limited in memory, CPU, processes and disk. Languages: " +
            langs + ".",
        create_input_schema(env.config), sandbox_output_schema(), hints(false, false, false),
@@ -92,8 +94,26 @@ void register_lifecycle_tools(mcp::Server& server, ToolEnv& env) {
         } else {
           out["usage_error"] = usage.error().message();
         }
+        if (auto net = network_status_json(*use); !net.is_null()) out["network"].update(net);
         return ToolResult::from_structured(out);
       });
+
+  tools.add(
+      {"set_sandbox_network", "Change sandbox network rules",
+       "Replaces the allow and/or deny rules of a sandbox created with network.mode "
+       "\"allowlist\" (rule syntax as in create_sandbox). Takes effect for the next connection; "
+       "open connections the new rules refuse are closed (closed_connections). The mode itself "
+       "is fixed at creation. get_sandbox_status shows the rules, counters and last refusals.",
+       set_network_input_schema(),
+       json{{"type", "object"},
+            {"properties",
+             {{"sandbox_id", {{"type", "string"}}},
+              {"network", {{"type", "object"}}},
+              {"closed_connections", {{"type", "integer"}}}}},
+            {"required", {"sandbox_id", "network", "closed_connections"}}},
+       hints(false, false, true), nullptr},
+      service_handler(
+          [&env](const Caller& c, const json& args) { return set_sandbox_network(env, c, args); }));
 
   tools.add(
       {"close_sandbox", "Close sandbox",

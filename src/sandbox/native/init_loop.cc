@@ -19,8 +19,10 @@
 #include "sandbox/native/fd_passing.h"
 #include "sandbox/native/file_worker.h"
 #include "sandbox/native/layer_export.h"
+#include "sandbox/native/net.h"
 #include "sandbox/native/persist_mirror.h"
 #include "sandbox/native/supervisor.h"
+#include "sandbox/native/wire.h"
 
 namespace sandcastle::sandbox::native {
 namespace {
@@ -168,6 +170,27 @@ void start_mirror_worker(int control_fd, int signal_fd, const InitConfig& config
   if (pid > 0) g_mirror_pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
 }
 
+// The server's proxy and DNS sockets (wire.h kNetListeners), opened by init
+// itself in the sandbox's network namespace; the answer carries an errno per
+// socket and the opened ones. Init keeps no copy.
+void open_net_listeners(std::string_view payload, ReceivedMessage& m) {
+  auto w = decode_net_listeners(payload);
+  if (!w || m.nfds != 1) return;
+  WireWriter o;
+  int fds[kMaxNetListeners];
+  int n = 0;
+  for (const auto& want : w->want) {
+    int fd = -1;
+    auto err =
+        want.udp ? open_loopback_udp(want.port, &fd) : open_loopback_listener(want.port, &fd);
+    o.i32(err ? (err->err != 0 ? err->err : EIO) : 0);
+    if (!err) fds[n++] = fd;
+  }
+  std::string bytes = o.bytes();
+  (void)send_with_fds(m.fds[0], bytes, fds, n);
+  for (int i = 0; i < n; ++i) ::close(fds[i]);
+}
+
 // Receives one request; returns false when the server has gone away.
 bool handle_request(int control_fd, int signal_fd, const InitConfig& config, char* buf, Slot& slot) {
   ReceivedMessage m = recv_with_fds(control_fd, buf, kMaxExecRequestBytes + 1);
@@ -180,6 +203,7 @@ bool handle_request(int control_fd, int signal_fd, const InitConfig& config, cha
       case ControlKind::kFiles: start_file_worker(control_fd, signal_fd, config, msg->payload, m, slot); break;
       case ControlKind::kSaveLayer: start_layer_worker(control_fd, signal_fd, config, msg->payload, m, slot); break;
       case ControlKind::kPersistMirror: start_mirror_worker(control_fd, signal_fd, config, msg->payload, m, slot); break;
+      case ControlKind::kNetListeners: open_net_listeners(msg->payload, m); break;
     }
   }
   m.close_fds();

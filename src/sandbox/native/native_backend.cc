@@ -147,8 +147,12 @@ Status check_supported(const SandboxSpec& spec, bool have_images, const PersistS
     return Error::make(ErrorCode::kInvalidArgument,
                        "native backend: image '" + spec.image() +
                            "' not supported (only \"host\": this server has no image store)");
-  if (spec.network() != NetworkMode::kNone)
-    return Error::make(ErrorCode::kInvalidArgument, "native backend: only network mode \"none\"");
+  // allowlist: the sandbox stays as in none; the server serves the
+  // listeners its init opens (open_net_listeners).
+  if (spec.network() == NetworkMode::kFull)
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "native backend: network mode \"full\" is not available on this server; "
+                       "use \"allowlist\" with the hosts the sandbox needs");
   if (spec.persistence() != Persistence::kEphemeral && mirror_kind()) return mirror->usable();
   if (spec.persistence() != Persistence::kEphemeral) return persist->usable();
   return {};
@@ -219,7 +223,9 @@ std::string pool_key(const SandboxSpec& spec) {
   }
   add(spec.workdir());
   add(spec.hostname());
-  add(network_mode_name(spec.network()));
+  // Not the network mode or rules: nothing of a finished sandbox depends
+  // on them (allowlist only adds listeners after the take), so networked
+  // creates get warm sandboxes too.
   add(persistence_name(spec.persistence()));
   return k;
 }
@@ -569,6 +575,8 @@ Result<SandboxSpec> spec_on_image(const SandboxSpec& spec, const ImageRoot& imag
     o.workdir = image.working_dir;
   o.hostname = spec.hostname();
   o.network = spec.network();
+  o.network_allow = spec.network_allow();
+  o.network_deny = spec.network_deny();
   o.persistence = spec.persistence();
   o.storage_id = spec.storage_id();
   auto s = SandboxSpec::create(std::move(o));

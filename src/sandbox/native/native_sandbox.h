@@ -204,6 +204,7 @@ class NativeSandbox : public Sandbox {
   Status checkpoint(const std::string& dir) override;
   // A shell on a pty of the sandbox's own (terminal.h).
   Result<std::unique_ptr<Terminal>> open_terminal(const TerminalRequest& req) override;
+  Result<net::Listeners> open_net_listeners(bool proxies) override;
   // Without root: brings the storage's copy on disk up to date (a no-op for
   // any other sandbox). Every call that can write runs it before returning.
   Status persist_changes() override;

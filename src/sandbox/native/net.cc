@@ -51,4 +51,21 @@ std::optional<StepError> open_loopback_listener(std::uint16_t port, int* fd_out)
   return std::nullopt;
 }
 
+std::optional<StepError> open_loopback_udp(std::uint16_t port, int* fd_out) {
+  const std::string where = "udp 127.0.0.1:" + std::to_string(port);
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return step_failed("socket for " + where);
+  struct sockaddr_in addr {};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(s, reinterpret_cast<struct sockaddr*>(&addr), sizeof addr) != 0) {
+    auto err = step_failed("bind " + where);
+    ::close(s);
+    return err;
+  }
+  *fd_out = s;
+  return std::nullopt;
+}
+
 }  // namespace sandcastle::sandbox::native

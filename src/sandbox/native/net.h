@@ -18,4 +18,8 @@ std::optional<StepError> bring_loopback_up();
 // an unprivileged server could not do).
 std::optional<StepError> open_loopback_listener(std::uint16_t port, int* fd_out);
 
+// A UDP socket bound to 127.0.0.1:port; close-on-exec. Like the listener,
+// without SO_REUSEADDR/SO_REUSEPORT, so no sandbox program can share it.
+std::optional<StepError> open_loopback_udp(std::uint16_t port, int* fd_out);
+
 }  // namespace sandcastle::sandbox::native

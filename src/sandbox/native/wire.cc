@@ -228,6 +228,27 @@ std::optional<ExecReport> decode_report(std::string_view bytes) {
   return rep;
 }
 
+std::string encode(const NetListenersWire& w) {
+  WireWriter o;
+  o.u32(static_cast<std::uint32_t>(w.want.size()));
+  for (const auto& l : w.want) o.u32((l.udp ? 0x10000U : 0U) | l.port);
+  return o.bytes();
+}
+
+std::optional<NetListenersWire> decode_net_listeners(std::string_view bytes) {
+  WireReader r(bytes);
+  const std::uint32_t n = r.u32();
+  if (!r.ok() || n == 0 || n > kMaxNetListeners) return std::nullopt;
+  NetListenersWire w;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const std::uint32_t v = r.u32();
+    if (v >> 17 != 0 || (v & 0xffffU) == 0) return std::nullopt;
+    w.want.push_back({.udp = (v & 0x10000U) != 0, .port = static_cast<std::uint16_t>(v & 0xffffU)});
+  }
+  if (!r.ok() || !r.at_end()) return std::nullopt;
+  return w;
+}
+
 }  // namespace sandcastle::sandbox::native
 
 namespace sandcastle::sandbox::native {

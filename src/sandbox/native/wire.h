@@ -153,12 +153,32 @@ std::optional<ExecWire> decode_exec(std::string_view bytes);
 //   kPersistMirror: PersistMirrorWire; fds: the reply stream, then the
 //            on-disk directory a worker init forks copies /workspace to or
 //            from (a copy's target third) (persist_mirror.h).
+//   kNetListeners: NetListenersWire; fd: a SEQPACKET socket init answers on
+//            with one message: an i32 errno per listener asked for (0 =
+//            opened) and the opened sockets, in order, as SCM_RIGHTS.
 enum class ControlKind : std::uint32_t {
   kExec = 1,
   kFiles = 3,
   kSaveLayer = 4,
-  kPersistMirror = 5
+  kPersistMirror = 5,
+  kNetListeners = 6
 };
+
+// Sockets on 127.0.0.1 in the sandbox's network namespace that the server
+// serves (net/proxy_service.h): its proxies and DNS stub. Init opens them
+// itself (it keeps the capability to bind below 1024 in the sandbox's user
+// namespace; the sandbox's programs have none), so they exist before any
+// program of the sandbox runs on a pooled sandbox's first exec.
+constexpr std::size_t kMaxNetListeners = 4;  // fits one message's fds
+struct NetListenerWant {
+  bool udp = false;
+  std::uint16_t port = 0;
+};
+struct NetListenersWire {
+  std::vector<NetListenerWant> want;  // 1..kMaxNetListeners
+};
+std::string encode(const NetListenersWire& w);
+std::optional<NetListenersWire> decode_net_listeners(std::string_view bytes);
 
 struct ControlMessage {
   ControlKind kind = ControlKind::kExec;

@@ -1,6 +1,12 @@
-// Network modes other than "none" (issue 19) are not run by the native
-// backend yet: a spec asking for one is refused with an exact error, before
-// any sandbox or warm-pool shell is made for it.
+// Network modes (issue 19) as the native backend runs them: allowlist
+// sandboxes are made like mode none (warm ones too) and their init opens the
+// proxy and DNS sockets inside the sandbox on request; full is refused with
+// an exact error. The proxies themselves are tested in tests/net/.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
 #include "fixture.h"
 
 namespace sandcastle::sandbox::testing {
@@ -8,23 +14,83 @@ namespace {
 
 class NetworkModeTest : public SandboxTest {};
 
-TEST_F(NetworkModeTest, OnlyModeNoneIsRun) {
-  for (NetworkMode mode : {NetworkMode::kAllowList, NetworkMode::kFull}) {
-    SpecOptions o;
-    o.network = mode;
-    o.network_allow = {"allowed.test"};
-    auto spec = SandboxSpec::create(o);
-    ASSERT_TRUE(spec.ok()) << spec.error().message();
-    auto sb = backend_->create(*spec);
-    ASSERT_FALSE(sb.ok()) << network_mode_name(mode);
-    EXPECT_EQ(sb.error().code, ErrorCode::kInvalidArgument);
-    EXPECT_EQ(sb.error().context, "native backend: only network mode \"none\"");
-  }
-  // Rules alone change nothing for mode none.
+TEST_F(NetworkModeTest, FullIsRefusedWithWhatToUseInstead) {
   SpecOptions o;
-  o.network_deny = {"evil.test"};
+  o.network = NetworkMode::kFull;
+  o.network_allow = {"allowed.test"};
+  auto spec = SandboxSpec::create(o);
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+  auto sb = backend_->create(*spec);
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(sb.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(sb.error().context,
+            "native backend: network mode \"full\" is not available on this server; use "
+            "\"allowlist\" with the hosts the sandbox needs");
+}
+
+TEST_F(NetworkModeTest, AllowlistSandboxesComeFromTheWarmPoolAndHoldTheirPorts) {
+  ASSERT_TRUE(backend_->wait_pool([](const PoolStats& s) { return s.ready > 0; },
+                                  std::chrono::seconds(20)));
+  const auto before = backend_->pool_stats().taken;
+  SpecOptions o;
+  o.network = NetworkMode::kAllowList;
+  o.network_allow = {"allowed.test"};
   auto sb = make(o);
   ASSERT_TRUE(sb);
+  // The pool's sandboxes are made for mode none; the mode is not in the key.
+  EXPECT_EQ(backend_->pool_stats().taken, before + 1);
+
+  auto l = sb->open_net_listeners(true);
+  ASSERT_TRUE(l.ok()) << l.error().message();
+  ASSERT_TRUE(l->http && l->socks && l->dns_tcp && l->dns_udp);
+
+  // A program of the sandbox reaches the proxy port: its connection waits on
+  // the listener the server holds.
+  std::swap(sb_, sb);
+  auto r =
+      py("import socket\n"
+         "s = socket.create_connection(('127.0.0.1', 3128)); s.sendall(b'hi'); print('sent')\n");
+  std::swap(sb_, sb);
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
+  struct pollfd p {
+    l->http.get(), POLLIN, 0
+  };
+  ASSERT_EQ(::poll(&p, 1, 5000), 1);
+  UniqueFd conn(::accept4(l->http.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_TRUE(conn);
+  char buf[2];
+  EXPECT_EQ(::recv(conn.get(), buf, 2, MSG_WAITALL), 2);
+
+  // It cannot take the ports: 3128 is in use (no SO_REUSEPORT on ours), and
+  // 53 is below 1024, where it has no capability.
+  std::swap(sb_, sb);
+  r =
+      py("import socket, errno\n"
+         "for port in (3128, 1080, 53):\n"
+         "  s = socket.socket()\n"
+         "  s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+         "  s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n"
+         "  try: s.bind(('127.0.0.1', port)); print(port, 'bound')\n"
+         "  except OSError as e: print(port, errno.errorcode[e.errno])\n");
+  std::swap(sb_, sb);
+  EXPECT_EQ(r.stdout_data, "3128 EADDRINUSE\n1080 EADDRINUSE\n53 EACCES\n");
+  EXPECT_TRUE(sb->destroy().ok());
+}
+
+TEST_F(NetworkModeTest, ModeNoneHasNoProxyEnvironment) {
+  auto r = sh("echo \"${HTTP_PROXY-unset} ${ALL_PROXY-unset}\"");
+  EXPECT_EQ(r.stdout_data, "unset unset\n");
+  SpecOptions o;
+  o.network = NetworkMode::kAllowList;
+  auto sb = make(o);
+  ASSERT_TRUE(sb);
+  std::swap(sb_, sb);
+  r = sh("echo \"$HTTP_PROXY $HTTPS_PROXY $ALL_PROXY $NO_PROXY\"");
+  std::swap(sb_, sb);
+  EXPECT_EQ(r.stdout_data,
+            "http://127.0.0.1:3128 http://127.0.0.1:3128 socks5h://127.0.0.1:1080 "
+            "localhost,127.0.0.1,::1\n");
+  EXPECT_TRUE(sb->destroy().ok());
 }
 
 }  // namespace
