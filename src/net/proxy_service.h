@@ -18,6 +18,7 @@
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "net/session.h"
+#include "net/upstream.h"
 
 namespace sandcastle::net {
 
@@ -46,6 +47,9 @@ struct ProxyOptions {
   std::chrono::milliseconds idle_timeout{300'000};
   int dns_queries_per_second = 200;  // per sandbox
   std::chrono::seconds dns_ttl_cap{30};
+  // The host's HTTP proxy: tunnels and plain requests chain through it as
+  // curl would on the host (no_proxy honoured). Empty: direct.
+  UpstreamProxies upstream{};
 };
 
 // Served while it lives: the destructor stops the listeners and closes every

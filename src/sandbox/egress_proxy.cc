@@ -10,50 +10,19 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
-#include <charconv>
 #include <chrono>
-#include <tuple>
 
-#include "common/base64.h"
+#include "net/http_head.h"
 
 namespace sandcastle::sandbox {
 
 namespace {
 
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// Splits "host:port" (host may be a [v6] literal); default_port when absent.
-bool split_host_port(const std::string& hp, uint16_t default_port, std::string& host,
-                     uint16_t& port) {
-  std::string h = hp;
-  std::string p;
-  if (!h.empty() && h[0] == '[') {
-    auto close = h.find(']');
-    if (close == std::string::npos) return false;
-    if (close + 1 < h.size()) {
-      if (h[close + 1] != ':') return false;
-      p = h.substr(close + 2);
-    }
-    h = h.substr(1, close - 1);
-  } else if (auto colon = h.rfind(':'); colon != std::string::npos) {
-    p = h.substr(colon + 1);
-    h = h.substr(0, colon);
-  }
-  if (h.empty()) return false;
-  port = default_port;
-  if (!p.empty()) {
-    unsigned v = 0;
-    auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), v);
-    if (ec != std::errc() || end != p.data() + p.size() || v == 0 || v > 65535) return false;
-    port = static_cast<uint16_t>(v);
-  }
-  host = lower(h);
-  return true;
-}
+using net::authority;
+using net::forward_head;
+using net::lower;
+using net::plain_reply;
+using net::split_host_port;
 
 // Waits for `fd` to become readable, or the wake fd; false on timeout/stop.
 bool wait_readable(int fd, int wake, int timeout_ms) {
@@ -72,54 +41,6 @@ bool send_all(int fd, std::string_view data) {
     data.remove_prefix(static_cast<size_t>(n));
   }
   return true;
-}
-
-// A plain-http request in origin form, as the last one on its connection:
-// the hop-by-hop headers that would keep it open (or hand the proxy's
-// credentials on) are dropped and "Connection: close" added. Whatever the
-// client sends next on a kept-alive connection would otherwise be relayed
-// as is: an absolute-form request the origin server may not take.
-std::string forward_head(const std::string& request_line, std::string_view fields,
-                         const std::string& extra = "") {
-  std::string out = request_line + "\r\n";
-  while (!fields.empty()) {
-    auto eol = fields.find("\r\n");
-    std::string_view field = fields.substr(0, eol);
-    fields.remove_prefix(eol == std::string_view::npos ? fields.size() : eol + 2);
-    std::string name = lower(std::string(field.substr(0, field.find(':'))));
-    while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.pop_back();
-    if (name == "connection" || name == "proxy-connection" || name == "keep-alive" ||
-        name == "proxy-authorization")
-      continue;
-    out.append(field).append("\r\n");
-  }
-  return out + extra + "Connection: close\r\n\r\n";
-}
-
-std::string percent_decode(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    unsigned v = 0;
-    if (s[i] == '%' && i + 2 < s.size() &&
-        std::from_chars(s.data() + i + 1, s.data() + i + 3, v, 16).ptr == s.data() + i + 3) {
-      out.push_back(static_cast<char>(v));
-      i += 2;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
-std::string authority(const std::string& host, uint16_t port) {
-  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-         std::to_string(port);
-}
-
-std::string plain_reply(const char* status, const std::string& body) {
-  return std::string("HTTP/1.1 ") + status +
-         "\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) +
-         "\r\nConnection: close\r\n\r\n" + body;
 }
 
 UniqueFd connect_to(const std::string& host, uint16_t port, int timeout_ms) {
@@ -148,93 +69,6 @@ UniqueFd connect_to(const std::string& host, uint16_t port, int timeout_ms) {
 }
 
 }  // namespace
-
-Result<EgressRule> rule_from_url(const std::string& url) {
-  auto scheme_end = url.find("://");
-  if (scheme_end == std::string::npos)
-    return Error::make(ErrorCode::kInvalidArgument, "not a URL (no scheme): " + url);
-  std::string scheme = lower(url.substr(0, scheme_end));
-  uint16_t def = scheme == "https" ? 443 : scheme == "http" ? 80 : 0;
-  if (def == 0)
-    return Error::make(ErrorCode::kInvalidArgument,
-                       "only http and https URLs are supported: " + url);
-  std::string rest = url.substr(scheme_end + 3);
-  std::string authority = rest.substr(0, rest.find_first_of("/?#"));
-  if (auto at = authority.rfind('@'); at != std::string::npos) authority = authority.substr(at + 1);
-  EgressRule rule;
-  if (!split_host_port(authority, def, rule.host, rule.port))
-    return Error::make(ErrorCode::kInvalidArgument, "cannot read host and port from URL: " + url);
-  return rule;
-}
-
-Result<UpstreamProxy> upstream_from_url(const std::string& raw) {
-  std::string url = raw.find("://") == std::string::npos ? "http://" + raw : raw;
-  if (lower(url.substr(0, 7)) != "http://")
-    return Error::make(ErrorCode::kInvalidArgument, "only http:// proxies are supported");
-  std::string rest = url.substr(7);
-  std::string auth_part = rest.substr(0, rest.find_first_of("/?#"));
-  UpstreamProxy p;
-  if (auto at = auth_part.rfind('@'); at != std::string::npos) {
-    p.authorization = "Basic " + base64_encode(percent_decode(auth_part.substr(0, at)));
-    auth_part = auth_part.substr(at + 1);
-  }
-  if (!split_host_port(auth_part, 80, p.host, p.port))
-    return Error::make(ErrorCode::kInvalidArgument, "cannot read host and port from the proxy URL");
-  return p;
-}
-
-UpstreamProxies UpstreamProxies::from_env(const std::function<const char*(const char*)>& getenv,
-                                          std::vector<std::string>* warnings) {
-  auto get = [&](const char* lower_name, const char* upper_name) {
-    const char* v = getenv(lower_name);
-    if (!v || !*v) v = getenv(upper_name);
-    return std::string(v ? v : "");
-  };
-  UpstreamProxies out;
-  for (auto [slot, lo, up] : {std::tuple{&out.https, "https_proxy", "HTTPS_PROXY"},
-                              std::tuple{&out.http, "http_proxy", "HTTP_PROXY"}}) {
-    std::string v = get(lo, up);
-    if (v.empty()) continue;
-    auto p = upstream_from_url(v);
-    if (p.ok()) {
-      *slot = *p;
-    } else if (warnings) {
-      // The value may hold credentials: only the variable is named.
-      warnings->push_back(std::string(up) + " is not used: " + p.error().message());
-    }
-  }
-  std::string list = get("no_proxy", "NO_PROXY");
-  for (size_t start = 0; start <= list.size();) {
-    size_t comma = list.find(',', start);
-    if (comma == std::string::npos) comma = list.size();
-    std::string item = lower(list.substr(start, comma - start));
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) out.no_proxy.push_back(item);
-    start = comma + 1;
-  }
-  return out;
-}
-
-const UpstreamProxy* UpstreamProxies::route(bool tunnel, const std::string& host) const {
-  const std::optional<UpstreamProxy>& p = tunnel ? https : http;
-  if (!p) return nullptr;
-  const std::string h = lower(host);
-  for (std::string entry : no_proxy) {
-    if (entry == "*") return nullptr;
-    // "host:port" entries: the host part decides (the port is the index's own).
-    if (auto colon = entry.rfind(':'); colon != std::string::npos && entry.find(':') == colon)
-      entry = entry.substr(0, colon);
-    if (!entry.empty() && entry[0] == '.') entry = entry.substr(1);
-    if (entry.size() >= 2 && entry.front() == '[' && entry.back() == ']')
-      entry = entry.substr(1, entry.size() - 2);
-    if (h == entry ||
-        (h.size() > entry.size() && h.compare(h.size() - entry.size(), entry.size(), entry) == 0 &&
-         h[h.size() - entry.size() - 1] == '.'))
-      return nullptr;
-  }
-  return &*p;
-}
 
 EgressProxy::EgressProxy(UniqueFd listener, std::vector<EgressRule> allow, EgressLimits limits,
                          UpstreamProxies upstream)
