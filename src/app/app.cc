@@ -509,6 +509,16 @@ int run(int argc, char** argv, const AppHooks& hooks) {
   Sandboxes sandboxes(tool_env);
   metrics::registry().gauge_fn(metrics::name::kSandboxesLive, "sandboxes alive now",
                                [&manager] { return static_cast<double>(manager.live_count()); });
+  // Per live sandbox, computed at scrape time: a closed sandbox's series go.
+  metrics::registry().family_fn(
+      "sandcastle_sandbox_network_refused", "refusals of one sandbox's network so far", "gauge",
+      [&manager] {
+        metrics::Registry::Rows rows;
+        for (const auto& e : manager.list_every(std::nullopt))
+          if (auto session = e->network())
+            rows.push_back({{{"sandbox", e->id()}}, static_cast<double>(session->stats().refused)});
+        return rows;
+      });
 
   // Serve until told to stop.
   manager.start();

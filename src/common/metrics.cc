@@ -128,23 +128,37 @@ void Registry::gauge_fn(const std::string& name, const std::string& help, std::f
   family(name, "gauge", help).fn = std::move(fn);
 }
 
+void Registry::family_fn(const std::string& name, const std::string& help, const std::string& type,
+                         std::function<Rows()> fn) {
+  std::lock_guard lock(mu_);
+  family(name, type, help).rows_fn = std::move(fn);
+}
+
 std::string Registry::render() const {
   // Callback gauges run without mu_ held: they take their owner's lock (the
   // sandbox manager's), under which the owner may be asking for a counter.
   std::vector<std::pair<std::string, std::function<double()>>> fns;
+  std::vector<std::pair<std::string, std::function<Rows()>>> row_fns;
   {
     std::lock_guard lock(mu_);
-    for (const auto& [name, f] : families_)
+    for (const auto& [name, f] : families_) {
       if (f.fn) fns.emplace_back(name, f.fn);
+      if (f.rows_fn) row_fns.emplace_back(name, f.rows_fn);
+    }
   }
   std::map<std::string, double> computed;
   for (const auto& [name, fn] : fns) computed[name] = fn();
+  std::map<std::string, Rows> computed_rows;
+  for (const auto& [name, fn] : row_fns) computed_rows[name] = fn();
   std::lock_guard lock(mu_);
   std::string out;
   for (const auto& [name, f] : families_) {
     out += "# HELP " + name + " " + f.help + "\n# TYPE " + name + " " + f.type + "\n";
     if (auto it = computed.find(name); it != computed.end())
       out += name + " " + format_value(it->second) + "\n";
+    if (auto it = computed_rows.find(name); it != computed_rows.end())
+      for (const auto& [labels, v] : it->second)
+        out += name + render_labels(labels) + " " + format_value(v) + "\n";
     for (const auto& [labels, c] : f.counters) out += name + labels + " " + format_value(c->value()) + "\n";
     for (const auto& [labels, g] : f.gauges) out += name + labels + " " + format_value(g->value()) + "\n";
     for (const auto& [labels, h] : f.histograms) {

@@ -69,6 +69,12 @@ class Registry {
                        std::vector<double> bounds = duration_buckets());
   // A gauge computed when /metrics is scraped (e.g. live sandboxes).
   void gauge_fn(const std::string& name, const std::string& help, std::function<double()> fn);
+  // A family whose series are computed when /metrics is scraped, so a
+  // series per live object (sandbox) goes away with it; type is "gauge" or
+  // "counter".
+  using Rows = std::vector<std::pair<Labels, double>>;
+  void family_fn(const std::string& name, const std::string& help, const std::string& type,
+                 std::function<Rows()> fn);
 
   std::string render() const;
 
@@ -80,6 +86,7 @@ class Registry {
     std::map<std::string, std::unique_ptr<Gauge>> gauges;
     std::map<std::string, std::unique_ptr<Histogram>> histograms;
     std::function<double()> fn;
+    std::function<Rows()> rows_fn;
   };
   Family& family(const std::string& name, const std::string& type, const std::string& help);
 

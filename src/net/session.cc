@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/metrics.h"
+
 namespace sandcastle::net {
 namespace {
 
@@ -93,6 +95,10 @@ Decision Session::decide(Via via, std::string_view target, std::optional<std::st
   const Decision d = net::decide(*policy_, name, addr, port, host_addrs);
   if (d.allowed) {
     ++stats_.allowed;
+    metrics::registry()
+        .counter("sandcastle_network_connections_total", "connections the proxies let through",
+                 {{"mode", mode_name(policy_->mode)}})
+        .inc();
   } else {
     record_locked({.at = std::chrono::system_clock::now(),
                    .via = via,
@@ -116,6 +122,10 @@ void Session::record_refusal(Via via, std::string_view target, std::string_view 
 }
 
 void Session::record_locked(Refusal refusal) {
+  metrics::registry()
+      .counter("sandcastle_network_refused_total", "connections and DNS queries refused by policy",
+               {{"reason", reason_name(refusal.reason)}})
+      .inc();
   ++stats_.refused;
   ++stats_.refused_by_reason[refusal.reason];
   // A program that retries in a loop must not flood the log: at most

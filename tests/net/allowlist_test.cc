@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "../integration/sandbox/fixture.h"
+#include "common/metrics.h"
 #include "net/proxy_service.h"
 #include "net_world.h"
 #include "service/lifecycle.h"
@@ -94,8 +95,8 @@ TEST_F(AllowlistTest, AllowedHostsAnswerThroughEveryRoute) {
               "curl -sS http://allowed.test/host; echo;"
               "curl -sS --cacert ca.pem https://allowed.test/host; echo;"
               "curl -sS --cacert ca.pem https://x.allowed.test/host; echo;"
-              "curl -sS --noproxy '*' -x socks5h://127.0.0.1:1080 http://allowed.test/host; echo;"
-              "curl -sS --noproxy '*' -x socks5://127.0.0.1:1080 http://allowed.test/host; echo;"
+              "curl -sS -x socks5h://127.0.0.1:1080 http://allowed.test/host; echo;"
+              "curl -sS -x socks5://127.0.0.1:1080 http://allowed.test/host; echo;"
               "python3 -c \"import urllib.request as u;"
               "print(u.urlopen('http://allowed.test/host').read().decode())\";"
               "getent hosts allowed.test");
@@ -144,6 +145,10 @@ TEST_F(AllowlistTest, EverythingElseIsRefusedAtOnceWithItsReason) {
   auto status = service::network_status_json(*entry(id));
   EXPECT_EQ(status["last_refusals"][0]["target"], "allowed.test:8080");
   EXPECT_EQ(status["stats"]["refused_by_reason"]["not_allowed"], 4);
+  // And /metrics counts them by reason.
+  const std::string metrics = metrics::registry().render();
+  EXPECT_NE(metrics.find("sandcastle_network_refused_total{reason=\"host_mismatch\"}"),
+            std::string::npos);
 }
 
 TEST_F(AllowlistTest, NamesOfLoopbackOrMetadataAddressesAndLoopbackLiteralsAreRefused) {

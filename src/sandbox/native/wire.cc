@@ -191,9 +191,10 @@ std::optional<ControlMessage> decode_control(std::string_view bytes) {
   WireReader r(bytes);
   std::uint32_t kind = r.u32();
   if (!r.ok() || (kind != static_cast<std::uint32_t>(ControlKind::kExec) &&
-                 kind != static_cast<std::uint32_t>(ControlKind::kFiles) &&
-                 kind != static_cast<std::uint32_t>(ControlKind::kSaveLayer) &&
-                 kind != static_cast<std::uint32_t>(ControlKind::kPersistMirror)))
+                  kind != static_cast<std::uint32_t>(ControlKind::kFiles) &&
+                  kind != static_cast<std::uint32_t>(ControlKind::kSaveLayer) &&
+                  kind != static_cast<std::uint32_t>(ControlKind::kPersistMirror) &&
+                  kind != static_cast<std::uint32_t>(ControlKind::kNetListeners)))
     return std::nullopt;
   return ControlMessage{static_cast<ControlKind>(kind), bytes.substr(sizeof kind)};
 }

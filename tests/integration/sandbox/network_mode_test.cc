@@ -29,7 +29,7 @@ TEST_F(NetworkModeTest, FullIsRefusedWithWhatToUseInstead) {
 }
 
 TEST_F(NetworkModeTest, AllowlistSandboxesComeFromTheWarmPoolAndHoldTheirPorts) {
-  ASSERT_TRUE(backend_->wait_pool([](const PoolStats& s) { return s.ready > 0; },
+  ASSERT_TRUE(backend_->wait_pool([](const native::PoolStats& s) { return s.ready > 0; },
                                   std::chrono::seconds(20)));
   const auto before = backend_->pool_stats().taken;
   SpecOptions o;

@@ -57,5 +57,22 @@ TEST(Metrics, RendersPrometheusText) {
   EXPECT_NE(t.find("t_seconds_count{tool=\"x\\\"y\"} 3\n"), std::string::npos) << t;
 }
 
+TEST(Metrics, FamiliesComputedAtScrapeTimeDropWhatIsGone) {
+  metrics::Registry r;
+  std::vector<std::string> live = {"sb-1", "sb-2"};
+  r.family_fn("t_refused", "refusals per sandbox", "gauge", [&live] {
+    metrics::Registry::Rows rows;
+    for (const auto& id : live) rows.push_back({{{"sandbox", id}}, 3});
+    return rows;
+  });
+  std::string t = r.render();
+  EXPECT_NE(t.find("# TYPE t_refused gauge\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("t_refused{sandbox=\"sb-1\"} 3\n"), std::string::npos) << t;
+  live = {"sb-2"};
+  t = r.render();
+  EXPECT_EQ(t.find("sb-1"), std::string::npos) << t;
+  EXPECT_NE(t.find("t_refused{sandbox=\"sb-2\"} 3\n"), std::string::npos) << t;
+}
+
 }  // namespace
 }  // namespace sandcastle
