@@ -226,6 +226,8 @@ Result<tools::ToolConfig> tool_config(const config::Config& cfg, const CommandLi
     if (auto mode = net::parse_mode(m)) tool_cfg.network_modes.push_back(*mode);
   tool_cfg.network_allow = cfg.network_allow;
   tool_cfg.network_deny = cfg.network_deny;
+  for (const auto& p : cfg.network_private_allow)
+    if (auto c = net::Cidr::parse(p)) tool_cfg.network_private_allow.push_back(*c);
   tool_cfg.max_image_bytes = static_cast<uint64_t>(cfg.max_image_bytes);
   tool_cfg.save_tmp_dir = cfg.state_dir;
   tool_cfg.run_result_view_html = web::asset_bytes("run_result.html").value_or("");

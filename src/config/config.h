@@ -81,6 +81,7 @@ struct Config {
   std::vector<std::string> network_modes{"none", "allowlist"};
   std::vector<std::string> network_allow;  // the allow list of a sandbox that names none
   std::vector<std::string> network_deny;   // added to every sandbox's deny list
+  std::vector<std::string> network_private_allow;  // private prefixes callers' rules may open
   std::string network_resolver;            // "" = the system's; "HOST:PORT" = that server
   int64_t network_max_connections = 256;   // open proxy connections per sandbox
   // [images]

@@ -63,6 +63,9 @@ void check_network(StartCheck& out, const Config& cfg) {
     out.errors.push_back(r.error().message());
   if (auto r = net::parse_rules(cfg.network_deny, net::ListKind::kDeny); !r)
     out.errors.push_back(r.error().message());
+  for (const auto& p : cfg.network_private_allow)
+    if (auto c = net::Cidr::parse(p); !c)
+      out.errors.push_back("network.private_allow \"" + p + "\": " + c.error().message());
 }
 
 }  // namespace

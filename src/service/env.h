@@ -69,6 +69,10 @@ struct Config {
   std::vector<net::Mode> network_modes{net::Mode::kNone, net::Mode::kAllowList};
   std::vector<std::string> network_allow;
   std::vector<std::string> network_deny;
+  // Prefixes inside the built-in refusals (loopback, private, link-local,
+  // the host's own addresses) that callers' allow rules may open; the
+  // operator's own `network_allow` needs no such permission.
+  std::vector<net::Cidr> network_private_allow;
 };
 
 // Where installed packages live inside a sandbox, and the environment every

@@ -45,6 +45,37 @@ json rule_texts(const std::vector<net::Rule>& rules) {
   return out;
 }
 
+// A caller's allow rule that would open a built-in refusal (it lies inside
+// loopback, a private or link-local range, or is one of the host's own
+// addresses: what decide() lets such a rule lift) needs the operator's
+// permission: otherwise any API key could reach the server's host.
+Status check_caller_allow(const Config& config, const std::vector<std::string>& allow,
+                          const std::vector<std::string>& from_config) {
+  auto rules = net::parse_rules(allow, net::ListKind::kAllow);
+  if (!rules) return rules.take_error();
+  auto listed = net::host_addresses();
+  const std::vector<net::IpAddr> host =
+      listed.ok() ? std::move(*listed) : std::vector<net::IpAddr>{};
+  for (std::size_t i = 0; i < rules->size(); ++i) {
+    const net::Rule& r = (*rules)[i];
+    if (r.kind != net::Rule::Kind::kAddress) continue;
+    if (std::find(from_config.begin(), from_config.end(), allow[i]) != from_config.end()) continue;
+    bool lifts = false;
+    for (const auto& block : net::builtin_refusals()) lifts = lifts || block.covers(r.cidr);
+    for (const auto& a : host) lifts = lifts || r.cidr == net::Cidr::of(a, a.is_v4() ? 32 : 128);
+    if (!lifts) continue;
+    bool permitted = false;
+    for (const auto& p : config.network_private_allow) permitted = permitted || p.covers(r.cidr);
+    if (!permitted)
+      return Error::make(ErrorCode::kPermissionDenied,
+                         "network.allow[" + std::to_string(i) + "] \"" + allow[i] +
+                             "\" opens loopback, private, link-local or the server's own "
+                             "addresses, which callers may not on this server (the operator's "
+                             "[network] private_allow lists the ranges that may be opened)");
+  }
+  return {};
+}
+
 }  // namespace
 
 json network_arg_schema(const Config& config) {
@@ -95,6 +126,7 @@ Status apply_network_args(const Config& config, const json* in, sandbox::SpecOpt
       with_config_deny(config, has_deny ? strings(*in, "deny") : std::vector<std::string>{});
   // The same check SandboxSpec::create makes, with the rule named.
   if (auto r = net::parse_rules(o.network_allow, net::ListKind::kAllow); !r) return r.take_error();
+  if (auto s = check_caller_allow(config, o.network_allow, config.network_allow); !s.ok()) return s;
   if (auto r = net::parse_rules(o.network_deny, net::ListKind::kDeny); !r) return r.take_error();
   return {};
 }
@@ -166,6 +198,8 @@ Result<json> set_sandbox_network(Env& env, const Caller& c, const json& raw) {
   std::vector<std::string> allow, deny;
   if (args.contains("allow")) {
     allow = strings(args, "allow");
+    if (auto s = check_caller_allow(env.config, allow, env.config.network_allow); !s.ok())
+      return s.take_error();
   } else {
     for (const auto& r : current->allow) allow.push_back(r.to_string());
   }

@@ -262,5 +262,36 @@ TEST_F(AllowlistTest, ModeNoneRefusesRulesAndTheServerOffersOnlyItsModes) {
   ASSERT_FALSE(r.ok());
 }
 
+TEST_F(AllowlistTest, CallersMayNotOpenLoopbackOrPrivateRangesUnlessTheOperatorLetsThem) {
+  const json loopback{{"network", {{"mode", "allowlist"}, {"allow", {"127.0.0.1/32:*"}}}}};
+  auto r = service::create_sandbox(*env_, caller_, loopback);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kPermissionDenied);
+  EXPECT_NE(r.error().context.find("network.allow[0] \"127.0.0.1/32:*\" opens loopback"),
+            std::string::npos)
+      << r.error().context;
+  // A wide rule opens nothing refused (decide() never lifts a refusal for
+  // a rule wider than the refused block).
+  r = service::create_sandbox(
+      *env_, caller_, json{{"network", {{"mode", "allowlist"}, {"allow", {"0.0.0.0/0:*"}}}}});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  // set_sandbox_network is held to the same.
+  auto changed = service::set_sandbox_network(
+      *env_, caller_, json{{"sandbox_id", (*r)["sandbox_id"]}, {"allow", {"169.254.169.254"}}});
+  ASSERT_FALSE(changed.ok());
+  EXPECT_EQ(changed.error().code, ErrorCode::kPermissionDenied);
+
+  env_->config.network_private_allow = {net::Cidr::parse("127.0.0.0/8").value()};
+  r = service::create_sandbox(*env_, caller_, loopback);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  // And then it is reached: the test's listener on this namespace's loopback.
+  const auto id = (*r)["sandbox_id"].get<std::string>();
+  auto out = sh(id,
+                "curl -s -o /dev/null -w '%{http_connect}' -p -x http://127.0.0.1:3128 "
+                "http://127.0.0.1:" +
+                    std::to_string(NetWorld::host_loopback_port()) + "/");
+  EXPECT_NE(out.stdout_data, "403") << out.stderr_data;
+}
+
 }  // namespace
 }  // namespace sandcastle::nettest
