@@ -15,6 +15,7 @@
 #include "service/history.h"
 #include "service/images.h"
 #include "service/lifecycle.h"
+#include "service/network.h"
 #include "service/packages.h"
 #include "service/run_env.h"
 #include "service/sandbox_view.h"
@@ -119,6 +120,9 @@ Result<json> Sandboxes::fork(const Caller& c, const std::string& id, const json&
 }
 Result<json> Sandboxes::save(const Caller& c, const std::string& id, const json& args) {
   return save_sandbox(impl_->env, c, with_id(args, id));
+}
+Result<json> Sandboxes::set_network(const Caller& c, const std::string& id, const json& args) {
+  return set_sandbox_network(impl_->env, c, with_id(args, id));
 }
 
 Result<json> Sandboxes::run_code(const Caller& c, const json& args, const RunOptions& opts) {

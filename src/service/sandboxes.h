@@ -79,6 +79,8 @@ class Sandboxes {
   // pause_sandbox / resume_sandbox / fork_sandbox / save_sandbox with their
   // tools' arguments (sandbox_id from `id`, overriding any in `args`).
   Result<json> pause(const Caller& c, const std::string& id, const json& args = json::object());
+  // set_sandbox_network: {allow?, deny?} replace the rules of a networked sandbox.
+  Result<json> set_network(const Caller& c, const std::string& id, const json& args);
   Result<json> resume(const Caller& c, const std::string& id, const json& args = json::object());
   Result<json> fork(const Caller& c, const std::string& id, const json& args = json::object());
   Result<json> save(const Caller& c, const std::string& id, const json& args = json::object());

@@ -142,7 +142,10 @@ void RestApi::sandbox_routes(Router& r) {
         Action{"/api/v1/sandboxes/{id}/fork", "Fork a sandbox (fork_sandbox)",
                &service::Sandboxes::fork},
         Action{"/api/v1/sandboxes/{id}/save", "Save a sandbox as an image (save_sandbox)",
-               &service::Sandboxes::save}}) {
+               &service::Sandboxes::save},
+        Action{"/api/v1/sandboxes/{id}/network",
+               "Replace a networked sandbox's allow/deny rules (set_sandbox_network)",
+               &service::Sandboxes::set_network}}) {
     auto m = meta(a.summary, "sandboxes");
     m.request_schema = kObject();
     Op op = a.op;
