@@ -1,0 +1,140 @@
+#!/usr/bin/env node
+// Allowlist proxy benchmark (issue 19), one run:
+//   (a) GET of a 1 MiB body, each on a fresh connection, from a program in an
+//       allowlist sandbox through the server's HTTP proxy (absolute-form, and
+//       CONNECT then GET in the tunnel, the path https takes), against the
+//       same program run on the host connecting directly. The web server is
+//       this script's own, on the host's loopback (opened to the sandbox by
+//       the operator setting network.private_allow). The timed loop runs
+//       inside one python3 process per side, so process start-up is not in
+//       it. Medians and the ratio to direct (target <= 1.3).
+//   (b) 200 connections at once through one sandbox's proxy (CONNECT + GET of
+//       the 1 MiB body each): errors (target 0) and wall time.
+//
+// Usage: node bench/net_proxy_bench.mjs [--sandcastle build/sandcastle] [--iterations 100] [--json]
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from './lib/args.mjs';
+import { LineClient } from './lib/line_client.mjs';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '..');
+const opts = parseArgs(process.argv.slice(2), {
+  script: 'net_proxy_bench.mjs',
+  defaults: { sandcastle: resolve(root, 'build/sandcastle'), iterations: 100, json: false },
+  types: { sandcastle: 'path', iterations: 'int', json: 'flag' },
+});
+
+const BODY = Buffer.alloc(1 << 20, 0x61);
+
+// One python program for both sides: N fetches, each on a new connection,
+// printing each duration in ms. mode: direct | absolute | connect | burst.
+const CLIENT = String.raw`
+import socket, sys, time, threading
+mode, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+want = 1 << 20
+def fetch():
+    if mode == 'direct':
+        s = socket.create_connection(('127.0.0.1', port))
+        s.sendall(b'GET /big HTTP/1.0\r\nHost: 127.0.0.1:%d\r\n\r\n' % port)
+    else:
+        s = socket.create_connection(('127.0.0.1', 3128))
+        if mode == 'absolute':
+            s.sendall(b'GET http://127.0.0.1:%d/big HTTP/1.0\r\nHost: 127.0.0.1:%d\r\n\r\n' % (port, port))
+        else:
+            s.sendall(b'CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n' % (port, port))
+            head = b''
+            while not head.endswith(b'\r\n\r\n'):
+                c = s.recv(1)
+                if not c: raise OSError('proxy closed')
+                head += c
+            if b' 200 ' not in head.split(b'\r\n')[0] + b' ': raise OSError(head.decode())
+            s.sendall(b'GET /big HTTP/1.0\r\nHost: 127.0.0.1:%d\r\n\r\n' % port)
+    got = 0
+    buf = bytearray(1 << 16)
+    while True:
+        k = s.recv_into(buf)
+        if k == 0: break
+        got += k
+    s.close()
+    if got < want: raise OSError('short body: %d' % got)
+if mode == 'burst':
+    errors = []
+    def one():
+        try: fetch()
+        except Exception as e: errors.append(repr(e))
+    mode = 'connect'
+    t0 = time.perf_counter()
+    ts = [threading.Thread(target=one) for _ in range(n)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+    print('%.1f %d %s' % ((time.perf_counter() - t0) * 1000, len(errors), errors[:1]))
+else:
+    for _ in range(n):
+        t0 = time.perf_counter(); fetch(); print('%.3f' % ((time.perf_counter() - t0) * 1000))
+`;
+
+const median = (a) => {
+  const s = [...a].sort((x, y) => x - y);
+  return s.length ? s[Math.floor(s.length / 2)] : NaN;
+};
+
+async function main() {
+  const web = createServer((req, res) => {
+    res.writeHead(200, { 'Content-Length': BODY.length });
+    res.end(BODY);
+  });
+  await new Promise((r) => web.listen(0, '127.0.0.1', r));
+  const port = web.address().port;
+  const c = new LineClient(opts.sandcastle, ['--log-level', 'warn'], { SANDCASTLE_NETWORK_PRIVATE_ALLOW: '127.0.0.1/32' });
+  await c.initialize('net-proxy-bench');
+  const sb = (await c.callOk('create_sandbox', { language: 'python', network: { mode: 'allowlist', allow: [`127.0.0.1/32:${port}`] } })).sc;
+  await c.callOk('write_file', { sandbox_id: sb.sandbox_id, path: 'client.py', content: CLIENT });
+  const inSandbox = async (mode, n) => {
+    const r = await c.callOk('execute_command', { sandbox_id: sb.sandbox_id, command: `python3 client.py ${mode} ${port} ${n}`, timeout_s: 600 });
+    if (r.sc.exit_code !== 0) throw new Error(`${mode}: ${r.sc.stderr.slice(0, 500)}`);
+    return r.sc.stdout.trim().split('\n');
+  };
+  const onHost = (mode, n) => {
+    // Async spawn: the web server lives in this process.
+    return new Promise((resolveRun, reject) => {
+      const p = spawn('python3', ['-c', CLIENT, mode, String(port), String(n)]);
+      let out = '';
+      p.stdout.on('data', (d) => { out += d; });
+      p.on('close', (code) => (code === 0 ? resolveRun(out.trim().split('\n')) : reject(new Error(`host ${mode}: ${code}`))));
+    });
+  };
+  // Interleaved in rounds of 10, so load on the machine hits both sides.
+  const times = { direct: [], absolute: [], connect: [] };
+  const n = opts.iterations;
+  for (let done = 0; done < n; done += 10) {
+    times.direct.push(...(await onHost('direct', 10)).map(Number));
+    times.absolute.push(...(await inSandbox('absolute', 10)).map(Number));
+    times.connect.push(...(await inSandbox('connect', 10)).map(Number));
+  }
+  const [burst] = await inSandbox('burst', 200);
+  const [wall, errors] = burst.split(' ');
+  const d = median(times.direct);
+  const rows = [
+    ['direct from the host (no proxy)', d, 1],
+    ['through the proxy, absolute-form GET', median(times.absolute), median(times.absolute) / d],
+    ['through the proxy, CONNECT tunnel', median(times.connect), median(times.connect) / d],
+  ];
+  if (opts.json) {
+    console.log(JSON.stringify({ iterations: n, rows, burst: { connections: 200, wall_ms: Number(wall), errors: Number(errors) } }));
+  } else {
+    console.log(`1 MiB GET on a fresh connection, median of ${n} (ms), loopback web server:\n`);
+    console.log('| path | median ms | ratio to direct |');
+    console.log('| --- | --- | --- |');
+    for (const [what, ms, ratio] of rows) console.log(`| ${what} | ${ms.toFixed(2)} | ${ratio.toFixed(2)}× |`);
+    console.log(`\n200 concurrent CONNECT + 1 MiB GET through one sandbox's proxy: ${errors} errors, ${Number(wall).toFixed(0)} ms wall`);
+  }
+  await c.callOk('close_sandbox', { sandbox_id: sb.sandbox_id });
+  c.proc.kill();
+  web.close();
+  if (Number(errors) !== 0) process.exitCode = 1;
+}
+
+main().catch((e) => { console.error(e); process.exit(1); });
