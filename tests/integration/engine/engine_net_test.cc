@@ -1,0 +1,239 @@
+// Issue 19 on the engine backend, the transport: in allowlist mode the agent
+// listens on 127.0.0.1:3128, :1080 and :53 inside the container and relays
+// each connection (and each DNS datagram, as TCP DNS) to listeners of the
+// server's. Real engines (the fixture's Podman and dockerd); this test
+// stands in for the proxy service by serving those listeners itself.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <future>
+
+#include "backend_fixture.h"
+
+namespace sandcastle::sandbox::engine::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+SandboxSpec allowlist_spec() {
+  SpecOptions o;
+  o.image = "host";
+  o.limits.memory_bytes = 256 * kMiB;
+  o.limits.disk_bytes = 16 * kMiB;
+  o.limits.exec_timeout = std::chrono::seconds(30);
+  o.network = NetworkMode::kAllowList;
+  return *SandboxSpec::create(o);
+}
+
+// One connection off `listener` within 20 s (else empty).
+UniqueFd accept_one(int listener) {
+  struct pollfd p {
+    listener, POLLIN, 0
+  };
+  if (::poll(&p, 1, 20'000) != 1) return {};
+  return UniqueFd(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+}
+
+// Exactly `n` bytes (fewer at EOF or after 20 s).
+std::string read_n(int fd, std::size_t n) {
+  std::string out;
+  while (out.size() < n) {
+    struct pollfd p {
+      fd, POLLIN, 0
+    };
+    if (::poll(&p, 1, 20'000) != 1) break;
+    char buf[4096];
+    ssize_t r = ::read(fd, buf, std::min(sizeof buf, n - out.size()));
+    if (r <= 0) break;
+    out.append(buf, static_cast<std::size_t>(r));
+  }
+  return out;
+}
+
+class EngineNetTest : public BackendTest<EngineBackend, ::testing::TestWithParam<std::string>> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    engine_ = test_engine(GetParam(), &why);
+    if (!engine_) GTEST_SKIP() << GetParam() << " cannot run here: " << why;
+    auto o = backend_options(engine_->url);
+    o.allowlist = true;
+    use(EngineBackend::create(o));
+    spec_ = allowlist_spec();
+  }
+  // A sandbox and its listeners (fails the test if either cannot be had).
+  void open() {
+    sb_ = make();
+    ASSERT_TRUE(sb_);
+    auto l = static_cast<EngineSandbox&>(*sb_).open_net_listeners();
+    ASSERT_TRUE(l.ok()) << l.error().message();
+    listeners_ = std::move(*l);
+  }
+  // `python` (a program for python3 -c) running in the sandbox while the
+  // caller serves the listeners.
+  std::future<ExecResult> start(const std::string& python) {
+    return std::async(std::launch::async, [this, python] {
+      return run(*sb_, {"python3", "-c", python});
+    });
+  }
+  const TestEngine* engine_ = nullptr;
+  std::unique_ptr<Sandbox> sb_;
+  net::Listeners listeners_;
+};
+
+TEST_P(EngineNetTest, ListenersAreServersSocketsOnly) {
+  open();
+  ASSERT_TRUE(listeners_.http && listeners_.socks && listeners_.dns_tcp);
+  EXPECT_FALSE(listeners_.dns_udp);
+  for (int fd : {listeners_.http.get(), listeners_.socks.get(), listeners_.dns_tcp.get()}) {
+    struct sockaddr_un addr {};
+    socklen_t len = sizeof addr;
+    ASSERT_EQ(::getsockname(fd, reinterpret_cast<struct sockaddr*>(&addr), &len), 0);
+    EXPECT_EQ(addr.sun_family, AF_UNIX);
+    EXPECT_EQ(addr.sun_path[0], '\0') << "abstract: no path for anyone to open";
+    int listening = 0;
+    socklen_t ol = sizeof listening;
+    ASSERT_EQ(::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ol), 0);
+    EXPECT_EQ(listening, 1);
+  }
+  auto again = static_cast<EngineSandbox&>(*sb_).open_net_listeners();
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code, ErrorCode::kFailedPrecondition);
+}
+
+// Bytes to 127.0.0.1:3128, :1080 and :53 (TCP) in the sandbox come out of
+// the matching listener here, and the replies go back.
+TEST_P(EngineNetTest, TcpConnectionsRoundTrip) {
+  open();
+  auto done = start(
+      "import socket\n"
+      "for port in (3128, 1080, 53):\n"
+      "    s = socket.create_connection(('127.0.0.1', port), timeout=20)\n"
+      "    msg = b'hello %d' % port\n"
+      "    s.sendall(msg)\n"
+      "    got = b''\n"
+      "    while len(got) < len(msg) + 5:\n"
+      "        b = s.recv(100)\n"
+      "        if not b: break\n"
+      "        got += b\n"
+      "    print(got.decode())\n");
+  for (auto [fd, port] : {std::pair{listeners_.http.get(), 3128},
+                          {listeners_.socks.get(), 1080},
+                          {listeners_.dns_tcp.get(), 53}}) {
+    UniqueFd conn = accept_one(fd);
+    ASSERT_TRUE(conn) << "no connection for :" << port;
+    const std::string want = "hello " + std::to_string(port);
+    std::string got = read_n(conn.get(), want.size());
+    EXPECT_EQ(got, want);
+    std::string reply = "echo " + got;
+    ASSERT_EQ(::write(conn.get(), reply.data(), reply.size()), static_cast<ssize_t>(reply.size()));
+  }
+  ExecResult r = done.get();
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_EQ(r.stdout_data, "echo hello 3128\necho hello 1080\necho hello 53\n");
+}
+
+// A datagram to 127.0.0.1:53 arrives on dns_tcp in TCP DNS framing; the
+// framed reply goes back to the sender as a datagram.
+TEST_P(EngineNetTest, UdpDnsIsRelayedAsFramedTcp) {
+  open();
+  auto done = start(
+      "import socket\n"
+      "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+      "s.settimeout(20)\n"
+      "s.sendto(b'\\x12\\x34query-bytes', ('127.0.0.1', 53))\n"
+      "data, peer = s.recvfrom(512)\n"
+      "print(data.hex(), peer[0], peer[1])\n");
+  UniqueFd conn = accept_one(listeners_.dns_tcp.get());
+  ASSERT_TRUE(conn);
+  const std::string query = "\x12\x34query-bytes";
+  EXPECT_EQ(read_n(conn.get(), 2 + query.size()), std::string("\x00\x0d", 2) + query);
+  const std::string answer("\x12\x34\x81\x80", 4);
+  const std::string framed = std::string("\x00\x04", 2) + answer;
+  ASSERT_EQ(::write(conn.get(), framed.data(), framed.size()), 6);
+  ExecResult r = done.get();
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_EQ(r.stdout_data, "12348180 127.0.0.1 53\n");
+  // The agent ends the flow once it has the answer.
+  EXPECT_EQ(read_n(conn.get(), 1), "");
+}
+
+// The sandbox's resolver is 127.0.0.1: a name lookup reaches dns_tcp.
+TEST_P(EngineNetTest, NameLookupsGoToTheStub) {
+  open();
+  ExecRequest req;
+  req.argv = {"python3", "-c",
+              "import socket\n"
+              "try: socket.getaddrinfo('lookup.allowed.test', 80)\n"
+              "except OSError as e: print('failed')\n"};
+  req.env["RES_OPTIONS"] = "timeout:2 attempts:1";
+  auto done = std::async(std::launch::async, [&] { return sb_->exec(req); });
+  UniqueFd conn = accept_one(listeners_.dns_tcp.get());
+  ASSERT_TRUE(conn);
+  std::string head = read_n(conn.get(), 2);
+  ASSERT_EQ(head.size(), 2u);
+  const std::size_t len =
+      (static_cast<unsigned char>(head[0]) << 8) | static_cast<unsigned char>(head[1]);
+  std::string msg = read_n(conn.get(), len);
+  const std::string qname = std::string("\x06lookup") + '\x07' + "allowed" + '\x04' + "test";
+  EXPECT_NE(msg.find(qname), std::string::npos);
+  conn.reset();
+  auto r = done.get();
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->stdout_data, "failed\n");
+}
+
+// Nothing in the sandbox can take the proxies' ports, not with SO_REUSEADDR
+// or SO_REUSEPORT either (the agent sets neither, and :53 is below 1024 only
+// for the agent's sake).
+TEST_P(EngineNetTest, UserCodeCannotBindTheProxyPorts) {
+  open();
+  auto r = run(*sb_, {"python3", "-c",
+                      "import socket\n"
+                      "for kind, port in ((socket.SOCK_STREAM, 3128), (socket.SOCK_STREAM, 1080),\n"
+                      "                   (socket.SOCK_STREAM, 53), (socket.SOCK_DGRAM, 53)):\n"
+                      "    for reuse in (False, True):\n"
+                      "        s = socket.socket(socket.AF_INET, kind)\n"
+                      "        if reuse:\n"
+                      "            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                      "            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n"
+                      "        try:\n"
+                      "            s.bind(('127.0.0.1', port)); print(port, 'bound')\n"
+                      "        except OSError as e: print(port, e.errno)\n"});
+  EXPECT_EQ(r.stdout_data, "3128 98\n3128 98\n1080 98\n1080 98\n53 98\n53 98\n53 98\n53 98\n")
+      << r.stderr_data;
+}
+
+TEST_P(EngineNetTest, DestroyShutsTheListeners) {
+  open();
+  struct sockaddr_un addr {};
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(listeners_.http.get(), reinterpret_cast<struct sockaddr*>(&addr), &len),
+            0);
+  ASSERT_TRUE(sb_->destroy().ok());
+  struct pollfd p {
+    listeners_.http.get(), POLLIN, 0
+  };
+  ASSERT_EQ(::poll(&p, 1, 0), 1);
+  EXPECT_TRUE(p.revents & POLLHUP);
+  UniqueFd c(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  EXPECT_EQ(::connect(c.get(), reinterpret_cast<struct sockaddr*>(&addr), len), -1);
+  EXPECT_EQ(errno, ECONNREFUSED);
+}
+
+// Until the server serves it, the backend refuses allowlist by default.
+TEST_P(EngineNetTest, AllowlistIsRefusedUnlessEnabled) {
+  use(EngineBackend::create(backend_options(engine_->url)));
+  auto sb = backend_->create(allowlist_spec());
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(sb.error().code, ErrorCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, EngineNetTest, ::testing::Values("podman", "docker"),
+                         [](const auto& param_info) { return param_info.param; });
+
+}  // namespace
+}  // namespace sandcastle::sandbox::engine::testing
