@@ -254,6 +254,34 @@ TEST_P(EngineNetTest, DestroyShutsTheListeners) {
   EXPECT_EQ(errno, ECONNREFUSED);
 }
 
+// The installer's per-exec listener (ExecRequest::private_listener_port)
+// shares the relay listener code: its connections still arrive, beside the
+// sandbox's own listeners.
+TEST_P(EngineNetTest, AnExecsPrivateListenerStillRelays) {
+  open();
+  ExecRequest req;
+  req.argv = {"python3", "-c",
+              "import socket\n"
+              "s = socket.create_connection(('127.0.0.1', 3129), timeout=20)\n"
+              "s.sendall(b'via exec')\n"
+              "print(s.recv(100).decode())\n"};
+  req.private_listener_port = 3129;
+  std::promise<UniqueFd> handed;
+  ExecCallbacks cb;
+  cb.on_listener = [&](UniqueFd fd) { handed.set_value(std::move(fd)); };
+  auto done = std::async(std::launch::async, [&] { return sb_->exec(req, cb); });
+  auto listener = handed.get_future();
+  ASSERT_EQ(listener.wait_for(20s), std::future_status::ready);
+  UniqueFd l = listener.get();
+  UniqueFd conn = accept_one(l.get());
+  ASSERT_TRUE(conn);
+  EXPECT_EQ(read_n(conn.get(), 8), "via exec");
+  ASSERT_EQ(::write(conn.get(), "answered", 8), 8);
+  auto r = done.get();
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->stdout_data, "answered\n") << r->stderr_data;
+}
+
 // Until the server serves it, the backend refuses allowlist by default.
 TEST_P(EngineNetTest, AllowlistIsRefusedUnlessEnabled) {
   use(EngineBackend::create(backend_options(engine_->url)));
