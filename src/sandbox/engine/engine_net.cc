@@ -38,6 +38,10 @@ Error listen_error(const AgentFailure& f, std::uint16_t port) {
 
 Result<net::Listeners> EngineSandbox::open_net_listeners() {
   if (auto st = check_alive(); !st) return st.take_error();
+  // Its container was made without the sysctl that lets the agent bind :53.
+  if (spec_.network() == NetworkMode::kNone)
+    return Error::make(ErrorCode::kFailedPrecondition,
+                       "sandbox " + id_ + " has network mode none: no network listeners");
   {
     std::lock_guard l(mu_);
     if (net_opened_)

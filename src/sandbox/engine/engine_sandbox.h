@@ -83,7 +83,7 @@ class EngineSandbox final : public Sandbox {
   // container for the whole sandbox; each connection arrives on one of the
   // returned listeners (abstract unix sockets of the server's, http, socks
   // and dns_tcp; dns_udp stays empty), to be served by net::ProxyService.
-  // Once per sandbox (then kFailedPrecondition). On an error, some ports may
+  // Once per sandbox, and not in mode none (else kFailedPrecondition). On an error, some ports may
   // be taken in the container: the sandbox is for destroying. destroy()
   // shuts the listeners down (they poll POLLHUP, connects are refused).
   Result<net::Listeners> open_net_listeners();

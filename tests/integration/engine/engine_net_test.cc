@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <future>
+#include <thread>
 
 #include "backend_fixture.h"
 
@@ -102,6 +103,28 @@ TEST_P(EngineNetTest, ListenersAreServersSocketsOnly) {
   auto again = static_cast<EngineSandbox&>(*sb_).open_net_listeners();
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.error().code, ErrorCode::kFailedPrecondition);
+}
+
+// A warm container of an allowlist pool is made for it too: its listeners
+// open once it is taken (the sysctl was set when it was created).
+TEST_P(EngineNetTest, WarmAllowlistContainersOpenTheirListeners) {
+  auto o = backend_options(engine_->url);
+  o.allowlist = true;
+  o.pool_size = 1;
+  o.pool_spec = allowlist_spec();
+  ASSERT_NO_FATAL_FAILURE(use(EngineBackend::create(o)));
+  for (int i = 0; i < 600 && backend_->warm_ready_for(spec_) == 0; ++i)
+    std::this_thread::sleep_for(50ms);  // the pool fills in the background, unobservably
+  ASSERT_EQ(backend_->warm_ready_for(spec_), 1u);
+  ASSERT_NO_FATAL_FAILURE(open());
+  auto done = start(
+      "import socket\n"
+      "s = socket.create_connection(('127.0.0.1', 1080), timeout=20)\n"
+      "s.sendall(b'warm')\n");
+  UniqueFd conn = accept_one(listeners_.socks.get());
+  ASSERT_TRUE(conn);
+  EXPECT_EQ(read_n(conn.get(), 4), "warm");
+  EXPECT_EQ(done.get().exit_code, 0);
 }
 
 // Bytes to 127.0.0.1:3128, :1080 and :53 (TCP) in the sandbox come out of
@@ -282,12 +305,18 @@ TEST_P(EngineNetTest, AnExecsPrivateListenerStillRelays) {
   EXPECT_EQ(r->stdout_data, "answered\n") << r->stderr_data;
 }
 
-// Until the server serves it, the backend refuses allowlist by default.
+// Until the server serves it, the backend refuses allowlist by default; a
+// sandbox without a network has no listeners to open.
 TEST_P(EngineNetTest, AllowlistIsRefusedUnlessEnabled) {
   use(EngineBackend::create(backend_options(engine_->url)));
   auto sb = backend_->create(allowlist_spec());
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code, ErrorCode::kInvalidArgument);
+  auto none = make(test_spec());
+  ASSERT_TRUE(none);
+  auto l = static_cast<EngineSandbox&>(*none).open_net_listeners();
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.error().code, ErrorCode::kFailedPrecondition);
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, EngineNetTest, ::testing::Values("podman", "docker"),
