@@ -135,6 +135,33 @@ TEST(AgentListen, AtMost64DatagramsInFlight) {
   EXPECT_EQ(n, kMaxDnsFlows);
 }
 
+// Connections from the sandbox leave 128 channels free: a command still
+// runs while code in the sandbox holds every connection it can.
+TEST(AgentListen, ConnectionsLeaveRoomForCommands) {
+  AgentProc a;
+  const std::uint16_t port = listen_on(a, 45, ListenKind::kTcp);
+  auto addr = loopback(port);
+  std::vector<UniqueFd> held;
+  for (std::uint32_t i = 0; i < kMaxChannels; ++i) {
+    UniqueFd c(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    ASSERT_EQ(::connect(c.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof addr), 0);
+    held.push_back(std::move(c));
+    if (i % 64 == 63) a.pump_for(std::chrono::milliseconds(20));  // the backlog is 512
+  }
+  auto count = [&] {
+    std::size_t n = 0;
+    for (const auto& c : a.controls) n += c.kind == AgentMsg::kAccepted;
+    return n;
+  };
+  EXPECT_TRUE(a.pump_until([&] { return count() == kMaxChannels - 128; }));
+  a.pump_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(count(), kMaxChannels - 128);
+  AgentExec e = make_exec(a, 1, {"echo", "room"});
+  const AgentDone* done = a.run(e);
+  ASSERT_NE(done, nullptr);
+  EXPECT_EQ(a.chans[e.ch_stdout].data, "room\n");
+}
+
 TEST(AgentListen, PortInUseIsAnErrnoNotAnExit) {
   UniqueFd taken(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   auto addr = loopback(0);

@@ -15,6 +15,10 @@ namespace {
 // retries on its own (glibc: 5 s, twice).
 constexpr std::int64_t kFlowTimeoutMs = 10'000;
 constexpr std::size_t kMaxDnsMessage = 65535;
+// Channels the sandbox's connections leave free: code in the sandbox that
+// holds a thousand connections open must not stop the server from running
+// commands or reading files there.
+constexpr std::size_t kReservedChannels = 128;
 
 std::int64_t clock_ms() {
   struct timespec ts {};
@@ -74,7 +78,7 @@ const char* SandboxListeners::listen(std::uint32_t id, ListenKind kind, std::uin
 }
 
 bool SandboxListeners::take_channel(std::uint32_t& id) {
-  if (ch_.size() >= kMaxChannels || next_channel_ == 0) return false;
+  if (ch_.size() >= kMaxChannels - kReservedChannels || next_channel_ == 0) return false;
   id = next_channel_++;
   return true;
 }
