@@ -6,8 +6,8 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include <array>
 #include <chrono>
+#include <vector>
 
 #include "sandbox/engine/engine_sandbox.h"
 #include "sandbox/engine/relay_listener.h"
@@ -36,7 +36,7 @@ Error listen_error(const AgentFailure& f, std::uint16_t port) {
 
 }  // namespace
 
-Result<net::Listeners> EngineSandbox::open_net_listeners() {
+Result<net::Listeners> EngineSandbox::open_net_listeners(bool proxies) {
   if (auto st = check_alive(); !st) return st.take_error();
   // Its container was made without the sysctl that lets the agent bind :53.
   if (spec_.network() == NetworkMode::kNone)
@@ -50,23 +50,23 @@ Result<net::Listeners> EngineSandbox::open_net_listeners() {
     net_opened_ = true;
   }
   AgentLink& link = *container_.link;
-  const std::array<Port, 3> ports{{
-      {net::kHttpProxyPort, ListenKind::kTcp, &net::Listeners::http},
-      {net::kSocksPort, ListenKind::kTcp, &net::Listeners::socks},
-      {net::kDnsPort, ListenKind::kDns, &net::Listeners::dns_tcp},
-  }};
+  std::vector<Port> ports{{net::kDnsPort, ListenKind::kDns, &net::Listeners::dns_tcp}};
+  if (proxies) {
+    ports.push_back({net::kHttpProxyPort, ListenKind::kTcp, &net::Listeners::http});
+    ports.push_back({net::kSocksPort, ListenKind::kTcp, &net::Listeners::socks});
+  }
   net::Listeners out;
-  std::array<std::uint32_t, 3> ids{};
-  std::array<std::shared_ptr<AgentLink::Waiter>, 3> waiters;
+  std::vector<std::uint32_t> ids(ports.size(), 0);
+  std::vector<std::shared_ptr<AgentLink::Waiter>> waiters(ports.size());
   struct Unwatch {
     AgentLink& link;
-    std::array<std::uint32_t, 3>& ids;
+    std::vector<std::uint32_t>& ids;
     ~Unwatch() {
       for (std::uint32_t id : ids)
         if (id) link.unwatch_answers(id);
     }
   } unwatch{link, ids};
-  // All three asked at once: one round trip to the agent.
+  // All asked at once: one round trip to the agent.
   for (std::size_t i = 0; i < ports.size(); ++i) {
     auto l = make_relay_listener(kListenBacklog, "a sandbox's network listener");
     if (!l) return l.take_error();

@@ -78,15 +78,15 @@ class EngineSandbox final : public Sandbox {
   // A shell on a pty the agent opens in the container (engine_terminal.cc).
   Result<std::unique_ptr<Terminal>> open_terminal(const TerminalRequest& req) override;
 
-  // Issue 19, allowlist mode (engine_net.cc): the agent listens on
-  // 127.0.0.1:3128, :1080 and :53 (TCP, and UDP turned into TCP DNS) in the
+  // Issue 19 (engine_net.cc): the agent listens on 127.0.0.1:53 (TCP, and
+  // UDP turned into TCP DNS) and, when `proxies`, :3128 and :1080 in the
   // container for the whole sandbox; each connection arrives on one of the
-  // returned listeners (abstract unix sockets of the server's, http, socks
-  // and dns_tcp; dns_udp stays empty), to be served by net::ProxyService.
+  // returned listeners (abstract unix sockets of the server's: http, socks,
+  // dns_tcp; dns_udp stays empty), to be served by net::ProxyService.
   // Once per sandbox, and not in mode none (else kFailedPrecondition). On an error, some ports may
   // be taken in the container: the sandbox is for destroying. destroy()
   // shuts the listeners down (they poll POLLHUP, connects are refused).
-  Result<net::Listeners> open_net_listeners();
+  Result<net::Listeners> open_net_listeners(bool proxies) override;
 
  private:
   Status check_alive() const;

@@ -66,10 +66,10 @@ class EngineNetTest : public BackendTest<EngineBackend, ::testing::TestWithParam
     spec_ = allowlist_spec();
   }
   // A sandbox and its listeners (fails the test if either cannot be had).
-  void open() {
+  void open(bool proxies = true) {
     sb_ = make();
     ASSERT_TRUE(sb_);
-    auto l = static_cast<EngineSandbox&>(*sb_).open_net_listeners();
+    auto l = sb_->open_net_listeners(proxies);
     ASSERT_TRUE(l.ok()) << l.error().message();
     listeners_ = std::move(*l);
   }
@@ -100,7 +100,7 @@ TEST_P(EngineNetTest, ListenersAreServersSocketsOnly) {
     ASSERT_EQ(::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ol), 0);
     EXPECT_EQ(listening, 1);
   }
-  auto again = static_cast<EngineSandbox&>(*sb_).open_net_listeners();
+  auto again = sb_->open_net_listeners(true);
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.error().code, ErrorCode::kFailedPrecondition);
 }
@@ -125,6 +125,25 @@ TEST_P(EngineNetTest, WarmAllowlistContainersOpenTheirListeners) {
   ASSERT_TRUE(conn);
   EXPECT_EQ(read_n(conn.get(), 4), "warm");
   EXPECT_EQ(done.get().exit_code, 0);
+}
+
+// Full mode's share: the DNS stub only; nothing listens on the proxies'
+// ports.
+TEST_P(EngineNetTest, WithoutProxiesOnlyDnsListens) {
+  open(false);
+  EXPECT_TRUE(listeners_.dns_tcp);
+  EXPECT_FALSE(listeners_.http || listeners_.socks || listeners_.dns_udp);
+  auto done = start(
+      "import socket, errno\n"
+      "for port in (3128, 1080, 53):\n"
+      "    try:\n"
+      "        socket.create_connection(('127.0.0.1', port), timeout=20); print(port, "
+      "'connected')\n"
+      "    except OSError as e: print(port, errno.errorcode[e.errno])\n");
+  UniqueFd conn = accept_one(listeners_.dns_tcp.get());
+  EXPECT_TRUE(conn);
+  ExecResult r = done.get();
+  EXPECT_EQ(r.stdout_data, "3128 ECONNREFUSED\n1080 ECONNREFUSED\n53 connected\n") << r.stderr_data;
 }
 
 // Bytes to 127.0.0.1:3128, :1080 and :53 (TCP) in the sandbox come out of
@@ -314,7 +333,7 @@ TEST_P(EngineNetTest, AllowlistIsRefusedUnlessEnabled) {
   EXPECT_EQ(sb.error().code, ErrorCode::kInvalidArgument);
   auto none = make(test_spec());
   ASSERT_TRUE(none);
-  auto l = static_cast<EngineSandbox&>(*none).open_net_listeners();
+  auto l = none->open_net_listeners(false);
   ASSERT_FALSE(l.ok());
   EXPECT_EQ(l.error().code, ErrorCode::kFailedPrecondition);
 }
