@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "backend_fixture.h"
+#include "service/sandbox_network.h"
 
 namespace sandcastle::sandbox::engine::testing {
 namespace {
@@ -322,6 +323,42 @@ TEST_P(EngineNetTest, AnExecsPrivateListenerStillRelays) {
   auto r = done.get();
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(r->stdout_data, "answered\n") << r->stderr_data;
+}
+
+// The whole path, with the server's own proxies (service::attach_network,
+// as the service does it): refusals from the DNS stub, the HTTP proxy and
+// the SOCKS proxy reach a program in the container. Nothing needs a
+// network: every name here is off the list.
+TEST_P(EngineNetTest, TheServersProxiesAnswerThroughTheAgent) {
+  SpecOptions o = allowlist_spec().options();
+  o.network_allow = {"allowed.test"};
+  spec_ = *SandboxSpec::create(o);
+  sb_ = make();
+  ASSERT_TRUE(sb_);
+  auto proxies = net::ProxyService::start({});
+  ASSERT_TRUE(proxies.ok()) << proxies.error().message();
+  auto handle = service::attach_network(*sb_, proxies->get(), sb_->id());
+  ASSERT_TRUE(handle.ok()) << handle.error().message();
+  auto r = run(
+      *sb_, {"python3", "-c",
+             "import socket, struct\n"
+             "q = struct.pack('>HHHHHH', 0x1234, 0x0100, 1, 0, 0, 0)\n"
+             "q += b'\\x05other\\x04test\\x00' + struct.pack('>HH', 1, 1)\n"
+             "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+             "u.settimeout(20)\n"
+             "u.sendto(q, ('127.0.0.1', 53))\n"
+             "a, _ = u.recvfrom(4096)\n"
+             "print('dns', a[:2].hex(), a[3] & 15)\n"
+             "h = socket.create_connection(('127.0.0.1', 3128), timeout=20)\n"
+             "h.sendall(b'CONNECT other.test:443 HTTP/1.1\\r\\nHost: other.test:443\\r\\n\\r\\n')\n"
+             "print(h.recv(200).split(b'\\r\\n')[0].decode())\n"
+             "s = socket.create_connection(('127.0.0.1', 1080), timeout=20)\n"
+             "s.sendall(b'\\x05\\x01\\x00')\n"
+             "assert s.recv(2) == b'\\x05\\x00'\n"
+             "s.sendall(b'\\x05\\x01\\x00\\x03\\x0aother.test\\x01\\xbb')\n"
+             "print('socks', s.recv(10)[1])\n"});
+  EXPECT_EQ(r.stdout_data, "dns 1234 5\nHTTP/1.1 403 Forbidden\nsocks 2\n") << r.stderr_data;
+  EXPECT_GE(handle->session->stats().refused, 3u);
 }
 
 // Until the server serves it, the backend refuses allowlist by default; a
