@@ -358,7 +358,12 @@ TEST_P(EngineNetTest, TheServersProxiesAnswerThroughTheAgent) {
              "s.sendall(b'\\x05\\x01\\x00\\x03\\x0aother.test\\x01\\xbb')\n"
              "print('socks', s.recv(10)[1])\n"});
   EXPECT_EQ(r.stdout_data, "dns 1234 5\nHTTP/1.1 403 Forbidden\nsocks 2\n") << r.stderr_data;
-  EXPECT_GE(handle->session->stats().refused, 3u);
+  // What a program that honours the proxy environment sees.
+  auto curl =
+      run(*sb_, {"sh", "-c", "echo $HTTPS_PROXY; curl -sS https://other.test/ 2>&1; echo $?"});
+  EXPECT_EQ(curl.stdout_data,
+            "http://127.0.0.1:3128\ncurl: (56) CONNECT tunnel failed, response 403\n56\n");
+  EXPECT_GE(handle->session->stats().refused, 4u);
 }
 
 // Until the server serves it, the backend refuses allowlist by default; a
