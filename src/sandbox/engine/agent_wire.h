@@ -79,8 +79,9 @@ enum class AgentMsg : std::uint32_t {
   // in the container, bytes used on /workspace's filesystem.
   kUsageQuery = 10,
   kUsage = 11,
-  // agent -> server: exec id, channel. A connection to the exec's listener
-  // (AgentExec::listen_port) was accepted and is now that channel (picked by
+  // agent -> server: exec or listener id, channel. A connection to the
+  // exec's listener (AgentExec::listen_port) or to a kListen listener (or a
+  // datagram to a kDns one) was accepted and is now that channel (picked by
   // the agent from the top half of the channel space: kAgentChannelBase up).
   kAccepted = 12,
   // server -> agent: exec id, (cols << 16) | rows. A terminal's new size
