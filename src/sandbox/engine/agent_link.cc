@@ -195,6 +195,11 @@ void AgentLink::unwatch(std::uint32_t id) {
   accepts_.erase(id);
 }
 
+void AgentLink::unwatch_answers(std::uint32_t id) {
+  std::lock_guard l(mu_);
+  waiters_.erase(id);
+}
+
 void AgentLink::on_accept(std::uint32_t id, AcceptHandler handler) {
   std::lock_guard l(mu_);
   accepts_[id] = std::move(handler);
@@ -341,7 +346,8 @@ bool AgentLink::on_control(std::string_view payload) {
       return true;
     }
     case AgentMsg::kStarted:
-    case AgentMsg::kUsage: break;
+    case AgentMsg::kUsage:
+    case AgentMsg::kListening: break;
     case AgentMsg::kDone: id = m->done->id; break;
     case AgentMsg::kExecFailed: id = m->failure->id; break;
     default: die("agent sent a server's message"); return false;

@@ -6,7 +6,7 @@
 // file client, the kernel channel and the exec pumps work unchanged.
 //
 // Control messages that answer a request (kStarted, kExecFailed, kDone,
-// kAccepted, kUsage) go to the Waiter registered for the request's id; a
+// kUsage, kListening) go to the Waiter registered for the request's id; a
 // waiter's descriptor becomes readable when one is queued, so an exec waits
 // on its outputs and its control messages in one poll.
 //
@@ -104,9 +104,13 @@ class AgentLink {
   // Control messages whose id (exec id, request id, or channel for a file
   // session's failure) is `id` go to the waiter until unwatch.
   std::shared_ptr<Waiter> watch(std::uint32_t id);
+  // Forgets the waiter and the accept handler of `id`.
   void unwatch(std::uint32_t id);
-  // Accepted connections (kAccepted) of exec `id` are attached to the
-  // descriptors this makes (called on the relay thread; an empty fd refuses).
+  // Forgets the waiter only: a sandbox listener's accepts go on.
+  void unwatch_answers(std::uint32_t id);
+  // Accepted connections (kAccepted) of exec or listener `id` are attached
+  // to the descriptors this makes (called on the relay thread; an empty fd
+  // refuses).
   using AcceptHandler = std::function<UniqueFd()>;
   void on_accept(std::uint32_t id, AcceptHandler handler);
 

@@ -78,8 +78,13 @@ bool decode_fields(AgentControl& m, WireReader& r) {
     case AgentMsg::kCredit:
     case AgentMsg::kAccepted:
     case AgentMsg::kResize:
+    case AgentMsg::kListen:
+    case AgentMsg::kListening:
       m.a = r.u32();
       m.b = r.u32();
+      if (m.kind == AgentMsg::kListen && (m.b >> 16) > static_cast<std::uint32_t>(ListenKind::kDns))
+        return false;
+      if (m.kind == AgentMsg::kListening && m.b > 0xffff) return false;
       if (m.kind == AgentMsg::kSignal && m.b != static_cast<std::uint32_t>(AgentSignal::kCancel) &&
           m.b != static_cast<std::uint32_t>(AgentSignal::kInterrupt))
         return false;
@@ -219,11 +224,19 @@ std::string encode_resize(std::uint32_t id, std::uint16_t cols, std::uint16_t ro
   return two(AgentMsg::kResize, id, (std::uint32_t{cols} << 16) | rows);
 }
 
+std::string encode_listen(std::uint32_t id, ListenKind kind, std::uint16_t port) {
+  return two(AgentMsg::kListen, id, (static_cast<std::uint32_t>(kind) << 16) | port);
+}
+
+std::string encode_listening(std::uint32_t id, std::uint16_t port) {
+  return two(AgentMsg::kListening, id, port);
+}
+
 std::optional<AgentControl> decode_control(std::string_view payload) {
   WireReader r(payload);
   std::uint32_t kind = r.u32();
   if (!r.ok() || kind < static_cast<std::uint32_t>(AgentMsg::kHello) ||
-      kind > static_cast<std::uint32_t>(AgentMsg::kResize))
+      kind > static_cast<std::uint32_t>(AgentMsg::kListening))
     return std::nullopt;
   AgentControl m;
   m.kind = static_cast<AgentMsg>(kind);

@@ -79,14 +79,36 @@ enum class AgentMsg : std::uint32_t {
   // in the container, bytes used on /workspace's filesystem.
   kUsageQuery = 10,
   kUsage = 11,
-  // agent -> server: exec id, channel. A connection to the exec's listener
-  // (AgentExec::listen_port) was accepted and is now that channel (picked by
+  // agent -> server: exec or listener id, channel. A connection to the
+  // exec's listener (AgentExec::listen_port) or to a kListen listener (or a
+  // datagram to a kDns one) was accepted and is now that channel (picked by
   // the agent from the top half of the channel space: kAgentChannelBase up).
   kAccepted = 12,
   // server -> agent: exec id, (cols << 16) | rows. A terminal's new size
   // (AgentExec::pty_rows); other or ended ids: ignored.
   kResize = 13,
+  // server -> agent: listener id (from the server's id space), (kind << 16)
+  // | port (ListenKind). A listener for the whole sandbox on 127.0.0.1:port
+  // in the container's network namespace (issue 19's proxies): anyone in
+  // the container may connect, each connection comes back as kAccepted
+  // with this id. Answered by kListening (id, the bound port) or
+  // kExecFailed (id, errno, step). Lives as long as the stream.
+  kListen = 14,
+  kListening = 15,
 };
+
+enum class ListenKind : std::uint32_t {
+  kTcp = 0,
+  // TCP on the port, and UDP on the same port: each datagram becomes a
+  // channel (kAccepted, this id) carrying it in DNS-over-TCP framing
+  // (u16 big-endian length, message); the first framed message back is sent
+  // to the datagram's source, then the channel is closed. At most
+  // kMaxDnsFlows datagrams in flight; more are dropped (DNS retries).
+  kDns = 1,
+};
+inline constexpr std::size_t kMaxDnsFlows = 64;
+// Connections a kListen listener queues before the agent accepts them.
+inline constexpr int kListenBacklog = 512;
 
 // Channels the agent opens itself (accepted connections) start here, so the
 // two sides never pick the same number.
@@ -167,13 +189,16 @@ std::string encode_usage_query(std::uint32_t request);
 std::string encode_usage(std::uint32_t request, std::uint32_t processes, std::uint64_t disk_bytes);
 std::string encode_accepted(std::uint32_t id, std::uint32_t channel);
 std::string encode_resize(std::uint32_t id, std::uint16_t cols, std::uint16_t rows);
+std::string encode_listen(std::uint32_t id, ListenKind kind, std::uint16_t port);
+std::string encode_listening(std::uint32_t id, std::uint16_t port);
 
 // A decoded control message: kind, then the fields the kind uses.
 struct AgentControl {
   AgentMsg kind = AgentMsg::kHello;
   std::uint32_t a = 0;  // hello: version; exec-related: id; channel msgs: channel; usage: request
   std::uint32_t b = 0;  // hello: pid; started: pid; credit: bytes; signal: AgentSignal;
-                        // usage: processes; accepted: channel; resize: cols << 16 | rows
+                        // usage: processes; accepted: channel; resize: cols << 16 | rows;
+                        // listen: kind << 16 | port; listening: port
   std::uint64_t c = 0;  // files: rlimit_fsize; usage: disk bytes
   std::optional<AgentExec> exec;
   std::optional<AgentDone> done;

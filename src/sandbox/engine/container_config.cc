@@ -99,6 +99,15 @@ json container_config(const SandboxSpec& spec, const ContainerPlan& plan) {
   // there (by the agent, or by sandbox code through /proc) fills the
   // engine host's disk.
   host["LogConfig"] = json{{"Type", "none"}, {"Config", json::object()}};
+  if (spec.network() == NetworkMode::kAllowList) {
+    // Still no interface but lo: the agent listens there for the server's
+    // proxies (EngineSandbox::open_net_listeners), :53 included, as the
+    // sandbox user. The sysctl is the container's own network namespace's.
+    // No "Dns": with NetworkMode none neither engine writes a resolv.conf
+    // (Podman leaves none, Docker the image's), and a resolv.conf without a
+    // nameserver means 127.0.0.1 to glibc and musl alike.
+    host["Sysctls"] = {{"net.ipv4.ip_unprivileged_port_start", "0"}};
+  }
   if (l.cpu_millis > 0) host["NanoCpus"] = static_cast<std::uint64_t>(l.cpu_millis) * 1'000'000;
   json config{
       {"Image", plan.image},

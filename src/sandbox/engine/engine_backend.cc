@@ -19,8 +19,9 @@ namespace {
 using nlohmann::json;
 
 // The network modes besides "none" arrive with issue 19's later commits.
-Status check_network(const SandboxSpec& spec) {
+Status check_network(const SandboxSpec& spec, bool allowlist) {
   if (spec.network() == NetworkMode::kNone) return {};
+  if (spec.network() == NetworkMode::kAllowList && allowlist) return {};
   return Error::make(ErrorCode::kInvalidArgument, "engine backend: only network mode \"none\"");
 }
 
@@ -63,6 +64,7 @@ Status EngineBackend::prepare(const EngineBackendOptions& options) {
     return Error::from_errno("the container agent " + options.agent_path +
                              " (built with sandcastle as sandcastle-agent)");
   agent_path_ = options.agent_path;
+  allowlist_ = options.allowlist;
   auto client = EngineClient::connect(options.engine);
   if (!client) {
     Error e = client.take_error();
@@ -283,7 +285,7 @@ Result<EngineContainer> EngineBackend::start_container(const SandboxSpec& spec,
     return Error::make(ErrorCode::kUnavailable,
                        "persistent sandboxes are not available on the engine backend yet; use the "
                        "native backend, or save_sandbox to keep a sandbox as an image");
-  if (auto s = check_network(spec); !s) return s.take_error();
+  if (auto s = check_network(spec, allowlist_); !s) return s.take_error();
   auto plan = plan_for(spec, id);
   if (!plan) return plan.take_error();
   EngineClient& c = *shared_->client;
@@ -327,7 +329,7 @@ Result<std::unique_ptr<Sandbox>> EngineBackend::create(const SandboxSpec& spec) 
   }
   InFlight in_flight(*this);
   // Before the pools: a refused spec must not become a pool to refill.
-  if (auto s = check_network(spec); !s) return s.take_error();
+  if (auto s = check_network(spec, allowlist_); !s) return s.take_error();
   const std::string key = native::pool_key(spec);
   std::optional<Warm> taken;
   std::deque<Warm> evicted;

@@ -32,6 +32,10 @@ struct EngineBackendOptions {
   // Containers kept started for pool_spec (0: none).
   std::size_t pool_size = 2;
   std::optional<SandboxSpec> pool_spec;
+  // Issue 19: accept network mode allowlist (the container is made for it,
+  // container_config.h; the caller must then open_net_listeners and serve
+  // them). Off until the server does so.
+  bool allowlist = false;
 };
 
 // The agent binary: $SANDCASTLE_AGENT, else sandcastle-agent next to this
@@ -81,6 +85,7 @@ class EngineBackend final : public Backend {
   std::string server_tag_;
   bool local_ = false;  // a unix socket: host paths can be bound
   bool podman_ = false;
+  bool allowlist_ = false;  // EngineBackendOptions::allowlist
   struct ImageFacts {
     std::string user;
     bool host_root = false;

@@ -4,16 +4,15 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <random>
 #include <vector>
 
 #include "sandbox/engine/engine_sandbox.h"
+#include "sandbox/engine/relay_listener.h"
 #include "sandbox/exec_io.h"
 
 namespace sandcastle::sandbox::engine {
@@ -40,41 +39,6 @@ Result<AgentExec> build_exec(const ExecRequest& req, const SandboxSpec& spec) {
   // Processes and memory: the container's pids and memory cgroup fence them.
   e.listen_port = req.private_listener_port;
   return e;
-}
-
-// The listener an installer's exec gets (ExecRequest::private_listener_port):
-// a unix socket of the server's in the abstract namespace, which each
-// connection the agent accepts inside the container is relayed to. It is
-// never in the container: nothing there can reach it but through the agent.
-struct PrivateListener {
-  UniqueFd fd;
-  struct sockaddr_un addr {};
-  socklen_t len = 0;
-};
-
-Result<PrivateListener> make_listener() {
-  PrivateListener l;
-  l.fd = UniqueFd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!l.fd) return Error::from_errno("socket for an exec's listener");
-  l.addr.sun_family = AF_UNIX;
-  std::random_device rd;
-  std::string name = "sandcastle-engine-" + std::to_string(::getpid()) + "-" +
-                     std::to_string(rd()) + std::to_string(rd());
-  std::copy(name.begin(), name.end(), l.addr.sun_path + 1);
-  l.len = static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + 1 + name.size());
-  if (::bind(l.fd.get(), reinterpret_cast<struct sockaddr*>(&l.addr), l.len) != 0 ||
-      ::listen(l.fd.get(), 64) != 0)
-    return Error::from_errno("listen for an exec's listener");
-  return l;
-}
-
-// On the link's relay thread: never blocks (a full backlog refuses the
-// connection rather than stalling every channel of the sandbox).
-UniqueFd connect_to(const PrivateListener& l) {
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd) return fd;
-  if (::connect(fd.get(), reinterpret_cast<const struct sockaddr*>(&l.addr), l.len) != 0) return {};
-  return fd;
 }
 
 // The agent's failure report is hostile input: an errno out of range or a
@@ -157,13 +121,13 @@ Result<ExecResult> EngineSandbox::exec(const ExecRequest& req, const ExecCallbac
     if (auto st = link.attach(e.ch_fd3, std::move(dup)); !st) return st.take_error();
     opened.ids.push_back(e.ch_fd3);
   }
-  std::optional<PrivateListener> listener;
+  // The listener an installer's exec gets (ExecRequest::private_listener_port).
+  std::optional<RelayListener> listener;
   if (e.listen_port != 0) {
-    auto l = make_listener();
+    auto l = make_relay_listener(64, "an exec's listener");
     if (!l) return l.take_error();
     listener = std::move(*l);
-    const PrivateListener* lp = &*listener;
-    link.on_accept(e.id, [lp] { return connect_to(*lp); });
+    link.on_accept(e.id, [to = listener->address] { return connect_relay(to); });
   }
 
   auto waiter = link.watch(e.id);

@@ -176,6 +176,7 @@ Status EngineSandbox::destroy() {
   }
   files_.close();
   if (container_.link) container_.link->close();
+  shut_net_listeners();
   {
     std::lock_guard l(terminal_link_->mu);
     terminal_link_->link = nullptr;

@@ -9,7 +9,9 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
+#include "net/proxy_service.h"
 #include "sandbox/engine/agent_link.h"
 #include "sandbox/engine/container_remover.h"
 #include "sandbox/engine/engine_client.h"
@@ -76,10 +78,21 @@ class EngineSandbox final : public Sandbox {
   // A shell on a pty the agent opens in the container (engine_terminal.cc).
   Result<std::unique_ptr<Terminal>> open_terminal(const TerminalRequest& req) override;
 
+  // Issue 19 (engine_net.cc): the agent listens on 127.0.0.1:53 (TCP, and
+  // UDP turned into TCP DNS) and, when `proxies`, :3128 and :1080 in the
+  // container for the whole sandbox; each connection arrives on one of the
+  // returned listeners (abstract unix sockets of the server's: http, socks,
+  // dns_tcp; dns_udp stays empty), to be served by net::ProxyService.
+  // Once per sandbox, and not in mode none (else kFailedPrecondition). On an error, some ports may
+  // be taken in the container: the sandbox is for destroying. destroy()
+  // shuts the listeners down (they poll POLLHUP, connects are refused).
+  Result<net::Listeners> open_net_listeners(bool proxies) override;
+
  private:
   Status check_alive() const;
   Result<std::string> resolve(const std::string& path) const;
   Result<UniqueFd> connect_files();
+  void shut_net_listeners();
 
   std::shared_ptr<EngineShared> shared_;
   std::string id_;
@@ -89,6 +102,8 @@ class EngineSandbox final : public Sandbox {
   mutable std::mutex mu_;
   bool destroyed_ = false;
   TerminalSlots terminals_;
+  std::vector<UniqueFd> net_listeners_;  // the server's copies, shut down at destroy (mu_)
+  bool net_opened_ = false;              // mu_
   std::shared_ptr<TerminalLink> terminal_link_ = std::make_shared<TerminalLink>();
 };
 

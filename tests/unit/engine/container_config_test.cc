@@ -52,6 +52,21 @@ TEST(ContainerConfig, LocksTheContainerDown) {
   EXPECT_EQ(c["Cmd"], nlohmann::json::array({"init"}));
 }
 
+// Issue 19's allowlist: still no interface but lo; the agent (not root)
+// may bind :53 there.
+TEST(ContainerConfig, AllowlistKeepsNoNetworkButLetsTheAgentBindLowPorts) {
+  auto none = container_config(spec_with_limits(), host_plan());
+  EXPECT_FALSE(none["HostConfig"].contains("Sysctls"));
+  SpecOptions o;
+  o.network = NetworkMode::kAllowList;
+  auto c = container_config(*SandboxSpec::create(o), host_plan());
+  const auto& h = c["HostConfig"];
+  EXPECT_EQ(h["NetworkMode"], "none");
+  EXPECT_EQ(c["NetworkDisabled"], true);
+  EXPECT_EQ(h["Sysctls"], (nlohmann::json{{"net.ipv4.ip_unprivileged_port_start", "0"}}));
+  EXPECT_FALSE(h.contains("Dns"));  // engines ignore it without a network
+}
+
 TEST(ContainerConfig, LimitsComeFromTheSpec) {
   auto c = container_config(spec_with_limits(), host_plan());
   const auto& h = c["HostConfig"];

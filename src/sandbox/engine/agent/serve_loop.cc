@@ -28,6 +28,7 @@
 #include "sandbox/engine/agent/own_net.h"
 #include "sandbox/engine/agent/peer_owner.h"
 #include "sandbox/engine/agent/proc_tree.h"
+#include "sandbox/engine/agent/sandbox_listeners.h"
 #include "sandbox/engine/agent/terminal.h"
 
 namespace sandcastle::sandbox::engine::agent {
@@ -112,6 +113,7 @@ class Agent {
   std::unordered_map<pid_t, std::uint32_t> exec_by_pid_;
   std::set<pid_t> file_workers_;
   std::uint32_t next_agent_channel_ = kAgentChannelBase;
+  SandboxListeners listeners_{ch_, next_agent_channel_};
   UniqueFd sigfd_;
   bool server_eof_ = false;
 };
@@ -177,6 +179,11 @@ void Agent::on_control(std::string_view payload) {
       if (auto err = ch_.on_credit(m->a, m->b)) protocol_error(err);
       break;
     case AgentMsg::kClose: ch_.on_close(m->a); break;
+    case AgentMsg::kListen:
+      if (auto err = listeners_.listen(m->a, static_cast<ListenKind>(m->b >> 16),
+                                       static_cast<std::uint16_t>(m->b & 0xffff)))
+        protocol_error(err);
+      break;
     case AgentMsg::kUsageQuery:
       ch_.control(encode_usage(m->a, count_processes(), bytes_used("/workspace")));
       break;
@@ -474,6 +481,7 @@ std::int64_t Agent::next_deadline() const {
     else if (!x.killed)
       consider(x.deadline);
   }
+  consider(listeners_.next_deadline());
   return next;
 }
 
@@ -562,6 +570,8 @@ int Agent::run() {
         is_listener.push_back(true);
       }
     }
+    const std::size_t sandbox_at = pfds.size();
+    listeners_.poll_set(pfds);
     int timeout = -1;
     if (std::int64_t next = next_deadline())  // at most a minute at a time: a far one fits no int
       timeout = static_cast<int>(std::clamp<std::int64_t>(next - now_ms() + 1, 0, 60'000));
@@ -574,7 +584,7 @@ int Agent::run() {
     if (r > 0) {
       if (pfds[2].revents) reap();
       if (pfds[0].revents) read_server();
-      for (std::size_t i = 3; i < pfds.size(); ++i) {
+      for (std::size_t i = 3; i < sandbox_at; ++i) {
         if (!pfds[i].revents) continue;
         std::uint32_t id = who[i - 3];
         if (!is_listener[i - 3]) {
@@ -583,10 +593,12 @@ int Agent::run() {
           accept_on(it->second);
         }
       }
+      listeners_.on_ready(pfds.data() + sandbox_at, pfds.size() - sandbox_at);
     }
     ch_.resume_drains();
     for (std::uint32_t id : ch_.take_finished_execs()) try_finish(id);
     check_deadlines();
+    listeners_.expire(now_ms());
   }
 }
 
