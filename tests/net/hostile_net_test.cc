@@ -35,7 +35,11 @@ constexpr std::array<const char*, 2> kAllow = {"allowed.test", "*.allowed.test:4
 constexpr std::size_t kMaxPerSandbox = 64;
 
 // Where allowlist differs from mode none (escape_cases.h), and why. The
-// sandbox still has only lo, now with the proxies and the DNS stub on it.
+// sandbox still has only lo, now with the proxies and the DNS stub on it, so
+// the direct attempts answer as in mode none: tcp_external and udp_external
+// (aimed at world addresses the server reaches) ENETUNREACH, no route;
+// tcp_host_loopback ECONNREFUSED, the sandbox's own lo; ipv6_external
+// ENETUNREACH.
 const std::map<std::string, std::string>& allowlist_expected() {
   static const std::map<std::string, std::string> m = {
       // The proxy refuses every spelling of the host's loopback (where the
@@ -163,6 +167,10 @@ class HostileNetTest : public ::testing::TestWithParam<Case> {
                                             facts_.abstract_name.size())),
               0);
     ASSERT_EQ(::listen(unix_listener_, 8), 0);
+    // The neighbour world's HTTP server and DNS responder: the server
+    // reaches both, the sandbox has no route (ENETUNREACH, as in mode none).
+    facts_.tcp_target = NetWorld::kServerB;
+    facts_.udp_target = NetWorld::kDnsAddr;
   }
 
   static void TearDownTestSuite() {
@@ -269,6 +277,44 @@ TEST(HostileNetNeighbourTest, AFloodingTenantDoesNotStarveAnother) {
   t.join();
   auto flooded = done.get();
   EXPECT_EQ(flooded.stdout_data, "200 64\n503 236\n") << flooded.stderr_data;
+}
+
+// Tenant A floods its DNS stub past the rate limit; tenant B's stub answers
+// each of its lookups meanwhile (the limit is per sandbox).
+TEST(HostileNetNeighbourTest, ADnsFloodDoesNotSilenceAnotherTenantsStub) {
+  REQUIRE_NET_WORLD();
+  Server server;
+  auto s = server.start();
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  auto a = server.create();
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  auto b = server.create();
+  ASSERT_TRUE(b.ok()) << b.error().message();
+  const std::string flood = escape::program_dir() + "/dns_flood.py";
+  ASSERT_TRUE(server.sandbox(*a).write_file("flood.py", escape::slurp(flood), 0644, false).ok());
+  auto flooding = std::async(std::launch::async,
+                             [&] { return server.sh(*a, "python3 flood.py allowed.test"); });
+  // From the flood's first refusal on, B looks up 20 times (getent hosts:
+  // `ahosts` asks getaddrinfo with AI_ADDRCONFIG, which finds no address
+  // but lo's in an allowlist sandbox and does not even ask).
+  auto session = server.session(*a);
+  ASSERT_NE(session, nullptr);
+  auto limited = [&] {
+    const auto st = session->stats();
+    const auto it = st.refused_by_reason.find(net::Reason::kLimit);
+    return it != st.refused_by_reason.end() && it->second > 0;
+  };
+  for (int i = 0; i < 200 && !limited(); ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(limited());
+  auto r = server.sh(*b,
+                     "n=0; for i in $(seq 20); do getent hosts allowed.test >/dev/null && "
+                     "n=$((n+1)); done; echo $n");
+  EXPECT_EQ(r.stdout_data, "20\n") << r.stderr_data;
+  ASSERT_EQ(flooding.wait_for(60s), std::future_status::ready);
+  EXPECT_EQ(flooding.get().stdout_data,
+            "probe NOERROR\nanswered 1000\nrate_limited True\nafter NOERROR\n");
+  const auto b_stats = server.session(*b)->stats();
+  EXPECT_EQ(b_stats.refused_by_reason.count(net::Reason::kLimit), 0U);
 }
 
 }  // namespace

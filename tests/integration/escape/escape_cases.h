@@ -77,6 +77,10 @@ struct HostFacts {
   std::string abstract_name;  // a host abstract unix listener, likewise
   std::string allowed_host = "allowed.test";  // a name the networked modes allow, port 80
   std::string ipv6_target = "fd00:5c::2";     // an IPv6 address the sandbox has no route to
+  // Addresses outside the sandbox (TCP :80, UDP :53); net_tests names ones
+  // its server can reach, so only the sandbox's lack of a route stops them.
+  std::string tcp_target = "1.1.1.1";
+  std::string udp_target = "8.8.8.8";
   int flood_connections = 300;
 };
 
@@ -89,6 +93,8 @@ inline std::vector<std::string> args_for(const std::string& program, const HostF
   if (program == "proc_masked") return runc_masked();
   if (program == "proc_readonly") return runc_read_only();
   if (program == "ipv6_external") return {f.ipv6_target};
+  if (program == "tcp_external") return {f.tcp_target};
+  if (program == "udp_external") return {f.udp_target};
   if (program == "proxy_garbage" || program == "dns_flood") return {f.allowed_host};
   if (program == "proxy_flood") return {f.allowed_host, std::to_string(f.flood_connections)};
   return {};
