@@ -195,9 +195,12 @@ class HostileNetTest : public ::testing::TestWithParam<Case> {
     auto canary = server_->sandbox(neighbour_).read_file("/workspace/canary");
     ASSERT_TRUE(canary.ok());
     EXPECT_EQ(canary->data, "intact");
-    // The proxies it shares with the hostile sandbox still serve it.
-    auto r = server_->sh(neighbour_, "curl -sS --max-time 20 http://allowed.test/host");
-    EXPECT_EQ(r.stdout_data, "allowed.test") << r.stderr_data;
+    // The proxies and the DNS server it shares with the hostile sandbox
+    // still serve it.
+    auto r = server_->sh(neighbour_,
+                         "curl -sS --max-time 20 http://allowed.test/host; echo;"
+                         "getent hosts allowed.test");
+    EXPECT_EQ(r.stdout_data, "allowed.test\n198.51.100.2    allowed.test\n") << r.stderr_data;
   }
 
   static Server* server_;
