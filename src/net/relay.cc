@@ -77,6 +77,10 @@ void Conn::close() {
   closed_ = true;
   ErrorCodeT ec;
   timer_.cancel();
+  // Its wait holds this connection (and its per-sandbox slot) for the head
+  // timeout after a client that closed while its tunnel was being peeked at.
+  peeking_ = false;
+  peek_timer_.cancel();
   client_.close(ec);
   upstream_.close(ec);
 }

@@ -11,44 +11,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "../sandbox/fixture.h"
+#include "escape_cases.h"
 
 namespace sandcastle::sandbox::testing {
 namespace {
 
-struct Case {
-  const char* program;  // file in programs/, .c or .py
-  const char* expected;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-const std::string kProgramDir = std::string(SANDCASTLE_SOURCE_DIR) + "/tests/integration/escape/programs";
-
-// runc's default masked and read-only paths under /proc (the OCI runtime
-// spec's defaults, as Docker applies them); a sandbox has no /sys at all.
-const std::vector<std::string> kRuncMasked = {"/proc/acpi",       "/proc/asound",        "/proc/interrupts",
-                                              "/proc/kcore",      "/proc/keys",          "/proc/latency_stats",
-                                              "/proc/timer_list", "/proc/timer_stats",   "/proc/sched_debug",
-                                              "/proc/scsi"};
-const std::vector<std::string> kRuncReadOnly = {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
-                                                "/proc/sysrq-trigger"};
-
-// What the sandbox's procfs has, told by the host's: the same kernel.
-enum class HostEntry { kAbsent, kFile, kDir };
-HostEntry host_entry(const std::string& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return HostEntry::kAbsent;
-  return S_ISDIR(st.st_mode) ? HostEntry::kDir : HostEntry::kFile;
-}
+using escape::Case;
+using escape::slurp;
 
 class EscapeTest : public ::testing::TestWithParam<Case> {
  public:
@@ -68,14 +38,13 @@ class EscapeTest : public ::testing::TestWithParam<Case> {
     ASSERT_TRUE(hostile_->mkdir("/workspace/esc").ok());
     int copied = 0;
     for (const auto& e : list_programs()) {
-      ASSERT_TRUE(hostile_->write_file("/workspace/esc/" + e, slurp(kProgramDir + "/" + e)).ok());
+      ASSERT_TRUE(
+          hostile_->write_file("/workspace/esc/" + e, slurp(escape::program_dir() + "/" + e)).ok());
       ++copied;
     }
     ASSERT_GE(copied, 40);
     ExecRequest req;
-    req.argv = {"/bin/sh", "-c",
-                "cd /workspace/esc && ls *.c | sed 's/\\.c$//' | "
-                "xargs -P 2 -I{} gcc -O0 -w -o {} {}.c"};
+    req.argv = {"/bin/sh", "-c", escape::build_script("/workspace/esc", false)};
     req.timeout = std::chrono::seconds(90);
     auto r = hostile_->exec(req);
     ASSERT_TRUE(r.ok()) << r.error().message();
@@ -116,50 +85,14 @@ class EscapeTest : public ::testing::TestWithParam<Case> {
     ::close(unix_listener_);
   }
 
-  static std::vector<std::string> list_programs() {
-    std::vector<std::string> out;
-    for (const char* f : {"escape.h"}) out.push_back(f);
-    std::ifstream idx(kProgramDir + "/INDEX");
-    std::string line;
-    while (std::getline(idx, line))
-      if (!line.empty()) out.push_back(line);
-    return out;
-  }
+  static std::vector<std::string> list_programs() { return escape::list_programs(); }
 
   // Arguments some programs need: facts only the host knows.
-  static std::vector<std::string> args_for(const std::string& program) {
-    if (program == "kill_host" || program == "proc_host") return {std::to_string(::getpid())};
-    if (program == "tcp_host_loopback") return {std::to_string(port_)};
-    if (program == "abstract_unix") return {abstract_};
-    if (program == "read_host_tree") return {SANDCASTLE_SOURCE_DIR};
-    if (program == "proc_masked") return kRuncMasked;
-    if (program == "proc_readonly") return kRuncReadOnly;
-    return {};
-  }
-
-  // The exact answer, where it depends on which /proc entries this kernel
-  // has: a masked entry reads empty (a directory lists nothing), a read-only
-  // one is a read-only mount, a missing one is ENOENT.
-  static std::string expected_for(const std::string& program, const char* fixed) {
-    std::string out;
-    if (program == "proc_masked") {
-      for (const auto& p : kRuncMasked) {
-        HostEntry e = host_entry(p);
-        out += p + (e == HostEntry::kAbsent ? " ENOENT" : e == HostEntry::kDir ? " dir 0" : " 0") + "\n";
-      }
-      return out;
-    }
-    const bool sysrq = host_entry("/proc/sysrq-trigger") != HostEntry::kAbsent;
-    if (program == "proc_readonly") {
-      for (const auto& p : kRuncReadOnly)
-        out += p + (host_entry(p) == HostEntry::kAbsent ? " ENOENT" : " ro") + "\n";
-      // open(O_WRONLY | O_CREAT | O_TRUNC) asks the mount for write access
-      // before the file's permissions: EROFS (EACCES before the binds).
-      out += "/proc/sys/kernel/hostname EROFS\n/proc/sys/net/ipv4/ping_group_range EROFS\n";
-      return out + "/proc/sysrq-trigger " + (sysrq ? "EROFS" : "ENOENT") + "\n";
-    }
-    if (program == "proc_sysrq") return std::string(sysrq ? "EROFS" : "ENOENT") + "\n";
-    return std::string(fixed) + "\n";
+  static escape::HostFacts facts() {
+    escape::HostFacts f;
+    f.loopback_port = port_;
+    f.abstract_name = abstract_;
+    return f;
   }
 
   static void expect_nothing_leaked() {
@@ -196,16 +129,12 @@ void run_case(const Case& c, bool image) {
   ASSERT_NE(EscapeTest::hostile_, nullptr);
   std::string program = c.program;
   std::string base = program.substr(0, program.rfind('.'));
-  ExecRequest req;
-  if (program.ends_with(".py")) req.argv = {"/usr/bin/python3", "/workspace/esc/" + program};
-  else req.argv = {"/workspace/esc/" + base};
-  for (const auto& a : EscapeTest::args_for(base)) req.argv.push_back(a);
-  req.timeout = std::chrono::seconds(20);
-  auto r = EscapeTest::hostile_->exec(req);
+  auto r = EscapeTest::hostile_->exec(
+      escape::program_request(program, "/workspace/esc", EscapeTest::facts()));
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(r->reason, EndReason::kExited) << r->stderr_data;
   EXPECT_EQ(r->exit_code, 0) << r->stderr_data;
-  std::string expected = EscapeTest::expected_for(base, c.expected);
+  std::string expected = escape::expected_for(base, c.expected);
   // On an image, /usr and /etc are the sandbox's own layer: a write there
   // succeeds and stays in its upper dir (ImageSandboxTest proves the image
   // on disk unchanged); it is no escape.
@@ -215,80 +144,6 @@ void run_case(const Case& c, bool image) {
 }
 
 TEST_P(EscapeTest, IsDenied) { run_case(GetParam(), false); }
-
-const Case kCases[] = {
-    {"mount_tmpfs.c", "EPERM"},
-    {"umount_usr.c", "EPERM"},
-    {"pivot_root.c", "EPERM"},
-    {"chroot.c", "EPERM"},
-    {"unshare_user.c", "EPERM"},
-    {"unshare_mount.c", "EPERM"},
-    {"clone_newnet.c", "EPERM"},
-    {"clone3.c", "ENOSYS"},
-    {"setns.c", "EPERM"},
-    {"ptrace_attach.c", "EPERM"},
-    {"ptrace_traceme.c", "EPERM"},
-    {"ptrace_init.c", "EPERM"},
-    {"process_vm_readv.c", "EPERM"},
-    {"keyctl.c", "EPERM"},
-    {"add_key.c", "EPERM"},
-    {"request_key.c", "EPERM"},
-    {"bpf.c", "EPERM"},
-    {"userfaultfd.c", "EPERM"},
-    {"perf_event_open.c", "EPERM"},
-    {"tiocsti.c", "EPERM"},
-    {"tioclinux.c", "EPERM"},
-    {"open_by_handle_at.c", "EPERM"},
-    {"finit_module.c", "EPERM"},
-    {"kexec_load.c", "EPERM"},
-    {"swapon.c", "EPERM"},
-    {"reboot.c", "EPERM"},
-    {"raw_socket.c", "EPERM"},
-    {"packet_socket.c", "EPERM"},
-    // uid 0 does not exist in the sandbox's user namespace at all.
-    {"setuid_root.c", "EINVAL"},
-    {"mknod_device.c", "EPERM"},
-    {"sethostname.c", "EPERM"},
-    {"settime.c", "EPERM"},
-    {"io_uring.c", "EPERM"},
-    {"x32_syscall.c", "EPERM"},
-    {"i386_syscall.c", "EPERM"},
-    // Signals from inside a PID namespace to its init are dropped: the
-    // supervisor survives and the command still gets its result.
-    {"kill_supervisor.c", "alive OK 0"},
-    {"kill_host.c", "ESRCH"},
-    {"fd_exhaustion.c", "EMFILE 1"},
-    {"fork_bomb.c", "EAGAIN 1"},
-    {"zombie_storm.c", "zombies 1"},
-    {"read_shadow.py", "ENOENT"},
-    {"read_host_tree.py", "ENOENT\nENOENT\nENOENT\nENOENT\nENOENT"},
-    {"write_usr.py", "EROFS"},
-    // Creating a file in the read-only /etc template.
-    {"write_etc.py", "EROFS"},
-    {"tcp_host_loopback.py", "ECONNREFUSED"},
-    {"tcp_external.py", "ENETUNREACH"},
-    {"udp_external.py", "ENETUNREACH"},
-    {"abstract_unix.py", "ECONNREFUSED"},
-    {"proc_host.py", "sandcastle-init False"},
-    {"setuid_binary.py", "True True True True"},
-    {"dev_and_sys.py", "ENOENT\nENOENT\nENOENT\nENOENT"},
-    // Absent where the kernel has no magic SysRq; elsewhere root's only,
-    // on a read-only bind (expected_for).
-    {"proc_sysrq.py", ""},
-    // Parity with Docker's defaults, and beyond (seccomp.cc, host_image.cc).
-    {"socket_vsock.c", "EPERM"},
-    {"socket_alg.c", "EPERM"},
-    {"socket_family_hibits.c", "EPERM"},
-    {"netlink.c", "OK\nEPERM\nEPERM\nEPERM"},
-    {"modify_ldt.c", "EPERM"},
-    {"fanotify_init.c", "EPERM"},
-    {"personality.c", "EPERM\nEPERM\nOK 0"},
-    {"tiocsetd.c", "EPERM"},
-    {"set_mempolicy.c", "EPERM"},
-    {"unmask_proc.c", "EPERM\nEPERM\nEPERM"},
-    {"proc_masked.py", ""},
-    {"proc_readonly.py", ""},
-};
 
 // The same programs in sandboxes rooted in an image: one made from the
 // host's files (python3, busybox, su marked setuid), the C programs built
@@ -308,11 +163,9 @@ class EscapeImageTest : public EscapeTest {
     ASSERT_TRUE(b.mkdir("/workspace/esc").ok());
     const auto programs = list_programs();
     for (const auto& e : programs)
-      ASSERT_TRUE(b.write_file("/workspace/esc/" + e, slurp(kProgramDir + "/" + e)).ok());
+      ASSERT_TRUE(b.write_file("/workspace/esc/" + e, slurp(escape::program_dir() + "/" + e)).ok());
     ExecRequest req;
-    req.argv = {"/bin/sh", "-c",
-                "cd /workspace/esc && ls *.c | sed 's/\\.c$//' | "
-                "xargs -P 2 -I{} gcc -static -O0 -w -o {} {}.c"};
+    req.argv = {"/bin/sh", "-c", escape::build_script("/workspace/esc", true)};
     req.timeout = std::chrono::seconds(120);
     auto built = b.exec(req);
     ASSERT_TRUE(built.ok()) << built.error().message();
@@ -336,7 +189,9 @@ class EscapeImageTest : public EscapeTest {
         ASSERT_TRUE(data.ok()) << bin << ": " << data.error().message();
         ASSERT_TRUE(hostile_->write_file("/workspace/esc/" + bin, data->data, 0755).ok()) << bin;
       } else {
-        ASSERT_TRUE(hostile_->write_file("/workspace/esc/" + e, slurp(kProgramDir + "/" + e)).ok());
+        ASSERT_TRUE(
+            hostile_->write_file("/workspace/esc/" + e, slurp(escape::program_dir() + "/" + e))
+                .ok());
       }
     }
     (void)b.destroy();
@@ -346,20 +201,14 @@ class EscapeImageTest : public EscapeTest {
 
 TEST_P(EscapeImageTest, IsDenied) { run_case(GetParam(), true); }
 
-INSTANTIATE_TEST_SUITE_P(HostileOnImage, EscapeImageTest, ::testing::ValuesIn(kCases),
-                         [](const ::testing::TestParamInfo<Case>& param_info) {
-                           std::string n = param_info.param.program;
-                           for (auto& c : n)
-                             if (c == '.') c = '_';
-                           return n;
+INSTANTIATE_TEST_SUITE_P(HostileOnImage, EscapeImageTest, ::testing::ValuesIn(escape::cases()),
+                         [](const ::testing::TestParamInfo<Case>& p) {
+                           return escape::case_name(p.param);
                          });
 
-INSTANTIATE_TEST_SUITE_P(Hostile, EscapeTest, ::testing::ValuesIn(kCases),
-                         [](const ::testing::TestParamInfo<Case>& param_info) {
-                           std::string n = param_info.param.program;
-                           for (auto& c : n)
-                             if (c == '.') c = '_';
-                           return n;
+INSTANTIATE_TEST_SUITE_P(Hostile, EscapeTest, ::testing::ValuesIn(escape::cases()),
+                         [](const ::testing::TestParamInfo<Case>& p) {
+                           return escape::case_name(p.param);
                          });
 
 }  // namespace

@@ -318,6 +318,22 @@ TEST_F(ProxyServiceTest, PastTheSandboxLimitIs503) {
   EXPECT_EQ(session_->last_refusals().back().reason, Reason::kLimit);
 }
 
+// A client that closes its tunnel before sending a byte (while the proxy
+// waits to peek at it) frees its slot at once, not at the head timeout.
+TEST_F(ProxyServiceTest, ATunnelClosedBeforeItsFirstByteFreesItsSlotAtOnce) {
+  start(ProxyOptions{.max_per_sandbox = 1});
+  std::string reply;
+  UniqueFd a = connect_via_http(echo_target("allowed.test"), reply);
+  ASSERT_NE(reply.find(" 200 "), std::string::npos);
+  a.reset();
+  for (int i = 0; i < 100 && service_->open_connections() != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(service_->open_connections(), 0U);
+  EXPECT_EQ(session_->stats().open, 0U);
+  UniqueFd b = connect_via_http(echo_target("allowed.test"), reply);
+  EXPECT_NE(reply.find(" 200 "), std::string::npos) << reply;
+}
+
 TEST_F(ProxyServiceTest, DestroyingTheAttachmentClosesEverything) {
   std::string reply;
   UniqueFd c = connect_via_http(echo_target("allowed.test"), reply);
