@@ -18,6 +18,7 @@
 #include "net/proxy_service.h"
 #include "net/user_net.h"
 #include "net_world.h"
+#include "service/durable.h"
 #include "service/lifecycle.h"
 #include "service/network.h"
 
@@ -244,6 +245,38 @@ TEST_F(FullTest, ARuleChangeCutsOpenConnectionsAndRefusesTheNext) {
   // The stored rules are the new ones.
   EXPECT_EQ(service::network_json(*entry(id))["deny"],
             json::array({"198.51.100.3:*", "198.51.100.2:7000"}));
+}
+
+// A fork is a full sandbox of its own (its own pasta and firewall) with the
+// live rules of the original, changes included.
+TEST_F(FullTest, AForkGetsItsOwnNetworkWithTheLiveRules) {
+  const json made = create();
+  ASSERT_TRUE(made.contains("sandbox_id"));
+  const std::string id = made["sandbox_id"];
+  auto changed = service::set_sandbox_network(
+      *env_, caller_, json{{"sandbox_id", id}, {"deny", {"198.51.100.2:7000"}}});
+  ASSERT_TRUE(changed.ok()) << changed.error().message();
+  auto forked = service::fork_sandbox(*env_, caller_, json{{"sandbox_id", id}});
+  ASSERT_TRUE(forked.ok()) << forked.error().message();
+  const std::string copy = (*forked)["sandbox_id"];
+  EXPECT_EQ((*forked)["network"]["mode"], "full");
+  EXPECT_EQ((*forked)["network"]["deny"], json::array({"198.51.100.2:7000"}));
+  auto a = entry(id)->full_network();
+  auto b = entry(copy)->full_network();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(a->user_net().pid(), b->user_net().pid());
+  auto r = py(copy,
+              "print(tcp('198.51.100.2', 7000))\n"
+              "print(tcp('198.51.100.3', 80))\n"
+              "print(tcp('198.51.100.2', 80))\n");
+  EXPECT_EQ(r.stdout_data, "ECONNREFUSED\nok\nok\n") << r.stderr_data;
+  // Closing the original leaves the fork's network up.
+  a.reset();
+  ASSERT_TRUE(service::close_sandbox(*env_, caller_, id).ok());
+  EXPECT_TRUE(b->user_net().running());
+  r = py(copy, "print(tcp('198.51.100.2', 80))\n");
+  EXPECT_EQ(r.stdout_data, "ok\n") << r.stderr_data;
 }
 
 TEST_F(FullTest, ClosingTheSandboxKillsPasta) {
