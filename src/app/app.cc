@@ -250,12 +250,14 @@ Result<tools::ToolConfig> tool_config(const config::Config& cfg, const CommandLi
   return tool_cfg;
 }
 
-// The proxies allowlist sandboxes reach the world through, when a caller
-// may ask for that mode (else none: nothing listens).
+// The proxies allowlist sandboxes reach the world through (and the DNS stub
+// full mode's sandboxes ask), when a caller may ask for either mode (else
+// none: nothing listens).
 Result<std::unique_ptr<net::ProxyService>> network_proxies(const config::Config& cfg,
                                                            const tools::ToolConfig& tool_cfg) {
   const auto& modes = tool_cfg.network_modes;
-  if (std::find(modes.begin(), modes.end(), net::Mode::kAllowList) == modes.end())
+  if (std::find(modes.begin(), modes.end(), net::Mode::kAllowList) == modes.end() &&
+      std::find(modes.begin(), modes.end(), net::Mode::kFull) == modes.end())
     return std::unique_ptr<net::ProxyService>();
   net::ProxyOptions o;
   o.resolver = cfg.network_resolver;

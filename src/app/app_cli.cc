@@ -247,7 +247,8 @@ void define_command_line(CommandLine& c, const AppHooks& hooks) {
   setting_flag("--pip-index-url", "packages.pip_index_url", "package index pip installs from");
   setting_flag("--npm-registry", "packages.npm_registry", "registry npm installs from");
   setting_flag("--network-mode", "network.default_mode",
-               "network mode of a sandbox that asks for none (none, allowlist)");
+               "network mode of a sandbox that asks for none (none, allowlist, or full "
+               "when network.modes offers it)");
   setting_flag("--network-resolver", "network.resolver",
                "DNS server the network proxies ask (HOST:PORT; default: the system's)");
   setting_flag("--max-image-bytes", "images.max_image_bytes", "largest unpacked size of one image");

@@ -153,9 +153,11 @@ const std::vector<Entry>& entries() {
        &Config::pip_index_url},
       {{"packages.npm_registry", "string", "registry npm installs from"}, &Config::npm_registry},
       {{"network.default_mode", "string",
-        "network mode of a sandbox that asks for none: none or allowlist"},
+        "network mode of a sandbox that asks for none: none, allowlist or full"},
        &Config::network_default_mode},
-      {{"network.modes", "array of strings", "network modes callers may ask for (none, allowlist)"},
+      {{"network.modes", "array of strings",
+        "network modes callers may ask for: none, allowlist, full (full needs pasta or "
+        "slirp4netns, /dev/net/tun read-write and nft; checked at start)"},
        &Config::network_modes},
       {{"network.allow", "array of strings", "allow rules of an allowlist sandbox that names none"},
        &Config::network_allow},

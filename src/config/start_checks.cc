@@ -1,6 +1,7 @@
 #include "config/start_checks.h"
 
 #include "net/rules.h"
+#include "net/user_net.h"
 
 namespace sandcastle::config {
 
@@ -39,23 +40,24 @@ void check_image(StartCheck& out, const StartInputs& in, const std::string& sett
 }
 
 // [network]: every mode and rule parses, and the default mode is offered;
-// "full" is named as not yet available rather than failing at a create.
+// "full" only where this host can run it (pasta or slirp4netns, /dev/net/tun,
+// nft), so that a missing package shows at start rather than at a create.
 void check_network(StartCheck& out, const Config& cfg) {
   bool default_offered = false;
   for (const auto& name : cfg.network_modes) {
     auto m = net::parse_mode(name);
     if (!m) {
-      out.errors.push_back("network.modes: unknown mode '" + name + "' (none, allowlist)");
+      out.errors.push_back("network.modes: unknown mode '" + name + "' (none, allowlist, full)");
     } else if (*m == net::Mode::kFull) {
-      out.errors.push_back(
-          "network.modes: mode \"full\" is not available in this version; use \"allowlist\" "
-          "with the hosts sandboxes need");
+      if (auto s = net::full_mode_available(); !s)
+        out.errors.push_back("network.modes: mode \"full\" cannot run here: " +
+                             s.error().message() + "; drop it from network.modes, or fix the host");
     }
     default_offered = default_offered || name == cfg.network_default_mode;
   }
   if (!net::parse_mode(cfg.network_default_mode))
     out.errors.push_back("network.default_mode: unknown mode '" + cfg.network_default_mode +
-                         "' (none, allowlist)");
+                         "' (none, allowlist, full)");
   else if (!default_offered)
     out.errors.push_back("network.default_mode \"" + cfg.network_default_mode +
                          "\" is not in network.modes");

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <vector>
 
+#include "net/nft.h"
+
 namespace sandcastle::net {
 namespace {
 
@@ -124,6 +126,12 @@ Status UserNet::available() {
             " (full mode's pasta or slirp4netns needs it read-write; it is often 0600 root)"};
   }
   ::close(fd);
+  return {};
+}
+
+Status full_mode_available() {
+  if (auto s = UserNet::available(); !s) return s;
+  if (auto nft = nft::nft_binary(); !nft) return nft.take_error();
   return {};
 }
 

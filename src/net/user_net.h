@@ -67,6 +67,11 @@ class UserNet {
   UniqueFd pidfd_;
 };
 
+// Whether full mode can run here: UserNet::available() (pasta or
+// slirp4netns, and /dev/net/tun), then nft for its firewall. kUnavailable
+// names what is missing.
+Status full_mode_available();
+
 // Whether the namespace `netns_fd` (entered through `userns_fd`, or not
 // when -1) gets an IPv4 default route within `timeout`: a forked probe
 // enters it, subscribes to route changes over netlink and reads

@@ -31,6 +31,12 @@ namespace sandcastle::sandbox {
 // token's channel while it runs.
 using CancelToken = sandcastle::CancelToken;
 
+// A sandbox's network namespace and its owning user namespace (nsfs fds).
+struct NetNamespaces {
+  UniqueFd netns{};
+  UniqueFd userns{};
+};
+
 // Where every sandbox sees the files its server publishes (publish_shared):
 // read-only, the same bytes for all, so a file that every sandbox needs (a
 // kernel driver) costs its memory once instead of once per sandbox.
@@ -348,6 +354,13 @@ class Sandbox {
   // the ports; called once per sandbox start.
   virtual Result<net::Listeners> open_net_listeners(bool /*proxies*/) {
     return Error::make(ErrorCode::kUnavailable, "this sandbox backend has no network listeners");
+  }
+
+  // Full mode: the sandbox's network namespace and the user namespace that
+  // owns it, as fds the server can setns into (pasta, nft). Got from the
+  // sandbox's init by handle, never by a path the sandbox controls.
+  virtual Result<NetNamespaces> network_namespaces() {
+    return Error::make(ErrorCode::kUnavailable, "this sandbox backend has no network namespace");
   }
 };
 

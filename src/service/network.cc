@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "service/op_args.h"
+#include "service/sandbox_network.h"
 #include "service/sandbox_view.h"
 
 namespace sandcastle::service {
@@ -84,10 +85,14 @@ json network_arg_schema(const Config& config) {
       {"description",
        "The sandbox's network. none (default): loopback only. allowlist: no route out; HTTP(S) "
        "and SOCKS5 proxies at 127.0.0.1:3128 and :1080 (HTTP_PROXY, HTTPS_PROXY and ALL_PROXY "
-       "are set) and DNS reach only the hosts in allow. Rules: host[:ports] with host a name, "
-       "*.domain, an IP or a CIDR ([v6] in brackets) and ports *, 443, 80,443 or 8000-8100 "
-       "(default 80,443). Loopback, private and metadata addresses stay refused unless an "
-       "allow CIDR names them. set_sandbox_network changes the rules later."},
+       "are set) and DNS reach only the hosts in allow. full (where the server offers it): a "
+       "direct route out through pasta, with a firewall in the sandbox refusing (ECONNREFUSED) "
+       "the addresses in deny, loopback, private and metadata addresses and the host's own; no "
+       "proxy variables; DNS only through the stub at 127.0.0.1:53, for names in allow. Rules: "
+       "host[:ports] with host a name, *.domain, an IP or a CIDR ([v6] in brackets) and ports "
+       "*, 443, 80,443 or 8000-8100 (default 80,443). Loopback, private and metadata addresses "
+       "stay refused unless an allow CIDR names them. set_sandbox_network changes the rules "
+       "later."},
       {"properties",
        {{"mode",
          {{"type", "string"},
@@ -211,15 +216,16 @@ Result<json> set_sandbox_network(Env& env, const Caller& c, const json& raw) {
   auto policy = net::make_policy(mode, allow, deny);
   if (!policy) return policy.take_error();
   const auto* proxies = env.manager.options().proxies;
-  const std::size_t closed =
-      session->set_policy(*policy, proxies ? proxies->host_addrs() : std::vector<net::IpAddr>{});
+  auto closed = change_network_policy(*session, use->full_network().get(), *policy,
+                                      proxies ? proxies->host_addrs() : std::vector<net::IpAddr>{});
+  if (!closed) return closed.take_error();
   if (auto s = env.manager.save_record(*use); !s.ok()) return s.take_error();
   return json{{"sandbox_id", use->id()},
               {"network",
                {{"mode", net::mode_name(mode)},
                 {"allow", rule_texts((*policy)->allow)},
                 {"deny", rule_texts((*policy)->deny)}}},
-              {"closed_connections", closed}};
+              {"closed_connections", *closed}};
 }
 
 }  // namespace sandcastle::service

@@ -121,6 +121,11 @@ std::shared_ptr<net::Session> SandboxEntry::network() const {
   return network_.session;
 }
 
+std::shared_ptr<FullNetwork> SandboxEntry::full_network() const {
+  std::lock_guard lock(mu_);
+  return network_.full;
+}
+
 void SandboxEntry::drop_network() {
   NetworkHandle gone;
   {

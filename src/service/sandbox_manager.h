@@ -103,9 +103,11 @@ class SandboxEntry {
   std::shared_ptr<void> attachment(const std::function<std::shared_ptr<void>()>& make);
   std::shared_ptr<void> attachment_if_any() const;
 
-  // Allowlist mode: the sandbox's network session (null in mode none).
+  // Allowlist and full mode: the sandbox's network session (null in mode
+  // none); full mode: its network stack and firewall too (else null).
   void set_network(NetworkHandle handle);
   std::shared_ptr<net::Session> network() const;
+  std::shared_ptr<FullNetwork> full_network() const;
   // The spec with the live network rules (set_sandbox_network changes them
   // after creation): what records and forks take.
   sandbox::SpecOptions spec_options() const;

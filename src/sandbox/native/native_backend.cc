@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "common/log.h"
+#include "net/user_net.h"
 #include "sandbox/native/fs_util.h"
 #include "sandbox/native/native_sandbox.h"
 #include "sandbox/native/seccomp.h"
@@ -147,12 +148,15 @@ Status check_supported(const SandboxSpec& spec, bool have_images, const PersistS
     return Error::make(ErrorCode::kInvalidArgument,
                        "native backend: image '" + spec.image() +
                            "' not supported (only \"host\": this server has no image store)");
-  // allowlist: the sandbox stays as in none; the server serves the
-  // listeners its init opens (open_net_listeners).
+  // allowlist and full: the sandbox stays as in none; the server serves the
+  // listeners its init opens (open_net_listeners), and in full mode starts
+  // pasta and loads the firewall in its namespaces (network_namespaces).
   if (spec.network() == NetworkMode::kFull)
-    return Error::make(ErrorCode::kInvalidArgument,
-                       "native backend: network mode \"full\" is not available on this server; "
-                       "use \"allowlist\" with the hosts the sandbox needs");
+    if (auto s = net::full_mode_available(); !s)
+      return Error::make(ErrorCode::kUnavailable,
+                         "native backend: network mode \"full\" is not available on this server: " +
+                             s.error().message() +
+                             "; use \"allowlist\" with the hosts the sandbox needs");
   if (spec.persistence() != Persistence::kEphemeral && mirror_kind()) return mirror->usable();
   if (spec.persistence() != Persistence::kEphemeral) return persist->usable();
   return {};

@@ -205,6 +205,9 @@ class NativeSandbox : public Sandbox {
   // A shell on a pty of the sandbox's own (terminal.h).
   Result<std::unique_ptr<Terminal>> open_terminal(const TerminalRequest& req) override;
   Result<net::Listeners> open_net_listeners(bool proxies) override;
+  // From init's pidfd (PIDFD_GET_{NET,USER}_NAMESPACE, Linux 6.11+; older
+  // kernels: /proc/<pid>/ns/*, with the pidfd checked alive after the open).
+  Result<NetNamespaces> network_namespaces() override;
   // Without root: brings the storage's copy on disk up to date (a no-op for
   // any other sandbox). Every call that can write runs it before returning.
   Status persist_changes() override;

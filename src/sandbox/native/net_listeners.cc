@@ -1,9 +1,12 @@
 // NativeSandbox::open_net_listeners: the proxy and DNS sockets, opened by the
 // sandbox's init in the sandbox's network namespace (wire.h kNetListeners)
-// and checked here before the server serves them.
+// and checked here before the server serves them. network_namespaces: the
+// namespaces full mode's pasta and nft enter.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <array>
@@ -18,6 +21,33 @@ namespace sandcastle::sandbox::native {
 namespace {
 
 constexpr int kAnswerTimeoutMs = 5'000;
+
+// <linux/pidfd.h> of Linux 6.11; the build's headers may predate them.
+constexpr unsigned long kPidfdGetNetNamespace = _IO(0xFF, 4);
+constexpr unsigned long kPidfdGetUserNamespace = _IO(0xFF, 9);
+
+// One namespace of the process behind `pidfd`. The ioctl needs no path; on a
+// kernel without it (ENOTTY), /proc/<pid>/ns/<name>, which names a kernel
+// object, not a file of the sandbox. The pid could have been reused by the
+// time of the open, so the pidfd must still be alive after it.
+Result<UniqueFd> namespace_of(int pidfd, pid_t pid, unsigned long request, const char* name) {
+  UniqueFd fd(::ioctl(pidfd, request, 0));
+  if (!fd && errno != ENOTTY)
+    return Error::from_errno(std::string("the ") + name +
+                             " namespace of sandbox init (pidfd ioctl)");
+  if (!fd) {
+    const std::string path = "/proc/" + std::to_string(pid) + "/ns/" + name;
+    fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return Error::from_errno("open " + path);
+    struct pollfd p {
+      pidfd, POLLIN, 0
+    };
+    if (::poll(&p, 1, 0) != 0) return Error::make(ErrorCode::kUnavailable, "sandbox init exited");
+  }
+  // nsfs fds come close-on-exec; made sure of, as pasta and nft are forked.
+  if (::fcntl(fd.get(), F_SETFD, FD_CLOEXEC) != 0) return Error::from_errno("fcntl FD_CLOEXEC");
+  return fd;
+}
 
 // A socket of `type`, bound to 127.0.0.1:port (and listening for a stream):
 // the answer comes from init, which the sandbox's programs cannot replace,
@@ -106,6 +136,16 @@ Result<net::Listeners> NativeSandbox::open_net_listeners(bool proxies) {
   }
   if (next != m.nfds) return Error::make(ErrorCode::kInternal, "extra sockets from sandbox init");
   return out;
+}
+
+Result<NetNamespaces> NativeSandbox::network_namespaces() {
+  std::shared_lock lock(mu_);
+  if (auto st = check_alive(); !st) return st.take_error();
+  auto net = namespace_of(init_.pidfd.get(), init_.pid, kPidfdGetNetNamespace, "net");
+  if (!net) return net.take_error();
+  auto user = namespace_of(init_.pidfd.get(), init_.pid, kPidfdGetUserNamespace, "user");
+  if (!user) return user.take_error();
+  return NetNamespaces{.netns = std::move(*net), .userns = std::move(*user)};
 }
 
 }  // namespace sandcastle::sandbox::native

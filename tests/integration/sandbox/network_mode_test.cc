@@ -1,31 +1,77 @@
-// Network modes (issue 19) as the native backend runs them: allowlist
-// sandboxes are made like mode none (warm ones too) and their init opens the
-// proxy and DNS sockets inside the sandbox on request; full is refused with
-// an exact error. The proxies themselves are tested in tests/net/.
+// Network modes (issue 19) as the native backend runs them: allowlist and
+// full sandboxes are made like mode none (warm ones too) and their init
+// opens the proxy and DNS sockets inside the sandbox on request; full hands
+// its namespaces to the server. The proxies and full mode's network itself
+// are tested in tests/net/.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "fixture.h"
+#include "net/user_net.h"
+#include "sandbox/native/native_sandbox.h"
 
 namespace sandcastle::sandbox::testing {
 namespace {
 
 class NetworkModeTest : public SandboxTest {};
 
-TEST_F(NetworkModeTest, FullIsRefusedWithWhatToUseInstead) {
+// Full mode: made like mode none; the server gets the sandbox's namespaces
+// from its init (pidfd) to start pasta and load the firewall (tests/net/
+// full_test.cc). Where the host lacks what full needs, the exact refusal.
+TEST_F(NetworkModeTest, FullSandboxesHandOverTheirNamespaces) {
   SpecOptions o;
   o.network = NetworkMode::kFull;
   o.network_allow = {"allowed.test"};
   auto spec = SandboxSpec::create(o);
   ASSERT_TRUE(spec.ok()) << spec.error().message();
-  auto sb = backend_->create(*spec);
-  ASSERT_FALSE(sb.ok());
-  EXPECT_EQ(sb.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_EQ(sb.error().context,
-            "native backend: network mode \"full\" is not available on this server; use "
-            "\"allowlist\" with the hosts the sandbox needs");
+  auto made = backend_->create(*spec);
+  if (auto why = net::full_mode_available(); !why) {
+    ASSERT_FALSE(made.ok());
+    EXPECT_EQ(made.error().code, ErrorCode::kUnavailable);
+    EXPECT_EQ(made.error().context,
+              "native backend: network mode \"full\" is not available on this server: " +
+                  why.error().message() + "; use \"allowlist\" with the hosts the sandbox needs");
+    return;
+  }
+  ASSERT_TRUE(made.ok()) << made.error().message();
+  auto sb = std::move(*made);
+  auto ns = sb->network_namespaces();
+  ASSERT_TRUE(ns.ok()) << ns.error().message();
+  // The very namespaces of the sandbox's init, not the server's.
+  const pid_t init = dynamic_cast<native::NativeSandbox&>(*sb).init_pid();
+  auto same = [](int fd, const std::string& path) {
+    struct stat a {
+    }, b{};
+    return ::fstat(fd, &a) == 0 && ::stat(path.c_str(), &b) == 0 && a.st_ino == b.st_ino &&
+           a.st_dev == b.st_dev;
+  };
+  const std::string proc = "/proc/" + std::to_string(init) + "/ns/";
+  EXPECT_TRUE(same(ns->netns.get(), proc + "net"));
+  EXPECT_TRUE(same(ns->userns.get(), proc + "user"));
+  EXPECT_FALSE(same(ns->netns.get(), "/proc/self/ns/net"));
+  EXPECT_FALSE(same(ns->userns.get(), "/proc/self/ns/user"));
+  EXPECT_TRUE(::fcntl(ns->netns.get(), F_GETFD) & FD_CLOEXEC);
+
+  // Only the DNS sockets: full mode has no proxies.
+  auto l = sb->open_net_listeners(false);
+  ASSERT_TRUE(l.ok()) << l.error().message();
+  EXPECT_TRUE(l->dns_tcp && l->dns_udp);
+  EXPECT_FALSE(l->http || l->socks);
+  // And no proxy variables.
+  std::swap(sb_, sb);
+  auto r = sh("echo \"${HTTP_PROXY-unset} ${ALL_PROXY-unset}\"");
+  std::swap(sb_, sb);
+  EXPECT_EQ(r.stdout_data, "unset unset\n");
+
+  // Once destroyed, the namespaces are no longer handed out.
+  ASSERT_TRUE(sb->destroy().ok());
+  auto gone = sb->network_namespaces();
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.error().code, ErrorCode::kUnavailable);
 }
 
 TEST_F(NetworkModeTest, AllowlistSandboxesComeFromTheWarmPoolAndHoldTheirPorts) {

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "net/user_net.h"
+
 namespace sandcastle::config {
 namespace {
 
@@ -14,6 +16,25 @@ TEST(StartChecks, DefaultsPass) {
   auto c = check_start_settings(cfg, {});
   EXPECT_TRUE(c.errors.empty());
   EXPECT_TRUE(c.warnings.empty());
+}
+
+// "full" is offered where this host can run it, and otherwise refused at
+// start with the reason (a missing package, /dev/net/tun closed to us).
+TEST(StartChecks, NetworkModeFullOnlyWhereItCanRun) {
+  Config cfg;
+  cfg.network_modes = {"none", "allowlist", "full"};
+  auto c = check_start_settings(cfg, {});
+  if (auto s = net::full_mode_available(); s) {
+    EXPECT_TRUE(c.errors.empty()) << c.errors.at(0);
+  } else {
+    ASSERT_EQ(c.errors.size(), 1u);
+    EXPECT_EQ(c.errors[0], "network.modes: mode \"full\" cannot run here: " + s.error().message() +
+                               "; drop it from network.modes, or fix the host");
+  }
+  cfg.network_modes = {"none", "fuller"};
+  c = check_start_settings(cfg, {});
+  ASSERT_EQ(c.errors.size(), 1u);
+  EXPECT_EQ(c.errors[0], "network.modes: unknown mode 'fuller' (none, allowlist, full)");
 }
 
 TEST(StartChecks, InterpreterTypeE2bIsRefusedNamingTheVariable) {
