@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "sandbox/engine/engine_backend.h"
@@ -71,6 +72,10 @@ std::unique_ptr<sandbox::Backend> make_engine_backend(const config::Config& cfg,
   }
   options.agent_path = sandbox::engine::find_agent();
   options.pool_size = pool.min;
+  // Allowlist containers carry a sysctl (ip_unprivileged_port_start=0, so
+  // the agent can hold :53): only when callers may ask for the mode.
+  options.allowlist = std::find(cfg.network_modes.begin(), cfg.network_modes.end(), "allowlist") !=
+                      cfg.network_modes.end();
   if (auto spec = sandbox::SandboxSpec::create(default_spec); spec.ok()) options.pool_spec = *spec;
   auto engine = sandbox::engine::EngineBackend::create(options);
   if (!engine.ok()) {

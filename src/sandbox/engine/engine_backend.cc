@@ -19,6 +19,13 @@ namespace {
 using nlohmann::json;
 
 // The network modes besides "none" arrive with issue 19's later commits.
+// The native key, plus the network mode: unlike a native sandbox, an
+// allowlist container differs from a mode-none one (its sysctl lets the
+// agent bind :53), so it cannot come from a mode-none pool.
+std::string engine_pool_key(const SandboxSpec& spec) {
+  return native::pool_key(spec) + "|" + network_mode_name(spec.network());
+}
+
 Status check_network(const SandboxSpec& spec, bool allowlist) {
   if (spec.network() == NetworkMode::kNone) return {};
   if (spec.network() == NetworkMode::kAllowList && allowlist) return {};
@@ -136,7 +143,7 @@ Status EngineBackend::prepare(const EngineBackendOptions& options) {
   pool_size_ = options.pool_spec ? options.pool_size : 0;
   if (pool_size_ > 0) {
     pools_.emplace(
-        native::pool_key(*options.pool_spec),
+        engine_pool_key(*options.pool_spec),
         Pool{*options.pool_spec, pool_size_, {}, std::chrono::steady_clock::now(), false});
     refill_ = std::thread([this] { refill_loop(); });
   }
@@ -330,7 +337,7 @@ Result<std::unique_ptr<Sandbox>> EngineBackend::create(const SandboxSpec& spec) 
   InFlight in_flight(*this);
   // Before the pools: a refused spec must not become a pool to refill.
   if (auto s = check_network(spec, allowlist_); !s) return s.take_error();
-  const std::string key = native::pool_key(spec);
+  const std::string key = engine_pool_key(spec);
   std::optional<Warm> taken;
   std::deque<Warm> evicted;
   {
@@ -472,7 +479,7 @@ std::size_t EngineBackend::warm_ready() const {
 
 std::size_t EngineBackend::warm_ready_for(const SandboxSpec& spec) const {
   std::lock_guard l(mu_);
-  auto it = pools_.find(native::pool_key(spec));
+  auto it = pools_.find(engine_pool_key(spec));
   return it == pools_.end() ? 0 : it->second.ready.size();
 }
 
