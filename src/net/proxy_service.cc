@@ -68,9 +68,13 @@ void accept_loop(const std::shared_ptr<AttachState>& att, Acceptor* acc, MakeCon
     } else {
       Core& core = *att->core;
       const Session* key = att->session.get();
+      auto count = [](const std::map<const Session*, std::size_t>& m, const Session* k) {
+        auto it = m.find(k);
+        return it == m.end() ? std::size_t{0} : it->second;
+      };
       const bool limited = core.total >= core.options.max_total ||
-                           core.per_session[key] >= core.options.max_per_sandbox;
-      if (limited && core.limited[key] >= kLimitedMax) {
+                           count(core.per_session, key) >= core.options.max_per_sandbox;
+      if (limited && count(core.limited, key) >= kLimitedMax) {
         ErrorCodeT ignored;
         s.close(ignored);  // a flood: not even a refusal
       } else {

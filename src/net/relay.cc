@@ -77,6 +77,8 @@ void Conn::close() {
   closed_ = true;
   ErrorCodeT ec;
   timer_.cancel();
+  peek_timer_.cancel();
+  proxy_lookup_.reset();
   client_.close(ec);
   upstream_.close(ec);
 }
@@ -212,6 +214,11 @@ void Conn::resolved(Result<Resolved> r, Opened done) {
       session().decide(target_.via, target_text(), name_, shown, target_.port, *hosts);
   if (allowed.empty() || !d.allowed) return done(Outcome::kRefused, d.reason, "");
   addr_ = allowed.front();
+  // A TLS name or Host may also be the name the DNS stub gave this address.
+  for (const IpAddr& a : allowed)
+    if (auto mapped = session().name_for(a);
+        mapped && std::find(names_.begin(), names_.end(), *mapped) == names_.end())
+      names_.push_back(*mapped);
   decided(std::move(allowed), std::move(done));
 }
 

@@ -372,5 +372,96 @@ TEST_F(ProxyServiceTest, AnAbstractUnixListenerServesLikeTheTcpOne) {
   EXPECT_EQ(read_until(c.get(), "", 1), "u");
 }
 
+// A host proxy: answers one CONNECT with `status`, then echoes.
+struct HostProxy {
+  explicit HostProxy(std::string status) : status_(std::move(status)) {
+    listener_ = tcp_listener(port_);
+    thread_ = std::thread([this] {
+      UniqueFd c(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      request_ = read_until(c.get(), "\r\n\r\n");
+      send_all(c.get(), "HTTP/1.1 " + status_ + "\r\n\r\n");
+      const std::string more = read_until(c.get(), "", 1);
+      send_all(c.get(), more);
+    });
+  }
+  ~HostProxy() {
+    if (thread_.joinable()) thread_.join();
+  }
+  // What it was asked, once its one connection is over.
+  std::string request() {
+    thread_.join();
+    return request_;
+  }
+  std::string status_;
+  std::uint16_t port_ = 0;
+  UniqueFd listener_;
+  std::string request_;
+  std::thread thread_;
+};
+
+TEST_F(ProxyServiceTest, TunnelsChainThroughTheHostsProxyWithItsCredentials) {
+  HostProxy host_proxy("200 Connection established");
+  ProxyOptions opts;
+  opts.upstream.https = UpstreamProxy{.host = "127.0.0.1", .port = host_proxy.port_,
+                                      .authorization = "Basic dTpw"};
+  start(opts);
+  std::string reply;
+  UniqueFd c = connect_via_http(echo_target("allowed.test"), reply);
+  EXPECT_EQ(reply, "HTTP/1.1 200 Connection established\r\n\r\n");
+  send_all(c.get(), "z");
+  EXPECT_EQ(read_until(c.get(), "", 1), "z");
+  c.reset();
+  EXPECT_EQ(host_proxy.request(), "CONNECT " + echo_target("allowed.test") + " HTTP/1.1\r\nHost: " +
+                                     echo_target("allowed.test") +
+                                     "\r\nProxy-Authorization: Basic dTpw\r\n\r\n");
+}
+
+TEST_F(ProxyServiceTest, AHostProxyRefusalIsA502ThatSaysSo) {
+  HostProxy host_proxy("407 Proxy Authentication Required");
+  ProxyOptions opts;
+  opts.upstream.https = UpstreamProxy{.host = "127.0.0.1", .port = host_proxy.port_,
+                                      .authorization = ""};
+  start(opts);
+  const std::string got = refused_body(echo_target("allowed.test"));
+  EXPECT_NE(got.find("502 Bad Gateway"), std::string::npos) << got;
+  EXPECT_NE(got.find("407 Proxy Authentication Required"), std::string::npos) << got;
+}
+
+TEST_F(ProxyServiceTest, AConnectThatHangsIs504AndSocks0x04) {
+  // A listener whose backlog is full: further SYNs are dropped, so a
+  // connect neither succeeds nor fails.
+  std::uint16_t port = 0;
+  UniqueFd full(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a = loopback(0);
+  ASSERT_EQ(::bind(full.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(full.get(), 0), 0);
+  port = port_of(full.get());
+  std::vector<UniqueFd> fillers;
+  for (int i = 0; i < 2; ++i) {
+    UniqueFd f(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    sockaddr_in to = loopback(port);
+    ::connect(f.get(), reinterpret_cast<sockaddr*>(&to), sizeof to);
+    fillers.push_back(std::move(f));
+  }
+  pollfd first{fillers[0].get(), POLLOUT, 0};  // the one the queue holds is connected
+  ASSERT_EQ(::poll(&first, 1, 1000), 1);
+  ProxyOptions opts;
+  opts.connect_timeout = std::chrono::milliseconds(300);
+  start(opts, {"127.0.0.1/32:" + std::to_string(port)});
+  const auto before = std::chrono::steady_clock::now();
+  const std::string got = refused_body("127.0.0.1:" + std::to_string(port));
+  EXPECT_NE(got.find("504 Gateway Timeout"), std::string::npos) << got;
+  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(3));
+
+  UniqueFd s = dial(socks_port_);
+  send_all(s.get(), std::string("\x05\x01\x00", 3));
+  EXPECT_EQ(read_until(s.get(), "", 2), std::string("\x05\x00", 2));
+  std::string req{0x05, 0x01, 0x00, 0x01, 127, 0, 0, 1};
+  req.push_back(static_cast<char>(port >> 8));
+  req.push_back(static_cast<char>(port & 0xff));
+  send_all(s.get(), req);
+  EXPECT_EQ(read_until(s.get(), "", 10)[1], 0x04);
+}
+
 }  // namespace
 }  // namespace sandcastle::net
