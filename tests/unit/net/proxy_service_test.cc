@@ -402,8 +402,8 @@ struct HostProxy {
 TEST_F(ProxyServiceTest, TunnelsChainThroughTheHostsProxyWithItsCredentials) {
   HostProxy host_proxy("200 Connection established");
   ProxyOptions opts;
-  opts.upstream.https = UpstreamProxy{.host = "127.0.0.1", .port = host_proxy.port_,
-                                      .authorization = "Basic dTpw"};
+  opts.upstream.https =
+      UpstreamProxy{.host = "127.0.0.1", .port = host_proxy.port_, .authorization = "Basic dTpw"};
   start(opts);
   std::string reply;
   UniqueFd c = connect_via_http(echo_target("allowed.test"), reply);
@@ -411,16 +411,16 @@ TEST_F(ProxyServiceTest, TunnelsChainThroughTheHostsProxyWithItsCredentials) {
   send_all(c.get(), "z");
   EXPECT_EQ(read_until(c.get(), "", 1), "z");
   c.reset();
-  EXPECT_EQ(host_proxy.request(), "CONNECT " + echo_target("allowed.test") + " HTTP/1.1\r\nHost: " +
-                                     echo_target("allowed.test") +
-                                     "\r\nProxy-Authorization: Basic dTpw\r\n\r\n");
+  EXPECT_EQ(host_proxy.request(), "CONNECT " + echo_target("allowed.test") +
+                                      " HTTP/1.1\r\nHost: " + echo_target("allowed.test") +
+                                      "\r\nProxy-Authorization: Basic dTpw\r\n\r\n");
 }
 
 TEST_F(ProxyServiceTest, AHostProxyRefusalIsA502ThatSaysSo) {
   HostProxy host_proxy("407 Proxy Authentication Required");
   ProxyOptions opts;
-  opts.upstream.https = UpstreamProxy{.host = "127.0.0.1", .port = host_proxy.port_,
-                                      .authorization = ""};
+  opts.upstream.https =
+      UpstreamProxy{.host = "127.0.0.1", .port = host_proxy.port_, .authorization = ""};
   start(opts);
   const std::string got = refused_body(echo_target("allowed.test"));
   EXPECT_NE(got.find("502 Bad Gateway"), std::string::npos) << got;
