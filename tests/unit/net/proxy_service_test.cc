@@ -271,6 +271,38 @@ TEST_F(ProxyServiceTest, DnsOverTcp) {
   }
 }
 
+TEST_F(ProxyServiceTest, AHalfCloseIsPassedOn) {
+  std::string reply;
+  UniqueFd c = connect_via_http(echo_target("allowed.test"), reply);
+  ASSERT_NE(reply.find(" 200 "), std::string::npos);
+  send_all(c.get(), "last words");
+  ::shutdown(c.get(), SHUT_WR);
+  // The echo server sees the end, answers, and closes: all of it comes back.
+  EXPECT_EQ(read_all(c.get()), "last words");
+}
+
+TEST_F(ProxyServiceTest, AnIdleTunnelIsClosed) {
+  start(ProxyOptions{.idle_timeout = std::chrono::milliseconds(200)});
+  std::string reply;
+  UniqueFd c = connect_via_http(echo_target("allowed.test"), reply);
+  ASSERT_NE(reply.find(" 200 "), std::string::npos);
+  send_all(c.get(), "x");  // past the peek
+  ASSERT_EQ(read_until(c.get(), "", 1), "x");
+  const auto before = std::chrono::steady_clock::now();
+  char b = 0;
+  EXPECT_EQ(::recv(c.get(), &b, 1, 0), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(2));
+}
+
+TEST_F(ProxyServiceTest, DnsQueriesPastTheRateAreRefused) {
+  start(ProxyOptions{.dns_queries_per_second = 2});
+  EXPECT_EQ(ask_udp("allowed.test", dns::type::kA).rcode(), dns::Rcode::kNoError);
+  EXPECT_EQ(ask_udp("allowed.test", dns::type::kA).rcode(), dns::Rcode::kNoError);
+  // The window opened with the first query, a second ago at most.
+  EXPECT_EQ(ask_udp("allowed.test", dns::type::kA).rcode(), dns::Rcode::kRefused);
+  EXPECT_EQ(session_->last_refusals().back().reason, Reason::kLimit);
+}
+
 TEST_F(ProxyServiceTest, ANewPolicyClosesAnOpenTunnelAtOnce) {
   std::string reply;
   UniqueFd c = connect_via_http(echo_target("allowed.test"), reply);
