@@ -221,6 +221,18 @@ TEST_F(ProxyServiceTest, SocksConnectsAndRefuses) {
   EXPECT_EQ(read_until(refused.get(), "", 10)[1], 0x02);
   UniqueFd bind = handshake("allowed.test", echo_.port(), 0x02);
   EXPECT_EQ(read_until(bind.get(), "", 10)[1], 0x07);
+
+  // An IPv6 address: ::1 is loopback, refused.
+  UniqueFd v6 = dial(socks_port_);
+  send_all(v6.get(), std::string("\x05\x01\x00", 3));
+  EXPECT_EQ(read_until(v6.get(), "", 2), std::string("\x05\x00", 2));
+  std::string req{0x05, 0x01, 0x00, 0x04};
+  req.append(15, '\0');
+  req += std::string{0x01, 0x01, static_cast<char>(0xbb)};  // ::1 port 443
+  send_all(v6.get(), req);
+  EXPECT_EQ(read_until(v6.get(), "", 10)[1], 0x02);
+  EXPECT_EQ(session_->last_refusals().back().address, "::1");
+  EXPECT_EQ(session_->last_refusals().back().reason, Reason::kPrivateAddress);
 }
 
 TEST_F(ProxyServiceTest, DnsRefusesNamesOffTheListWithoutAskingAnyone) {
@@ -243,6 +255,10 @@ TEST_F(ProxyServiceTest, DnsAnswersAllowedNamesWithACappedTtl) {
   EXPECT_EQ(txt.rcode(), dns::Rcode::kNoError);
   EXPECT_TRUE(txt.answers.empty());
   EXPECT_EQ(ask_udp("1.0.0.127.in-addr.arpa", dns::type::kPtr).rcode(), dns::Rcode::kRefused);
+  // No AAAA record: NODATA.
+  const dns::Message aaaa = ask_udp("allowed.test", dns::type::kAaaa);
+  EXPECT_EQ(aaaa.rcode(), dns::Rcode::kNoError);
+  EXPECT_TRUE(aaaa.answers.empty());
 }
 
 TEST_F(ProxyServiceTest, DnsRefusesAnAllowedNameWhoseAddressIsPrivate) {
