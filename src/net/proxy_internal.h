@@ -37,6 +37,7 @@ constexpr std::size_t kRelayBuffer = std::size_t{64} * 1024;
 constexpr std::size_t kPeekMax = std::size_t{16} * 1024;
 constexpr std::size_t kLimitedMax = 64;  // over-limit connections answered per sandbox at once
 constexpr auto kHostAddrRefresh = std::chrono::seconds(60);
+constexpr auto kAcceptRetry = std::chrono::milliseconds(100);  // after EMFILE and the like
 
 class Conn;
 
