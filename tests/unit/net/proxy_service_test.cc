@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "net/dns_wire.h"
+#include "net/http_head.h"
 #include "unit/net/client_hello_fixture.h"
 #include "unit/net/net_test_servers.h"
 
@@ -317,6 +318,26 @@ TEST_F(ProxyServiceTest, DnsQueriesPastTheRateAreRefused) {
   // The window opened with the first query, a second ago at most.
   EXPECT_EQ(ask_udp("allowed.test", dns::type::kA).rcode(), dns::Rcode::kRefused);
   EXPECT_EQ(session_->last_refusals().back().reason, Reason::kLimit);
+}
+
+TEST_F(ProxyServiceTest, GarbageIsClosedOrAnsweredWithFormErr) {
+  UniqueFd c = dial(http_port_);
+  send_all(c.get(), std::string(kMaxHead + 100, 'A'));  // no end of head in sight
+  EXPECT_EQ(read_all(c.get()), "");
+
+  UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  timeval tv{.tv_sec = 5, .tv_usec = 0};
+  ::setsockopt(s.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in a = loopback(dns_udp_port_);
+  const std::uint8_t two_questions[] = {0xab, 0xcd, 0x01, 0x00, 0x00, 0x02, 0, 0, 0, 0, 0, 0};
+  ::sendto(s.get(), two_questions, sizeof two_questions, 0, reinterpret_cast<sockaddr*>(&a),
+           sizeof a);
+  std::uint8_t buf[512];
+  const ssize_t n = ::recv(s.get(), buf, sizeof buf, 0);
+  ASSERT_GE(n, 12);
+  EXPECT_EQ(buf[0], 0xab);
+  EXPECT_EQ(buf[1], 0xcd);
+  EXPECT_EQ(buf[3] & 0x0f, 1);  // FORMERR
 }
 
 TEST_F(ProxyServiceTest, ANewPolicyClosesAnOpenTunnelAtOnce) {
