@@ -161,6 +161,7 @@ class Conn : public std::enable_shared_from_this<Conn> {
   void peek_more();
   void peek_pass();
   void refuse_in_tunnel(std::string reply);
+  void drain();
   void pump(bool to_upstream);
   void touch();
   void arm_idle();
@@ -177,6 +178,7 @@ class Conn : public std::enable_shared_from_this<Conn> {
   std::array<bool, 2> done_{};
   std::string peek_;
   bool peeking_ = false;
+  std::array<char, 1024> sink_{};  // what a refused client still sends
   std::chrono::steady_clock::time_point last_active_{};
 };
 

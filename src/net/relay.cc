@@ -135,25 +135,21 @@ void Conn::reply_and_close(std::string data) {
   auto msg = std::make_shared<std::string>(std::move(data));
   asio::async_write(client_, asio::buffer(*msg),
                     [self = shared_from_this(), msg](const ErrorCodeT&, std::size_t) {
-                      ErrorCodeT ec;
+                      if (self->closed_) return;
                       // Say we are done, then drain what the client still
                       // sends (so the close is not a reset) until the timer.
+                      ErrorCodeT ec;
                       self->client_.shutdown(asio::socket_base::shutdown_send, ec);
-                      auto sink = std::make_shared<std::array<char, 1024>>();
-                      auto drain = std::make_shared<std::function<void()>>();
-                      *drain = [self, sink, drain] {
-                        self->client_.async_read_some(
-                            asio::buffer(*sink),
-                            [self, sink, drain](const ErrorCodeT& e, std::size_t) {
-                              if (e || self->closed_) {
-                                *drain = nullptr;
-                                return self->close();
-                              }
-                              (*drain)();
-                            });
-                      };
-                      (*drain)();
+                      self->drain();
                     });
+}
+
+void Conn::drain() {
+  client_.async_read_some(asio::buffer(sink_),
+                          [self = shared_from_this()](const ErrorCodeT& ec, std::size_t) {
+                            if (ec || self->closed_) return self->close();
+                            self->drain();
+                          });
 }
 
 void Conn::open_target(Target target, Opened done) {
