@@ -82,7 +82,7 @@ class DnsTcpConn final : public Conn {
         [this, self = shared_from_this()] {
           const std::size_t len =
               (static_cast<unsigned char>(in_[0]) << 8) | static_cast<unsigned char>(in_[1]);
-          const std::vector<std::uint8_t> query(in_.begin() + 2, in_.begin() + 2 + len);
+          const std::vector<std::uint8_t> query(in_.data() + 2, in_.data() + 2 + len);
           in_.erase(0, 2 + len);
           answer_dns(att_, query, true, [this, self](std::vector<std::uint8_t> answer) {
             if (closed_) return;

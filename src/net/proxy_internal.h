@@ -37,6 +37,7 @@ constexpr std::size_t kRelayBuffer = std::size_t{64} * 1024;
 constexpr std::size_t kPeekMax = std::size_t{16} * 1024;
 constexpr std::size_t kLimitedMax = 64;  // over-limit connections answered per sandbox at once
 constexpr auto kHostAddrRefresh = std::chrono::seconds(60);
+constexpr auto kAcceptRetry = std::chrono::milliseconds(100);  // after EMFILE and the like
 
 class Conn;
 
@@ -160,6 +161,7 @@ class Conn : public std::enable_shared_from_this<Conn> {
   void peek_more();
   void peek_pass();
   void refuse_in_tunnel(std::string reply);
+  void drain();
   void pump(bool to_upstream);
   void touch();
   void arm_idle();
@@ -176,6 +178,7 @@ class Conn : public std::enable_shared_from_this<Conn> {
   std::array<bool, 2> done_{};
   std::string peek_;
   bool peeking_ = false;
+  std::array<char, 1024> sink_{};  // what a refused client still sends
   std::chrono::steady_clock::time_point last_active_{};
 };
 

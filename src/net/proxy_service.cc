@@ -58,28 +58,43 @@ std::unique_ptr<Acceptor> adopt_acceptor(asio::io_context& io, UniqueFd fd) {
 
 using MakeConn = std::shared_ptr<Conn> (*)(std::shared_ptr<AttachState>, Stream, bool);
 
+std::size_t count_of(const std::map<const Session*, std::size_t>& m, const Session* k) {
+  auto it = m.find(k);
+  return it == m.end() ? std::size_t{0} : it->second;
+}
+
+// A new connection: served, or answered with a limit refusal when the
+// sandbox or the server is at its cap (a flood past that is just closed).
+void take(const std::shared_ptr<AttachState>& att, Stream s, MakeConn make) {
+  Core& core = *att->core;
+  const Session* key = att->session.get();
+  const bool limited = core.total >= core.options.max_total ||
+                       count_of(core.per_session, key) >= core.options.max_per_sandbox;
+  if (limited && count_of(core.limited, key) >= kLimitedMax) {
+    ErrorCodeT ignored;
+    s.close(ignored);
+    return;
+  }
+  auto conn = make(att, std::move(s), limited);
+  att->conns[conn.get()] = conn;
+  conn->start();
+}
+
 void accept_loop(const std::shared_ptr<AttachState>& att, Acceptor* acc, MakeConn make) {
   acc->async_accept([att, acc, make](const ErrorCodeT& ec, Stream s) {
-    if (att->closed) return;
-    if (ec) {
-      if (ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor) return;
-      // EMFILE and the like: go on (the client's connection was not taken).
-      spdlog::warn("network: sandbox {}: accept: {}", att->session->id(), ec.message());
-    } else {
-      Core& core = *att->core;
-      const Session* key = att->session.get();
-      const bool limited = core.total >= core.options.max_total ||
-                           core.per_session[key] >= core.options.max_per_sandbox;
-      if (limited && core.limited[key] >= kLimitedMax) {
-        ErrorCodeT ignored;
-        s.close(ignored);  // a flood: not even a refusal
-      } else {
-        auto conn = make(att, std::move(s), limited);
-        att->conns[conn.get()] = conn;
-        conn->start();
-      }
+    if (att->closed || ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor)
+      return;
+    if (!ec) {
+      take(att, std::move(s), make);
+      return accept_loop(att, acc, make);
     }
-    accept_loop(att, acc, make);
+    // EMFILE and the like: the connection stays queued; try again in a
+    // moment instead of spinning on the same error.
+    spdlog::warn("network: sandbox {}: accept: {}", att->session->id(), ec.message());
+    auto pause = std::make_shared<asio::steady_timer>(att->core->io, kAcceptRetry);
+    pause->async_wait([att, acc, make, pause](const ErrorCodeT& e) {
+      if (!e && !att->closed) accept_loop(att, acc, make);
+    });
   });
 }
 

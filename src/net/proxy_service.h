@@ -53,7 +53,8 @@ struct ProxyOptions {
 };
 
 // Served while it lives: the destructor stops the listeners and closes every
-// connection of its sandbox, and returns once the loop no longer uses them.
+// connection of its sandbox, and returns once the loop no longer uses them
+// (at once when called on the loop itself, or after the service is gone).
 class Attachment {
  public:
   virtual ~Attachment() = default;
@@ -67,7 +68,14 @@ class ProxyService {
 
   // Serves `session`'s policy on `listeners` until the attachment is
   // destroyed. Each fd is checked (a socket of the right type, listening,
-  // bound to loopback) before it is adopted.
+  // bound to 127.0.0.1, or an AF_UNIX stream listener: the engine relays
+  // connections to one) before it is adopted; kInvalidArgument otherwise.
+  //
+  // A name no allow rule names is refused by the proxies before any lookup,
+  // as the DNS stub refuses it, so a refused name never reaches a DNS
+  // server; address rules apply to addresses asked for (and to the DNS
+  // map's). A name is resolved once and the connection goes to the exact
+  // address allowed.
   virtual Result<std::unique_ptr<Attachment>> attach(std::shared_ptr<Session> session,
                                                      Listeners listeners) = 0;
 

@@ -81,6 +81,7 @@ void Conn::close() {
   // timeout after a client that closed while its tunnel was being peeked at.
   peeking_ = false;
   peek_timer_.cancel();
+  proxy_lookup_.reset();
   client_.close(ec);
   upstream_.close(ec);
 }
@@ -137,25 +138,21 @@ void Conn::reply_and_close(std::string data) {
   auto msg = std::make_shared<std::string>(std::move(data));
   asio::async_write(client_, asio::buffer(*msg),
                     [self = shared_from_this(), msg](const ErrorCodeT&, std::size_t) {
-                      ErrorCodeT ec;
+                      if (self->closed_) return;
                       // Say we are done, then drain what the client still
                       // sends (so the close is not a reset) until the timer.
+                      ErrorCodeT ec;
                       self->client_.shutdown(asio::socket_base::shutdown_send, ec);
-                      auto sink = std::make_shared<std::array<char, 1024>>();
-                      auto drain = std::make_shared<std::function<void()>>();
-                      *drain = [self, sink, drain] {
-                        self->client_.async_read_some(
-                            asio::buffer(*sink),
-                            [self, sink, drain](const ErrorCodeT& e, std::size_t) {
-                              if (e || self->closed_) {
-                                *drain = nullptr;
-                                return self->close();
-                              }
-                              (*drain)();
-                            });
-                      };
-                      (*drain)();
+                      self->drain();
                     });
+}
+
+void Conn::drain() {
+  client_.async_read_some(asio::buffer(sink_),
+                          [self = shared_from_this()](const ErrorCodeT& ec, std::size_t) {
+                            if (ec || self->closed_) return self->close();
+                            self->drain();
+                          });
 }
 
 void Conn::open_target(Target target, Opened done) {
@@ -216,6 +213,11 @@ void Conn::resolved(Result<Resolved> r, Opened done) {
       session().decide(target_.via, target_text(), name_, shown, target_.port, *hosts);
   if (allowed.empty() || !d.allowed) return done(Outcome::kRefused, d.reason, "");
   addr_ = allowed.front();
+  // A TLS name or Host may also be the name the DNS stub gave this address.
+  for (const IpAddr& a : allowed)
+    if (auto mapped = session().name_for(a);
+        mapped && std::find(names_.begin(), names_.end(), *mapped) == names_.end())
+      names_.push_back(*mapped);
   decided(std::move(allowed), std::move(done));
 }
 

@@ -100,14 +100,15 @@ class DnsResponder {
   explicit DnsResponder(std::map<std::string, std::vector<IpAddr>> names,
                         std::vector<std::string> truncate = {}, bool silent = false)
       : names_(std::move(names)), truncate_(std::move(truncate)), silent_(silent) {
-    udp_ = udp_socket(port_);
-    UniqueFd t(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in a = loopback(port_);
-    const int one = 1;
-    ::setsockopt(t.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(t.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-        ::listen(t.get(), 8) == 0)
-      tcp_ = std::move(t);
+    // TCP and UDP on one port number: TCP's ephemeral port first (its
+    // space is the crowded one), then UDP on the same number.
+    for (int attempt = 0; attempt < 20 && !udp_; ++attempt) {
+      tcp_ = tcp_listener(port_);
+      UniqueFd u(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+      sockaddr_in a = loopback(port_);
+      if (::bind(u.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) udp_ = std::move(u);
+    }
+    EXPECT_TRUE(udp_ && tcp_);
     thread_ = std::thread([this] { loop(); });
   }
   ~DnsResponder() {

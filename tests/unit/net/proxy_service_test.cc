@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "net/dns_wire.h"
+#include "net/http_head.h"
 #include "unit/net/client_hello_fixture.h"
 #include "unit/net/net_test_servers.h"
 
@@ -221,6 +222,18 @@ TEST_F(ProxyServiceTest, SocksConnectsAndRefuses) {
   EXPECT_EQ(read_until(refused.get(), "", 10)[1], 0x02);
   UniqueFd bind = handshake("allowed.test", echo_.port(), 0x02);
   EXPECT_EQ(read_until(bind.get(), "", 10)[1], 0x07);
+
+  // An IPv6 address: ::1 is loopback, refused.
+  UniqueFd v6 = dial(socks_port_);
+  send_all(v6.get(), std::string("\x05\x01\x00", 3));
+  EXPECT_EQ(read_until(v6.get(), "", 2), std::string("\x05\x00", 2));
+  std::string req{0x05, 0x01, 0x00, 0x04};
+  req.append(15, '\0');
+  req += std::string{0x01, 0x01, static_cast<char>(0xbb)};  // ::1 port 443
+  send_all(v6.get(), req);
+  EXPECT_EQ(read_until(v6.get(), "", 10)[1], 0x02);
+  EXPECT_EQ(session_->last_refusals().back().address, "::1");
+  EXPECT_EQ(session_->last_refusals().back().reason, Reason::kPrivateAddress);
 }
 
 TEST_F(ProxyServiceTest, DnsRefusesNamesOffTheListWithoutAskingAnyone) {
@@ -243,6 +256,10 @@ TEST_F(ProxyServiceTest, DnsAnswersAllowedNamesWithACappedTtl) {
   EXPECT_EQ(txt.rcode(), dns::Rcode::kNoError);
   EXPECT_TRUE(txt.answers.empty());
   EXPECT_EQ(ask_udp("1.0.0.127.in-addr.arpa", dns::type::kPtr).rcode(), dns::Rcode::kRefused);
+  // No AAAA record: NODATA.
+  const dns::Message aaaa = ask_udp("allowed.test", dns::type::kAaaa);
+  EXPECT_EQ(aaaa.rcode(), dns::Rcode::kNoError);
+  EXPECT_TRUE(aaaa.answers.empty());
 }
 
 TEST_F(ProxyServiceTest, DnsRefusesAnAllowedNameWhoseAddressIsPrivate) {
@@ -269,6 +286,58 @@ TEST_F(ProxyServiceTest, DnsOverTcp) {
     EXPECT_EQ(m->id, 7);
     EXPECT_EQ(m->answers.size(), 1U);
   }
+}
+
+TEST_F(ProxyServiceTest, AHalfCloseIsPassedOn) {
+  std::string reply;
+  UniqueFd c = connect_via_http(echo_target("allowed.test"), reply);
+  ASSERT_NE(reply.find(" 200 "), std::string::npos);
+  send_all(c.get(), "last words");
+  ::shutdown(c.get(), SHUT_WR);
+  // The echo server sees the end, answers, and closes: all of it comes back.
+  EXPECT_EQ(read_all(c.get()), "last words");
+}
+
+TEST_F(ProxyServiceTest, AnIdleTunnelIsClosed) {
+  start(ProxyOptions{.idle_timeout = std::chrono::milliseconds(200)});
+  std::string reply;
+  UniqueFd c = connect_via_http(echo_target("allowed.test"), reply);
+  ASSERT_NE(reply.find(" 200 "), std::string::npos);
+  send_all(c.get(), "x");  // past the peek
+  ASSERT_EQ(read_until(c.get(), "", 1), "x");
+  const auto before = std::chrono::steady_clock::now();
+  char b = 0;
+  EXPECT_EQ(::recv(c.get(), &b, 1, 0), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(2));
+}
+
+TEST_F(ProxyServiceTest, DnsQueriesPastTheRateAreRefused) {
+  start(ProxyOptions{.dns_queries_per_second = 2});
+  EXPECT_EQ(ask_udp("allowed.test", dns::type::kA).rcode(), dns::Rcode::kNoError);
+  EXPECT_EQ(ask_udp("allowed.test", dns::type::kA).rcode(), dns::Rcode::kNoError);
+  // The window opened with the first query, a second ago at most.
+  EXPECT_EQ(ask_udp("allowed.test", dns::type::kA).rcode(), dns::Rcode::kRefused);
+  EXPECT_EQ(session_->last_refusals().back().reason, Reason::kLimit);
+}
+
+TEST_F(ProxyServiceTest, GarbageIsClosedOrAnsweredWithFormErr) {
+  UniqueFd c = dial(http_port_);
+  send_all(c.get(), std::string(kMaxHead + 100, 'A'));  // no end of head in sight
+  EXPECT_EQ(read_all(c.get()), "");
+
+  UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  timeval tv{.tv_sec = 5, .tv_usec = 0};
+  ::setsockopt(s.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in a = loopback(dns_udp_port_);
+  const std::uint8_t two_questions[] = {0xab, 0xcd, 0x01, 0x00, 0x00, 0x02, 0, 0, 0, 0, 0, 0};
+  ::sendto(s.get(), two_questions, sizeof two_questions, 0, reinterpret_cast<sockaddr*>(&a),
+           sizeof a);
+  std::uint8_t buf[512];
+  const ssize_t n = ::recv(s.get(), buf, sizeof buf, 0);
+  ASSERT_GE(n, 12);
+  EXPECT_EQ(buf[0], 0xab);
+  EXPECT_EQ(buf[1], 0xcd);
+  EXPECT_EQ(buf[3] & 0x0f, 1);  // FORMERR
 }
 
 TEST_F(ProxyServiceTest, ANewPolicyClosesAnOpenTunnelAtOnce) {
@@ -386,6 +455,97 @@ TEST_F(ProxyServiceTest, AnAbstractUnixListenerServesLikeTheTcpOne) {
   EXPECT_EQ(read_until(c.get(), "\r\n\r\n"), "HTTP/1.1 200 Connection established\r\n\r\n");
   send_all(c.get(), "u");
   EXPECT_EQ(read_until(c.get(), "", 1), "u");
+}
+
+// A host proxy: answers one CONNECT with `status`, then echoes.
+struct HostProxy {
+  explicit HostProxy(std::string status) : status_(std::move(status)) {
+    listener_ = tcp_listener(port_);
+    thread_ = std::thread([this] {
+      UniqueFd c(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      request_ = read_until(c.get(), "\r\n\r\n");
+      send_all(c.get(), "HTTP/1.1 " + status_ + "\r\n\r\n");
+      const std::string more = read_until(c.get(), "", 1);
+      send_all(c.get(), more);
+    });
+  }
+  ~HostProxy() {
+    if (thread_.joinable()) thread_.join();
+  }
+  // What it was asked, once its one connection is over.
+  std::string request() {
+    thread_.join();
+    return request_;
+  }
+  std::string status_;
+  std::uint16_t port_ = 0;
+  UniqueFd listener_;
+  std::string request_;
+  std::thread thread_;
+};
+
+TEST_F(ProxyServiceTest, TunnelsChainThroughTheHostsProxyWithItsCredentials) {
+  HostProxy host_proxy("200 Connection established");
+  ProxyOptions opts;
+  opts.upstream.https =
+      UpstreamProxy{.host = "127.0.0.1", .port = host_proxy.port_, .authorization = "Basic dTpw"};
+  start(opts);
+  std::string reply;
+  UniqueFd c = connect_via_http(echo_target("allowed.test"), reply);
+  EXPECT_EQ(reply, "HTTP/1.1 200 Connection established\r\n\r\n");
+  send_all(c.get(), "z");
+  EXPECT_EQ(read_until(c.get(), "", 1), "z");
+  c.reset();
+  EXPECT_EQ(host_proxy.request(), "CONNECT " + echo_target("allowed.test") +
+                                      " HTTP/1.1\r\nHost: " + echo_target("allowed.test") +
+                                      "\r\nProxy-Authorization: Basic dTpw\r\n\r\n");
+}
+
+TEST_F(ProxyServiceTest, AHostProxyRefusalIsA502ThatSaysSo) {
+  HostProxy host_proxy("407 Proxy Authentication Required");
+  ProxyOptions opts;
+  opts.upstream.https =
+      UpstreamProxy{.host = "127.0.0.1", .port = host_proxy.port_, .authorization = ""};
+  start(opts);
+  const std::string got = refused_body(echo_target("allowed.test"));
+  EXPECT_NE(got.find("502 Bad Gateway"), std::string::npos) << got;
+  EXPECT_NE(got.find("407 Proxy Authentication Required"), std::string::npos) << got;
+}
+
+TEST_F(ProxyServiceTest, AConnectThatHangsIs504AndSocks0x04) {
+  // A listener whose backlog is full: further SYNs are dropped, so a
+  // connect neither succeeds nor fails.
+  std::uint16_t port = 0;
+  UniqueFd full(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a = loopback(0);
+  ASSERT_EQ(::bind(full.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(full.get(), 0), 0);
+  port = port_of(full.get());
+  std::vector<UniqueFd> fillers;
+  for (int i = 0; i < 2; ++i) {
+    UniqueFd f(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    sockaddr_in to = loopback(port);
+    ::connect(f.get(), reinterpret_cast<sockaddr*>(&to), sizeof to);
+    fillers.push_back(std::move(f));
+  }
+  pollfd first{fillers[0].get(), POLLOUT, 0};  // the one the queue holds is connected
+  ASSERT_EQ(::poll(&first, 1, 1000), 1);
+  ProxyOptions opts;
+  opts.connect_timeout = std::chrono::milliseconds(300);
+  start(opts, {"127.0.0.1/32:" + std::to_string(port)});
+  const auto before = std::chrono::steady_clock::now();
+  const std::string got = refused_body("127.0.0.1:" + std::to_string(port));
+  EXPECT_NE(got.find("504 Gateway Timeout"), std::string::npos) << got;
+  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(3));
+
+  UniqueFd s = dial(socks_port_);
+  send_all(s.get(), std::string("\x05\x01\x00", 3));
+  EXPECT_EQ(read_until(s.get(), "", 2), std::string("\x05\x00", 2));
+  std::string req{0x05, 0x01, 0x00, 0x01, 127, 0, 0, 1};
+  req.push_back(static_cast<char>(port >> 8));
+  req.push_back(static_cast<char>(port & 0xff));
+  send_all(s.get(), req);
+  EXPECT_EQ(read_until(s.get(), "", 10)[1], 0x04);
 }
 
 }  // namespace
