@@ -15,8 +15,11 @@ namespace {
 // allow rule names for `name`; `why` gets the refusal otherwise.
 bool address_ok(const Policy& policy, const std::string& name, const IpAddr& addr,
                 std::span<const IpAddr> hosts, Reason& why) {
+  // A name rule naming it, or in full mode (which looks up more names, see
+  // served_name) an address rule covering the answer.
+  const bool by_address = policy.mode == Mode::kFull;
   for (const Rule& r : policy.allow) {
-    if (!r.matches_name(name)) continue;
+    if (!r.matches_name(name) && !(by_address && r.matches_address(addr))) continue;
     const std::uint16_t port = r.ports.empty() ? 443 : r.ports.front().first;
     const Decision d = decide(policy, name, addr, port, hosts);
     if (d.allowed) return true;
@@ -100,6 +103,21 @@ class DnsTcpConn final : public Conn {
   }
 };
 
+// Which names the stub looks up. Allowlist: only names a rule could allow,
+// so names off the list never leave the server. Full: the sandbox already
+// reaches the allowed address ranges directly, so any name not denied by
+// name is looked up when an address rule exists; its answers are still
+// filtered by decide() (an address outside every allowed range is dropped).
+bool served_name(const Policy& policy, const std::string& name) {
+  if (name_allowed_somewhere(policy, name)) return true;
+  if (policy.mode != Mode::kFull) return false;
+  for (const auto& r : policy.deny)
+    if (r.ports.empty() && r.matches_name(name)) return false;
+  for (const auto& r : policy.allow)
+    if (r.kind == Rule::Kind::kAddress) return true;
+  return false;
+}
+
 }  // namespace
 
 void answer_dns(const std::shared_ptr<AttachState>& att, std::span<const std::uint8_t> wire,
@@ -122,7 +140,7 @@ void answer_dns(const std::shared_ptr<AttachState>& att, std::span<const std::ui
     return reply(dns::build_refused(q, dns::ede::kProhibited, "Not served"));
   const auto policy = s.policy();
   const auto name = normalize_name(q.question.name);
-  if (!name || !name_allowed_somewhere(*policy, *name)) {
+  if (!name || !served_name(*policy, *name)) {
     s.record_refusal(Via::kDns, q.question.name, "", 0, Reason::kDnsRefused);
     return reply(dns::build_refused(q, dns::ede::kBlocked, "Blocked"));
   }

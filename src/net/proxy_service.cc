@@ -80,12 +80,36 @@ void take(const std::shared_ptr<AttachState>& att, Stream s, MakeConn make) {
   conn->start();
 }
 
+// An abstract AF_UNIX listener has no permissions and its name is listed in
+// /proc/net/unix: only this process (the engine link relaying a sandbox's
+// connection) may connect to it, not another local user looking for a
+// sandbox's egress.
+bool from_a_stranger(Stream& s) {
+  int domain = 0;
+  socklen_t len = sizeof domain;
+  if (::getsockopt(s.native_handle(), SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0) return true;
+  if (domain != AF_UNIX) return false;
+  struct ucred cred {};
+  len = sizeof cred;
+  return ::getsockopt(s.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+         cred.pid != ::getpid();
+}
+
 void accept_loop(const std::shared_ptr<AttachState>& att, Acceptor* acc, MakeConn make) {
   acc->async_accept([att, acc, make](const ErrorCodeT& ec, Stream s) {
     if (att->closed || ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor)
       return;
     if (!ec) {
-      take(att, std::move(s), make);
+      if (from_a_stranger(s)) {
+        spdlog::warn(
+            "network: sandbox {}: a connection to its proxy socket from another process "
+            "was refused",
+            att->session->id());
+        ErrorCodeT ignored;
+        s.close(ignored);
+      } else {
+        take(att, std::move(s), make);
+      }
       return accept_loop(att, acc, make);
     }
     // EMFILE and the like: the connection stays queued; try again in a

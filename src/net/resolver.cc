@@ -309,7 +309,33 @@ IpAddr from_asio(const boost::asio::ip::address& a) {
   return IpAddr::v6(a.to_v6().to_bytes());
 }
 
-Result<std::unique_ptr<Resolver>> Resolver::make(asio::io_context& io, const std::string& spec) {
+namespace {
+
+// RFC 6761: "localhost" and every name below it are loopback, answered here
+// and never sent to a DNS server (which may not know them, or may say
+// otherwise), so the policy sees loopback and refuses it as such.
+class LocalhostResolver final : public Resolver {
+ public:
+  LocalhostResolver(asio::io_context& io, std::unique_ptr<Resolver> next)
+      : io_(io), next_(std::move(next)) {}
+  void resolve(const std::string& name, Want want, Handler handler) override {
+    if (name != "localhost" && !name.ends_with(".localhost")) {
+      next_->resolve(name, want, std::move(handler));
+      return;
+    }
+    Resolved r;
+    r.ttl = std::chrono::seconds(30);
+    if (want != Want::kV6) r.addrs.push_back(IpAddr::v4({127, 0, 0, 1}));
+    if (want != Want::kV4) r.addrs.push_back(*IpAddr::parse("::1"));
+    asio::post(io_, [h = std::move(handler), r = std::move(r)]() mutable { h(std::move(r)); });
+  }
+
+ private:
+  asio::io_context& io_;
+  std::unique_ptr<Resolver> next_;
+};
+
+Result<std::unique_ptr<Resolver>> make_lookup(asio::io_context& io, const std::string& spec) {
   if (spec.empty() || spec == "system") return std::unique_ptr<Resolver>(new SystemResolver(io));
   std::string host;
   std::uint16_t port = 0;
@@ -319,6 +345,14 @@ Result<std::unique_ptr<Resolver>> Resolver::make(asio::io_context& io, const std
     return Error::make(ErrorCode::kInvalidArgument,
                        "network.resolver must be HOST:PORT with an IP address (\"" + spec + "\")");
   return std::unique_ptr<Resolver>(new DnsResolver(io, udp::endpoint(to_asio(*addr), port)));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Resolver>> Resolver::make(asio::io_context& io, const std::string& spec) {
+  auto lookup = make_lookup(io, spec);
+  if (!lookup) return lookup.take_error();
+  return std::unique_ptr<Resolver>(new LocalhostResolver(io, std::move(*lookup)));
 }
 
 }  // namespace sandcastle::net

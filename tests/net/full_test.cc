@@ -80,12 +80,9 @@ class FullTest : public ::testing::Test {
   }
 
   // allow: the test net and the name allowed.test; deny: the neighbour .3.
-  json create() {
+  json create(std::vector<std::string> allow = {"198.51.100.0/24:*", "allowed.test"}) {
     json args{{"language", "bash"},
-              {"network",
-               {{"mode", "full"},
-                {"allow", {"198.51.100.0/24:*", "allowed.test"}},
-                {"deny", {"198.51.100.3"}}}}};
+              {"network", {{"mode", "full"}, {"allow", allow}, {"deny", {"198.51.100.3"}}}}};
     auto r = service::create_sandbox(*env_, caller_, args);
     EXPECT_TRUE(r.ok()) << r.error().message();
     return r.ok() ? *r : json();
@@ -191,16 +188,33 @@ TEST_F(FullTest, NamesResolveOnlyThroughTheStubAndThePolicy) {
   const json made = create();
   ASSERT_TRUE(made.contains("sandbox_id"));
   const std::string id = made["sandbox_id"];
+  // allowed.test is on the list; x.allowed.test is not, but resolves into an
+  // allowed range (which the sandbox reaches directly anyway); other.test
+  // resolves to the denied .3, so its answer is dropped.
   auto r = sh(id,
               "getent hosts allowed.test; echo dns=$?;"
+              "getent hosts x.allowed.test; echo dns=$?;"
               "getent hosts other.test; echo dns=$?;"
               "curl -sS http://allowed.test/host; echo");
-  EXPECT_EQ(r.stdout_data, "198.51.100.2    allowed.test\ndns=0\ndns=2\nallowed.test\n")
+  EXPECT_EQ(r.stdout_data,
+            "198.51.100.2    allowed.test\ndns=0\n198.51.100.2    x.allowed.test\ndns=0\ndns=2\n"
+            "allowed.test\n")
       << r.stderr_data;
   auto got = reasons(id);
   ASSERT_FALSE(got.empty());
-  for (const auto& reason : got) EXPECT_EQ(reason, "dns_refused");
+  for (const auto& reason : got) EXPECT_EQ(reason, "denied");
   EXPECT_EQ(entry(id)->network()->last_refusals().front().target, "other.test");
+}
+
+TEST_F(FullTest, NamesAreNotLookedUpWithoutAnAddressRule) {
+  const json made = create({"allowed.test"});
+  ASSERT_TRUE(made.contains("sandbox_id"));
+  const std::string id = made["sandbox_id"];
+  auto r = sh(id, "getent hosts x.allowed.test; echo dns=$?");
+  EXPECT_EQ(r.stdout_data, "dns=2\n") << r.stderr_data;
+  auto got = reasons(id);
+  ASSERT_FALSE(got.empty());
+  for (const auto& reason : got) EXPECT_EQ(reason, "dns_refused");
 }
 
 TEST_F(FullTest, ARuleChangeCutsOpenConnectionsAndRefusesTheNext) {

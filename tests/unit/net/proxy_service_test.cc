@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 #include <spdlog/fmt/fmt.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <string>
@@ -455,6 +459,39 @@ TEST_F(ProxyServiceTest, AnAbstractUnixListenerServesLikeTheTcpOne) {
   EXPECT_EQ(read_until(c.get(), "\r\n\r\n"), "HTTP/1.1 200 Connection established\r\n\r\n");
   send_all(c.get(), "u");
   EXPECT_EQ(read_until(c.get(), "", 1), "u");
+}
+
+TEST_F(ProxyServiceTest, AnAbstractUnixListenerServesOnlyThisProcess) {
+  UniqueFd l(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  const std::string name = "sandcastle-proxy-stranger-" + std::to_string(::getpid());
+  std::memcpy(a.sun_path + 1, name.data(), name.size());
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  ASSERT_EQ(::bind(l.get(), reinterpret_cast<sockaddr*>(&a), len), 0);
+  ASSERT_EQ(::listen(l.get(), 8), 0);
+  Listeners ls;
+  ls.http = std::move(l);
+  auto att = service_->attach(session_, std::move(ls));
+  ASSERT_TRUE(att.ok()) << att.error().message();
+  // Another process (a local user who found the name in /proc/net/unix):
+  // its connection is closed unanswered. Plain syscalls only in the child.
+  const std::string request = "CONNECT " + echo_target("allowed.test") + " HTTP/1.1\r\n\r\n";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int c = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (::connect(c, reinterpret_cast<sockaddr*>(&a), len) != 0) ::_exit(2);
+    // The server may have closed it already: no SIGPIPE, and a reset counts
+    // as closed as much as an EOF does.
+    (void)!::send(c, request.data(), request.size(), MSG_NOSIGNAL);
+    char b[64];
+    ::_exit(::read(c, b, sizeof b) <= 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the stranger got an answer";
 }
 
 // A host proxy: answers one CONNECT with `status`, then echoes.
