@@ -262,6 +262,28 @@ TEST_F(AllowlistTest, ModeNoneRefusesRulesAndTheServerOffersOnlyItsModes) {
   ASSERT_FALSE(r.ok());
 }
 
+// A pause that freezes keeps the session, its rules and listeners; the
+// changed rules are in the sandbox's record, which is what a stopped
+// persistent sandbox starts again from and what a fork copies (full_test.cc
+// forks; durable stop/start of a persistent sandbox reads the same record).
+TEST_F(AllowlistTest, ChangedRulesAreRecordedAndSurviveAFreeze) {
+  const auto id = create({"allowed.test", "other.test"});
+  ASSERT_FALSE(id.empty());
+  auto changed = service::set_sandbox_network(
+      *env_, caller_, json{{"sandbox_id", id}, {"allow", {"allowed.test"}}});
+  ASSERT_TRUE(changed.ok()) << changed.error().message();
+  auto record = manager_->store().get(id);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_NE(record->spec_json.find(R"("network_allow":["allowed.test:80,443"])"), std::string::npos)
+      << record->spec_json;
+  ASSERT_TRUE(manager_->pause(id, caller_.owner, service::PauseMode::kFreeze).ok());
+  ASSERT_TRUE(manager_->resume(id, caller_.owner).ok());
+  auto out = sh(id,
+                "curl -sS http://allowed.test/host; echo;"
+                "curl -s -o /dev/null -w '%{http_code}' http://other.test/");
+  EXPECT_EQ(out.stdout_data, "allowed.test\n403") << out.stderr_data;
+}
+
 TEST_F(AllowlistTest, CallersMayNotOpenLoopbackOrPrivateRangesUnlessTheOperatorLetsThem) {
   const json loopback{{"network", {{"mode", "allowlist"}, {"allow", {"127.0.0.1/32:*"}}}}};
   auto r = service::create_sandbox(*env_, caller_, loopback);
