@@ -250,18 +250,21 @@ Result<tools::ToolConfig> tool_config(const config::Config& cfg, const CommandLi
   return tool_cfg;
 }
 
-// The proxies allowlist sandboxes reach the world through (and the DNS stub
-// full mode's sandboxes ask), when a caller may ask for either mode (else
-// none: nothing listens).
-Result<std::unique_ptr<net::ProxyService>> network_proxies(const config::Config& cfg,
-                                                           const tools::ToolConfig& tool_cfg) {
-  const auto& modes = tool_cfg.network_modes;
-  if (std::find(modes.begin(), modes.end(), net::Mode::kAllowList) == modes.end() &&
-      std::find(modes.begin(), modes.end(), net::Mode::kFull) == modes.end())
-    return std::unique_ptr<net::ProxyService>();
+// The proxies allowlist sandboxes reach the world through, the DNS stub full
+// mode's sandboxes ask, and the package installer's proxy: always running
+// (it listens only on sockets handed over by sandboxes). Connections chain
+// through the host's own HTTP(S)_PROXY, NO_PROXY honoured, as curl would.
+Result<std::unique_ptr<net::ProxyService>> network_proxies(const config::Config& cfg) {
   net::ProxyOptions o;
   o.resolver = cfg.network_resolver;
   o.max_per_sandbox = static_cast<std::size_t>(cfg.network_max_connections);
+  std::vector<std::string> warnings;
+  o.upstream =
+      net::UpstreamProxies::from_env([](const char* n) { return std::getenv(n); }, &warnings);
+  for (const auto& w : warnings) spdlog::warn("host proxy settings: {}", w);
+  if (o.upstream.https || o.upstream.http)
+    spdlog::info("sandboxes and package installs reach the network through the host's proxy{}",
+                 o.upstream.no_proxy.empty() ? "" : " (NO_PROXY honoured)");
   return net::ProxyService::start(std::move(o));
 }
 
@@ -489,8 +492,8 @@ int run(int argc, char** argv, const AppHooks& hooks) {
     spdlog::error("default language: {}", tool_cfg.error().message());
     return 2;
   }
-  // Outlives the manager: allowlist sandboxes' proxies (issue 19).
-  auto proxies = network_proxies(cfg, *tool_cfg);
+  // Outlives the manager: sandboxes' and the installer's proxies (issue 19).
+  auto proxies = network_proxies(cfg);
   if (!proxies.ok()) {
     spdlog::error("network proxies: {}", proxies.error().message());
     return 2;

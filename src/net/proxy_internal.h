@@ -126,6 +126,8 @@ class Conn : public std::enable_shared_from_this<Conn> {
 
   bool via_proxy() const { return via_ != nullptr; }
   std::string proxy_authorization() const;
+  // The one line Session::record_failure keeps for a failed connection.
+  std::string failure_text(Outcome outcome, const std::string& message) const;
   // The client's message for an outcome other than kOpen.
   static std::string outcome_text(Outcome outcome, Reason reason, const std::string& target,
                                   const std::string& message);

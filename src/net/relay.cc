@@ -155,7 +155,29 @@ void Conn::drain() {
                           });
 }
 
+std::string Conn::failure_text(Outcome outcome, const std::string& message) const {
+  const std::string to =
+      via_ ? "the host's proxy " + authority(via_->host, via_->port) : target_text();
+  switch (outcome) {
+    case Outcome::kNoName: return "cannot resolve " + target_text() + ": " + message;
+    case Outcome::kUnreachable: return "cannot connect to " + to;
+    case Outcome::kTimeout: return "cannot connect to " + to + " (timed out)";
+    case Outcome::kUpstream: return message;
+    case Outcome::kOpen:
+    case Outcome::kRefused: break;
+  }
+  return {};
+}
+
 void Conn::open_target(Target target, Opened done) {
+  // A connection that could not be made is the session's last failure (the
+  // package installer's diagnosis quotes it: installers hide the 502 body).
+  done = [self = shared_from_this(), done = std::move(done)](Outcome o, Reason r,
+                                                             const std::string& message) {
+    if (o != Outcome::kOpen && o != Outcome::kRefused)
+      self->session().record_failure(self->failure_text(o, message));
+    done(o, r, message);
+  };
   target_ = std::move(target);
   const auto policy = session().policy();
   const auto hosts = core().host_addrs();

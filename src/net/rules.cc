@@ -295,7 +295,7 @@ Result<std::shared_ptr<const Policy>> make_policy(Mode mode, const std::vector<s
   if (!a) return a.take_error();
   auto d = parse_rules(deny, ListKind::kDeny);
   if (!d) return d.take_error();
-  return std::make_shared<const Policy>(Policy{mode, std::move(*a), std::move(*d)});
+  return std::make_shared<const Policy>(Policy{mode, std::move(*a), std::move(*d), {}});
 }
 
 Decision decide(const Policy& policy, std::optional<std::string_view> name, const IpAddr& addr,
@@ -315,6 +315,9 @@ Decision decide(const Policy& policy, std::optional<std::string_view> name, cons
     for (const Rule& r : allow)
       if (r.kind == Rule::Kind::kAddress && refused->covers(r.cidr) && r.matches_address(addr) &&
           r.matches_port(port))
+        return {true, Reason::kAllowed};
+    for (const Rule& r : policy.trusted)
+      if ((r.matches_address(addr) || (n && r.matches_name(*n))) && r.matches_port(port))
         return {true, Reason::kAllowed};
     return {false, Reason::kPrivateAddress};
   }

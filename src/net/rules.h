@@ -81,6 +81,11 @@ struct Policy {
   Mode mode = Mode::kNone;
   std::vector<Rule> allow{};
   std::vector<Rule> deny{};
+  // The operator's own exact host:port rules (the package installer's
+  // indexes, which may well be on loopback or a private network): a name or
+  // address one of them matches on that port passes the built-in refusal.
+  // Never filled from a caller's rules.
+  std::vector<Rule> trusted{};
 };
 Result<std::shared_ptr<const Policy>> make_policy(Mode mode, const std::vector<std::string>& allow,
                                                   const std::vector<std::string>& deny);
@@ -110,7 +115,8 @@ struct Decision {
 //  1. a deny rule matching the name or the address (on that port) refuses;
 //  2. an address in a built-in refusal or in `host_addrs` is refused unless
 //     an allow address rule lying inside that refused block matches
-//     (addr, port); a wide rule (0.0.0.0/0) never opens loopback;
+//     (addr, port), or a trusted rule matches (name or addr, port); a wide
+//     rule (0.0.0.0/0) never opens loopback;
 //  3. an allow name rule matching (name, port) or an allow address rule
 //     matching (addr, port) allows;
 //  4. otherwise port_not_allowed if some allow rule names the host on

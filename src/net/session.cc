@@ -199,6 +199,16 @@ void Session::count_bytes(std::uint64_t out, std::uint64_t in) {
   stats_.bytes_in += in;
 }
 
+void Session::record_failure(std::string why) {
+  std::lock_guard lock(mu_);
+  last_failure_ = std::move(why);
+}
+
+std::string Session::last_failure() const {
+  std::lock_guard lock(mu_);
+  return last_failure_;
+}
+
 SessionStats Session::stats() const {
   std::lock_guard lock(mu_);
   return stats_;

@@ -95,6 +95,12 @@ class Session {
   void count_dns_query();
   void count_bytes(std::uint64_t out, std::uint64_t in);
 
+  // Why the last allowed connection could not be made ("cannot connect to
+  // h:p", "the host's proxy ... refused CONNECT ..."): a one-line text the
+  // package installer's diagnosis quotes. "" until one failed.
+  void record_failure(std::string why);
+  std::string last_failure() const;
+
   SessionStats stats() const;
   std::vector<Refusal> last_refusals() const;  // oldest first
 
@@ -117,6 +123,7 @@ class Session {
   std::uint64_t next_tunnel_ = 1;
   std::map<IpAddr, Mapped> dns_map_;
   SessionStats stats_;
+  std::string last_failure_;
   std::array<Refusal, kRefusalRing> ring_{};
   std::size_t ring_next_ = 0, ring_size_ = 0;
   Clock::time_point log_window_{};

@@ -61,7 +61,7 @@ struct ExecRequest {
   // Nonzero: the command runs in a network namespace of its own (only `lo`,
   // no route anywhere) that holds a TCP listener on 127.0.0.1:<this port>,
   // handed to ExecCallbacks::on_listener before the command starts. Nothing
-  // else in the sandbox can reach it: the package installer's egress proxy
+  // else in the sandbox can reach it: the package installer's proxy
   // is served on it. Backends without the ability refuse (kUnavailable).
   std::uint16_t private_listener_port = 0;
   // False: the spec's env is left out (only the base environment and `env`),

@@ -48,7 +48,7 @@ struct Config {
   std::uint64_t max_output_bytes = 1 * sandbox::kMiB;  // per stream, head and tail kept
   size_t max_listed_files = 10'000;
   // Package indexes (--pip-index-url, --npm-registry): the only hosts the
-  // installer's egress proxy lets it reach.
+  // installer's proxy lets it reach.
   std::string pip_index_url = "https://pypi.org/simple";
   std::string npm_registry = "https://registry.npmjs.org";
   // Set when a transport can serve sandbox files over HTTP: returns a

@@ -26,9 +26,10 @@ struct InstallOutcome {
   std::string_view stdout_data;
   std::string_view stderr_data;
   std::string_view index;          // the index URL the installer was given
-  std::string_view denied_host;    // the last host:port the egress proxy refused ("" if none)
+  std::string_view denied_host;    // the last host:port the installer's proxy refused ("" if none)
   bool host_ca_given = false;      // the installer got a CA bundle from the host's settings
-  std::string_view proxy_failure;  // why the egress proxy's last connection failed ("" if none)
+  std::string_view
+      proxy_failure;  // why the installer's proxy's last connection failed ("" if none)
 };
 
 // Bytes of each stream's tail that are scanned.

@@ -1,16 +1,16 @@
 // install_packages and check_package_installation_status: pip or npm runs
-// inside the sandbox, and only it gets a network path — through an egress
-// proxy that reaches nothing but the configured package indexes, listening in
-// a network namespace made for the installer alone, so no other program of
-// the sandbox can use it. Packages land in /workspace/.sandcastle/{python,node}
-// and are on PYTHONPATH/NODE_PATH for every later command in that sandbox.
+// inside the sandbox, and only it gets a network path — through the server's
+// proxy (net::ProxyService), under a policy of its own that reaches nothing
+// but the configured package indexes, listening in a network namespace made
+// for the installer alone, so no other program of the sandbox can use it. Packages land in
+// /workspace/.sandcastle/{python,node} and are on PYTHONPATH/NODE_PATH for every later command in
+// that sandbox.
 //
 // The host's own trust store and proxy reach the installer: the CA files the
 // server's SSL_CERT_FILE, REQUESTS_CA_BUNDLE, PIP_CERT and NODE_EXTRA_CA_CERTS
-// name are published read-only to the sandbox as one bundle, and the egress
-// proxy chains through the server's HTTPS_PROXY/HTTP_PROXY (NO_PROXY
-// honoured). A failure says its cause in one line first (install_diagnosis.h);
-// the whole installer log is saved in the sandbox.
+// name are published read-only to the sandbox as one bundle, and the proxy
+// chains through the server's HTTPS_PROXY/HTTP_PROXY (NO_PROXY honoured). A failure says its cause
+// in one line first (install_diagnosis.h); the whole installer log is saved in the sandbox.
 #include "service/packages.h"
 
 #include <fcntl.h>
@@ -23,6 +23,7 @@
 #include <climits>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <optional>
 #include <regex>
 #include <set>
@@ -31,7 +32,9 @@
 #include <tuple>
 
 #include "common/json_parse.h"
-#include "sandbox/egress_proxy.h"
+#include "net/http_head.h"
+#include "net/proxy_service.h"
+#include "net/upstream.h"
 #include "service/dockerfile.h"
 #include "service/install_diagnosis.h"
 #include "service/languages.h"
@@ -138,11 +141,11 @@ std::string tail(const std::string& s, size_t n) {
   return s.size() <= n ? s : "…" + s.substr(s.size() - n);
 }
 
-// What the installer takes from the host: its CA files and its proxy.
+// What the installer takes from the host: its CA files (its proxy is the
+// ProxyService's upstream, read at start by the app).
 struct HostInstallerSettings {
   std::string ca_bundle;                // PEM; empty when the host names no CA file
   std::vector<std::string> ca_sources;  // the files it was made of
-  sandbox::UpstreamProxies proxies;
 };
 
 constexpr const char* kCaBundleName = "installer-ca.pem";
@@ -197,21 +200,36 @@ const HostInstallerSettings& host_installer_settings() {
       if (s.ca_bundle.back() != '\n') s.ca_bundle += '\n';
       s.ca_sources.push_back(path);
     }
-    std::vector<std::string> warnings;
-    s.proxies =
-        sandbox::UpstreamProxies::from_env([](const char* n) { return std::getenv(n); }, &warnings);
-    for (const auto& w : warnings) spdlog::warn("package installs: {}", w);
     if (s.ca_sources.size() > 1 || (s.ca_sources.size() == 1 && named.size() == 1))
       spdlog::info("package installs trust the CA files {}", fmt::join(s.ca_sources, ", "));
-    if (s.proxies.https || s.proxies.http)
-      spdlog::info("package installs reach their index through the host's proxy{}",
-                   s.proxies.no_proxy.empty() ? "" : " (NO_PROXY honoured)");
     return s;
   }();
   return kSettings;
 }
 
 std::atomic<uint64_t> g_install_counter{0};
+
+// The installer's policy: exactly the configured index hosts, each an exact
+// host:port rule. They are the operator's, so they are also trusted: an
+// index on loopback or a private network stays reachable (for that host and
+// port only), which no sandbox's own rules can grant.
+std::shared_ptr<const net::Policy> installer_policy(const std::vector<std::string>& urls) {
+  net::Policy p;
+  p.mode = net::Mode::kAllowList;
+  for (const auto& url : urls) {
+    auto hp = net::rule_from_url(url);
+    if (!hp.ok()) continue;
+    auto rule = net::parse_rule(net::authority(hp->host, hp->port), net::ListKind::kAllow);
+    if (!rule.ok()) {
+      spdlog::warn("package installs: the index {} is not a host the proxy can allow: {}",
+                   redact_url(url), rule.error().message());
+      continue;
+    }
+    p.allow.push_back(*rule);
+    p.trusted.push_back(*rule);
+  }
+  return std::make_shared<const net::Policy>(std::move(p));
+}
 
 // The whole installer log, as a file in the sandbox (bounded: the exec keeps
 // at most 256 KiB of each stream). Returns its absolute path, or "" when it
@@ -254,11 +272,12 @@ json run_install(Env& env, const InstallJob& job) {
   const HostInstallerSettings& host = host_installer_settings();
   const std::string index =
       job.manager == "pip" ? env.config.pip_index_url : env.config.npm_registry;
-  std::vector<sandbox::EgressRule> rules;
-  for (const auto& url : job.manager == "pip" ? env.config.pip_hosts() : env.config.npm_hosts()) {
-    auto r = sandbox::rule_from_url(url);
-    if (r.ok()) rules.push_back(*r);
-  }
+  // Its own session: the sandbox's network policy (if any) neither widens
+  // nor narrows what the installer reaches.
+  auto session = std::make_shared<net::Session>(
+      use->id() + "/installer",
+      installer_policy(job.manager == "pip" ? env.config.pip_hosts() : env.config.npm_hosts()));
+  net::ProxyService* proxies = env.manager.options().proxies;
   const std::string proxy_url = "http://127.0.0.1:" + std::to_string(kProxyPort);
 
   sandbox::ExecRequest req;
@@ -315,7 +334,7 @@ json run_install(Env& env, const InstallJob& job) {
     if (!ca_path.empty())
       req.argv.insert(req.argv.end(), {"--cert", ca_path});  // --isolated ignores PIP_CERT
     if (index.rfind("http://", 0) == 0) {
-      auto r = sandbox::rule_from_url(index);
+      auto r = net::rule_from_url(index);
       if (r.ok()) req.argv.insert(req.argv.end(), {"--trusted-host", r->host});
     }
   } else {
@@ -337,13 +356,26 @@ json run_install(Env& env, const InstallJob& job) {
   req.argv.insert(req.argv.end(), job.specs.begin(), job.specs.end());
   // The proxy serves from the moment the sandbox hands over the listener
   // (before the installer starts) until the installer's exec has ended.
-  std::optional<sandbox::EgressProxy> proxy;
+  std::unique_ptr<net::Attachment> attachment;
   sandbox::ExecCallbacks callbacks;
   callbacks.on_listener = [&](UniqueFd listener) {
-    proxy.emplace(std::move(listener), rules, sandbox::EgressLimits{}, host.proxies);
+    if (proxies == nullptr) {
+      session->record_failure("this server runs no network proxies");
+      return;
+    }
+    net::Listeners l;
+    l.http = std::move(listener);
+    auto a = proxies->attach(session, std::move(l));
+    if (a.ok()) {
+      attachment = std::move(*a);
+    } else {
+      spdlog::warn("package installs: the proxy cannot serve sandbox {}'s installer: {}", use->id(),
+                   a.error().message());
+      session->record_failure("the server's proxy could not serve the installer");
+    }
   };
   auto r = use->sandbox().exec(req, callbacks);
-  if (proxy) proxy->stop();
+  attachment.reset();
 
   auto fail_all = [&](const std::string& cause, const std::string& why, const std::string& log) {
     std::string record = why + (log.empty() ? "" : "; full installer log: " + log);
@@ -368,8 +400,9 @@ json run_install(Env& env, const InstallJob& job) {
                         " s timeout; retry with a larger timeout_s or fewer packages",
                     save_log(use->sandbox(), job.manager, req.argv, *r, "ended: timeout"));
   if (r->status() != 0) {
-    const std::string denied = proxy ? proxy->last_denied() : std::string();
-    const std::string proxy_failure = proxy ? proxy->last_failure() : std::string();
+    const auto refusals = session->last_refusals();
+    const std::string denied = refusals.empty() ? std::string() : refusals.back().target;
+    const std::string proxy_failure = session->last_failure();
     InstallDiagnosis d = diagnose_install({job.manager, r->status(), r->stdout_data, r->stderr_data,
                                            index, denied, !ca_path.empty(), proxy_failure});
     spdlog::info("install in sandbox {} failed: {}", use->id(), d.summary);

@@ -1,6 +1,6 @@
 // install_packages and check_package_installation_status, whatever the
 // face: pip or npm runs inside the sandbox, and only it gets a network path
-// (through an egress proxy that reaches nothing but the configured package
+// (through the server's proxy, which reaches nothing but the configured package
 // indexes; packages.cc says how). Only the caller's own sandboxes.
 #pragma once
 

@@ -272,5 +272,31 @@ TEST(Mode, NamesAndTheOldSpelling) {
   EXPECT_STREQ(reason_name(Reason::kSniMismatch), "sni_mismatch");
 }
 
+// The installer's index rules: a trusted exact host:port passes the
+// built-in refusal for that name or address and port only.
+TEST(DecideTrusted, LiftsTheRefusalForItsExactHostAndPortOnly) {
+  Policy p;
+  p.mode = Mode::kAllowList;
+  for (const char* text : {"index.test:8080", "127.0.0.1:3141"}) {
+    p.allow.push_back(rule(text));
+    p.trusted.push_back(rule(text));
+  }
+  const std::vector<IpAddr> hosts{ip("192.0.2.2")};
+  EXPECT_EQ(decide(p, "index.test", ip("127.0.0.1"), 8080, hosts).reason, Reason::kAllowed);
+  EXPECT_EQ(decide(p, "index.test", ip("10.1.2.3"), 8080, hosts).reason, Reason::kAllowed);
+  EXPECT_EQ(decide(p, "index.test", ip("127.0.0.1"), 8081, hosts).reason, Reason::kPrivateAddress);
+  EXPECT_EQ(decide(p, "other.test", ip("127.0.0.1"), 8080, hosts).reason, Reason::kPrivateAddress);
+  EXPECT_EQ(decide(p, std::nullopt, ip("127.0.0.1"), 3141, hosts).reason, Reason::kAllowed);
+  EXPECT_EQ(decide(p, std::nullopt, ip("127.0.0.2"), 3141, hosts).reason, Reason::kPrivateAddress);
+  // The same rules, not trusted (a caller's): the name's loopback address stays refused.
+  Policy caller = p;
+  caller.trusted.clear();
+  EXPECT_EQ(decide(caller, "index.test", ip("127.0.0.1"), 8080, hosts).reason,
+            Reason::kPrivateAddress);
+  // A deny rule still wins.
+  p.deny.push_back(rule("index.test", ListKind::kDeny));
+  EXPECT_EQ(decide(p, "index.test", ip("127.0.0.1"), 8080, hosts).reason, Reason::kDenied);
+}
+
 }  // namespace
 }  // namespace sandcastle::net

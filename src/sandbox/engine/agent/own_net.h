@@ -1,6 +1,6 @@
 // sandcastle-agent: a network namespace of the command's own for an exec
 // with a listener (AgentExec::listen_port: an install, whose listener
-// leads to the server's egress proxy). As in the native backend, the
+// leads to the server's proxy). As in the native backend, the
 // listener then lives where only the command and its children are: another
 // program of the container connecting to 127.0.0.1:<port> is refused
 // (ECONNREFUSED), not accepted and closed. The namespace comes with a user
