@@ -127,13 +127,24 @@ std::string Cidr::to_string() const {
   return base_.to_string() + "/" + std::to_string(prefix_);
 }
 
+bool is_metadata_address(const IpAddr& addr) {
+  static const std::vector<IpAddr> list = {*IpAddr::parse("169.254.169.254"),
+                                           *IpAddr::parse("fd00:ec2::254"),
+                                           *IpAddr::parse("168.63.129.16")};
+  return std::find(list.begin(), list.end(), addr) != list.end();
+}
+
 std::span<const Cidr> builtin_refusals() {
   static const std::vector<Cidr> list = [] {
     std::vector<Cidr> v;
     for (const char* text :
          {"0.0.0.0/8", "127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
           "100.64.0.0/10", "169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4", "255.255.255.255/32",
-          "::/128", "::1/128", "fe80::/10", "fc00::/7", "ff00::/8", "fd00:ec2::254/128"}) {
+          "::/128", "::1/128", "fe80::/10", "fc00::/7", "ff00::/8", "fd00:ec2::254/128",
+          // IPv6 that carries an IPv4 address: NAT64 (RFC 6052, 8215),
+          // IPv4-compatible, 6to4. A DNS64 resolver turns a private A
+          // record into one of these, which a NAT64 gateway delivers.
+          "64:ff9b::/96", "64:ff9b:1::/48", "::/96", "2002::/16"}) {
       v.push_back(*Cidr::parse(text));
     }
     return v;

@@ -79,6 +79,10 @@ std::optional<Cidr> builtin_refusal(const IpAddr& addr);
 inline bool builtin_refused(const IpAddr& addr) {
   return builtin_refusal(addr).has_value();
 }
+// The cloud metadata endpoints (169.254.169.254, fd00:ec2::254, Azure's
+// 168.63.129.16): refused as single addresses that a wider rule never opens.
+bool is_metadata_address(const IpAddr& addr);
+
 // The list above, for rendering into firewall rules.
 std::span<const Cidr> builtin_refusals();
 

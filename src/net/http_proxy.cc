@@ -1,10 +1,20 @@
 // The HTTP proxy front end (:3128): CONNECT host:port, and absolute-form
 // http:// requests whose Host is the URL's authority.
+#include <algorithm>
+#include <cctype>
+#include <string_view>
+
 #include "net/http_head.h"
 #include "net/proxy_internal.h"
 
 namespace sandcastle::net::detail {
 namespace {
+
+bool is_tchar(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return std::isalnum(u) != 0 ||
+         std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
 
 class HttpConn final : public Conn {
  public:
@@ -20,7 +30,11 @@ class HttpConn final : public Conn {
  private:
   void on_head() {
     auto head = parse_head(in_);
-    if (!head) return reply_and_close(plain_reply("400 Bad Request", "sandcastle: bad request\n"));
+    // The method must be a token (RFC 9110 tchar): "GET\thttp://10.0.0.5/\tx"
+    // would otherwise be one "method" here and two words to a lenient parser.
+    if (!head || head->method.empty() ||
+        !std::all_of(head->method.begin(), head->method.end(), is_tchar))
+      return reply_and_close(plain_reply("400 Bad Request", "sandcastle: bad request\n"));
     in_.erase(0, head->size);
     if (head->method == "CONNECT") return on_connect(*head);
     return on_plain(*head);
@@ -71,13 +85,11 @@ class HttpConn final : public Conn {
     open_target(std::move(t), [this, self = shared_from_this(), head](Outcome o, Reason r,
                                                                       const std::string& msg) {
       if (o != Outcome::kOpen) return fail(o, r, msg);
-      // The host's proxy takes the absolute form, with its own credentials.
-      const std::string auth = proxy_authorization();
+      // Origin form, also through the host's proxy: the request travels in a
+      // tunnel to the decided address (proxy_handshake), so nothing but the
+      // target decided on is named to anyone.
       std::string forward =
-          via_proxy() ? forward_head(head.line, head.fields,
-                                     auth.empty() ? "" : "Proxy-Authorization: " + auth + "\r\n")
-                      : forward_head(head.method + " " + path_of(head.target) + " " + head.version,
-                                     head.fields);
+          forward_head(head.method + " " + path_of(head.target) + " " + head.version, head.fields);
       relay(std::move(forward), "", false);
     });
   }

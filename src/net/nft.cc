@@ -123,6 +123,19 @@ std::string render_ruleset(const Policy& policy, std::span<const IpAddr> host_ad
   }
   out.append("\t\t# DNS only through the stub on lo\n");
   refuse(out, "", {{53, 53}});
+  // The host's addresses and the metadata endpoints, before any lift: a
+  // rule opening the private range around one of them opens the range, not
+  // it (decide()); only a rule for exactly that address does.
+  std::vector<IpAddr> singles(host_addrs.begin(), host_addrs.end());
+  for (const char* m : {"169.254.169.254", "fd00:ec2::254", "168.63.129.16"})
+    singles.push_back(*IpAddr::parse(m));
+  for (const IpAddr& a : singles) {
+    const Cidr exact = Cidr::of(a, a.is_v4() ? 32 : 128);
+    const bool opened = std::any_of(policy.allow.begin(), policy.allow.end(), [&](const Rule& r) {
+      return r.kind == Rule::Kind::kAddress && r.cidr == exact;
+    });
+    if (!opened) refuse(out, daddr(exact), {});
+  }
   for (const Rule& r : policy.allow) {
     if (!lifts(r, host_addrs)) continue;
     out.append("\t\t# allow " + r.to_string() + "\n");

@@ -125,7 +125,6 @@ class Conn : public std::enable_shared_from_this<Conn> {
   void arm_head_timer();
 
   bool via_proxy() const { return via_ != nullptr; }
-  std::string proxy_authorization() const;
   // The one line Session::record_failure keeps for a failed connection.
   std::string failure_text(Outcome outcome, const std::string& message) const;
   // The client's message for an outcome other than kOpen.
@@ -176,6 +175,7 @@ class Conn : public std::enable_shared_from_this<Conn> {
   asio::steady_timer peek_timer_{client_.get_executor()};
   std::shared_ptr<asio::ip::tcp::resolver> proxy_lookup_;
   const UpstreamProxy* via_ = nullptr;
+  std::uint64_t generation_ = 0;  // the session's policy generation when decided
   std::array<std::vector<std::uint8_t>, 2> bufs_{};
   std::array<bool, 2> done_{};
   std::string peek_;

@@ -26,10 +26,12 @@ void no_delay(Stream& s) {
   if (s.is_open()) ::setsockopt(s.native_handle(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-// Whether `name` may pass without an address: an exact name rule on `port`
-// (the host's proxy resolves it; our own lookup failed).
+// Whether `name` may pass without an address: an operator's (trusted) exact
+// name rule on `port`: the host's proxy resolves it after our own lookup
+// failed (a split horizon). Never a caller's rule: the host's proxy would
+// resolve the name to whatever it likes, private addresses included.
 bool exact_name_allows(const Policy& p, const std::string& name, std::uint16_t port) {
-  return std::any_of(p.allow.begin(), p.allow.end(), [&](const Rule& r) {
+  return std::any_of(p.trusted.begin(), p.trusted.end(), [&](const Rule& r) {
     return r.kind == Rule::Kind::kName && r.matches_name(name) && r.matches_port(port);
   });
 }
@@ -84,10 +86,6 @@ void Conn::close() {
   proxy_lookup_.reset();
   client_.close(ec);
   upstream_.close(ec);
-}
-
-std::string Conn::proxy_authorization() const {
-  return via_ ? via_->authorization : std::string();
 }
 
 std::string Conn::outcome_text(Outcome outcome, Reason reason, const std::string& target,
@@ -179,6 +177,8 @@ void Conn::open_target(Target target, Opened done) {
     done(o, r, message);
   };
   target_ = std::move(target);
+  // Read before the policy: a change after this is seen in established().
+  generation_ = session().generation();
   const auto policy = session().policy();
   const auto hosts = core().host_addrs();
   if (auto ip = IpAddr::parse(target_.host)) {
@@ -304,8 +304,11 @@ void Conn::connect_via_proxy(Opened done) {
 }
 
 void Conn::proxy_handshake(Opened done) {
-  if (!target_.tunnel) return established(std::move(done));
-  const std::string auth = target_text();
+  // Always a tunnel, to the address decided on (a name only on the trusted
+  // path above): the host's proxy must not resolve the name again, which
+  // could give it an address decide() never saw (rebinding, a second A
+  // record). Plain requests then go through it in origin form.
+  const std::string auth = addr_ ? authority(addr_->to_string(), target_.port) : target_text();
   auto req = std::make_shared<std::string>(
       "CONNECT " + auth + " HTTP/1.1\r\nHost: " + auth + "\r\n" +
       (via_->authorization.empty() ? "" : "Proxy-Authorization: " + via_->authorization + "\r\n") +
@@ -353,6 +356,17 @@ void Conn::read_proxy_reply(Opened done) {
 void Conn::established(Opened done) {
   timer_.cancel();
   no_delay(upstream_);
+  // The rules changed while this connection was being made: set_policy did
+  // not see it (it registers only now), so decide again under the new ones.
+  if (addr_ && session().generation() != generation_) {
+    const Decision d =
+        decide(*session().policy(), name_, *addr_, target_.port, *core().host_addrs());
+    if (!d.allowed) {
+      session().record_refusal(target_.via, target_text(), addr_->to_string(), target_.port,
+                               Reason::kRuleRemoved);
+      return done(Outcome::kRefused, Reason::kRuleRemoved, "");
+    }
+  }
   if (addr_) {
     std::function<void()> close_fn = [core = att_->core_ref, weak = weak_from_this()] {
       if (auto c = core.lock()) {

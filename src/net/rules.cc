@@ -308,9 +308,16 @@ Decision decide(const Policy& policy, std::optional<std::string_view> name, cons
   const std::vector<Rule> none;
   const std::vector<Rule>& allow = policy.mode == Mode::kNone ? none : policy.allow;
 
-  std::optional<Cidr> refused = builtin_refusal(addr);
-  if (!refused && std::find(host_addrs.begin(), host_addrs.end(), addr) != host_addrs.end())
-    refused = Cidr::of(addr, addr.is_v4() ? 32 : 128);
+  // The host's own addresses and the cloud metadata endpoints are refused
+  // as single addresses, first: a rule opening a private range that holds
+  // them (10.0.0.0/8 around the host's LAN address) does not open them;
+  // only a rule for exactly that address (or a trusted one) does.
+  const Cidr exact = Cidr::of(addr, addr.is_v4() ? 32 : 128);
+  std::optional<Cidr> refused;
+  if (std::find(host_addrs.begin(), host_addrs.end(), addr) != host_addrs.end() ||
+      is_metadata_address(addr))
+    refused = exact;
+  if (!refused) refused = builtin_refusal(addr);
   if (refused) {
     for (const Rule& r : allow)
       if (r.kind == Rule::Kind::kAddress && refused->covers(r.cidr) && r.matches_address(addr) &&

@@ -64,6 +64,8 @@ Status check_caller_allow(const Config& config, const std::vector<std::string>& 
     bool lifts = false;
     for (const auto& block : net::builtin_refusals()) lifts = lifts || block.covers(r.cidr);
     for (const auto& a : host) lifts = lifts || r.cidr == net::Cidr::of(a, a.is_v4() ? 32 : 128);
+    lifts = lifts || (net::is_metadata_address(r.cidr.base()) &&
+                      r.cidr.prefix() == (r.cidr.base().is_v4() ? 32U : 128U));
     if (!lifts) continue;
     bool permitted = false;
     for (const auto& p : config.network_private_allow) permitted = permitted || p.covers(r.cidr);

@@ -95,8 +95,11 @@ TEST(BuiltinRefusal, CoversLoopbackPrivateAndMetadata) {
                         "::ffff:169.254.169.254"})
     EXPECT_TRUE(builtin_refused(ip(a))) << a;
   for (const char* a : {"198.51.100.2", "203.0.113.1", "172.32.0.1", "100.128.0.1", "8.8.8.8",
-                        "2001:db8::1", "::2"})
+                        "2001:db8::1", "2001:4860::8888"})
     EXPECT_FALSE(builtin_refused(ip(a))) << a;
+  // IPv6 that carries an IPv4 address: NAT64, IPv4-compatible, 6to4.
+  for (const char* a : {"64:ff9b::a00:5", "64:ff9b:1::1", "::2", "::a00:5", "2002:a00:5::1"})
+    EXPECT_TRUE(builtin_refused(ip(a))) << a;
   EXPECT_EQ(builtin_refusal(ip("169.254.169.254"))->to_string(), "169.254.0.0/16");
 }
 

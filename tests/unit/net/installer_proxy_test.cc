@@ -186,19 +186,36 @@ TEST_F(InstallerProxyTest, AHostProxyRefusalIsA502AndTheLastFailure) {
   EXPECT_EQ(session_->last_failure(), why);
 }
 
-TEST_F(InstallerProxyTest, PlainRequestsGoToTheHostsProxyInAbsoluteForm) {
-  OneShotServer host(echo_head);  // the host's http proxy
+// Plain requests go through the host's proxy in a tunnel, in origin form:
+// the host's proxy is never handed a name to resolve for a caller's rule
+// (here a trusted rule whose name our DNS does not know, so its name).
+TEST_F(InstallerProxyTest, PlainRequestsTunnelThroughTheHostsProxy) {
+  std::string connect_head, inner_head;
+  UniqueFd l;
+  std::uint16_t port = 0;
+  l = tcp_listener(port);
+  std::thread host([&] {
+    UniqueFd c(::accept4(l.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!c) return;
+    connect_head = read_until(c.get(), "\r\n\r\n");
+    send_all(c.get(), "HTTP/1.1 200 Connection established\r\n\r\n");
+    inner_head = read_until(c.get(), "\r\n\r\n");
+    send_all(c.get(), "HTTP/1.0 200 OK\r\n\r\nok");
+  });
   ProxyOptions opts;
   opts.upstream.http =
-      UpstreamProxy{.host = "127.0.0.1", .port = host.port(), .authorization = "Basic dTpw"};
-  start({"mirror.corp:80"}, true, opts);  // not in our DNS: the host's proxy resolves it
+      UpstreamProxy{.host = "127.0.0.1", .port = port, .authorization = "Basic dTpw"};
+  start({"mirror.corp:80"}, true, opts);
   const std::string got = exchange(
       "GET http://mirror.corp/simple/ HTTP/1.1\r\nHost: mirror.corp\r\nProxy-Authorization: Basic "
       "eDp5\r\n\r\n");
-  EXPECT_EQ(
-      got,
-      "up:GET http://mirror.corp/simple/ HTTP/1.1\r\nHost: mirror.corp\r\nProxy-Authorization: "
-      "Basic dTpw\r\nConnection: close\r\n\r\n");
+  ::shutdown(l.get(), SHUT_RDWR);
+  host.join();
+  EXPECT_EQ(got, "HTTP/1.0 200 OK\r\n\r\nok");
+  EXPECT_EQ(connect_head.rfind("CONNECT mirror.corp:80 HTTP/1.1\r\n", 0), 0U) << connect_head;
+  EXPECT_NE(connect_head.find("Proxy-Authorization: Basic dTpw\r\n"), std::string::npos);
+  EXPECT_EQ(inner_head.rfind("GET /simple/ HTTP/1.1\r\n", 0), 0U) << inner_head;
+  EXPECT_EQ(inner_head.find("eDp5"), std::string::npos) << "the sandbox's credentials went out";
 }
 
 }  // namespace

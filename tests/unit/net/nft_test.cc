@@ -38,7 +38,7 @@ table inet sandcastle {
 	set refused_v6 {
 		type ipv6_addr
 		flags interval
-		elements = { ::, ::1, fe80::/10, fc00::/7, ff00::/8, 2001:db8:5::1 }
+		elements = { fe80::/10, fc00::/7, ff00::/8, 64:ff9b::/96, 64:ff9b:1::/48, ::/96, 2002::/16, 2001:db8:5::1 }
 	}
 	chain output {
 		type filter hook output priority filter; policy accept;
@@ -56,6 +56,16 @@ table inet sandcastle {
 		# DNS only through the stub on lo
 		tcp dport 53 counter reject with tcp reset
 		udp dport 53 counter reject with icmpx port-unreachable
+		ip daddr 127.0.0.1 meta l4proto tcp counter reject with tcp reset
+		ip daddr 127.0.0.1 counter reject with icmpx port-unreachable
+		ip6 daddr 2001:db8:5::1 meta l4proto tcp counter reject with tcp reset
+		ip6 daddr 2001:db8:5::1 counter reject with icmpx port-unreachable
+		ip daddr 169.254.169.254 meta l4proto tcp counter reject with tcp reset
+		ip daddr 169.254.169.254 counter reject with icmpx port-unreachable
+		ip6 daddr fd00:ec2::254 meta l4proto tcp counter reject with tcp reset
+		ip6 daddr fd00:ec2::254 counter reject with icmpx port-unreachable
+		ip daddr 168.63.129.16 meta l4proto tcp counter reject with tcp reset
+		ip daddr 168.63.129.16 counter reject with icmpx port-unreachable
 		# allow 10.1.0.0/16:443
 		ip daddr 10.1.0.0/16 tcp dport 443 accept
 		ip daddr 10.1.0.0/16 udp dport 443 accept

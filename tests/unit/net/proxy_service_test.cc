@@ -461,6 +461,15 @@ TEST_F(ProxyServiceTest, AnAbstractUnixListenerServesLikeTheTcpOne) {
   EXPECT_EQ(read_until(c.get(), "", 1), "u");
 }
 
+// "GET\thttp://10.0.0.5/\tx http://allowed.test/ HTTP/1.1" is one method
+// here and two words to a lenient parser further on: a method is a token.
+TEST_F(ProxyServiceTest, AMethodThatIsNotATokenIsABadRequest) {
+  UniqueFd c = dial(http_port_);
+  send_all(c.get(), "GET\thttp://10.0.0.5/\tx http://" + echo_target("allowed.test") +
+                        "/ HTTP/1.1\r\nHost: " + echo_target("allowed.test") + "\r\n\r\n");
+  EXPECT_EQ(read_until(c.get(), "\r\n").rfind("HTTP/1.1 400 ", 0), 0U);
+}
+
 TEST_F(ProxyServiceTest, AnAbstractUnixListenerServesOnlyThisProcess) {
   UniqueFd l(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un a{};
@@ -533,8 +542,10 @@ TEST_F(ProxyServiceTest, TunnelsChainThroughTheHostsProxyWithItsCredentials) {
   send_all(c.get(), "z");
   EXPECT_EQ(read_until(c.get(), "", 1), "z");
   c.reset();
-  EXPECT_EQ(host_proxy.request(), "CONNECT " + echo_target("allowed.test") +
-                                      " HTTP/1.1\r\nHost: " + echo_target("allowed.test") +
+  // The address decided on, not the name: the host's proxy must not resolve
+  // it again (a second A record or a rebinding answer would be its choice).
+  const std::string decided = "127.0.0.1:" + std::to_string(echo_.port());
+  EXPECT_EQ(host_proxy.request(), "CONNECT " + decided + " HTTP/1.1\r\nHost: " + decided +
                                       "\r\nProxy-Authorization: Basic dTpw\r\n\r\n");
 }
 

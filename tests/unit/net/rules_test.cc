@@ -244,6 +244,26 @@ TEST_F(Decide, WideRuleLiftsNoRefusal) {
   EXPECT_TRUE(decide(**exact, std::nullopt, ip("169.254.169.254"), 80, host_).allowed);
 }
 
+// A private range a rule opens does not open the host's own address or a
+// metadata endpoint inside it: those open only to a rule naming exactly them.
+TEST_F(Decide, APrivateRangeRuleOpensNeitherTheHostNorMetadata) {
+  const std::vector<IpAddr> host = {ip("10.0.0.5")};
+  auto p = make_policy(Mode::kAllowList, {"10.0.0.0/8:*", "169.254.0.0/16:*", "[fc00::]/7:*"}, {});
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(decide(**p, std::nullopt, ip("10.0.0.6"), 80, host).allowed);
+  for (const char* a : {"10.0.0.5", "169.254.169.254", "fd00:ec2::254"})
+    EXPECT_EQ(decide(**p, std::nullopt, ip(a), 80, host).reason, Reason::kPrivateAddress) << a;
+  EXPECT_TRUE(decide(**p, std::nullopt, ip("169.254.1.1"), 80, host).allowed);
+  // Azure's WireServer is a public address, refused as metadata all the same.
+  auto wide = make_policy(Mode::kAllowList, {"0.0.0.0/0:*"}, {});
+  ASSERT_TRUE(wide.ok());
+  EXPECT_EQ(decide(**wide, std::nullopt, ip("168.63.129.16"), 80, host).reason,
+            Reason::kPrivateAddress);
+  auto exact = make_policy(Mode::kAllowList, {"10.0.0.5:22"}, {});
+  ASSERT_TRUE(exact.ok());
+  EXPECT_TRUE(decide(**exact, std::nullopt, ip("10.0.0.5"), 22, host).allowed);
+}
+
 TEST_F(Decide, ModeNoneAllowsNothing) {
   Policy none = *policy_;
   none.mode = Mode::kNone;
