@@ -9,12 +9,8 @@
 #include <sstream>
 #include <thread>
 
-#include "../integration/sandbox/fixture.h"
 #include "common/metrics.h"
-#include "net/proxy_service.h"
-#include "net_world.h"
-#include "service/lifecycle.h"
-#include "service/network.h"
+#include "service_world.h"
 
 namespace sandcastle::nettest {
 namespace {
@@ -22,26 +18,11 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-class AllowlistTest : public ::testing::Test {
+class AllowlistTest : public ServiceWorldTest {
  protected:
   void SetUp() override {
     REQUIRE_NET_WORLD();
-    std::string why;
-    backend_ = sandbox::testing::shared_backend(&why);
-    ASSERT_NE(backend_, nullptr) << why;
-    auto proxies = net::ProxyService::start({.resolver = NetWorld::kResolver});
-    ASSERT_TRUE(proxies.ok()) << proxies.error().message();
-    proxies_ = std::move(*proxies);
-    service::ManagerOptions o;
-    o.proxies = proxies_.get();
-    manager_ = std::make_unique<service::SandboxManager>(*backend_, o);
-    env_ = std::make_unique<service::Env>(service::Env{*manager_, service::Config{}});
-    manager_->start();
-  }
-  void TearDown() override {
-    if (manager_) manager_->shutdown();
-    manager_.reset();
-    proxies_.reset();
+    start({net::Mode::kNone, net::Mode::kAllowList});
   }
 
   std::string create(const std::vector<std::string>& allow) {
@@ -57,32 +38,6 @@ class AllowlistTest : public ::testing::Test {
     EXPECT_TRUE(entry(id)->sandbox().write_file("ca.pem", ca.str(), 0644, false).ok());
     return id;
   }
-  std::shared_ptr<service::SandboxEntry> entry(const std::string& id) {
-    auto e = manager_->get(id, caller_.owner);
-    EXPECT_TRUE(e.ok());
-    return e.ok() ? *e : nullptr;
-  }
-  sandbox::ExecResult sh(const std::string& id, const std::string& script) {
-    sandbox::ExecRequest req;
-    req.argv = {"/bin/sh", "-c", script};
-    req.timeout = 30s;
-    auto r = entry(id)->sandbox().exec(req);
-    EXPECT_TRUE(r.ok()) << r.error().message();
-    return r.ok() ? *r : sandbox::ExecResult{};
-  }
-  // The reasons of the sandbox's last refusals, oldest first.
-  std::vector<std::string> reasons(const std::string& id) {
-    std::vector<std::string> out;
-    for (const auto& r : entry(id)->network()->last_refusals())
-      out.push_back(net::reason_name(r.reason));
-    return out;
-  }
-
-  sandbox::native::NativeBackend* backend_ = nullptr;
-  std::unique_ptr<net::ProxyService> proxies_;
-  std::unique_ptr<service::SandboxManager> manager_;
-  std::unique_ptr<service::Env> env_;
-  const service::Caller caller_{"alice", "k-alice"};
 };
 
 TEST_F(AllowlistTest, AllowedHostsAnswerThroughEveryRoute) {

@@ -14,13 +14,9 @@
 #include <future>
 #include <thread>
 
-#include "../integration/sandbox/fixture.h"
-#include "net/proxy_service.h"
 #include "net/user_net.h"
-#include "net_world.h"
 #include "service/durable.h"
-#include "service/lifecycle.h"
-#include "service/network.h"
+#include "service_world.h"
 
 namespace sandcastle::nettest {
 namespace {
@@ -54,29 +50,12 @@ constexpr const char* kPyPrelude =
     "  u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.connect((a, p))\n"
     "  return err(lambda: u.send(b'x'))\n";
 
-class FullTest : public ::testing::Test {
+class FullTest : public ServiceWorldTest {
  protected:
   void SetUp() override {
     REQUIRE_NET_WORLD();
     if (auto s = net::full_mode_available(); !s) GTEST_SKIP() << s.error().message();
-    std::string why;
-    backend_ = sandbox::testing::shared_backend(&why);
-    ASSERT_NE(backend_, nullptr) << why;
-    auto proxies = net::ProxyService::start({.resolver = NetWorld::kResolver});
-    ASSERT_TRUE(proxies.ok()) << proxies.error().message();
-    proxies_ = std::move(*proxies);
-    service::ManagerOptions o;
-    o.proxies = proxies_.get();
-    manager_ = std::make_unique<service::SandboxManager>(*backend_, o);
-    service::Config config;
-    config.network_modes = {net::Mode::kNone, net::Mode::kAllowList, net::Mode::kFull};
-    env_ = std::make_unique<service::Env>(service::Env{*manager_, config});
-    manager_->start();
-  }
-  void TearDown() override {
-    if (manager_) manager_->shutdown();
-    manager_.reset();
-    proxies_.reset();
+    start({net::Mode::kNone, net::Mode::kAllowList, net::Mode::kFull});
   }
 
   // allow: the test net and the name allowed.test; deny: the neighbour .3.
@@ -87,39 +66,9 @@ class FullTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.error().message();
     return r.ok() ? *r : json();
   }
-  std::shared_ptr<service::SandboxEntry> entry(const std::string& id) {
-    auto e = manager_->get(id, caller_.owner);
-    EXPECT_TRUE(e.ok());
-    return e.ok() ? *e : nullptr;
-  }
-  sandbox::ExecResult sh(const std::string& id, const std::string& script) {
-    sandbox::ExecRequest req;
-    req.argv = {"/bin/sh", "-c", script};
-    req.timeout = 30s;
-    auto r = entry(id)->sandbox().exec(req);
-    EXPECT_TRUE(r.ok()) << r.error().message();
-    return r.ok() ? *r : sandbox::ExecResult{};
-  }
   sandbox::ExecResult py(const std::string& id, const std::string& body) {
-    sandbox::ExecRequest req;
-    req.argv = {"python3", "-c", std::string(kPyPrelude) + body};
-    req.timeout = 30s;
-    auto r = entry(id)->sandbox().exec(req);
-    EXPECT_TRUE(r.ok()) << r.error().message();
-    return r.ok() ? *r : sandbox::ExecResult{};
+    return run(id, {"python3", "-c", std::string(kPyPrelude) + body});
   }
-  std::vector<std::string> reasons(const std::string& id) {
-    std::vector<std::string> out;
-    for (const auto& r : entry(id)->network()->last_refusals())
-      out.push_back(net::reason_name(r.reason));
-    return out;
-  }
-
-  sandbox::native::NativeBackend* backend_ = nullptr;
-  std::unique_ptr<net::ProxyService> proxies_;
-  std::unique_ptr<service::SandboxManager> manager_;
-  std::unique_ptr<service::Env> env_;
-  const service::Caller caller_{"alice", "k-alice"};
 };
 
 TEST_F(FullTest, AllowedAddressesAnswerDirectlyAndTheRestIsRefusedAtOnce) {
