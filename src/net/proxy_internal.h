@@ -61,7 +61,8 @@ struct Core {
   std::atomic<std::size_t> total{0};
   // Last, so it goes first: the connections its pending handlers still
   // hold are destroyed while the rest of Core is alive.
-  asio::io_context io;
+  // One thread runs it (the hint spares the scheduler's locking).
+  asio::io_context io{1};
 };
 
 // One attach(): its listeners and connections.
@@ -172,14 +173,12 @@ class Conn : public std::enable_shared_from_this<Conn> {
   bool finishing_ = false;  // a final reply is being written: the relay stops
   std::string last_error_;
   std::string peek_name_;  // the SNI or Host a refusal names
-  asio::steady_timer peek_timer_{client_.get_executor()};
   std::shared_ptr<asio::ip::tcp::resolver> proxy_lookup_;
   const UpstreamProxy* via_ = nullptr;
   std::uint64_t generation_ = 0;  // the session's policy generation when decided
   std::array<std::vector<std::uint8_t>, 2> bufs_{};
   std::array<bool, 2> done_{};
   std::string peek_;
-  bool peeking_ = false;
   std::array<char, 1024> sink_{};  // what a refused client still sends
   std::chrono::steady_clock::time_point last_active_{};
 };

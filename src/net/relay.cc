@@ -79,10 +79,6 @@ void Conn::close() {
   closed_ = true;
   ErrorCodeT ec;
   timer_.cancel();
-  // Its wait holds this connection (and its per-sandbox slot) for the head
-  // timeout after a client that closed while its tunnel was being peeked at.
-  peeking_ = false;
-  peek_timer_.cancel();
   proxy_lookup_.reset();
   client_.close(ec);
   upstream_.close(ec);
@@ -404,12 +400,11 @@ void Conn::relay(std::string to_upstream, std::string to_client, bool peek) {
                             self->arm_idle();
                             self->pump(false);
                             if (!peek) return self->pump(true);
-                            self->peeking_ = true;
-                            self->peek_timer_.expires_after(self->core().options.head_timeout);
-                            self->peek_timer_.async_wait([self](const ErrorCodeT& t) {
-                              // Nothing conclusive in time: let it through.
-                              if (!t && self->peeking_ && !self->closed_) self->peek_pass();
-                            });
+                            // No deadline of its own: a client that stays
+                            // silent (a server-speaks-first protocol) is
+                            // checked when it does speak; the idle timeout
+                            // bounds the wait. Passing unchecked after a
+                            // while would let a patient client through.
                             self->peek_more();
                           });
                     });
@@ -465,7 +460,7 @@ void Conn::peek_more() {
   auto buf = std::make_shared<std::array<char, 4096>>();
   client_.async_read_some(asio::buffer(*buf, std::min(buf->size(), kPeekMax + 1 - peek_.size())),
                           [self = shared_from_this(), buf](const ErrorCodeT& ec, std::size_t n) {
-                            if (self->closed_ || !self->peeking_) return;
+                            if (self->closed_ || self->finishing_) return;
                             if (ec) return self->close();
                             self->touch();
                             self->peek_.append(buf->data(), n);
@@ -474,8 +469,6 @@ void Conn::peek_more() {
 }
 
 void Conn::peek_pass() {
-  peeking_ = false;
-  peek_timer_.cancel();
   auto data = std::make_shared<std::string>(std::move(peek_));
   peek_.clear();
   session().count_bytes(data->size(), 0);
@@ -487,8 +480,6 @@ void Conn::peek_pass() {
 }
 
 void Conn::refuse_in_tunnel(std::string reply) {
-  peeking_ = false;
-  peek_timer_.cancel();
   ErrorCodeT ec;
   upstream_.close(ec);
   reply_and_close(std::move(reply));

@@ -193,6 +193,26 @@ TEST_F(ProxyServiceTest, TlsServerNameMustBeTheTarget) {
   EXPECT_EQ(read_until(none.get(), "", no_sni.size()), no_sni);
 }
 
+// The first bytes are checked whenever they come: a client that waits out
+// the head timeout is not let through unchecked, and a quiet client's first
+// bytes (a server-speaks-first protocol) are relayed, none lost.
+TEST_F(ProxyServiceTest, AClientThatWaitsIsStillChecked) {
+  start(ProxyOptions{.head_timeout = std::chrono::milliseconds(100)});
+  const std::string hello = bytes_of(fixtures::kHelloSni);  // SNI allowed.test
+  std::string reply;
+  UniqueFd bad = connect_via_http(echo_target("x.test"), reply);
+  ASSERT_NE(reply.find(" 200 "), std::string::npos);
+  UniqueFd quiet = connect_via_http(echo_target("allowed.test"), reply);
+  ASSERT_NE(reply.find(" 200 "), std::string::npos);
+  // Longer than the head timeout: the time is what is under test here.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  send_all(bad.get(), hello);
+  EXPECT_EQ(read_all(bad.get()), std::string("\x15\x03\x01\x00\x02\x02\x70", 7));
+  EXPECT_EQ(session_->last_refusals().back().reason, Reason::kSniMismatch);
+  send_all(quiet.get(), "SSH-2.0-late\r\n");
+  EXPECT_EQ(read_until(quiet.get(), "\r\n"), "SSH-2.0-late\r\n");
+}
+
 TEST_F(ProxyServiceTest, AnIpLiteralTakesItsNameFromTheDnsMap) {
   EXPECT_EQ(ask_udp("x.test", dns::type::kA).answers.size(), 1U);
   EXPECT_EQ(session_->name_for(ip("127.0.0.1")), "x.test");
