@@ -8,13 +8,19 @@
 //       the operator setting network.private_allow). The timed loop runs
 //       inside one python3 process per side, so process start-up is not in
 //       it. Medians and the ratio to direct (target <= 1.3).
+//       A reference row: the same host program through bench/lib/tcp_relay.cc,
+//       a bare relay (one thread, poll and copy, nothing decided), which is what
+//       any user-space hop costs on this machine. Both sides run the same
+//       interpreter (/usr/bin/python3, the sandbox's).
 //   (b) 200 connections at once through one sandbox's proxy (CONNECT + GET of
 //       the 1 MiB body each): errors (target 0) and wall time.
 //
-// Usage: node bench/net_proxy_bench.mjs [--sandcastle build/sandcastle] [--iterations 100] [--json]
+// Usage: node bench/net_proxy_bench.mjs [--sandcastle build/sandcastle] [--relay build/tcp_relay]
+//          [--iterations 100] [--json]
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { dirname, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from './lib/args.mjs';
 import { LineClient } from './lib/line_client.mjs';
@@ -23,9 +29,12 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
 const opts = parseArgs(process.argv.slice(2), {
   script: 'net_proxy_bench.mjs',
-  defaults: { sandcastle: resolve(root, 'build/sandcastle'), iterations: 100, json: false },
-  types: { sandcastle: 'path', iterations: 'int', json: 'flag' },
+  defaults: { sandcastle: resolve(root, 'build/sandcastle'), relay: null, iterations: 100, json: false },
+  types: { sandcastle: 'path', relay: 'path', iterations: 'int', json: 'flag' },
 });
+opts.relay ??= join(dirname(opts.sandcastle), 'tcp_relay');
+// The sandbox's interpreter is the host's /usr/bin/python3 (native backend).
+const HOST_PYTHON = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
 
 const BODY = Buffer.alloc(1 << 20, 0x61);
 
@@ -97,20 +106,27 @@ async function main() {
     if (r.sc.exit_code !== 0) throw new Error(`${mode}: ${r.sc.stderr.slice(0, 500)}`);
     return r.sc.stdout.trim().split('\n');
   };
-  const onHost = (mode, n) => {
+  if (!existsSync(opts.relay)) throw new Error(`${opts.relay} not found: make bench builds it`);
+  const relay = spawn(opts.relay, ['--target', String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const relayPort = await new Promise((res, rej) => {
+    relay.stdout.once('data', (d) => res(Number(String(d).trim())));
+    relay.once('exit', (code) => rej(new Error(`tcp_relay exited: ${code}`)));
+  });
+  const onHost = (mode, n, to = port) => {
     // Async spawn: the web server lives in this process.
     return new Promise((resolveRun, reject) => {
-      const p = spawn('python3', ['-c', CLIENT, mode, String(port), String(n)]);
+      const p = spawn(HOST_PYTHON, ['-c', CLIENT, mode, String(to), String(n)]);
       let out = '';
       p.stdout.on('data', (d) => { out += d; });
       p.on('close', (code) => (code === 0 ? resolveRun(out.trim().split('\n')) : reject(new Error(`host ${mode}: ${code}`))));
     });
   };
   // Interleaved in rounds of 10, so load on the machine hits both sides.
-  const times = { direct: [], absolute: [], connect: [] };
+  const times = { direct: [], relay: [], absolute: [], connect: [] };
   const n = opts.iterations;
   for (let done = 0; done < n; done += 10) {
     times.direct.push(...(await onHost('direct', 10)).map(Number));
+    times.relay.push(...(await onHost('direct', 10, relayPort)).map(Number));
     times.absolute.push(...(await inSandbox('absolute', 10)).map(Number));
     times.connect.push(...(await inSandbox('connect', 10)).map(Number));
   }
@@ -119,6 +135,7 @@ async function main() {
   const d = median(times.direct);
   const rows = [
     ['direct from the host (no proxy)', d, 1],
+    ['reference: the host through a bare relay (bench/lib/tcp_relay.cc)', median(times.relay), median(times.relay) / d],
     ['through the proxy, absolute-form GET', median(times.absolute), median(times.absolute) / d],
     ['through the proxy, CONNECT tunnel', median(times.connect), median(times.connect) / d],
   ];
@@ -126,13 +143,16 @@ async function main() {
     console.log(JSON.stringify({ iterations: n, rows, burst: { connections: 200, wall_ms: Number(wall), errors: Number(errors) } }));
   } else {
     console.log(`1 MiB GET on a fresh connection, median of ${n} (ms), loopback web server:\n`);
-    console.log('| path | median ms | ratio to direct |');
-    console.log('| --- | --- | --- |');
-    for (const [what, ms, ratio] of rows) console.log(`| ${what} | ${ms.toFixed(2)} | ${ratio.toFixed(2)}× |`);
+    // The proxy's own share: its time over the bare relay's.
+    const r = median(times.relay);
+    console.log('| path | median ms | ratio to direct | ratio to the bare relay |');
+    console.log('| --- | --- | --- | --- |');
+    for (const [what, ms, ratio] of rows) console.log(`| ${what} | ${ms.toFixed(2)} | ${ratio.toFixed(2)}× | ${(ms / r).toFixed(2)}× |`);
     console.log(`\n200 concurrent CONNECT + 1 MiB GET through one sandbox's proxy: ${errors} errors, ${Number(wall).toFixed(0)} ms wall`);
   }
   await c.callOk('close_sandbox', { sandbox_id: sb.sandbox_id });
   c.proc.kill();
+  relay.kill();
   web.close();
   if (Number(errors) !== 0) process.exitCode = 1;
 }
