@@ -18,7 +18,6 @@ namespace {
 
 using nlohmann::json;
 
-// The network modes besides "none" arrive with issue 19's later commits.
 // The native key, plus the network mode: unlike a native sandbox, an
 // allowlist container differs from a mode-none one (its sysctl lets the
 // agent bind :53), so it cannot come from a mode-none pool.
@@ -26,10 +25,21 @@ std::string engine_pool_key(const SandboxSpec& spec) {
   return native::pool_key(spec) + "|" + network_mode_name(spec.network());
 }
 
+// Full mode is native only: its firewall is loaded inside the sandbox's
+// network namespace before the route exists, which an engine (maybe remote,
+// maybe rootless) does not let the server enter.
 Status check_network(const SandboxSpec& spec, bool allowlist) {
   if (spec.network() == NetworkMode::kNone) return {};
-  if (spec.network() == NetworkMode::kAllowList && allowlist) return {};
-  return Error::make(ErrorCode::kInvalidArgument, "engine backend: only network mode \"none\"");
+  if (spec.network() == NetworkMode::kAllowList) {
+    if (allowlist) return {};
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "engine backend: network mode \"allowlist\" is not offered by this server "
+                       "(add it to [network] modes; with several engines, only \"none\")");
+  }
+  return Error::make(ErrorCode::kInvalidArgument,
+                     "engine backend: network mode \"full\" runs on the native backend only "
+                     "(its firewall is loaded inside the sandbox's network namespace); use "
+                     "\"allowlist\" with the hosts the sandbox needs");
 }
 
 constexpr auto kStartTimeout = std::chrono::seconds(60);
