@@ -23,6 +23,7 @@
 #include "net_world.h"
 #include "service/lifecycle.h"
 #include "service/sandbox_network.h"
+#include "service_world.h"
 
 namespace sandcastle::nettest {
 namespace {
@@ -60,59 +61,19 @@ const std::map<std::string, std::string>& full_expected() {
   return m;
 }
 
-// The server's pieces: proxies (for the DNS stub), a manager allowing full
-// mode, the service env.
-struct FullServer {
-  sandbox::native::NativeBackend* backend = nullptr;
-  std::unique_ptr<net::ProxyService> proxies;
-  std::unique_ptr<service::SandboxManager> manager;
-  std::unique_ptr<service::Env> env;
-  const service::Caller caller{"mallory", "k-mallory"};
-
+// The server for one suite (service_world.h), offering full mode; every
+// sandbox a full one: allow the test net and allowed.test, deny .3.
+struct FullServer : ServiceServer {
+  FullServer() { caller_ = {"mallory", "k-mallory"}; }
   Status start() {
-    std::string why;
-    backend = sandbox::testing::shared_backend(&why);
-    if (backend == nullptr) return Error::make(ErrorCode::kUnavailable, why);
-    auto p = net::ProxyService::start({.resolver = NetWorld::kResolver});
-    if (!p.ok()) return p.take_error();
-    proxies = std::move(*p);
-    service::ManagerOptions o;
-    o.proxies = proxies.get();
-    manager = std::make_unique<service::SandboxManager>(*backend, o);
-    service::Config config;
-    config.network_modes = {net::Mode::kNone, net::Mode::kAllowList, net::Mode::kFull};
-    env = std::make_unique<service::Env>(service::Env{*manager, config});
-    manager->start();
-    return ok_status();
+    return ServiceServer::start({net::Mode::kNone, net::Mode::kAllowList, net::Mode::kFull});
   }
-  ~FullServer() {
-    if (manager) manager->shutdown();
-    manager.reset();
-    proxies.reset();
-  }
-
   Result<std::string> create() {
-    json args{{"language", "bash"},
-              {"network",
-               {{"mode", "full"},
-                {"allow", {"198.51.100.0/24:*", "allowed.test"}},
-                {"deny", {"198.51.100.3"}}}}};
-    auto r = service::create_sandbox(*env, caller, args);
-    if (!r.ok()) return r.take_error();
-    return std::string((*r)["sandbox_id"]);
-  }
-  std::shared_ptr<service::SandboxEntry> entry(const std::string& id) {
-    auto e = manager->get(id, caller.owner);
-    if (!e.ok()) throw std::runtime_error("no sandbox " + id);
-    return *e;
-  }
-  sandbox::ExecResult sh(const std::string& id, const std::string& script) {
-    sandbox::ExecRequest req;
-    req.argv = {"/bin/sh", "-c", script};
-    req.timeout = 60s;
-    auto r = entry(id)->sandbox().exec(req);
-    EXPECT_TRUE(r.ok()) << r.error().message();
-    return r.ok() ? *r : sandbox::ExecResult{};
+    return ServiceServer::create({{"language", "bash"},
+                                  {"network",
+                                   {{"mode", "full"},
+                                    {"allow", {"198.51.100.0/24:*", "allowed.test"}},
+                                    {"deny", {"198.51.100.3"}}}}});
   }
 };
 
@@ -244,16 +205,13 @@ TEST_P(HostileFullTest, IsDeniedInFullMode) {
   ASSERT_FALSE(hostile_.empty());
   const Case& c = GetParam();
   const std::string program = c.program;
-  const std::string base = program.substr(0, program.rfind('.'));
   auto r = server_->entry(hostile_)->sandbox().exec(
       escape::program_request(program, "/workspace/esc", facts_));
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(r->reason, sandbox::EndReason::kExited)
       << "signal " << r->signal << ": " << r->stderr_data;
   EXPECT_EQ(r->exit_code, 0) << r->stderr_data;
-  const auto& over = full_expected();
-  const auto it = over.find(base);
-  EXPECT_EQ(r->stdout_data, it != over.end() ? it->second : escape::expected_for(base, c.expected))
+  EXPECT_EQ(r->stdout_data, escape::expected_in_mode(c, full_expected()))
       << "stderr: " << r->stderr_data;
   expect_network_intact();
 }

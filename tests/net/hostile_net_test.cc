@@ -21,6 +21,7 @@
 #include "net/proxy_service.h"
 #include "net_world.h"
 #include "service/lifecycle.h"
+#include "service_world.h"
 
 namespace sandcastle::nettest {
 namespace {
@@ -64,57 +65,27 @@ const std::map<std::string, std::string>& allowlist_expected() {
   return m;
 }
 
-// The server's pieces for one suite: proxies, a manager, the service env.
-struct Server {
-  sandbox::native::NativeBackend* backend = nullptr;
-  std::unique_ptr<net::ProxyService> proxies;
-  std::unique_ptr<service::SandboxManager> manager;
-  std::unique_ptr<service::Env> env;
-  const service::Caller caller{"mallory", "k-mallory"};
-
-  Status start() {
-    std::string why;
-    backend = sandbox::testing::shared_backend(&why);
-    if (backend == nullptr) return Error::make(ErrorCode::kUnavailable, why);
-    auto p = net::ProxyService::start(
-        {.resolver = NetWorld::kResolver, .max_per_sandbox = kMaxPerSandbox});
-    if (!p.ok()) return p.take_error();
-    proxies = std::move(*p);
-    service::ManagerOptions o;
-    o.proxies = proxies.get();
-    manager = std::make_unique<service::SandboxManager>(*backend, o);
-    env = std::make_unique<service::Env>(service::Env{*manager, service::Config{}});
-    manager->start();
-    return ok_status();
-  }
-  ~Server() {
-    if (manager) manager->shutdown();
-    manager.reset();
-    proxies.reset();
-  }
-
+// The server for one suite (service_world.h), its proxies' per-sandbox
+// limit small, every sandbox an allowlist one.
+struct Server : ServiceServer {
+  Server() { caller_ = {"mallory", "k-mallory"}; }
+  Status start() { return ServiceServer::start({}, {.max_per_sandbox = kMaxPerSandbox}); }
   Result<std::string> create() {
-    json args{{"language", "bash"}, {"network", {{"mode", "allowlist"}, {"allow", kAllow}}}};
-    auto r = service::create_sandbox(*env, caller, args);
-    if (!r.ok()) return r.take_error();
-    return std::string((*r)["sandbox_id"]);
+    return ServiceServer::create(
+        {{"language", "bash"}, {"network", {{"mode", "allowlist"}, {"allow", kAllow}}}});
   }
-  sandbox::Sandbox& sandbox(const std::string& id) {
-    auto e = manager->get(id, caller.owner);
-    if (!e.ok()) throw std::runtime_error("no sandbox " + id);
-    return (*e)->sandbox();
-  }
-  std::shared_ptr<net::Session> session(const std::string& id) {
-    auto e = manager->get(id, caller.owner);
-    return e.ok() ? (*e)->network() : nullptr;
-  }
-  sandbox::ExecResult sh(const std::string& id, const std::string& script) {
-    sandbox::ExecRequest req;
-    req.argv = {"/bin/sh", "-c", script};
-    req.timeout = 60s;
-    auto r = sandbox(id).exec(req);
-    EXPECT_TRUE(r.ok()) << r.error().message();
-    return r.ok() ? *r : sandbox::ExecResult{};
+  sandbox::Sandbox& sandbox(const std::string& id) { return entry(id)->sandbox(); }
+  std::shared_ptr<net::Session> session(const std::string& id) { return entry(id)->network(); }
+  // Started, with two sandboxes (a, b).
+  void two_tenants(std::string& a, std::string& b) {
+    auto s = start();
+    ASSERT_TRUE(s.ok()) << s.error().message();
+    auto x = create();
+    ASSERT_TRUE(x.ok()) << x.error().message();
+    auto y = create();
+    ASSERT_TRUE(y.ok()) << y.error().message();
+    a = *x;
+    b = *y;
   }
 };
 
@@ -185,9 +156,9 @@ class HostileNetTest : public ::testing::TestWithParam<Case> {
     // The program has exited: the proxies close all it had open, at once.
     auto session = server_->session(hostile_);
     ASSERT_NE(session, nullptr);
-    for (int i = 0; i < 100 && server_->proxies->open_connections() > 0; ++i)
+    for (int i = 0; i < 100 && server_->proxies_->open_connections() > 0; ++i)
       std::this_thread::sleep_for(20ms);
-    EXPECT_EQ(server_->proxies->open_connections(), 0U);
+    EXPECT_EQ(server_->proxies_->open_connections(), 0U);
     EXPECT_EQ(session->stats().open, 0U);
     EXPECT_EQ(::accept(listener_, nullptr, nullptr), -1) << "a sandbox reached the host's loopback";
     EXPECT_EQ(::accept(unix_listener_, nullptr, nullptr), -1)
@@ -223,15 +194,12 @@ TEST_P(HostileNetTest, IsDeniedInAllowlist) {
   ASSERT_FALSE(hostile_.empty());
   const Case& c = GetParam();
   const std::string program = c.program;
-  const std::string base = program.substr(0, program.rfind('.'));
   auto r =
       server_->sandbox(hostile_).exec(escape::program_request(program, "/workspace/esc", facts_));
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(r->reason, sandbox::EndReason::kExited) << r->stderr_data;
   EXPECT_EQ(r->exit_code, 0) << r->stderr_data;
-  const auto& over = allowlist_expected();
-  const auto it = over.find(base);
-  EXPECT_EQ(r->stdout_data, it != over.end() ? it->second : escape::expected_for(base, c.expected))
+  EXPECT_EQ(r->stdout_data, escape::expected_in_mode(c, allowlist_expected()))
       << "stderr: " << r->stderr_data;
   expect_nothing_leaked();
 }
@@ -246,20 +214,16 @@ INSTANTIATE_TEST_SUITE_P(HostileAllowlist, HostileNetTest, ::testing::ValuesIn(e
 TEST(HostileNetNeighbourTest, AFloodingTenantDoesNotStarveAnother) {
   REQUIRE_NET_WORLD();
   Server server;
-  auto s = server.start();
-  ASSERT_TRUE(s.ok()) << s.error().message();
-  auto a = server.create();
-  ASSERT_TRUE(a.ok()) << a.error().message();
-  auto b = server.create();
-  ASSERT_TRUE(b.ok()) << b.error().message();
+  std::string a, b;
+  server.two_tenants(a, b);
+  if (HasFatalFailure()) return;
   const std::string flood = escape::program_dir() + "/proxy_flood.py";
-  ASSERT_TRUE(server.sandbox(*a).write_file("flood.py", escape::slurp(flood), 0644, false).ok());
+  ASSERT_TRUE(server.sandbox(a).write_file("flood.py", escape::slurp(flood), 0644, false).ok());
 
   std::promise<sandbox::ExecResult> held;
   auto done = held.get_future();
-  std::thread t(
-      [&] { held.set_value(server.sh(*a, "python3 flood.py allowed.test 300 release")); });
-  auto session = server.session(*a);
+  std::thread t([&] { held.set_value(server.sh(a, "python3 flood.py allowed.test 300 release")); });
+  auto session = server.session(a);
   ASSERT_NE(session, nullptr);
   // Wait for A to hold its kMaxPerSandbox tunnels (the program then waits
   // for the release file).
@@ -268,14 +232,14 @@ TEST(HostileNetNeighbourTest, AFloodingTenantDoesNotStarveAnother) {
   EXPECT_EQ(session->stats().open, kMaxPerSandbox);
 
   const auto started = std::chrono::steady_clock::now();
-  auto r = server.sh(*b,
+  auto r = server.sh(b,
                      "curl -sS --max-time 10 http://allowed.test/host; echo;"
                      "curl -sS --max-time 10 -x socks5h://127.0.0.1:1080 http://allowed.test/host");
   EXPECT_EQ(r.stdout_data, "allowed.test\nallowed.test") << r.stderr_data;
   EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
-  EXPECT_EQ(server.session(*b)->stats().refused_by_reason.count(net::Reason::kLimit), 0U);
+  EXPECT_EQ(server.session(b)->stats().refused_by_reason.count(net::Reason::kLimit), 0U);
 
-  ASSERT_TRUE(server.sandbox(*a).write_file("release", "", 0644, false).ok());
+  ASSERT_TRUE(server.sandbox(a).write_file("release", "", 0644, false).ok());
   ASSERT_EQ(done.wait_for(90s), std::future_status::ready);
   t.join();
   auto flooded = done.get();
@@ -287,20 +251,17 @@ TEST(HostileNetNeighbourTest, AFloodingTenantDoesNotStarveAnother) {
 TEST(HostileNetNeighbourTest, ADnsFloodDoesNotSilenceAnotherTenantsStub) {
   REQUIRE_NET_WORLD();
   Server server;
-  auto s = server.start();
-  ASSERT_TRUE(s.ok()) << s.error().message();
-  auto a = server.create();
-  ASSERT_TRUE(a.ok()) << a.error().message();
-  auto b = server.create();
-  ASSERT_TRUE(b.ok()) << b.error().message();
+  std::string a, b;
+  server.two_tenants(a, b);
+  if (HasFatalFailure()) return;
   const std::string flood = escape::program_dir() + "/dns_flood.py";
-  ASSERT_TRUE(server.sandbox(*a).write_file("flood.py", escape::slurp(flood), 0644, false).ok());
-  auto flooding = std::async(std::launch::async,
-                             [&] { return server.sh(*a, "python3 flood.py allowed.test"); });
+  ASSERT_TRUE(server.sandbox(a).write_file("flood.py", escape::slurp(flood), 0644, false).ok());
+  auto flooding =
+      std::async(std::launch::async, [&] { return server.sh(a, "python3 flood.py allowed.test"); });
   // From the flood's first refusal on, B looks up 20 times (getent hosts:
   // `ahosts` asks getaddrinfo with AI_ADDRCONFIG, which finds no address
   // but lo's in an allowlist sandbox and does not even ask).
-  auto session = server.session(*a);
+  auto session = server.session(a);
   ASSERT_NE(session, nullptr);
   auto limited = [&] {
     const auto st = session->stats();
@@ -309,14 +270,14 @@ TEST(HostileNetNeighbourTest, ADnsFloodDoesNotSilenceAnotherTenantsStub) {
   };
   for (int i = 0; i < 200 && !limited(); ++i) std::this_thread::sleep_for(10ms);
   EXPECT_TRUE(limited());
-  auto r = server.sh(*b,
+  auto r = server.sh(b,
                      "n=0; for i in $(seq 20); do getent hosts allowed.test >/dev/null && "
                      "n=$((n+1)); done; echo $n");
   EXPECT_EQ(r.stdout_data, "20\n") << r.stderr_data;
   ASSERT_EQ(flooding.wait_for(60s), std::future_status::ready);
   EXPECT_EQ(flooding.get().stdout_data,
             "probe NOERROR\nanswered 1000\nrate_limited True\nafter NOERROR\n");
-  const auto b_stats = server.session(*b)->stats();
+  const auto b_stats = server.session(b)->stats();
   EXPECT_EQ(b_stats.refused_by_reason.count(net::Reason::kLimit), 0U);
 }
 

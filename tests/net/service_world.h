@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -19,39 +20,54 @@
 
 namespace sandcastle::nettest {
 
-class ServiceWorldTest : public ::testing::Test {
- protected:
-  // `modes`: what the server offers callers.
-  void start(std::vector<net::Mode> modes) {
+// The server's pieces: proxies on the world's resolver, a manager serving
+// through them, the service env, one caller. Also used without gtest's
+// fixture (the hostile suites keep one per suite).
+struct ServiceServer {
+  ServiceServer() = default;
+  ServiceServer(const ServiceServer&) = delete;
+  ServiceServer& operator=(const ServiceServer&) = delete;
+  ~ServiceServer() { stop(); }
+
+  // `modes`: what the server offers callers (empty: the config's default).
+  Status start(std::vector<net::Mode> modes, net::ProxyOptions popts = {}) {
     std::string why;
     backend_ = sandbox::testing::shared_backend(&why);
-    ASSERT_NE(backend_, nullptr) << why;
-    auto proxies = net::ProxyService::start({.resolver = NetWorld::kResolver});
-    ASSERT_TRUE(proxies.ok()) << proxies.error().message();
+    if (backend_ == nullptr) return Error::make(ErrorCode::kUnavailable, why);
+    popts.resolver = NetWorld::kResolver;
+    auto proxies = net::ProxyService::start(popts);
+    if (!proxies.ok()) return proxies.take_error();
     proxies_ = std::move(*proxies);
     service::ManagerOptions o;
     o.proxies = proxies_.get();
     manager_ = std::make_unique<service::SandboxManager>(*backend_, o);
     service::Config config;
-    config.network_modes = std::move(modes);
+    if (!modes.empty()) config.network_modes = std::move(modes);
     env_ = std::make_unique<service::Env>(service::Env{*manager_, config});
     manager_->start();
+    return ok_status();
   }
-  void TearDown() override {
+  void stop() {
     if (manager_) manager_->shutdown();
     manager_.reset();
     proxies_.reset();
   }
 
+  // create_sandbox with `args`; the new sandbox's id.
+  Result<std::string> create(const nlohmann::json& args) {
+    auto r = service::create_sandbox(*env_, caller_, args);
+    if (!r.ok()) return r.take_error();
+    return std::string((*r)["sandbox_id"]);
+  }
   std::shared_ptr<service::SandboxEntry> entry(const std::string& id) {
     auto e = manager_->get(id, caller_.owner);
-    EXPECT_TRUE(e.ok());
-    return e.ok() ? *e : nullptr;
+    if (!e.ok()) throw std::runtime_error("no sandbox " + id + ": " + e.error().message());
+    return *e;
   }
   sandbox::ExecResult run(const std::string& id, std::vector<std::string> argv) {
     sandbox::ExecRequest req;
     req.argv = std::move(argv);
-    req.timeout = std::chrono::seconds(30);
+    req.timeout = std::chrono::seconds(60);
     auto r = entry(id)->sandbox().exec(req);
     EXPECT_TRUE(r.ok()) << r.error().message();
     return r.ok() ? *r : sandbox::ExecResult{};
@@ -71,7 +87,16 @@ class ServiceWorldTest : public ::testing::Test {
   std::unique_ptr<net::ProxyService> proxies_;
   std::unique_ptr<service::SandboxManager> manager_;
   std::unique_ptr<service::Env> env_;
-  const service::Caller caller_{"alice", "k-alice"};
+  service::Caller caller_{"alice", "k-alice"};
+};
+
+class ServiceWorldTest : public ::testing::Test, protected ServiceServer {
+ protected:
+  void start(std::vector<net::Mode> modes) {
+    auto s = ServiceServer::start(std::move(modes));
+    ASSERT_TRUE(s.ok()) << s.error().message();
+  }
+  void TearDown() override { stop(); }
 };
 
 }  // namespace sandcastle::nettest

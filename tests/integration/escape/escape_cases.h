@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -142,6 +143,16 @@ inline std::string expected_for(const std::string& program, const char* fixed) {
   }
   if (program == "proc_sysrq") return std::string(sysrq ? "EROFS" : "ENOENT") + "\n";
   return std::string(fixed) + "\n";
+}
+
+// The answer in a network mode: the mode's own for the program (keyed by
+// its name without the extension), else mode none's.
+inline std::string expected_in_mode(const Case& c,
+                                    const std::map<std::string, std::string>& mode_answers) {
+  const std::string program = c.program;
+  const std::string base = program.substr(0, program.rfind('.'));
+  const auto it = mode_answers.find(base);
+  return it != mode_answers.end() ? it->second : expected_for(base, c.expected);
 }
 
 // The gtest name of a case: its file name with '.' as '_'.
