@@ -97,6 +97,28 @@ class ProxyServiceTest : public ::testing::Test {
     return m.ok() ? *m : dns::Message{};
   }
 
+  // An abstract AF_UNIX listener named `prefix` + pid (its address in `a`,
+  // `len`) attached as the HTTP proxy's, as the engine backend attaches one.
+  std::unique_ptr<Attachment> attach_abstract(const std::string& prefix, sockaddr_un& a,
+                                              socklen_t& len) {
+    UniqueFd l(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    a = sockaddr_un{};
+    a.sun_family = AF_UNIX;
+    const std::string name = prefix + std::to_string(::getpid());
+    std::memcpy(a.sun_path + 1, name.data(), name.size());
+    len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    EXPECT_EQ(::bind(l.get(), reinterpret_cast<sockaddr*>(&a), len), 0);
+    EXPECT_EQ(::listen(l.get(), 8), 0);
+    Listeners ls;
+    ls.http = std::move(l);
+    auto att = service_->attach(session_, std::move(ls));
+    if (!att.ok()) {
+      ADD_FAILURE() << att.error().message();
+      return nullptr;
+    }
+    return std::move(*att);
+  }
+
   DnsResponder dns_{{{"allowed.test", {ip("127.0.0.1")}},
                      {"x.test", {ip("127.0.0.1")}},
                      {"loop.test", {ip("127.0.0.1")}},
@@ -459,18 +481,10 @@ TEST_F(ProxyServiceTest, AttachChecksTheListeners) {
 }
 
 TEST_F(ProxyServiceTest, AnAbstractUnixListenerServesLikeTheTcpOne) {
-  UniqueFd l(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  const std::string name = "sandcastle-proxy-test-" + std::to_string(::getpid());
-  std::memcpy(a.sun_path + 1, name.data(), name.size());
-  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  ASSERT_EQ(::bind(l.get(), reinterpret_cast<sockaddr*>(&a), len), 0);
-  ASSERT_EQ(::listen(l.get(), 8), 0);
-  Listeners ls;
-  ls.http = std::move(l);
-  auto att = service_->attach(session_, std::move(ls));
-  ASSERT_TRUE(att.ok()) << att.error().message();
+  socklen_t len = 0;
+  auto att = attach_abstract("sandcastle-proxy-test-", a, len);
+  ASSERT_NE(att, nullptr);
   UniqueFd c(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   ASSERT_EQ(::connect(c.get(), reinterpret_cast<sockaddr*>(&a), len), 0);
   timeval tv{.tv_sec = 5, .tv_usec = 0};
@@ -491,18 +505,10 @@ TEST_F(ProxyServiceTest, AMethodThatIsNotATokenIsABadRequest) {
 }
 
 TEST_F(ProxyServiceTest, AnAbstractUnixListenerServesOnlyThisProcess) {
-  UniqueFd l(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  const std::string name = "sandcastle-proxy-stranger-" + std::to_string(::getpid());
-  std::memcpy(a.sun_path + 1, name.data(), name.size());
-  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  ASSERT_EQ(::bind(l.get(), reinterpret_cast<sockaddr*>(&a), len), 0);
-  ASSERT_EQ(::listen(l.get(), 8), 0);
-  Listeners ls;
-  ls.http = std::move(l);
-  auto att = service_->attach(session_, std::move(ls));
-  ASSERT_TRUE(att.ok()) << att.error().message();
+  socklen_t len = 0;
+  auto att = attach_abstract("sandcastle-proxy-stranger-", a, len);
+  ASSERT_NE(att, nullptr);
   // Another process (a local user who found the name in /proc/net/unix):
   // its connection is closed unanswered. Plain syscalls only in the child.
   const std::string request = "CONNECT " + echo_target("allowed.test") + " HTTP/1.1\r\n\r\n";
