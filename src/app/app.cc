@@ -36,6 +36,7 @@
 #include "service/sandboxes.h"
 #include "store/sqlite_sandbox_store.h"
 #include "store/state_lock.h"
+#include "tools/profiles/profiles.h"
 #include "tools/tool_env.h"
 #include "transport/http/client_config.h"
 #include "transport/http/file_links.h"
@@ -332,12 +333,14 @@ std::unique_ptr<transport::http::FileLinks> file_links(const config::Config& cfg
 // The MCP server with every sandbox tool (and a test build's own).
 std::unique_ptr<mcp::Server> mcp_server(const config::Config& cfg, tools::ToolEnv& tool_env,
                                         const AppHooks& hooks) {
+  // Checked at start (config/start_checks.cc): a profile this build has.
+  const auto profile = tools::parse_profile(cfg.profile).value_or(tools::Profile::kSandcastle);
   mcp::ServerInfo info;
-  info.instructions = kInstructions;
+  info.instructions = tools::profile_instructions(profile, kInstructions);
   mcp::ServerOptions options;
   options.page_size = static_cast<size_t>(cfg.page_size);
   auto server = std::make_unique<mcp::Server>(info, options);
-  tools::register_sandbox_tools(*server, tool_env);
+  tools::register_profile_tools(*server, tool_env, profile);
   if (hooks.add_tools) hooks.add_tools(*server);
   return server;
 }

@@ -183,6 +183,8 @@ void define_command_line(CommandLine& c, const AppHooks& hooks) {
     app.add_option(f, foreign_flags[f])->group("");
   setting_flag("--host", "server.host", "address the HTTP server binds (default 127.0.0.1)");
   setting_flag("--port", "server.port", "HTTP port (default 8181; 0 picks a free one)");
+  setting_flag("--profile", "server.profile",
+               "tool set: sandcastle (default) or a reference server's drop-in profile");
   setting_flag("--public-url", "server.public_url",
                "base URL of file links (default http://host:port)");
   setting_flag("--http-threads", "server.threads", "HTTP I/O threads");

@@ -27,6 +27,9 @@ struct Entry {
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> kEntries = {
       {{"server.transport", "string", "stdio or http"}, &Config::transport},
+      {{"server.profile", "string",
+        "tool set: sandcastle (default), or a reference server's drop-in profile"},
+       &Config::profile},
       {{"server.host", "string", "address the HTTP server binds"}, &Config::host},
       {{"server.port", "integer", "HTTP port (0 picks a free one)"}, &Config::port, 0, 65535},
       {{"server.public_url", "string", "base URL of file links (default http://host:port)"},

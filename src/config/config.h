@@ -15,6 +15,10 @@
 
 namespace sandcastle::config {
 
+// The tool sets `server.profile` may name: sandcastle's own tools, or the
+// drop-in face of one of the four reference servers (tools/profiles/).
+inline constexpr const char* kProfiles[] = {"sandcastle"};
+
 // One engine of [[engines]] in config.toml (engine backend, several engines).
 struct EngineEntry {
   std::string name;
@@ -26,6 +30,9 @@ struct EngineEntry {
 struct Config {
   // [server]
   std::string transport = "stdio";  // stdio | http
+  // The tool set served: sandcastle's own, or a drop-in profile of one of
+  // the reference servers (kProfiles).
+  std::string profile = "sandcastle";
   std::string host = "127.0.0.1";
   int64_t port = 8181;
   std::string public_url;  // base of file links; default http://host:port

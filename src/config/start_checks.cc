@@ -70,6 +70,16 @@ void check_network(StartCheck& out, const Config& cfg) {
       out.errors.push_back("network.private_allow \"" + p + "\": " + c.error().message());
 }
 
+// server.profile names a tool set this build has.
+void check_profile(StartCheck& out, const Config& cfg) {
+  std::string names;
+  for (const char* p : kProfiles) {
+    if (cfg.profile == p) return;
+    names += (names.empty() ? "" : ", ") + std::string(p);
+  }
+  out.errors.push_back("server.profile: unknown profile '" + cfg.profile + "' (" + names + ")");
+}
+
 }  // namespace
 
 StartCheck check_start_settings(const Config& cfg, const StartInputs& in) {
@@ -108,6 +118,7 @@ StartCheck check_start_settings(const Config& cfg, const StartInputs& in) {
                 "drop " + flag);
   }
   check_network(out, cfg);
+  check_profile(out, cfg);
   if (!get(in.env, "E2B_API_KEY").empty() && known)
     out.warnings.push_back(
         "E2B_API_KEY is set, but sandcastle does not use E2B: the key is ignored and never "

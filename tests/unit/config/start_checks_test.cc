@@ -20,6 +20,19 @@ TEST(StartChecks, DefaultsPass) {
 
 // "full" is offered where this host can run it, and otherwise refused at
 // start with the reason (a missing package, /dev/net/tun closed to us).
+TEST(StartChecks, AnUnknownProfileIsRefusedListingTheKnownOnes) {
+  Config cfg;
+  cfg.profile = "seed-z";
+  auto c = check_start_settings(cfg, {});
+  ASSERT_EQ(c.errors.size(), 1U);
+  EXPECT_EQ(c.errors[0].rfind("server.profile: unknown profile 'seed-z' (sandcastle", 0), 0U)
+      << c.errors[0];
+  for (const char* known : kProfiles) {
+    cfg.profile = known;
+    EXPECT_TRUE(check_start_settings(cfg, {}).errors.empty()) << known;
+  }
+}
+
 TEST(StartChecks, NetworkModeFullOnlyWhereItCanRun) {
   Config cfg;
   cfg.network_modes = {"none", "allowlist", "full"};
