@@ -106,34 +106,37 @@ std::optional<std::string> check_param_headers(const std::map<std::string, std::
   if (count == 0 && !required) return std::nullopt;
   if (!message.is_object() || message.value("method", mcp::json()) != "tools/call")
     return std::nullopt;
-  const mcp::json& params = message.contains("params") ? message["params"] : mcp::json();
+  if (!message.contains("params")) return std::nullopt;
+  const mcp::json& params = message["params"];
   if (!params.is_object() || !params.contains("name") || !params["name"].is_string())
     return std::nullopt;
   const mcp::ToolDefinition* def = tools.find(params["name"].get<std::string>());
   if (!def) return std::nullopt;  // the call fails on its own (-32602)
   auto marks = mcp::param_headers_of(def->input_schema);
   if (!marks.ok()) return std::nullopt;  // refused at registration: cannot happen
-  const mcp::json args = params.contains("arguments") ? params["arguments"] : mcp::json::object();
+  // Pointers, not copies: arguments can be megabytes (write_file).
+  const mcp::json* args = params.contains("arguments") ? &params["arguments"] : nullptr;
   for (const auto& mark : *marks) {
     const std::string header = "Mcp-Param-" + mark.name;
     const std::string where = "params.arguments." + mark.property;
     auto it = headers.find(lower(header));
-    const mcp::json arg =
-        args.is_object() && args.contains(mark.property) ? args[mark.property] : mcp::json();
-    if (arg.is_null()) {
+    const mcp::json* arg = args && args->is_object() && args->contains(mark.property)
+                               ? &(*args)[mark.property]
+                               : nullptr;
+    if (!arg || arg->is_null()) {
       if (it != headers.end())
         return "the " + header + " header is set but " + where + " is absent";
       continue;
     }
     if (it == headers.end()) {
       if (required)
-        return "the " + header + " header is required (" + where + " is " + arg.dump() + ")";
+        return "the " + header + " header is required (" + where + " is " + arg->dump() + ")";
       continue;
     }
     auto value = decode_param_value(it->second);
     if (!value.ok()) return "the " + header + " header is malformed: " + value.error().context;
-    if (!agrees(arg, *value))
-      return header + " header '" + *value + "' does not match " + where + " " + arg.dump();
+    if (!agrees(*arg, *value))
+      return header + " header '" + *value + "' does not match " + where + " " + arg->dump();
   }
   return std::nullopt;
 }
