@@ -6,6 +6,7 @@
 #include <sys/un.h>
 
 #include <boost/asio/post.hpp>
+#include <cstdio>
 #include <future>
 #include <thread>
 
@@ -193,7 +194,11 @@ class ProxyServiceImpl final : public ProxyService {
       std::lock_guard lock(core_->post_mu);
       core_->loop_running = false;
       core_->io.restart();
-      core_->io.poll();
+      try {
+        core_->io.poll();
+      } catch (...) {  // a handler's failure must not end the process here
+        (void)std::fputs("sandcastle: network: a close failed while the proxies stopped\n", stderr);
+      }
     }
     core_->resolver.reset();
   }

@@ -115,7 +115,7 @@ TEST(ProxyLookupLimits, PastItsCapASandboxIsToldAtOnceAndANeighbourIsServed) {
 // Destroying an attachment while the service stops must never hang (it
 // once could: the close was posted after the loop's last turn).
 TEST(ProxyServiceShutdown, AttachmentsDestroyedWhileTheServiceStopsNeverHang) {
-  std::mt19937 rng(42);
+  std::mt19937 rng(std::random_device{}());
   for (int round = 0; round < 200; ++round) {
     auto svc = ProxyService::start({.resolver = "127.0.0.1:9"});
     ASSERT_TRUE(svc.ok());
