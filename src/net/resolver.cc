@@ -13,6 +13,7 @@
 #include <boost/asio/write.hpp>
 #include <cstring>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "common/crypto.h"
@@ -406,18 +407,24 @@ class LimitedResolver final : public Resolver {
       : io_(io), next_(std::move(next)), limits_(limits) {}
 
   void resolve_for(Tenant tenant, const std::string& name, Want want, Handler handler) override {
-    if (tenant != nullptr && count_of(tenant) >= limits_.per_tenant)
-      return refuse(std::move(handler), "for this sandbox", limits_.per_tenant);
     Key key{name, want};
     auto it = inflight_.find(key);
+    // A tenant's lookups are the distinct questions it waits for: asking
+    // again one it waits for already costs no lookup, only a waiter.
+    const bool new_for_tenant =
+        tenant != nullptr && (it == inflight_.end() || !it->second.tenants.contains(tenant));
+    if (new_for_tenant && count_of(tenant) >= limits_.per_tenant)
+      return refuse(std::move(handler), "for this sandbox", limits_.per_tenant);
     if (it == inflight_.end() && inflight_.size() >= limits_.total)
       return refuse(std::move(handler), "on this server", limits_.total);
-    if (tenant != nullptr) ++per_tenant_[tenant];
-    if (it != inflight_.end()) {  // the same question is out already: wait for its answer
-      it->second.push_back(Waiter{.tenant = tenant, .handler = std::move(handler)});
-      return;
-    }
-    inflight_[key].push_back(Waiter{.tenant = tenant, .handler = std::move(handler)});
+    if (it != inflight_.end() && it->second.waiters.size() >= kLookupWaitersMax)
+      return refuse(std::move(handler), "for one name", kLookupWaitersMax);
+    if (new_for_tenant) ++per_tenant_[tenant];
+    const bool start = it == inflight_.end();
+    Inflight& entry = start ? inflight_[key] : it->second;
+    if (tenant != nullptr) entry.tenants.insert(tenant);
+    entry.waiters.push_back(std::move(handler));
+    if (!start) return;  // the same question is out already: wait for its answer
     next_->resolve_for(tenant, name, want,
                        [this, alive = std::weak_ptr<char>(alive_), key](Result<Resolved> r) {
                          if (!alive.expired()) answer(key, std::move(r));
@@ -426,9 +433,9 @@ class LimitedResolver final : public Resolver {
 
  private:
   using Key = std::pair<std::string, Want>;
-  struct Waiter {
-    Tenant tenant = nullptr;
-    Handler handler{};
+  struct Inflight {
+    std::vector<Handler> waiters;
+    std::set<Tenant> tenants;  // whose cap it counts against
   };
 
   std::size_t count_of(Tenant tenant) const {
@@ -448,19 +455,18 @@ class LimitedResolver final : public Resolver {
   void answer(const Key& key, Result<Resolved> r) {
     auto node = inflight_.extract(key);
     if (node.empty()) return;
-    for (const Waiter& w : node.mapped()) {
-      if (w.tenant == nullptr) continue;
-      auto t = per_tenant_.find(w.tenant);
-      if (t != per_tenant_.end() && --t->second == 0) per_tenant_.erase(t);
+    for (Tenant t : node.mapped().tenants) {
+      auto c = per_tenant_.find(t);
+      if (c != per_tenant_.end() && --c->second == 0) per_tenant_.erase(c);
     }
-    for (Waiter& w : node.mapped()) w.handler(r);
+    for (Handler& h : node.mapped().waiters) h(r);
   }
 
   asio::io_context& io_;
   std::unique_ptr<Resolver> next_;
   const ResolverLimits limits_;
-  std::map<Key, std::vector<Waiter>> inflight_;
-  std::map<Tenant, std::size_t> per_tenant_;  // waiters per tenant
+  std::map<Key, Inflight> inflight_;
+  std::map<Tenant, std::size_t> per_tenant_;  // distinct lookups each waits for
   std::shared_ptr<char> alive_ = std::make_shared<char>();
 };
 

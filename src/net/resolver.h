@@ -31,12 +31,13 @@ struct Resolved {
 constexpr std::size_t kResolverCacheMax = 4096;  // (name, type) entries
 constexpr auto kResolverTimeout = std::chrono::seconds(2);
 constexpr int kResolverTries = 2;
-// Lookups in flight: per sandbox (each waiter counts), and per server
-// (distinct lookups). Past either, a lookup fails at once with
+// Lookups in flight (distinct name and type): per sandbox, and per server. Past either, a lookup fails at once with
 // kResourceExhausted: the DNS stub answers SERVFAIL (EDE "Other"), the
 // proxies 502 / SOCKS "host unreachable", each saying the limit was hit.
 constexpr std::size_t kLookupsPerSandbox = 32;
 constexpr std::size_t kLookupsPerServer = 256;
+// Waiters on one lookup in flight (asking the same name again joins it).
+constexpr std::size_t kLookupWaitersMax = 1024;
 // The system resolver's getaddrinfo threads; one sandbox holds at most
 // kSystemLookupThreadsPerSandbox of them, so one stays free for the others.
 constexpr std::size_t kSystemLookupThreads = 4;

@@ -127,6 +127,25 @@ TEST_F(ResolverLimitsTest, PastTheServerCapALookupFailsAndIdenticalOnesAreAskedO
   EXPECT_EQ(dns_.asked(stalled(0)), kResolverTries);
 }
 
+TEST_F(ResolverLimitsTest, ASandboxAskingOneNameAgainUsesNoMoreOfItsCap) {
+  auto r = Resolver::make(io_, dns_.address());
+  ASSERT_TRUE(r.ok());
+  int refused = 0;
+  for (int i = 0; i < 200; ++i)  // 200 connections to one slow host at once
+    (*r)->resolve_for(&sandbox_a_, stalled(0), Want::kBoth, [&](Result<Resolved> got) {
+      if (!got.ok() && got.error().code == ErrorCode::kResourceExhausted) ++refused;
+    });
+  Answers a;
+  for (int i = 1; i < static_cast<int>(kLookupsPerSandbox); ++i)
+    (*r)->resolve_for(&sandbox_a_, stalled(i), Want::kV4, a.for_name(stalled(i)));
+  const std::string over = stalled(static_cast<int>(kLookupsPerSandbox));
+  (*r)->resolve_for(&sandbox_a_, over, Want::kV4, a.for_name(over));
+  ASSERT_TRUE(run_until(io_, [&] { return a.has(over); }));
+  EXPECT_EQ(a.got.at(over).error().code, ErrorCode::kResourceExhausted);
+  EXPECT_EQ(refused, 0);
+  EXPECT_EQ(a.got.size(), 1U);
+}
+
 // getaddrinfo stand-in: names under .stall.test block until released.
 class Blocker {
  public:
