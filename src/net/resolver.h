@@ -31,9 +31,9 @@ struct Resolved {
 constexpr std::size_t kResolverCacheMax = 4096;  // (name, type) entries
 constexpr auto kResolverTimeout = std::chrono::seconds(2);
 constexpr int kResolverTries = 2;
-// Lookups in flight (distinct name and type): per sandbox, and per server. Past either, a lookup fails at once with
-// kResourceExhausted: the DNS stub answers SERVFAIL (EDE "Other"), the
-// proxies 502 / SOCKS "host unreachable", each saying the limit was hit.
+// Lookups in flight (distinct name and type): per sandbox, and per server. Past either, a lookup
+// fails at once with kResourceExhausted: the DNS stub answers SERVFAIL (EDE "Other"), the proxies
+// 502 / SOCKS "host unreachable", each saying the limit was hit.
 constexpr std::size_t kLookupsPerSandbox = 32;
 constexpr std::size_t kLookupsPerServer = 256;
 // Waiters on one lookup in flight (asking the same name again joins it).
