@@ -102,6 +102,23 @@ TEST(ProxyLookupLimits, PastItsCapASandboxIsToldAtOnceAndANeighbourIsServed) {
             std::string::npos)
       << reply;
 
+  // SOCKS has no text to carry: "host unreachable", as for a failed lookup.
+  Listeners socks_l;
+  std::uint16_t socks_port = 0;
+  socks_l.socks = tcp_listener(socks_port);
+  auto socks_att = (*svc)->attach(a.session, std::move(socks_l));
+  ASSERT_TRUE(socks_att.ok());
+  UniqueFd sc = dial(socks_port);
+  send_all(sc.get(), std::string("\x05\x01\x00", 3));
+  EXPECT_EQ(read_until(sc.get(), "", 2), std::string("\x05\x00", 2));
+  const std::string host = "s98.stall.test";
+  send_all(sc.get(), std::string("\x05\x01\x00\x03", 4) + static_cast<char>(host.size()) + host +
+                         std::string("\x01\xbb", 2));
+  const std::string rep = read_until(sc.get(), "", 10);
+  ASSERT_GE(rep.size(), 2U);
+  EXPECT_EQ(rep[1], '\x04');
+  EXPECT_EQ(dns.asked(host), 0);
+
   // The neighbour's lookups go through, while a's still wait.
   DnsClient nb(b.dns_udp);
   nb.send(7, "allowed.test");
