@@ -54,8 +54,6 @@ class HttpConn final : public Conn {
       return reply_and_close(plain_reply("400 Bad Request", "sandcastle: bad CONNECT target\n"));
     target_ = t;
     if (over_limit(Via::kConnect)) return;
-    // The lookup in open_target counts against this sandbox's cap.
-    const Resolver::TenantScope tenant(&session());
     open_target(std::move(t),
                 [this, self = shared_from_this()](Outcome o, Reason r, const std::string& msg) {
                   if (o == Outcome::kOpen)
@@ -84,8 +82,6 @@ class HttpConn final : public Conn {
       }
     }
     if (over_limit(Via::kHttp)) return;
-    // The lookup in open_target counts against this sandbox's cap.
-    const Resolver::TenantScope tenant(&session());
     open_target(std::move(t), [this, self = shared_from_this(), head](Outcome o, Reason r,
                                                                       const std::string& msg) {
       if (o != Outcome::kOpen) return fail(o, r, msg);

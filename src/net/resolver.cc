@@ -470,8 +470,6 @@ class LimitedResolver final : public Resolver {
   std::shared_ptr<char> alive_ = std::make_shared<char>();
 };
 
-thread_local Resolver::Tenant t_tenant = nullptr;
-
 std::unique_ptr<Resolver> wrap(asio::io_context& io, std::unique_ptr<Resolver> lookup,
                                ResolverLimits limits) {
   return std::make_unique<LimitedResolver>(
@@ -479,16 +477,6 @@ std::unique_ptr<Resolver> wrap(asio::io_context& io, std::unique_ptr<Resolver> l
 }
 
 }  // namespace
-
-Resolver::TenantScope::TenantScope(Tenant tenant) : previous_(t_tenant) {
-  t_tenant = tenant;
-}
-Resolver::TenantScope::~TenantScope() {
-  t_tenant = previous_;
-}
-Resolver::Tenant Resolver::TenantScope::current() {
-  return t_tenant;
-}
 
 Result<std::unique_ptr<Resolver>> Resolver::make(asio::io_context& io, const std::string& spec,
                                                  ResolverLimits limits) {

@@ -75,24 +75,10 @@ class Resolver {
   // loop, once, never inside this call (not at all when the loop stops or
   // the resolver goes first). Call on the loop thread only.
   virtual void resolve_for(Tenant tenant, const std::string& name, Want want, Handler handler) = 0;
-  // For the tenant of this thread's TenantScope (the proxies' relay names
-  // its session that way).
+  // Nobody's lookup (the server's cap only).
   void resolve(const std::string& name, Want want, Handler handler) {
-    resolve_for(TenantScope::current(), name, want, std::move(handler));
+    resolve_for(nullptr, name, want, std::move(handler));
   }
-
-  // While it lives, resolve() on this thread counts against `tenant`.
-  class TenantScope {
-   public:
-    explicit TenantScope(Tenant tenant);
-    ~TenantScope();
-    TenantScope(const TenantScope&) = delete;
-    TenantScope& operator=(const TenantScope&) = delete;
-    static Tenant current();
-
-   private:
-    Tenant previous_;
-  };
 };
 
 }  // namespace sandcastle::net

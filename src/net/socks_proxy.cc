@@ -95,8 +95,6 @@ class SocksConn final : public Conn {
       session().record_refusal(Via::kSocks, target_text(), "", t.port, Reason::kLimit);
       return reply_and_close(reply_bytes(rep::kFailure));
     }
-    // The lookup in open_target counts against this sandbox's cap.
-    const Resolver::TenantScope tenant(&session());
     open_target(std::move(t),
                 [this, self = shared_from_this()](Outcome o, Reason, const std::string&) {
                   switch (o) {
