@@ -258,6 +258,18 @@ bool UserNet::running() const {
   return ::poll(&p, 1, 0) == 0;
 }
 
+std::string UserNet::exit_text() const {
+  siginfo_t info{};
+  // WNOWAIT: the destructor still reaps it.
+  if (::waitid(static_cast<idtype_t>(3) /* P_PIDFD */, static_cast<id_t>(pidfd_.get()), &info,
+               WEXITED | WNOHANG | WNOWAIT) != 0 ||
+      info.si_pid == 0)
+    return "";
+  const bool exited = info.si_code == CLD_EXITED;
+  return std::string(tool_name(tool_)) + " exited (" + (exited ? "status " : "signal ") +
+         std::to_string(info.si_status) + ")";
+}
+
 UserNet::~UserNet() {
   if (!pidfd_) return;
   ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);

@@ -58,6 +58,9 @@ class UserNet {
   int pidfd() const { return pidfd_.get(); }
   // False once pasta has exited (it is not reaped here).
   bool running() const;
+  // Once it has exited: "pasta exited (status N)" or "pasta exited (signal
+  // N)"; "" while it runs.
+  std::string exit_text() const;
 
  private:
   UserNet(UserNetTool tool, pid_t pid, UniqueFd pidfd)
