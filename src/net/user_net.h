@@ -41,7 +41,8 @@ class UserNet {
 
   // Starts pasta for the namespace `netns_fd`, entered through the user
   // namespace `userns_fd` that owns it; `root`: the server runs as root,
-  // and pasta must stay uid 0 (--runas 0) to open that user namespace.
+  // and pasta must stay uid 0 (--runas 0) to enter that user namespace
+  // (user_net.cc says why it cannot drop root).
   // Returns once the namespace has a default route (at most kReadyTimeout);
   // if pasta exits first, the error carries its stderr.
   // `root` does not matter to slirp4netns.
