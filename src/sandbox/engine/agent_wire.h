@@ -164,9 +164,6 @@ struct AgentFailure {
   std::int32_t err = 0;
   std::string step;  // "execve", "chdir", "fork"
 };
-// The step of an exec with a listen_port refused because the engine
-// forbids the user and network namespaces its listener needs.
-inline constexpr const char* kOwnNetStep = "own_netns";
 
 // One frame's header; `length` as given (the reader checks it against its
 // limit before reading the payload).

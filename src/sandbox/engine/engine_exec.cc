@@ -41,6 +41,16 @@ Result<AgentExec> build_exec(const ExecRequest& req, const SandboxSpec& spec) {
   return e;
 }
 
+// The agent's failure report is hostile input: an errno out of range or a
+// step with control characters is not passed on as such.
+Error failure_error(const AgentFailure& f, const std::string& program) {
+  std::string step;
+  for (char c : f.step) step += (c >= 0x20 && c < 0x7f) ? c : '?';
+  if (step == "execve") step += " " + program;
+  const int err = f.err > 0 && f.err < 4096 ? f.err : EPROTO;
+  return Error::from_errno(step.empty() ? "exec" : step, err);
+}
+
 ExecResult result_of(const AgentDone& done, OutputStream& out, OutputStream& err,
                      Clock::time_point start) {
   ExecResult res;
@@ -58,18 +68,6 @@ ExecResult result_of(const AgentDone& done, OutputStream& out, OutputStream& err
 }
 
 }  // namespace
-
-Error exec_failure_error(const AgentFailure& f, const std::string& program) {
-  if (f.step == kOwnNetStep)
-    return Error::make(ErrorCode::kUnavailable,
-                       "the engine does not allow a user namespace in the container, so the "
-                       "installer's private listener cannot be made");
-  std::string step;
-  for (char c : f.step) step += (c >= 0x20 && c < 0x7f) ? c : '?';
-  if (step == "execve") step += " " + program;
-  const int err = f.err > 0 && f.err < 4096 ? f.err : EPROTO;
-  return Error::from_errno(step.empty() ? "exec" : step, err);
-}
 
 Result<ExecResult> EngineSandbox::exec(const ExecRequest& req, const ExecCallbacks& callbacks,
                                        const sandbox::CancelToken* cancel) {
@@ -209,7 +207,7 @@ Result<ExecResult> EngineSandbox::exec(const ExecRequest& req, const ExecCallbac
     while (auto m = waiter->pop()) {
       // "execve <program>", as the native backend says it: callers tell a
       // program that could not run from other failures by it.
-      if (m->kind == AgentMsg::kExecFailed) return exec_failure_error(*m->failure, e.argv[0]);
+      if (m->kind == AgentMsg::kExecFailed) return failure_error(*m->failure, e.argv[0]);
       if (m->kind == AgentMsg::kDone && !done) {
         done = *m->done;
         in_w.reset();

@@ -107,10 +107,4 @@ class EngineSandbox final : public Sandbox {
   std::shared_ptr<TerminalLink> terminal_link_ = std::make_shared<TerminalLink>();
 };
 
-// The error for an exec the agent reported as failed (kExecFailed). The
-// report is hostile input: only its known steps and an errno in range are
-// passed on; an exec refused for want of its own namespaces (kOwnNetStep)
-// is kUnavailable, in the server's words.
-Error exec_failure_error(const AgentFailure& f, const std::string& program);
-
 }  // namespace sandcastle::sandbox::engine

@@ -22,7 +22,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "sandbox/engine/agent_wire.h"
@@ -65,26 +64,7 @@ struct Chan {
 struct AgentOptions {
   uid_t uid = 0;      // 0: as the test runs
   rlim_t nofile = 0;  // 0: as is
-  // An engine that forbids user namespaces (Docker's default seccomp
-  // profile): the agent runs in a user namespace of its own whose
-  // user.max_user_namespaces is 0, so its unshare(CLONE_NEWUSER) fails.
-  bool no_userns = false;
 };
-
-// In the forked child (no allocation): enters a user namespace with these
-// maps, where no further user namespace may be made. False on failure.
-inline bool forbid_user_namespaces(const std::string& uid_map, const std::string& gid_map) {
-  if (::unshare(CLONE_NEWUSER) != 0) return false;
-  auto put = [](const char* path, std::string_view text) {
-    int fd = ::open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-    ::close(fd);
-    return ok;
-  };
-  return put("/proc/self/uid_map", uid_map) && put("/proc/self/setgroups", "deny") &&
-         put("/proc/self/gid_map", gid_map) && put("/proc/sys/user/max_user_namespaces", "0");
-}
 
 // What happened, in order: "ctl:<kind>:<a>", "eof:<ch>", "close:<ch>".
 class AgentProc {
@@ -100,11 +80,6 @@ class AgentProc {
         EXPECT_EQ(::fchown(fd, o.uid, o.uid), 0);
       }
     }
-    // This uid and gid mapped to themselves (made before the fork).
-    const std::string uid_map =
-        std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1";
-    const std::string gid_map =
-        std::to_string(::getegid()) + " " + std::to_string(::getegid()) + " 1";
     pid_ = ::fork();
     if (pid_ == 0) {
       ::dup2(in[0], 0);
@@ -124,7 +99,6 @@ class AgentProc {
             ::setresuid(o.uid, o.uid, o.uid) != 0)
           _exit(126);
       }
-      if (o.no_userns && !forbid_user_namespaces(uid_map, gid_map)) _exit(125);
       const char* argv[] = {SANDCASTLE_AGENT_PATH, "serve", nullptr};
       ::execv(argv[0], const_cast<char**>(argv));
       _exit(127);

