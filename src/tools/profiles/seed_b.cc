@@ -220,8 +220,8 @@ Result<std::string> workspace_path(std::string_view filename) {
     if (part == "..")
       return Error::make(ErrorCode::kInvalidArgument,
                          std::string(filename) +
-                             ": '..' is not allowed; files are created inside /workspace, name "
-                             "them relative to it (\"app/main.py\")");
+                             ": '..' is not allowed; files are created inside /workspace: name "
+                             "them relative to /workspace (\"app/main.py\")");
     path += "/";
     path += part;
     named = true;
