@@ -180,3 +180,23 @@ describe('profile seed-d (python-mcp-sandbox) over HTTP+SSE with API keys', () =
     assert.match(denied.sc.message, /PERMISSION_DENIED|allow/i);
   });
 });
+
+describe('profile seed-d over stdio', () => {
+  let sc;
+  before(async () => {
+    const { connectSandcastle } = await import('./lib/sandbox_client.mjs');
+    sc = await connectSandcastle({ args: ['--profile', 'seed-d'] });
+  });
+  after(async () => { await sc?.close(); });
+
+  test('file_links are sandbox:// URIs that resources/read serves', async () => {
+    assert.deepEqual(sc.tools.map((t) => t.name).sort(), [...SEED_D_TOOLS].sort());
+    const { sandbox_id, user_id } = await sc.ok('create_sandbox', {});
+    assert.equal(user_id, 'local');
+    const r = await sc.ok('execute_python_code', { sandbox_id, code: 'open("plot.txt", "w").write("points")' });
+    assert.deepEqual(r.files, ['plot.txt']);
+    assert.match(r.file_links[0], /^sandbox:\/\//);
+    const read = await sc.client.readResource({ uri: r.file_links[0] });
+    assert.equal(read.contents[0].text, 'points');
+  });
+});
