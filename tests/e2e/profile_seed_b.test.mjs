@@ -4,7 +4,7 @@
 // results; its flaws stay out (a '../' filename, output without exit code).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { connectSandcastle } from './lib/sandbox_client.mjs';
+import { connectSandcastle, tempDir } from './lib/sandbox_client.mjs';
 
 const SEED_B_TOOLS = [
   'create_container_environment', 'create_file_in_container', 'execute_command_in_container',
@@ -16,10 +16,16 @@ const CREATED = /^Container created with ID: (\S+)\nWorking directory is \/works
 describe('profile seed-b (sandbox_server)', () => {
   let sc;
   let id;
+  let state;
   before(async () => {
-    sc = await connectSandcastle({ args: ['--profile', 'seed-b'], timeoutMs: 60000 });
+    // Its own state directory: persistent sandboxes belong to one server per directory.
+    state = tempDir('sandcastle-e2e-seed-b-');
+    sc = await connectSandcastle({ args: ['--profile', 'seed-b', '--state-dir', state.dir], timeoutMs: 60000 });
   });
-  after(async () => { await sc?.close(); });
+  after(async () => {
+    await sc?.close();
+    state?.cleanup();
+  });
 
   const text = async (name, args) => {
     const r = await sc.call(name, args);
@@ -93,7 +99,7 @@ describe('profile seed-b (sandbox_server)', () => {
     // A sandbox on image 'host' has only /workspace to save and needs a store image
     // to put it on; the store here is empty, so the error must say how to get one.
     assert.equal(r.isError, true, r.text);
-    assert.match(r.text, /^Error saving container: .*base/s);
+    assert.match(r.text, /^Error saving container: .*base.*create the container from an image in sandcastle.s store/s);
   });
 
   test('a persistent container says it is kept until exit_container', async () => {

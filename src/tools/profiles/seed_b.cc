@@ -81,7 +81,8 @@ ToolResult create_container(ToolEnv& env, const json& args, RequestContext& ctx)
   std::string note;
   const bool missing = !made.ok() && (made.error().code == ErrorCode::kNotFound ||
                                       made.error().code == ErrorCode::kFailedPrecondition);
-  if (missing && host_stands_in_for(image)) {
+  const bool stand_in = missing && host_stands_in_for(image);
+  if (stand_in) {
     req.erase("image");  // the language's default image: the host's userland unless configured
     made = create_on(env, c, req, image);
     if (made.ok())
@@ -95,7 +96,9 @@ ToolResult create_container(ToolEnv& env, const json& args, RequestContext& ctx)
   }
   if (!made.ok()) {
     const Error& err = made.error();
-    if (missing)
+    // The image is what is missing only when no stand-in was tried; a
+    // stand-in's own failure (a full server, say) is said as it is.
+    if (missing && !stand_in)
       return ToolResult::error(
           "Error: Image " + image + " not found. Please verify the image name: " + err.message() +
           "; add it with `sandcastle image pull " + image + "` on the server" + code_of(err));
@@ -152,7 +155,16 @@ ToolResult save_state(ToolEnv& env, const json& args, RequestContext& ctx) {
   const std::string id = args["container_id"];
   const std::string name = args["name"];
   auto saved = save_sandbox(env, Caller{owner_of(ctx), {}}, {{"sandbox_id", id}, {"name", name}});
-  if (!saved.ok()) return container_error("Error saving container", id, saved.error());
+  if (!saved.ok()) {
+    // This face has no `base`: a container to save must start from a store image.
+    if (saved.error().code == ErrorCode::kFailedPrecondition)
+      return ToolResult::error(
+          "Error saving container: " + saved.error().message() + code_of(saved.error()) +
+          ". Here: create the container from an image in sandcastle's store "
+          "(create_container_environment with a name `sandcastle image list` shows), then save "
+          "that one.");
+    return container_error("Error saving container", id, saved.error());
+  }
   std::string text = "Environment saved as image: " + name +
                      "\n\nTo use this environment later:\n1. Create a new container from it: "
                      "create_container_environment with image \"" +
