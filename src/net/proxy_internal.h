@@ -183,6 +183,8 @@ class Conn : public std::enable_shared_from_this<Conn> {
   std::array<std::vector<std::uint8_t>, 2> bufs_{};
   std::array<bool, 2> done_{};
   std::string peek_;
+  bool writing_down_ = false;                  // a relayed write to the client is in flight
+  std::optional<std::string> deferred_reply_;  // a refusal waiting for it
   std::array<char, 1024> sink_{};  // what a refused client still sends
   std::chrono::steady_clock::time_point last_active_{};
 };

@@ -146,10 +146,10 @@ class AttachmentImpl final : public Attachment {
         st_->close_all();
         return;
       }
-      asio::post(io, [&] {
-        st_->close_all();
-        done.set_value();
-      });
+      // The promise is kept when the handler is done with, run or not (or
+      // thrown out of), so the wait below always returns.
+      std::shared_ptr<void> kept(nullptr, [&done](void*) { done.set_value(); });
+      asio::post(io, [st = st_, kept = std::move(kept)] { st->close_all(); });
     }
     done.get_future().wait();
   }
@@ -194,10 +194,16 @@ class ProxyServiceImpl final : public ProxyService {
       std::lock_guard lock(core_->post_mu);
       core_->loop_running = false;
       core_->io.restart();
-      try {
-        core_->io.poll();
-      } catch (...) {  // a handler's failure must not end the process here
-        (void)std::fputs("sandcastle: network: a close failed while the proxies stopped\n", stderr);
+      // Until every queued close has run: poll() returns at a handler's
+      // exception, and a close left queued would hang its attachment.
+      for (bool done = false; !done;) {
+        try {
+          core_->io.poll();
+          done = true;
+        } catch (...) {  // a handler's failure must not end the process here
+          (void)std::fputs("sandcastle: network: a close failed while the proxies stopped\n",
+                           stderr);
+        }
       }
     }
     core_->resolver.reset();

@@ -8,6 +8,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
+#include <utility>
 
 #include "net/http_head.h"
 #include "net/proxy_internal.h"
@@ -483,7 +484,16 @@ void Conn::peek_pass() {
 void Conn::refuse_in_tunnel(std::string reply) {
   ErrorCodeT ec;
   upstream_.close(ec);
-  reply_and_close(std::move(reply));
+  if (!writing_down_) return reply_and_close(std::move(reply));
+  // The relay's write to the client is in flight (the server spoke first):
+  // the refusal follows it, never interleaved with it, within the head
+  // timeout.
+  finishing_ = true;
+  deferred_reply_ = std::move(reply);
+  timer_.expires_after(core().options.head_timeout);
+  timer_.async_wait([self = shared_from_this()](const ErrorCodeT& e) {
+    if (!e) self->close();
+  });
 }
 
 void Conn::pump(bool to_upstream) {
@@ -505,9 +515,16 @@ void Conn::pump(bool to_upstream) {
     if (ec) return self->close();
     self->touch();
     self->session().count_bytes(to_upstream ? n : 0, to_upstream ? 0 : n);
+    if (!to_upstream) self->writing_down_ = true;
     asio::async_write(to, asio::buffer(self->bufs_[d].data(), n),
                       [self, to_upstream](const ErrorCodeT& e, std::size_t) {
-                        if (self->closed_ || self->finishing_) return;
+                        if (!to_upstream) self->writing_down_ = false;
+                        if (self->closed_) return;
+                        if (self->finishing_) {
+                          if (!to_upstream && self->deferred_reply_)
+                            self->reply_and_close(*std::exchange(self->deferred_reply_, {}));
+                          return;
+                        }
                         if (e) return self->close();
                         self->pump(to_upstream);
                       });

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "common/crypto.h"
@@ -159,7 +160,11 @@ class Query : public std::enable_shared_from_this<Query> {
         tcp_(io),
         timer_(io) {}
 
-  void start() { send_udp(); }
+  // Never inside resolve(): a query that cannot even be built fails on a
+  // later turn of the loop, as every other answer does.
+  void start() {
+    asio::post(timer_.get_executor(), [self = shared_from_this()] { self->send_udp(); });
+  }
 
  private:
   void send_udp() {
@@ -407,7 +412,9 @@ class LimitedResolver final : public Resolver {
       : io_(io), next_(std::move(next)), limits_(limits) {}
 
   void resolve_for(Tenant tenant, const std::string& name, Want want, Handler handler) override {
-    Key key{name, want};
+    // Shared only within one tenant: a lookup joined across sandboxes would
+    // wait in the first asker's turn on the pool, behind its stalled names.
+    Key key{tenant, name, want};
     auto it = inflight_.find(key);
     // A tenant's lookups are the distinct questions it waits for: asking
     // again one it waits for already costs no lookup, only a waiter.
@@ -432,7 +439,7 @@ class LimitedResolver final : public Resolver {
   }
 
  private:
-  using Key = std::pair<std::string, Want>;
+  using Key = std::tuple<Tenant, std::string, Want>;
   struct Inflight {
     std::vector<Handler> waiters;
     std::set<Tenant> tenants;  // whose cap it counts against

@@ -96,34 +96,42 @@ TEST_F(ResolverLimitsTest, PastTheSandboxCapALookupFailsAtOnceAndOthersAreServed
 TEST_F(ResolverLimitsTest, PastTheServerCapALookupFailsAndIdenticalOnesAreAskedOnce) {
   auto r = Resolver::make(io_, dns_.address(), ResolverLimits{.per_tenant = 32, .total = 2});
   ASSERT_TRUE(r.ok());
-  Answers a, b;
+  Answers a, again, b;
   (*r)->resolve_for(&sandbox_a_, stalled(0), Want::kV4, a.for_name(stalled(0)));
   (*r)->resolve_for(&sandbox_b_, stalled(1), Want::kV4, b.for_name(stalled(1)));
-  // The same question as one in flight waits for that one: no new lookup.
-  (*r)->resolve_for(&sandbox_b_, stalled(0), Want::kV4, b.for_name(stalled(0)));
+  // The same question from the same sandbox waits for the one in flight.
+  (*r)->resolve_for(&sandbox_a_, stalled(0), Want::kV4, again.for_name(stalled(0)));
   (*r)->resolve_for(nullptr, stalled(2), Want::kV4, a.for_name(stalled(2)));
-  ASSERT_TRUE(run_until(io_, [&] { return a.has(stalled(2)); }));
+  // Another sandbox's same question is a lookup of its own: past the cap.
+  (*r)->resolve_for(&sandbox_b_, stalled(0), Want::kV4, b.for_name(stalled(0)));
+  ASSERT_TRUE(run_until(io_, [&] { return a.has(stalled(2)) && b.has(stalled(0)); }));
   EXPECT_EQ(a.got.at(stalled(2)).error().code, ErrorCode::kResourceExhausted);
   EXPECT_EQ(a.got.at(stalled(2)).error().message(),
             "too many DNS lookups in flight on this server (limit 2)");
-  EXPECT_FALSE(b.has(stalled(0)));
+  EXPECT_EQ(b.got.at(stalled(0)).error().code, ErrorCode::kResourceExhausted);
+  EXPECT_FALSE(again.has(stalled(0)));
   EXPECT_EQ(dns_.asked(stalled(2)), 0);
 
-  // Two waiters on one answering lookup: one question, both answered.
+  // Two waiters of one sandbox on one answering lookup: one question. The
+  // other sandbox's is a lookup of its own, answered from the cache.
   auto fresh = Resolver::make(io_, dns_.address());
   ASSERT_TRUE(fresh.ok());
-  Answers x, y;
+  Answers x, y, z;
   (*fresh)->resolve_for(&sandbox_a_, "a.test", Want::kV4, x.for_name("a.test"));
-  (*fresh)->resolve_for(&sandbox_b_, "a.test", Want::kV4, y.for_name("a.test"));
+  (*fresh)->resolve_for(&sandbox_a_, "a.test", Want::kV4, y.for_name("a.test"));
   ASSERT_TRUE(run_until(io_, [&] { return x.has("a.test") && y.has("a.test"); }));
   EXPECT_TRUE(x.got.at("a.test").ok());
   EXPECT_TRUE(y.got.at("a.test").ok());
   EXPECT_EQ(dns_.asked("a.test"), 1);
-  // Both stalled lookups time out (2 x kResolverTimeout): then their
+  (*fresh)->resolve_for(&sandbox_b_, "a.test", Want::kV4, z.for_name("a.test"));
+  ASSERT_TRUE(run_until(io_, [&] { return z.has("a.test"); }));
+  EXPECT_TRUE(z.got.at("a.test").ok());
+  EXPECT_EQ(dns_.asked("a.test"), 1);
+  // The stalled lookup times out (2 x kResolverTries): then both of its
   // waiters are answered and the caps are free again.
-  ASSERT_TRUE(run_until(io_, [&] { return a.has(stalled(0)) && b.has(stalled(0)); }));
+  ASSERT_TRUE(run_until(io_, [&] { return a.has(stalled(0)) && again.has(stalled(0)); }));
   EXPECT_EQ(a.got.at(stalled(0)).error().code, ErrorCode::kTimeout);
-  EXPECT_EQ(b.got.at(stalled(0)).error().code, ErrorCode::kTimeout);
+  EXPECT_EQ(again.got.at(stalled(0)).error().code, ErrorCode::kTimeout);
   EXPECT_EQ(dns_.asked(stalled(0)), kResolverTries);
 }
 
@@ -199,6 +207,24 @@ TEST_F(ResolverLimitsTest, OneSandboxsStalledSystemLookupsLeaveAThreadForOthers)
   ASSERT_TRUE(run_until(io_, [&] { return a.got.size() == kLookupsPerSandbox; }));
   for (const auto& [name, got] : a.got) EXPECT_TRUE(got.ok()) << name;
   EXPECT_EQ(blocker.max_blocked(), static_cast<int>(kSystemLookupThreadsPerSandbox));
+}
+
+// A name both sandboxes ask, queued behind the first one's stalled names:
+// the second is not made to wait in the first one's turn.
+TEST_F(ResolverLimitsTest, ANameTwoSandboxesAskIsNotSharedAcrossThem) {
+  Blocker blocker;
+  auto r = Resolver::make_system(io_, blocker.lookup());
+  Answers a, b;
+  for (int i = 0; i < 8; ++i)
+    r->resolve_for(&sandbox_a_, stalled(i), Want::kBoth, a.for_name(stalled(i)));
+  blocker.wait_blocked(static_cast<int>(kSystemLookupThreadsPerSandbox));
+  r->resolve_for(&sandbox_a_, "pypi.test", Want::kBoth, a.for_name("pypi.test"));
+  r->resolve_for(&sandbox_b_, "pypi.test", Want::kBoth, b.for_name("pypi.test"));
+  ASSERT_TRUE(run_until(io_, [&] { return b.has("pypi.test"); }));
+  EXPECT_TRUE(b.got.at("pypi.test").ok());
+  EXPECT_FALSE(a.has("pypi.test"));  // still behind its own stalled names
+  blocker.release();
+  ASSERT_TRUE(run_until(io_, [&] { return a.got.size() == 9; }));
 }
 
 TEST_F(ResolverLimitsTest, TheSystemResolverRunsOnAFixedPoolOfThreads) {
