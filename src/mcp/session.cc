@@ -511,7 +511,8 @@ json Session::initialize(const json& params) {
 }
 
 json Session::finish_modern(json result, const MethodSpec* spec) const {
-  if (!result.contains("resultType")) result["resultType"] = "complete";  // "task": a CreateTaskResult
+  if (!result.contains("resultType"))
+    result["resultType"] = "complete";  // "task": a CreateTaskResult
   result["_meta"][meta_key::kServerInfo] = server_.server_info_json();
   if (!spec || spec->cacheable) {
     result["ttlMs"] = spec ? spec->ttl_ms : 0;

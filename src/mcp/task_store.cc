@@ -12,16 +12,19 @@ namespace sandcastle::mcp {
 namespace {
 
 int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
-constexpr std::array<const char*, 5> kStatusNames = {"working", "input_required", "completed", "failed",
-                                                     "cancelled"};
+constexpr std::array<const char*, 5> kStatusNames = {"working", "input_required", "completed",
+                                                     "failed", "cancelled"};
 
 }  // namespace
 
-const char* task_status_name(TaskStatus s) { return kStatusNames.at(static_cast<size_t>(s)); }
+const char* task_status_name(TaskStatus s) {
+  return kStatusNames.at(static_cast<size_t>(s));
+}
 
 std::optional<TaskStatus> parse_task_status(const std::string& name) {
   for (size_t i = 0; i < kStatusNames.size(); ++i)
@@ -44,21 +47,25 @@ TaskStore::TaskStore(TaskLimits limits, Clock clock) : limits_(limits), clock_(s
   if (!clock_) clock_ = wall_ms;
 }
 
-Result<Task> TaskStore::create(const std::string& owner, const std::string& tool, std::optional<int64_t> ttl_ms) {
+Result<Task> TaskStore::create(const std::string& owner, const std::string& tool,
+                               std::optional<int64_t> ttl_ms) {
   purge_expired();
   std::lock_guard lock(mu_);
   size_t mine = 0;
   for (const auto& [_, r] : tasks_)
     if (r.task.owner == owner) ++mine;
   if (mine >= limits_.max_per_owner)
-    return Error::make(ErrorCode::kResourceExhausted,
-                       "this caller already has " + std::to_string(mine) + " tasks (the limit is " +
-                           std::to_string(limits_.max_per_owner) +
-                           "); wait for them to expire or cancel running ones, or call without a task");
+    return Error::make(
+        ErrorCode::kResourceExhausted,
+        "this caller already has " + std::to_string(mine) + " tasks (the limit is " +
+            std::to_string(limits_.max_per_owner) +
+            "); wait for them to expire or cancel running ones, or call without a task");
   if (tasks_.size() >= limits_.max_total)
-    return Error::make(ErrorCode::kResourceExhausted,
-                       "the server holds " + std::to_string(tasks_.size()) + " tasks (its limit); retry later");
-  int64_t ttl = ttl_ms && *ttl_ms > 0 ? std::min(*ttl_ms, limits_.max_ttl_ms) : limits_.default_ttl_ms;
+    return Error::make(
+        ErrorCode::kResourceExhausted,
+        "the server holds " + std::to_string(tasks_.size()) + " tasks (its limit); retry later");
+  int64_t ttl =
+      ttl_ms && *ttl_ms > 0 ? std::min(*ttl_ms, limits_.max_ttl_ms) : limits_.default_ttl_ms;
   Record r;
   r.task.id = crypto::hex(crypto::random_bytes(16));  // unguessable: ids are capabilities too
   r.task.owner = owner;
@@ -75,7 +82,8 @@ Result<Task> TaskStore::create(const std::string& owner, const std::string& tool
 TaskStore::Record* TaskStore::find_locked(const std::string& owner, const std::string& id) {
   auto it = tasks_.find(id);
   if (it == tasks_.end() || it->second.task.owner != owner) return nullptr;
-  if (now() >= it->second.task.created_ms + it->second.task.ttl_ms) return nullptr;  // expired, purge pending
+  if (now() >= it->second.task.created_ms + it->second.task.ttl_ms)
+    return nullptr;  // expired, purge pending
   return &it->second;
 }
 
@@ -116,7 +124,8 @@ bool TaskStore::finish(const std::string& id, TaskStatus status, json result, js
 bool TaskStore::complete(const std::string& id, json result) {
   if (result.dump().size() > limits_.max_result_bytes)
     return fail(id, rpc_error::kInternalError,
-                "the tool's result is larger than the " + std::to_string(limits_.max_result_bytes >> 20) +
+                "the tool's result is larger than the " +
+                    std::to_string(limits_.max_result_bytes >> 20) +
                     " MiB a task keeps; call it without a task or ask for less output");
   return finish(id, TaskStatus::kCompleted, std::move(result), nullptr);
 }
@@ -146,12 +155,14 @@ bool TaskStore::set_message(const std::string& id, const std::string& message) {
   return true;
 }
 
-TaskStore::Update TaskStore::update(const std::string& owner, const std::string& id, const json& answers,
-                                    json* responses, std::optional<json>* state) {
+TaskStore::Update TaskStore::update(const std::string& owner, const std::string& id,
+                                    const json& answers, json* responses,
+                                    std::optional<json>* state) {
   std::lock_guard lock(mu_);
   Record* r = find_locked(owner, id);
   if (!r) return Update::kUnknown;
-  if (r->task.status != TaskStatus::kInputRequired || !answers.is_object()) return Update::kNotWaiting;
+  if (r->task.status != TaskStatus::kInputRequired || !answers.is_object())
+    return Update::kNotWaiting;
   json& pending = r->task.input_requests;
   for (const auto& [key, value] : answers.items()) {
     if (!pending.is_object() || !pending.contains(key)) continue;  // unknown or already answered
@@ -184,13 +195,16 @@ TaskStore::Cancel TaskStore::cancel(const std::string& owner, const std::string&
   return Cancel::kCancelled;
 }
 
-Result<TaskStore::Page> TaskStore::list(const std::string& owner, const std::optional<std::string>& cursor,
+Result<TaskStore::Page> TaskStore::list(const std::string& owner,
+                                        const std::optional<std::string>& cursor,
                                         size_t page_size) {
   purge_expired();
   uint64_t after = 0;
   if (cursor) {
     auto at = decode_cursor("tasks", *cursor);
-    if (!at) return Error::make(ErrorCode::kInvalidArgument, "Invalid cursor: pass back a nextCursor exactly as received");
+    if (!at)
+      return Error::make(ErrorCode::kInvalidArgument,
+                         "Invalid cursor: pass back a nextCursor exactly as received");
     after = *at;
   }
   std::lock_guard lock(mu_);
@@ -210,7 +224,8 @@ Result<TaskStore::Page> TaskStore::list(const std::string& owner, const std::opt
   return page;
 }
 
-std::optional<Task> TaskStore::wait_terminal(const std::string& owner, const std::string& id, CancelToken* stop) {
+std::optional<Task> TaskStore::wait_terminal(const std::string& owner, const std::string& id,
+                                             CancelToken* stop) {
   size_t sub = 0;
   if (stop)
     sub = stop->on_cancel([this] {
@@ -249,7 +264,8 @@ std::vector<std::shared_ptr<CancelToken>> TaskStore::purge_locked(std::vector<st
   return running;
 }
 
-void TaskStore::after_purge(std::vector<std::shared_ptr<CancelToken>> tokens, const std::vector<std::string>& ids) {
+void TaskStore::after_purge(std::vector<std::shared_ptr<CancelToken>> tokens,
+                            const std::vector<std::string>& ids) {
   for (auto& tok : tokens) tok->cancel();  // outside the lock: callbacks may take it
   if (!ids.empty())
     for (const auto& fn : on_purge_) fn(ids);

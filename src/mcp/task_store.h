@@ -76,7 +76,8 @@ class TaskStore {
 
   // A new working task; kResourceExhausted past a limit (the message says
   // which and what to do). `ttl_ms` is capped at limits().max_ttl_ms.
-  Result<Task> create(const std::string& owner, const std::string& tool, std::optional<int64_t> ttl_ms);
+  Result<Task> create(const std::string& owner, const std::string& tool,
+                      std::optional<int64_t> ttl_ms);
   // The task, if it exists, has not expired and belongs to `owner`.
   std::optional<Task> get(const std::string& owner, const std::string& id);
   // The token the task's work runs with (tasks/cancel cancels it).
@@ -94,8 +95,8 @@ class TaskStore {
   // task is working again and `responses`/`state` hold everything the
   // handler needs for its next round.
   enum class Update { kUnknown, kNotWaiting, kPending, kResume };
-  Update update(const std::string& owner, const std::string& id, const json& answers, json* responses,
-                std::optional<json>* state);
+  Update update(const std::string& owner, const std::string& id, const json& answers,
+                json* responses, std::optional<json>* state);
 
   enum class Cancel { kUnknown, kCancelled, kAlreadyTerminal };
   Cancel cancel(const std::string& owner, const std::string& id);
@@ -105,10 +106,12 @@ class TaskStore {
     std::optional<std::string> next_cursor;
   };
   // The owner's tasks, oldest first; kInvalidArgument for a bad cursor.
-  Result<Page> list(const std::string& owner, const std::optional<std::string>& cursor, size_t page_size);
+  Result<Page> list(const std::string& owner, const std::optional<std::string>& cursor,
+                    size_t page_size);
 
   // Blocks until the task is terminal (or gone, or `stop` is cancelled).
-  std::optional<Task> wait_terminal(const std::string& owner, const std::string& id, CancelToken* stop);
+  std::optional<Task> wait_terminal(const std::string& owner, const std::string& id,
+                                    CancelToken* stop);
 
   // Drops expired tasks (cancelling any still running); returns how many.
   size_t purge_expired();
@@ -117,8 +120,12 @@ class TaskStore {
   // Hooks, added before the store is used (not synchronized): called,
   // outside the lock, with each task that became terminal, and with the ids
   // purged. restore() brings back a terminal task (after a restart).
-  void add_on_terminal(std::function<void(const Task&)> fn) { on_terminal_.push_back(std::move(fn)); }
-  void add_on_purge(std::function<void(const std::vector<std::string>&)> fn) { on_purge_.push_back(std::move(fn)); }
+  void add_on_terminal(std::function<void(const Task&)> fn) {
+    on_terminal_.push_back(std::move(fn));
+  }
+  void add_on_purge(std::function<void(const std::vector<std::string>&)> fn) {
+    on_purge_.push_back(std::move(fn));
+  }
   void restore(Task t);
 
  private:
@@ -133,7 +140,8 @@ class TaskStore {
   Record* find_locked(const std::string& owner, const std::string& id);
   std::vector<std::shared_ptr<CancelToken>> purge_locked(std::vector<std::string>* ids);
   bool finish(const std::string& id, TaskStatus status, json result, json error);
-  void after_purge(std::vector<std::shared_ptr<CancelToken>> tokens, const std::vector<std::string>& ids);
+  void after_purge(std::vector<std::shared_ptr<CancelToken>> tokens,
+                   const std::vector<std::string>& ids);
 
   TaskLimits limits_;
   Clock clock_;

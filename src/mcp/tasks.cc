@@ -22,7 +22,9 @@ bool declares_extension(const json& caps) {
   return ext != caps.end() && ext->is_object() && ext->contains(kTasksExtension);
 }
 
-json required_extension() { return json{{"extensions", {{kTasksExtension, json::object()}}}}; }
+json required_extension() {
+  return json{{"extensions", {{kTasksExtension, json::object()}}}};
+}
 
 RpcError missing_extension(const std::string& what) {
   return RpcError{rpc_error::kMissingRequiredClientCapability,
@@ -55,29 +57,32 @@ RequestContext::Send task_sender(const TaskJob& job) {
   if (job.era == Era::kModern) return job.send;
   return [send = job.send, id = job.id](const json& msg) {
     json m = msg;
-    if (m.contains("params") && m["params"].is_object()) m["params"]["_meta"][kRelatedTask] = {{"taskId", id}};
+    if (m.contains("params") && m["params"].is_object())
+      m["params"]["_meta"][kRelatedTask] = {{"taskId", id}};
     send(m);
   };
 }
 
 void run_round(const std::shared_ptr<TaskJob>& job, json responses, std::optional<json> state) {
-  ElasticPool::shared().submit([job, responses = std::move(responses), state = std::move(state)]() mutable {
-    RequestContext ctx(task_sender(*job), json(job->id), job->progress_token, job->era, job->version, job->log_rank,
-                       job->token.get(), job->owner);
-    ctx.set_client_capabilities(job->client_caps);
-    ctx.set_input_round(std::move(responses), std::move(state));
-    try {
-      ToolResult r = job->server->tools().call(job->tool, job->args, ctx);
-      job->store->complete(job->id, r.to_json());  // dropped when cancelled meanwhile
-    } catch (InputRequired& more) {
-      job->store->park(job->id, std::move(more.input_requests), std::move(more.state));
-    } catch (const RpcError& e) {
-      job->store->fail(job->id, e.code, e.message);
-    } catch (const std::exception& e) {
-      spdlog::error("task {} ({}) failed: {}", job->id, job->tool, e.what());
-      job->store->fail(job->id, rpc_error::kInternalError, std::string("Internal error: ") + e.what());
-    }
-  });
+  ElasticPool::shared().submit(
+      [job, responses = std::move(responses), state = std::move(state)]() mutable {
+        RequestContext ctx(task_sender(*job), json(job->id), job->progress_token, job->era,
+                           job->version, job->log_rank, job->token.get(), job->owner);
+        ctx.set_client_capabilities(job->client_caps);
+        ctx.set_input_round(std::move(responses), std::move(state));
+        try {
+          ToolResult r = job->server->tools().call(job->tool, job->args, ctx);
+          job->store->complete(job->id, r.to_json());  // dropped when cancelled meanwhile
+        } catch (InputRequired& more) {
+          job->store->park(job->id, std::move(more.input_requests), std::move(more.state));
+        } catch (const RpcError& e) {
+          job->store->fail(job->id, e.code, e.message);
+        } catch (const std::exception& e) {
+          spdlog::error("task {} ({}) failed: {}", job->id, job->tool, e.what());
+          job->store->fail(job->id, rpc_error::kInternalError,
+                           std::string("Internal error: ") + e.what());
+        }
+      });
 }
 
 // The running tasks' jobs, so tasks/update can start the next round. Bounded
@@ -93,23 +98,27 @@ Jobs& jobs() {
 
 std::string task_id_param(const json& params) {
   auto it = params.find("taskId");
-  if (it == params.end() || !it->is_string()) throw invalid_params("\"taskId\" must be a string: the id a tools/call returned");
+  if (it == params.end() || !it->is_string())
+    throw invalid_params("\"taskId\" must be a string: the id a tools/call returned");
   return it->get<std::string>();
 }
 
 RpcError unknown_task(const std::string& id) {
-  return invalid_params("Unknown task '" + id + "': it never existed, belongs to another caller, or expired");
+  return invalid_params("Unknown task '" + id +
+                        "': it never existed, belongs to another caller, or expired");
 }
 
 void require_modern_extension(const RequestContext& ctx, const std::string& method) {
-  if (ctx.era() == Era::kModern && !declares_extension(ctx.client_capabilities())) throw missing_extension(method);
+  if (ctx.era() == Era::kModern && !declares_extension(ctx.client_capabilities()))
+    throw missing_extension(method);
 }
 
 json detailed_task(const Task& t, const TaskStore& store) {
   json j = task_json(t, Era::kModern, store.limits().poll_interval_ms);
   if (t.status == TaskStatus::kCompleted && !t.result.is_null()) j["result"] = t.result;
   if (t.status == TaskStatus::kFailed && !t.error.is_null()) j["error"] = t.error;
-  if (t.status == TaskStatus::kInputRequired && t.input_requests.is_object()) j["inputRequests"] = t.input_requests;
+  if (t.status == TaskStatus::kInputRequired && t.input_requests.is_object())
+    j["inputRequests"] = t.input_requests;
   return j;
 }
 
@@ -141,14 +150,16 @@ void add_task_capabilities(json& caps, Era era, const std::string& version) {
   }
 }
 
-std::optional<json> maybe_start_task(const Server& server, const ToolDefinition& def, const json& args,
-                                     const json& params, RequestContext& ctx) {
-  if (def.task_support == TaskSupport::kForbidden) return std::nullopt;  // a legacy `task` hint is tolerated
+std::optional<json> maybe_start_task(const Server& server, const ToolDefinition& def,
+                                     const json& args, const json& params, RequestContext& ctx) {
+  if (def.task_support == TaskSupport::kForbidden)
+    return std::nullopt;  // a legacy `task` hint is tolerated
   const bool modern = ctx.era() == Era::kModern;
   std::optional<int64_t> ttl;
   if (modern) {
     if (!declares_extension(ctx.client_capabilities())) {
-      if (def.task_support == TaskSupport::kRequired) throw missing_extension("tool '" + def.name + "'");
+      if (def.task_support == TaskSupport::kRequired)
+        throw missing_extension("tool '" + def.name + "'");
       return std::nullopt;
     }
   } else {
@@ -156,16 +167,20 @@ std::optional<json> maybe_start_task(const Server& server, const ToolDefinition&
     if (hint == params.end() || !hint->is_object()) {
       if (def.task_support == TaskSupport::kRequired)
         throw RpcError{rpc_error::kMethodNotFound,
-                       "tool '" + def.name + "' runs only as a task: call it with params.task (MCP 2025-11-25 tasks)",
+                       "tool '" + def.name +
+                           "' runs only as a task: call it with params.task (MCP 2025-11-25 tasks)",
                        nullptr};
       return std::nullopt;
     }
-    if (auto t = hint->find("ttl"); t != hint->end() && t->is_number_integer()) ttl = t->get<int64_t>();
+    if (auto t = hint->find("ttl"); t != hint->end() && t->is_number_integer())
+      ttl = t->get<int64_t>();
   }
   if (def.before_task) def.before_task(args, ctx);  // may end this round with InputRequired
   TaskStore& store = server.task_store();
   auto created = store.create(ctx.owner(), def.name, ttl);
-  if (!created) throw RpcError{rpc_error::kInternalError, "Cannot start a task: " + created.error().context, nullptr};
+  if (!created)
+    throw RpcError{rpc_error::kInternalError, "Cannot start a task: " + created.error().context,
+                   nullptr};
   auto job = std::make_shared<TaskJob>();
   job->server = &server;
   job->store = server.task_store_ptr();
@@ -220,7 +235,8 @@ void register_task_methods(Server& server) {
     TaskStore& store = server.task_store();
     auto outcome = store.cancel(ctx.owner(), id);
     if (outcome == TaskStore::Cancel::kUnknown) throw unknown_task(id);
-    if (ctx.era() == Era::kModern) return json::object();  // idempotent ack; tasks/get shows the status
+    if (ctx.era() == Era::kModern)
+      return json::object();  // idempotent ack; tasks/get shows the status
     if (outcome == TaskStore::Cancel::kAlreadyTerminal)
       throw invalid_params("Cannot cancel task '" + id + "': it has already finished");
     auto t = store.get(ctx.owner(), id);
@@ -236,7 +252,8 @@ void register_task_methods(Server& server) {
     std::string id = task_id_param(params);
     auto answers = params.find("inputResponses");
     if (answers == params.end() || !answers->is_object())
-      throw invalid_params("\"inputResponses\" must be an object keyed like the task's inputRequests");
+      throw invalid_params(
+          "\"inputResponses\" must be an object keyed like the task's inputRequests");
     json responses;
     std::optional<json> state;
     auto outcome = server.task_store().update(ctx.owner(), id, *answers, &responses, &state);
@@ -251,7 +268,8 @@ void register_task_methods(Server& server) {
       if (job) {
         run_round(job, std::move(responses), std::move(state));
       } else {
-        server.task_store().fail(id, rpc_error::kInternalError, "the task's work is gone (the server restarted?)");
+        server.task_store().fail(id, rpc_error::kInternalError,
+                                 "the task's work is gone (the server restarted?)");
       }
     }
     return json::object();
@@ -270,7 +288,8 @@ void register_task_methods(Server& server) {
     auto page = store.list(ctx.owner(), cursor, server.options().page_size);
     if (!page) throw invalid_params(page.error().context);
     json tasks = json::array();
-    for (const auto& t : page->tasks) tasks.push_back(task_json(t, Era::kLegacy, store.limits().poll_interval_ms));
+    for (const auto& t : page->tasks)
+      tasks.push_back(task_json(t, Era::kLegacy, store.limits().poll_interval_ms));
     json r{{"tasks", std::move(tasks)}};
     if (page->next_cursor) r["nextCursor"] = *page->next_cursor;
     return r;
@@ -289,7 +308,8 @@ void register_task_methods(Server& server) {
                      t->error.value("message", std::string("the task failed")), nullptr};
     if (t->status == TaskStatus::kCancelled)
       throw RpcError{rpc_error::kInternalError, "task '" + id + "' was cancelled", nullptr};
-    if (!is_terminal(t->status)) throw RpcError{rpc_error::kInternalError, "request cancelled", nullptr};
+    if (!is_terminal(t->status))
+      throw RpcError{rpc_error::kInternalError, "request cancelled", nullptr};
     json r = t->result;
     r["_meta"][kRelatedTask] = {{"taskId", id}};
     return r;

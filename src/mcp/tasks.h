@@ -28,8 +28,8 @@ class Server;
 // nullopt: run it as a plain call. Throws RpcError -32021 (2026-07-28, a
 // task-only tool and no extension), -32601 (2025-11-25, a task-only tool
 // called without params.task), or InputRequired from the tool's before_task.
-std::optional<json> maybe_start_task(const Server& server, const ToolDefinition& def, const json& args,
-                                     const json& params, RequestContext& ctx);
+std::optional<json> maybe_start_task(const Server& server, const ToolDefinition& def,
+                                     const json& args, const json& params, RequestContext& ctx);
 
 // tasks/get, tasks/update, tasks/cancel, tasks/list, tasks/result.
 void register_task_methods(Server& server);

@@ -51,7 +51,8 @@ void ToolRegistry::add(ToolDefinition def, ToolHandler handler) {
   if (!def.annotations.is_null()) listed["annotations"] = def.annotations;
   if (!def.meta.is_null()) listed["_meta"] = def.meta;
   if (def.task_support != TaskSupport::kForbidden)
-    listed["execution"] = {{"taskSupport", def.task_support == TaskSupport::kRequired ? "required" : "optional"}};
+    listed["execution"] = {
+        {"taskSupport", def.task_support == TaskSupport::kRequired ? "required" : "optional"}};
   order_.push_back(def.name);
   std::string name = def.name;
   tools_.emplace(name, Entry{std::move(def), std::move(handler), std::move(listed)});
@@ -85,7 +86,8 @@ void ToolRegistry::set_task_support(const std::string& name, TaskSupport support
   e.def.task_support = support;
   e.listed.erase("execution");
   if (support != TaskSupport::kForbidden)
-    e.listed["execution"] = {{"taskSupport", support == TaskSupport::kRequired ? "required" : "optional"}};
+    e.listed["execution"] = {
+        {"taskSupport", support == TaskSupport::kRequired ? "required" : "optional"}};
 }
 
 ToolResult ToolRegistry::call(const std::string& name, const json& args,

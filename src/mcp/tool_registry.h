@@ -50,7 +50,7 @@ struct ToolDefinition {
   // Runs before a task is created, on the request's own thread: a tool that
   // gathers the client's input in multi-round-trip rounds (InputRequired)
   // and then goes on as a task. Null: none.
-  std::function<void(const json& args, RequestContext& ctx)> before_task;
+  std::function<void(const json& args, RequestContext& ctx)> before_task = nullptr;
 };
 
 using ToolHandler = std::function<ToolResult(const json& args, RequestContext& ctx)>;

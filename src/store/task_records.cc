@@ -40,8 +40,9 @@ class Stmt {
 
 Result<std::unique_ptr<TaskRecords>> TaskRecords::open(const std::string& path) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                           nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
@@ -49,17 +50,20 @@ Result<std::unique_ptr<TaskRecords>> TaskRecords::open(const std::string& path) 
   }
   sqlite3_busy_timeout(db, 5000);
   std::unique_ptr<TaskRecords> r(new TaskRecords(db));
-  if (auto s = r->exec("CREATE TABLE IF NOT EXISTS mcp_tasks (id TEXT PRIMARY KEY, owner TEXT NOT NULL,"
-                       " tool TEXT NOT NULL, status TEXT NOT NULL, status_message TEXT NOT NULL,"
-                       " created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, ttl_ms INTEGER NOT NULL,"
-                       " result TEXT, error TEXT)",
-                       "create table mcp_tasks");
+  if (auto s = r->exec(
+          "CREATE TABLE IF NOT EXISTS mcp_tasks (id TEXT PRIMARY KEY, owner TEXT NOT NULL,"
+          " tool TEXT NOT NULL, status TEXT NOT NULL, status_message TEXT NOT NULL,"
+          " created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, ttl_ms INTEGER NOT NULL,"
+          " result TEXT, error TEXT)",
+          "create table mcp_tasks");
       !s.ok())
     return s.error();
   return r;
 }
 
-TaskRecords::~TaskRecords() { sqlite3_close(db_); }
+TaskRecords::~TaskRecords() {
+  sqlite3_close(db_);
+}
 
 Status TaskRecords::exec(const char* sql, const std::string& what) {
   char* err = nullptr;
@@ -74,7 +78,8 @@ Status TaskRecords::exec(const char* sql, const std::string& what) {
 Status TaskRecords::put(const mcp::Task& t) {
   std::lock_guard lock(mu_);
   Stmt st(db_,
-          "INSERT OR REPLACE INTO mcp_tasks(id, owner, tool, status, status_message, created_ms, updated_ms,"
+          "INSERT OR REPLACE INTO mcp_tasks(id, owner, tool, status, status_message, created_ms, "
+          "updated_ms,"
           " ttl_ms, result, error) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
   if (!st.ok()) return db_error(db_, "save task " + t.id);
   st.bind(1, t.id);
@@ -111,7 +116,8 @@ Result<std::vector<mcp::Task>> TaskRecords::load(int64_t now_ms) {
     if (del.step() != SQLITE_DONE) return db_error(db_, "purge expired tasks");
   }
   Stmt st(db_,
-          "SELECT id, owner, tool, status, status_message, created_ms, updated_ms, ttl_ms, result, error"
+          "SELECT id, owner, tool, status, status_message, created_ms, updated_ms, ttl_ms, result, "
+          "error"
           " FROM mcp_tasks ORDER BY created_ms");
   if (!st.ok()) return db_error(db_, "read tasks");
   std::vector<mcp::Task> out;
@@ -143,7 +149,8 @@ void persist_tasks(mcp::TaskStore& store, TaskRecords& records) {
                     .count();
   if (auto saved = records.load(now); saved.ok()) {
     for (auto& t : *saved) store.restore(std::move(t));
-    if (!saved->empty()) spdlog::info("{} finished task(s) restored from the state database", saved->size());
+    if (!saved->empty())
+      spdlog::info("{} finished task(s) restored from the state database", saved->size());
   } else {
     spdlog::warn("task records: {}", saved.error().message());
   }

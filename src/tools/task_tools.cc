@@ -6,7 +6,8 @@ namespace sandcastle::tools {
 
 void mark_task_tools(mcp::Server& server) {
   for (const char* name : {"execute_code", "execute_command", "install_packages", "save_sandbox"})
-    if (server.tools().contains(name)) server.tools().set_task_support(name, mcp::TaskSupport::kOptional);
+    if (server.tools().contains(name))
+      server.tools().set_task_support(name, mcp::TaskSupport::kOptional);
 }
 
 }  // namespace sandcastle::tools

@@ -14,14 +14,16 @@ namespace sandcastle::mcp {
 namespace {
 
 json object_schema(json props, json required = json::array()) {
-  return json{{"type", "object"}, {"properties", std::move(props)}, {"required", std::move(required)}};
+  return json{
+      {"type", "object"}, {"properties", std::move(props)}, {"required", std::move(required)}};
 }
 
 json elicit(const std::string& message, const char* field, const char* type) {
   return json{{"method", "elicitation/create"},
               {"params",
                {{"message", message},
-                {"requestedSchema", object_schema(json{{field, {{"type", type}}}}, json::array({field}))}}}};
+                {"requestedSchema",
+                 object_schema(json{{field, {{"type", type}}}}, json::array({field}))}}}};
 }
 
 const json* answer(const RequestContext& ctx, const char* key) {
@@ -77,12 +79,14 @@ ToolDefinition def(const char* name, const char* description, json schema, TaskS
 void register_task_fixtures(Server& server) {
   ToolRegistry& t = server.tools();
   t.add(def("greet", "Says hello at once (sync only; tasks fixture).",
-            object_schema(json{{"name", {{"type", "string"}}}}, json::array({"name"})), TaskSupport::kForbidden),
+            object_schema(json{{"name", {{"type", "string"}}}}, json::array({"name"})),
+            TaskSupport::kForbidden),
         [](const json& args, RequestContext&) {
           return ToolResult::text("Hello, " + args["name"].get<std::string>() + "!");
         });
   t.add(def("slow_compute",
-            "Sleeps `seconds` then answers, with progress each second; stops at cancellation (tasks fixture).",
+            "Sleeps `seconds` then answers, with progress each second; stops at cancellation "
+            "(tasks fixture).",
             object_schema(json{{"seconds", {{"type", "number"}, {"minimum", 0}, {"maximum", 3600}}},
                                {"label", {{"type", "string"}}}},
                           json::array({"seconds"})),
@@ -98,17 +102,19 @@ void register_task_fixtures(Server& server) {
             ctx.log("info", label + ": " + std::to_string(i + 1) + " s done");
           }
           auto rest = std::chrono::milliseconds(static_cast<int64_t>((secs - whole) * 1000));
-          if (rest.count() > 0 && !sleep_unless_cancelled(ctx, rest)) return ToolResult::error(label + ": cancelled");
+          if (rest.count() > 0 && !sleep_unless_cancelled(ctx, rest))
+            return ToolResult::error(label + ": cancelled");
           return ToolResult::text(label + ": computed after " + std::to_string(secs) + " s");
         });
-  t.add(def("failing_job", "Fails as a tool (isError) after a moment; runs only as a task (tasks fixture).",
+  t.add(def("failing_job",
+            "Fails as a tool (isError) after a moment; runs only as a task (tasks fixture).",
             object_schema(json::object()), TaskSupport::kRequired),
         [](const json&, RequestContext& ctx) {
           sleep_unless_cancelled(ctx, std::chrono::milliseconds(300));
           return ToolResult::error("failing_job always fails");
         });
-  t.add(def("protocol_error_job", "Fails with a protocol error (tasks fixture).", object_schema(json::object()),
-            TaskSupport::kOptional),
+  t.add(def("protocol_error_job", "Fails with a protocol error (tasks fixture).",
+            object_schema(json::object()), TaskSupport::kOptional),
         [](const json&, RequestContext&) -> ToolResult {
           throw RpcError{rpc_error::kInternalError, "protocol_error_job always breaks", nullptr};
         });
@@ -121,23 +127,25 @@ void register_task_fixtures(Server& server) {
           bool yes = a->value("action", std::string()) == "accept";
           return ToolResult::text(yes ? "Deleted " + file : "Kept " + file);
         });
-  t.add(def("multi_input", "Asks two questions at once, then answers (tasks fixture).", object_schema(json::object()),
-            TaskSupport::kOptional),
+  t.add(def("multi_input", "Asks two questions at once, then answers (tasks fixture).",
+            object_schema(json::object()), TaskSupport::kOptional),
         [](const json&, RequestContext& ctx) {
           require(ctx, json{{"first", elicit("First name?", "name", "string")},
                             {"second", elicit("Second name?", "name", "string")}});
           return ToolResult::text("Got " + content_field(answer(ctx, "first"), "name") + " and " +
                                   content_field(answer(ctx, "second"), "name"));
         });
-  ToolDefinition gather = def("test_tool_with_task",
-                              "Asks for a name in multi-round-trip rounds, then greets as a task (tasks fixture).",
-                              object_schema(json::object()), TaskSupport::kRequired);
+  ToolDefinition gather =
+      def("test_tool_with_task",
+          "Asks for a name in multi-round-trip rounds, then greets as a task (tasks fixture).",
+          object_schema(json::object()), TaskSupport::kRequired);
   gather.before_task = [](const json&, RequestContext& ctx) {
     require(ctx, json{{"user_name", elicit("What is your name?", "name", "string")}});
   };
   t.add(std::move(gather), [](const json&, RequestContext& ctx) {
     sleep_unless_cancelled(ctx, std::chrono::milliseconds(100));
-    return ToolResult::text("Hello, " + content_field(answer(ctx, "user_name"), "name") + ", from a task");
+    return ToolResult::text("Hello, " + content_field(answer(ctx, "user_name"), "name") +
+                            ", from a task");
   });
 }
 

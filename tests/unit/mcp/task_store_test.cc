@@ -65,13 +65,15 @@ TEST(TaskStoreTest, InputRequiredResumesWhenEveryRequestIsAnswered) {
   TaskStore store;
   auto t = store.create("", "multi", std::nullopt);
   ASSERT_TRUE(t.ok());
-  ASSERT_TRUE(store.park(t->id, json{{"a", {{"method", "elicitation/create"}}}, {"b", {{"method", "x"}}}},
+  ASSERT_TRUE(store.park(t->id,
+                         json{{"a", {{"method", "elicitation/create"}}}, {"b", {{"method", "x"}}}},
                          json{{"round", 1}}));
   EXPECT_EQ(store.get("", t->id)->status, TaskStatus::kInputRequired);
   json responses;
   std::optional<json> state;
-  EXPECT_EQ(store.update("", t->id, json{{"a", {{"action", "accept"}}}, {"zzz", 1}}, &responses, &state),
-            TaskStore::Update::kPending);
+  EXPECT_EQ(
+      store.update("", t->id, json{{"a", {{"action", "accept"}}}, {"zzz", 1}}, &responses, &state),
+      TaskStore::Update::kPending);
   auto mid = store.get("", t->id);
   EXPECT_EQ(mid->status, TaskStatus::kInputRequired);
   EXPECT_FALSE(mid->input_requests.contains("a"));
@@ -82,8 +84,10 @@ TEST(TaskStoreTest, InputRequiredResumesWhenEveryRequestIsAnswered) {
   ASSERT_TRUE(state);
   EXPECT_EQ(*state, json({{"round", 1}}));
   EXPECT_EQ(store.get("", t->id)->status, TaskStatus::kWorking);
-  EXPECT_EQ(store.update("", t->id, json::object(), &responses, &state), TaskStore::Update::kNotWaiting);
-  EXPECT_EQ(store.update("", "nope", json::object(), &responses, &state), TaskStore::Update::kUnknown);
+  EXPECT_EQ(store.update("", t->id, json::object(), &responses, &state),
+            TaskStore::Update::kNotWaiting);
+  EXPECT_EQ(store.update("", "nope", json::object(), &responses, &state),
+            TaskStore::Update::kUnknown);
 }
 
 TEST(TaskStoreTest, TtlIsCappedAndExpiredTasksArePurgedAndCancelled) {
