@@ -39,7 +39,7 @@ std::string iso8601_ms(int64_t ms) {
   std::array<char, 32> buf{};
   size_t n = std::strftime(buf.data(), buf.size(), "%Y-%m-%dT%H:%M:%S", &tm);
   std::array<char, 8> frac{};
-  std::snprintf(frac.data(), frac.size(), ".%03dZ", static_cast<int>(ms % 1000));
+  (void)std::snprintf(frac.data(), frac.size(), ".%03dZ", static_cast<int>(ms % 1000));
   return std::string(buf.data(), n) + frac.data();
 }
 

@@ -50,6 +50,7 @@ struct TaskLimits {
 };
 
 // A snapshot of one task.
+// NOLINTNEXTLINE(bugprone-exception-escape): json members; a failed allocation ends the process anyway
 struct Task {
   std::string id;
   std::string owner;

@@ -34,6 +34,7 @@ RpcError missing_extension(const std::string& what) {
 }
 
 // One task's work: everything a round needs after the request has been answered.
+// NOLINTNEXTLINE(bugprone-exception-escape): json members; a failed allocation ends the process anyway
 struct TaskJob {
   const Server* server = nullptr;
   std::shared_ptr<TaskStore> store;
