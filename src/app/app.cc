@@ -36,6 +36,7 @@
 #include "service/sandboxes.h"
 #include "store/sqlite_sandbox_store.h"
 #include "store/state_lock.h"
+#include "store/task_records.h"
 #include "tools/profiles/profiles.h"
 #include "tools/tool_env.h"
 #include "transport/http/client_config.h"
@@ -515,7 +516,14 @@ int run(int argc, char** argv, const AppHooks& hooks) {
   std::unique_ptr<transport::http::FileLinks> links;
   if (http_mode) links = file_links(cfg, manager, *tool_cfg);
   tools::ToolEnv tool_env{manager, *tool_cfg, images.store.get(), state->sandboxes.get()};
+  // Declared before the server: its tasks write here until they stop.
+  auto task_records = store::TaskRecords::open(state->db->path());
   auto server = mcp_server(cfg, tool_env, hooks);
+  if (task_records.ok()) {
+    store::persist_tasks(server->task_store(), **task_records);  // finished tasks outlive a restart
+  } else {
+    spdlog::warn("finished tasks will not survive a restart: {}", task_records.error().message());
+  }
   Sandboxes sandboxes(tool_env);
   metrics::registry().gauge_fn(metrics::name::kSandboxesLive, "sandboxes alive now",
                                [&manager] { return static_cast<double>(manager.live_count()); });

@@ -39,6 +39,12 @@ class RequestContext {
     if (cancel_) cancel_->keep(std::move(obj));
   }
   bool wants_progress() const { return progress_token_.has_value(); }
+  const std::optional<json>& progress_token() const { return progress_token_; }
+  int min_log_rank() const { return min_log_rank_; }
+  // Sends messages tied to no request, and stays valid after this one is
+  // answered (a task's work goes on): to the connection while it lasts.
+  void set_detached_send(Send s) { detached_send_ = std::move(s); }
+  const Send& detached_send() const { return detached_send_; }
 
   // Sends notifications/progress when the request carried a progressToken.
   // Progress must increase: a value not above the last one sent is dropped.
@@ -85,6 +91,7 @@ class RequestContext {
 
  private:
   Send send_;
+  Send detached_send_;
   json request_id_;
   json input_responses_;
   std::optional<json> request_state_;

@@ -7,6 +7,7 @@
 
 #include "common/crypto.h"
 #include "common/metrics.h"
+#include "mcp/tasks.h"
 
 namespace sandcastle::mcp {
 
@@ -79,6 +80,7 @@ void Server::add_builtin_methods() {
       throw RpcError{rpc_error::kInvalidParams, "\"arguments\" must be an object", nullptr};
     const std::string tool = name->get<std::string>();
     if (!tools_.contains(tool)) return tools_.call(tool, args, ctx).to_json();  // throws -32602
+    if (auto task = maybe_start_task(*this, *tools_.find(tool), args, params, ctx)) return *task;
     auto start = std::chrono::steady_clock::now();
     ToolResult result = tools_.call(tool, args, ctx);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -92,6 +94,7 @@ void Server::add_builtin_methods() {
     return result.to_json();
   };
   add_method("tools/call", std::move(call));
+  register_task_methods(*this);
 }
 
 void Server::add_method(const std::string& name, MethodSpec spec) {

@@ -10,6 +10,7 @@
 
 #include "mcp/jsonrpc.h"
 #include "mcp/request_context.h"
+#include "mcp/task_store.h"
 #include "mcp/tool_registry.h"
 
 namespace sandcastle::mcp {
@@ -66,6 +67,10 @@ class Server {
   // The key that signs 2026-07-28 requestState values (random per process).
   const std::string& state_key() const { return state_key_; }
 
+  // The tasks of every session (mcp/tasks.h); internally synchronized.
+  TaskStore& task_store() const { return *tasks_; }
+  const std::shared_ptr<TaskStore>& task_store_ptr() const { return tasks_; }
+
   // Serialized results of `memoize` methods, by key; bounded.
   std::shared_ptr<const std::string> memo_get(const std::string& key) const;
   void memo_put(const std::string& key, std::shared_ptr<const std::string> text) const;
@@ -78,6 +83,7 @@ class Server {
   ToolRegistry tools_;
   std::map<std::string, MethodSpec> methods_;
   std::string state_key_;
+  std::shared_ptr<TaskStore> tasks_ = std::make_shared<TaskStore>();
   mutable std::mutex memo_mu_;
   mutable std::map<std::string, std::shared_ptr<const std::string>> memo_;
 };

@@ -9,6 +9,7 @@
 
 #include "mcp/input_required.h"
 #include "mcp/protocol.h"
+#include "mcp/tasks.h"
 
 namespace sandcastle::mcp {
 
@@ -374,6 +375,7 @@ json Session::dispatch(const std::string& method, const json& params, const Enve
   if (modern && method == "server/discover") {
     json result{{"supportedVersions", versions_json()},
                 {"capabilities", server_.capabilities()}};
+    add_task_capabilities(result["capabilities"], Era::kModern, env.version);
     if (!server_.info().instructions.empty()) result["instructions"] = server_.info().instructions;
     return finish_modern(std::move(result), nullptr);
   }
@@ -426,6 +428,9 @@ json Session::dispatch(const std::string& method, const json& params, const Enve
     ctx.set_client_capabilities(params["_meta"][meta_key::kClientCapabilities]);
   }
   if (close_stream_) ctx.set_stream_closer([this, id] { close_stream_(id); });
+  ctx.set_detached_send([weak = weak_from_this()](const json& m) {
+    if (auto self = weak.lock()) self->emit(m, nullptr);
+  });
   if (modern) {
     std::optional<json> state;
     if (auto st = params.find("requestState"); st != params.end()) {
@@ -500,12 +505,14 @@ json Session::initialize(const json& params) {
   json result{{"protocolVersion", negotiated_version_},
               {"capabilities", server_.capabilities()},
               {"serverInfo", server_.server_info_json()}};
+  add_task_capabilities(result["capabilities"], Era::kLegacy, negotiated_version_);
   if (!server_.info().instructions.empty()) result["instructions"] = server_.info().instructions;
   return result;
 }
 
 json Session::finish_modern(json result, const MethodSpec* spec) const {
-  result["resultType"] = "complete";
+  if (!result.contains("resultType"))
+    result["resultType"] = "complete";  // "task": a CreateTaskResult
   result["_meta"][meta_key::kServerInfo] = server_.server_info_json();
   if (!spec || spec->cacheable) {
     result["ttlMs"] = spec ? spec->ttl_ms : 0;

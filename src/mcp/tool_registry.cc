@@ -55,6 +55,9 @@ void ToolRegistry::add(ToolDefinition def, ToolHandler handler) {
   if (!def.output_schema.is_null()) listed["outputSchema"] = def.output_schema;
   if (!def.annotations.is_null()) listed["annotations"] = def.annotations;
   if (!def.meta.is_null()) listed["_meta"] = def.meta;
+  if (def.task_support != TaskSupport::kForbidden)
+    listed["execution"] = {
+        {"taskSupport", def.task_support == TaskSupport::kRequired ? "required" : "optional"}};
   order_.push_back(def.name);
   std::string name = def.name;
   tools_.emplace(name, Entry{std::move(def), std::move(handler), std::move(listed)});
@@ -82,6 +85,15 @@ json ToolRegistry::list_page(const std::optional<std::string>& cursor) const {
 }
 
 void ToolRegistry::set_runs_inline(const std::string& name) { tools_.at(name).def.runs_inline = true; }
+
+void ToolRegistry::set_task_support(const std::string& name, TaskSupport support) {
+  Entry& e = tools_.at(name);
+  e.def.task_support = support;
+  e.listed.erase("execution");
+  if (support != TaskSupport::kForbidden)
+    e.listed["execution"] = {
+        {"taskSupport", support == TaskSupport::kRequired ? "required" : "optional"}};
+}
 
 ToolResult ToolRegistry::call(const std::string& name, const json& args,
                               RequestContext& ctx) const {

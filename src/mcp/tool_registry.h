@@ -28,6 +28,10 @@ struct ToolResult {
   json to_json() const;
 };
 
+// Whether tools/call may run the tool as a task (mcp/tasks.h), listed as
+// execution.taskSupport.
+enum class TaskSupport { kForbidden, kOptional, kRequired };
+
 struct ToolDefinition {
   std::string name;
   std::string title;
@@ -42,6 +46,11 @@ struct ToolDefinition {
   bool runs_inline = false;
   // The tool's _meta in tools/list (MCP Apps: {"ui": {"resourceUri": ...}}); null: none.
   json meta = nullptr;
+  TaskSupport task_support = TaskSupport::kForbidden;
+  // Runs before a task is created, on the request's own thread: a tool that
+  // gathers the client's input in multi-round-trip rounds (InputRequired)
+  // and then goes on as a task. Null: none.
+  std::function<void(const json& args, RequestContext& ctx)> before_task = nullptr;
 };
 
 using ToolHandler = std::function<ToolResult(const json& args, RequestContext& ctx)>;
@@ -57,6 +66,8 @@ class ToolRegistry {
   const ToolDefinition* find(const std::string& name) const;
   // Marks a registered tool runs_inline (see ToolDefinition).
   void set_runs_inline(const std::string& name);
+  // Lets a registered tool run as a task (and lists it so).
+  void set_task_support(const std::string& name, TaskSupport support);
   size_t size() const { return order_.size(); }
 
   // One page of tools/list in registration order. Throws RpcError(-32602) on a bad cursor.

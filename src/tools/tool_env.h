@@ -55,6 +55,8 @@ void register_export_tools(mcp::Server& server, ToolEnv& env);
 mcp::ToolResult export_dockerfile(ToolEnv& env, const mcp::json& args, mcp::RequestContext& ctx);
 // Registers get_sandbox_history (history_tools.cc).
 void register_history_tools(mcp::Server& server, ToolEnv& env);
+// Lets the long operations run as tasks (task_tools.cc).
+void mark_task_tools(mcp::Server& server);
 inline void register_sandbox_tools(mcp::Server& server, ToolEnv& env) {
   register_lifecycle_tools(server, env);
   register_durable_tools(server, env);
@@ -66,6 +68,7 @@ inline void register_sandbox_tools(mcp::Server& server, ToolEnv& env) {
   register_export_tools(server, env);
   register_history_tools(server, env);
   register_resource_methods(server, env);
+  mark_task_tools(server);
 }
 
 // The owner of the sandboxes a request may see ("" for the local stdio user).

@@ -474,6 +474,7 @@ void register_test_fixtures(Server& server) {
     t.set_runs_inline(name);
   register_client_request_fixtures(server);
   register_input_required_fixtures(server);
+  register_task_fixtures(server);
   register_resource_fixtures(server);
   register_prompt_fixtures(server);
 }

@@ -14,4 +14,7 @@ void register_test_fixtures(Server& server);
 void register_input_required_fixtures(Server& server);
 json input_required_prompt(const RequestContext& ctx);
 
+// Part of the above: the tasks fixtures (greet, slow_compute, failing_job, ...).
+void register_task_fixtures(Server& server);
+
 }  // namespace sandcastle::mcp

@@ -36,7 +36,10 @@ void handle_modern_post(Ctx& c, const json& body) {
   if (hm.empty()) return mismatch("the Mcp-Method header is required (expected " + method + ")");
   if (hm != method) return mismatch("Mcp-Method header '" + hm + "' does not match the body's method '" + method + "'");
   std::string name_field = method == "resources/read" ? "uri" : "name";
-  if (method == "tools/call" || method == "prompts/get" || method == "resources/read") {
+  if (method == "tasks/get" || method == "tasks/update" || method == "tasks/cancel")
+    name_field = "taskId";  // SEP-2663
+  if (method == "tools/call" || method == "prompts/get" || method == "resources/read" ||
+      name_field == "taskId") {
     std::string expected = params.is_object() ? params.value(name_field, std::string()) : "";
     const std::string hn = decode_header_value(c.req.header("mcp-name"));
     if (!c.req.has_header("mcp-name"))
