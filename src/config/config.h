@@ -17,7 +17,11 @@ namespace sandcastle::config {
 
 // The tool sets `server.profile` may name: sandcastle's own tools, or the
 // drop-in face of one of the four reference servers (tools/profiles/).
-inline constexpr const char* kProfiles[] = {"sandcastle"};
+inline constexpr const char* kProfiles[] = {
+    "sandcastle",
+    "seed-a",
+    "seed-c",
+};
 
 // One engine of [[engines]] in config.toml (engine backend, several engines).
 struct EngineEntry {

@@ -15,7 +15,11 @@
 
 namespace sandcastle::tools {
 
-enum class Profile : std::uint8_t { kSandcastle };
+enum class Profile : std::uint8_t {
+  kSandcastle,
+  kSeedA,
+  kSeedC,
+};
 
 std::optional<Profile> parse_profile(std::string_view name);
 
