@@ -6,6 +6,9 @@
 // seed's result shapes.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { startHttp } from './lib/http.mjs';
 import { connectSandcastle } from './lib/sandbox_client.mjs';
 
 const SEED_A_TOOLS = [
@@ -170,5 +173,47 @@ describe('--profile seed-a (mcp-code-sandbox)', () => {
     const r = await sc.call('create_sandbox', { session_id: 'x'.repeat(65) });
     assert.equal(r.isError, true);
     assert.match(r.text, /session_id/);
+  });
+});
+
+// The seed kept one dictionary of session ids for every client; here a
+// session_id names a sandbox of its caller's only (an API key's, or over
+// HTTP without keys its MCP session's).
+describe('--profile seed-a over HTTP: session ids are per caller', () => {
+  let srv;
+  const clients = [];
+  before(async () => { srv = await startHttp(['--profile', 'seed-a']); });
+  after(async () => {
+    for (const c of clients) await c.close().catch(() => {});
+    await srv?.stop();
+  });
+
+  async function connect(name) {
+    const c = new Client({ name, version: '1.0.0' }, { capabilities: {} });
+    await c.connect(new StreamableHTTPClientTransport(new URL(srv.url)));
+    clients.push(c);
+    return c;
+  }
+  const text = (r) => r.content.map((c) => c.text).join('');
+
+  test('the same session_id in two sessions is two sandboxes; neither sees the other\'s', async () => {
+    const alice = await connect('alice');
+    const bob = await connect('bob');
+    const a = await alice.callTool({ name: 'create_sandbox', arguments: { session_id: 'shared' } });
+    assert.equal(text(a), 'Sandbox created successfully with session ID: shared');
+    await alice.callTool({ name: 'execute_code', arguments: { session_id: 'shared', code: 'secret = "alice-only"' } });
+    const peek = await bob.callTool({ name: 'execute_code', arguments: { session_id: 'shared', code: 'print(secret)' } });
+    assert.equal(peek.isError, true);
+    assert.match(text(peek), /No sandbox found with session ID: shared/);
+    const b = await bob.callTool({ name: 'create_sandbox', arguments: { session_id: 'shared' } });
+    assert.equal(text(b), 'Sandbox created successfully with session ID: shared', 'not "already exists"');
+    const mine = await bob.callTool({ name: 'execute_code', arguments: { session_id: 'shared', code: 'print(globals().get("secret"))' } });
+    assert.deepEqual(mine.structuredContent.logs.stdout, ['None\n']);
+    const status = await bob.callTool({ name: 'get_sandbox_status', arguments: {} });
+    assert.equal(status.structuredContent.active_sandbox_count, 1);
+    const closed = await bob.callTool({ name: 'close_sandbox', arguments: { session_id: 'shared' } });
+    assert.match(text(closed), /successfully closed/);
+    const still = await alice.callTool({ name: 'execute_code', arguments: { session_id: 'shared', code: 'print(secret)' } });
+    assert.deepEqual(still.structuredContent.logs.stdout, ['alice-only\n'], "bob's close left alice's sandbox alone");
   });
 });
