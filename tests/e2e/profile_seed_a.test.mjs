@@ -73,6 +73,18 @@ describe('--profile seed-a (mcp-code-sandbox)', () => {
     assert.equal(typeof r.sc.error.traceback, 'string');
   });
 
+  test('a displayed image comes back as image content after the JSON (the seed sent none)', async () => {
+    const png = Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex');
+    const r = await sc.sdkCall('execute_code', {
+      session_id: sid,
+      code: `import base64\nclass P:\n    def _repr_png_(self): return base64.b64decode('${png.toString('base64')}')\ndisplay(P())\nprint('shown')`,
+    });
+    assert.equal(r.isError, false, r.text);
+    assert.deepEqual(r.sc, { logs: { stdout: ['shown\n'], stderr: [] }, error: null });
+    assert.equal(r.raw.content[0].type, 'text');
+    assert.deepEqual(r.raw.content.slice(1), [{ type: 'image', data: png.toString('base64'), mimeType: 'image/png' }]);
+  });
+
   test('write_file, read_file, list_files, upload_file keep the seed\'s shapes', async () => {
     const w = await sc.sdkCall('write_file', { session_id: sid, file_path: 'notes/a.txt', content: 'alpha\n' });
     assert.deepEqual(w.sc, { path: 'notes/a.txt', message: 'File written successfully' });
