@@ -122,6 +122,7 @@ mcp::ToolDefinition run_tool(const std::string& name, const std::string& title,
 
 void register_environments(mcp::Server& server, ToolEnv& env) {
   mcp::MethodSpec list;
+  list.cacheable = true;  // 2026-07-28 wants ttlMs/cacheScope, as sandcastle's own list
   list.handler = [](const json&, RequestContext&) {
     return json{{"resources", json::array({{{"uri", seed_c::kEnvironmentsUri},
                                             {"name", "environment_details"},
