@@ -15,16 +15,16 @@ std::optional<Profile> parse_profile(std::string_view name) {
 void register_profile_tools(mcp::Server& server, ToolEnv& env, Profile profile) {
   switch (profile) {
     case Profile::kSandcastle: register_sandbox_tools(server, env); return;
-    case Profile::kSeedA: register_seed_a_tools(server, env); return;
-    case Profile::kSeedC: register_seed_c_tools(server, env); return;
+    case Profile::kSeedA: seed_a::register_tools(server, env); return;
+    case Profile::kSeedC: seed_c::register_tools(server, env); return;
   }
 }
 
 std::string profile_instructions(Profile profile, const std::string& own) {
   switch (profile) {
     case Profile::kSandcastle: return own;
-    case Profile::kSeedA: return seed_a_instructions();
-    case Profile::kSeedC: return seed_c_instructions();
+    case Profile::kSeedA: return seed_a::instructions();
+    case Profile::kSeedC: return seed_c::instructions();
   }
   return own;
 }

@@ -328,7 +328,7 @@ void add(mcp::Server& server, ToolEnv& env, mcp::ToolDefinition def, Handler h) 
 
 }  // namespace
 
-void register_seed_a_tools(mcp::Server& server, ToolEnv& env) {
+void seed_a::register_tools(mcp::Server& server, ToolEnv& env) {
   const json sid = session_id_schema(
       "The unique identifier for the sandbox session (you choose it at create_sandbox).");
   const json path_arg{{"type", "string"},
@@ -459,7 +459,7 @@ void register_seed_a_tools(mcp::Server& server, ToolEnv& env) {
       upload);
 }
 
-std::string seed_a_instructions() {
+std::string seed_a::instructions() {
   return "Runs Python code in isolated sandboxes (sandcastle, serving mcp-code-sandbox's tools). "
          "Call create_sandbox with a session_id you choose, then execute_code, install_package, "
          "list_files, read_file, write_file and upload_file with that session_id; variables, "

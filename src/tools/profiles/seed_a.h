@@ -15,13 +15,13 @@
 
 namespace sandcastle::tools {
 
+namespace seed_a {
+
 // create_sandbox, close_sandbox, get_sandbox_status, execute_code,
 // install_package, create_run_close, list_files, read_file, write_file,
 // upload_file.
-void register_seed_a_tools(mcp::Server& server, ToolEnv& env);
-std::string seed_a_instructions();
-
-namespace seed_a {
+void register_tools(mcp::Server& server, ToolEnv& env);
+std::string instructions();
 
 // Output as E2B's Logs list it: one entry per line, each with its newline
 // (a last line without one as it is); "" is [].

@@ -152,7 +152,7 @@ void register_environments(mcp::Server& server, ToolEnv& env) {
 
 }  // namespace
 
-void register_seed_c_tools(mcp::Server& server, ToolEnv& env) {
+void seed_c::register_tools(mcp::Server& server, ToolEnv& env) {
   server.tools().add(run_tool("run_python_code", "Run Python code", "Python"),
                      [&env](const json& a, RequestContext& c) { return run(env, "python", a, c); });
   // The README names it run_js_code, the seed's code run_javascript_code:
@@ -164,7 +164,7 @@ void register_seed_c_tools(mcp::Server& server, ToolEnv& env) {
   register_environments(server, env);
 }
 
-std::string seed_c_instructions() {
+std::string seed_c::instructions() {
   return "This MCP server allows you to execute code in a secure sandbox environment "
          "(sandcastle, serving code-sandbox-mcp's tools). run_python_code runs Python, "
          "run_js_code (also run_javascript_code) runs JavaScript on Node.js; each call starts "

@@ -13,12 +13,12 @@
 
 namespace sandcastle::tools {
 
+namespace seed_c {
+
 // run_python_code, run_js_code (the seed's README) and run_javascript_code
 // (its code), and the resource sandbox://environments.
-void register_seed_c_tools(mcp::Server& server, ToolEnv& env);
-std::string seed_c_instructions();
-
-namespace seed_c {
+void register_tools(mcp::Server& server, ToolEnv& env);
+std::string instructions();
 
 inline constexpr const char* kEnvironmentsUri = "sandbox://environments";
 
