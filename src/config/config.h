@@ -20,7 +20,9 @@ namespace sandcastle::config {
 inline constexpr const char* kProfiles[] = {
     "sandcastle",
     "seed-a",
+    "seed-b",
     "seed-c",
+    "seed-d",
 };
 
 // One engine of [[engines]] in config.toml (engine backend, several engines).

@@ -7,6 +7,7 @@
 
 #include "mcp/json_schema.h"
 #include "mcp/pagination.h"
+#include "mcp/param_headers.h"
 
 namespace sandcastle::mcp {
 
@@ -44,6 +45,10 @@ void ToolRegistry::add(ToolDefinition def, ToolHandler handler) {
   if (!std::regex_match(def.name, kName))
     throw std::invalid_argument("invalid tool name: " + def.name);
   if (tools_.count(def.name)) throw std::invalid_argument("duplicate tool: " + def.name);
+  // Routing parameters are marked here, once for every tool (SEP-2243).
+  mark_routing_params(def.input_schema);
+  if (auto marks = param_headers_of(def.input_schema); !marks.ok())
+    throw std::invalid_argument("tool " + def.name + ": " + marks.error().context);
   json listed{{"name", def.name}, {"description", def.description},
               {"inputSchema", def.input_schema}};
   if (!def.title.empty()) listed["title"] = def.title;

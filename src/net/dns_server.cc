@@ -32,6 +32,12 @@ void on_resolved(const std::shared_ptr<AttachState>& att, const dns::Message& qu
                  const std::string& name, bool tcp, Result<Resolved> r,
                  const std::function<void(std::vector<std::uint8_t>)>& reply) {
   if (att->closed) return;
+  if (!r.ok() && r.error().code == ErrorCode::kResourceExhausted) {
+    // Too many lookups in flight: said at once, not after a client timeout.
+    att->session->record_refusal(Via::kDns, name, "", 0, Reason::kLimit);
+    return reply(
+        dns::build_error(query, dns::Rcode::kServFail, dns::ede::kOther, r.error().message()));
+  }
   if (!r.ok()) return reply(dns::build_error(query, dns::Rcode::kServFail));
   if (r->addrs.empty()) return reply(dns::build_nodata(query));
   Session& s = *att->session;
@@ -146,14 +152,15 @@ void answer_dns(const std::shared_ptr<AttachState>& att, std::span<const std::ui
   }
   const std::uint16_t qtype = q.question.qtype;
   if (qtype != dns::type::kA && qtype != dns::type::kAaaa) return reply(dns::build_nodata(q));
-  att->core->resolver->resolve(
-      *name, qtype == dns::type::kA ? Resolver::Want::kV4 : Resolver::Want::kV6,
+  att->core->resolver->resolve_for(
+      att->session.get(), *name, qtype == dns::type::kA ? Resolver::Want::kV4 : Resolver::Want::kV6,
       [att, q = *msg, name = *name, tcp, reply = std::move(reply)](Result<Resolved> r) {
         on_resolved(att, q, name, tcp, std::move(r), reply);
       });
 }
 
 void serve_dns_udp(const std::shared_ptr<AttachState>& att) {
+  if (att->closed) return;  // close_all released the socket
   att->dns_udp->async_receive_from(
       asio::buffer(att->dns_buf), att->dns_peer, [att](const ErrorCodeT& ec, std::size_t n) {
         if (att->closed) return;

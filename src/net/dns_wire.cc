@@ -326,6 +326,11 @@ std::vector<std::uint8_t> build_error(const Message& query, Rcode rcode) {
   return reply_without_answers(query, rcode, std::nullopt, {});
 }
 
+std::vector<std::uint8_t> build_error(const Message& query, Rcode rcode, std::uint16_t info_code,
+                                      std::string_view text) {
+  return reply_without_answers(query, rcode, info_code, text);
+}
+
 std::vector<std::uint8_t> build_formerr(std::uint16_t id) {
   std::vector<std::uint8_t> out;
   put16(out, id);

@@ -117,6 +117,9 @@ std::vector<std::uint8_t> build_refused(const Message& query, std::uint16_t info
 std::vector<std::uint8_t> build_nodata(const Message& query);
 // SERVFAIL, FORMERR, ... without answers.
 std::vector<std::uint8_t> build_error(const Message& query, Rcode rcode);
+// The same with EDE `info_code` and `text` when the query had EDNS.
+std::vector<std::uint8_t> build_error(const Message& query, Rcode rcode, std::uint16_t info_code,
+                                      std::string_view text);
 // FORMERR for a message that did not parse: header only, the id echoed.
 std::vector<std::uint8_t> build_formerr(std::uint16_t id);
 // NOERROR with one record per address of the question's type (others are

@@ -59,6 +59,10 @@ struct Core {
   std::map<const Session*, std::size_t> per_session;
   std::map<const Session*, std::size_t> limited;
   std::atomic<std::size_t> total{0};
+  // Whether the loop thread still runs handlers, so a close posted from
+  // another thread will run (changed and read under post_mu).
+  std::mutex post_mu;
+  bool loop_running = false;
   // Last, so it goes first: the connections its pending handlers still
   // hold are destroyed while the rest of Core is alive.
   // One thread runs it (the hint spares the scheduler's locking).

@@ -6,6 +6,7 @@
 #include <sys/un.h>
 
 #include <boost/asio/post.hpp>
+#include <cstdio>
 #include <future>
 #include <thread>
 
@@ -110,6 +111,7 @@ void accept_loop(const std::shared_ptr<AttachState>& att, Acceptor* acc, MakeCon
       } else {
         take(att, std::move(s), make);
       }
+      if (att->closed) return;  // close_all released the acceptor
       return accept_loop(att, acc, make);
     }
     // EMFILE and the like: the connection stays queued; try again in a
@@ -129,15 +131,26 @@ class AttachmentImpl final : public Attachment {
     auto core = st_->core_ref.lock();
     if (!core) return;  // the service went first and closed everything
     asio::io_context& io = core->io;
-    if (io.get_executor().running_in_this_thread() || io.stopped()) {
+    if (io.get_executor().running_in_this_thread()) {
       st_->close_all();
       return;
     }
+    // Posted under post_mu while the loop runs: the service's destructor
+    // takes it after the loop thread ended and runs what was left queued, so
+    // this close always runs and the wait always returns. After that, the
+    // loop is nobody's and the close runs here, under the mutex.
     std::promise<void> done;
-    asio::post(io, [&] {
-      st_->close_all();
-      done.set_value();
-    });
+    {
+      std::lock_guard lock(core->post_mu);
+      if (!core->loop_running) {
+        st_->close_all();
+        return;
+      }
+      asio::post(io, [&] {
+        st_->close_all();
+        done.set_value();
+      });
+    }
     done.get_future().wait();
   }
 
@@ -157,6 +170,7 @@ class ProxyServiceImpl final : public ProxyService {
     if (!r.ok()) return r.take_error();
     core_->resolver = std::move(*r);
     refresh_hosts();
+    core_->loop_running = true;  // before the thread: nothing attached yet
     thread_ = std::thread([this] { core_->io.run(); });
     return ok_status();
   }
@@ -174,6 +188,17 @@ class ProxyServiceImpl final : public ProxyService {
       work_.reset();
       core_->io.stop();
       thread_.join();
+      // An attachment destroyed meanwhile on another thread may have posted
+      // its close after the loop's last turn: it runs here, and later ones
+      // run on their own thread (see ~AttachmentImpl).
+      std::lock_guard lock(core_->post_mu);
+      core_->loop_running = false;
+      core_->io.restart();
+      try {
+        core_->io.poll();
+      } catch (...) {  // a handler's failure must not end the process here
+        (void)std::fputs("sandcastle: network: a close failed while the proxies stopped\n", stderr);
+      }
     }
     core_->resolver.reset();
   }
@@ -266,6 +291,12 @@ void AttachState::close_all() {
   auto conns_now = std::move(conns);
   for (auto& [raw, weak] : conns_now)
     if (auto c = weak.lock()) c->close();
+  // Gone while the loop is: the Attachment may outlive the service, and an
+  // acceptor must not outlive its io_context.
+  http.reset();
+  socks.reset();
+  dns_tcp.reset();
+  dns_udp.reset();
 }
 
 }  // namespace detail

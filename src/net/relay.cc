@@ -196,8 +196,9 @@ void Conn::open_target(Target target, Opened done) {
   }
   name_ = *name;
   names_.push_back(*name);
-  core().resolver->resolve(
-      *name, Resolver::Want::kBoth,
+  // Counted against this sandbox's cap of lookups in flight.
+  core().resolver->resolve_for(
+      &session(), *name, Resolver::Want::kBoth,
       [self = shared_from_this(), done = std::move(done)](Result<Resolved> r) mutable {
         if (self->closed_) return;
         self->resolved(std::move(r), std::move(done));

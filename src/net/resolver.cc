@@ -1,5 +1,9 @@
 #include "net/resolver.h"
 
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <array>
 #include <boost/asio/ip/tcp.hpp>
@@ -7,12 +11,15 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
+#include <cstring>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "common/crypto.h"
 #include "net/dns_wire.h"
 #include "net/http_head.h"
+#include "net/lookup_pool.h"
 #include "net/rules.h"
 
 namespace sandcastle::net {
@@ -56,31 +63,85 @@ struct Join {
   }
 };
 
+// getaddrinfo for one family (or both), as asio's resolver asked it.
+Result<Resolved> system_lookup(const std::string& name, Resolver::Want want) {
+  addrinfo hints{};
+  hints.ai_family = want == Resolver::Want::kV4   ? AF_INET
+                    : want == Resolver::Want::kV6 ? AF_INET6
+                                                  : AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* list = nullptr;
+  const int rc = ::getaddrinfo(name.c_str(), nullptr, &hints, &list);
+  Resolved out{.addrs = {}, .ttl = kSystemTtl};
+  if (rc == EAI_NONAME || rc == EAI_NODATA || rc == EAI_ADDRFAMILY) return out;
+  if (rc == EAI_SYSTEM) return Error::from_errno("lookup failed");
+  if (rc != 0)
+    return Error::make(ErrorCode::kUnavailable,
+                       std::string("lookup failed: ") + ::gai_strerror(rc));
+  for (const addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
+    std::optional<IpAddr> a;
+    if (ai->ai_family == AF_INET) {
+      const auto* sa = reinterpret_cast<const sockaddr_in*>(ai->ai_addr);
+      std::array<std::uint8_t, 4> b{};
+      std::memcpy(b.data(), &sa->sin_addr, b.size());
+      a = IpAddr::v4(b);
+    } else if (ai->ai_family == AF_INET6) {
+      const auto* sa = reinterpret_cast<const sockaddr_in6*>(ai->ai_addr);
+      std::array<std::uint8_t, 16> b{};
+      std::memcpy(b.data(), &sa->sin6_addr, b.size());
+      a = IpAddr::v6(b);
+    }
+    if (a && std::find(out.addrs.begin(), out.addrs.end(), *a) == out.addrs.end())
+      out.addrs.push_back(*a);
+  }
+  ::freeaddrinfo(list);
+  return out;
+}
+
+// getaddrinfo blocks (for up to the resolv.conf timeouts when a name's server
+// never answers), so it runs on the resolver's own small pool, fairly shared
+// between tenants, and the answer is posted back to the loop.
 class SystemResolver final : public Resolver {
  public:
-  explicit SystemResolver(asio::io_context& io) : io_(io) {}
-  void resolve(const std::string& name, Want want, Handler handler) override {
-    auto res = std::make_shared<tcp::resolver>(io_);
-    res->async_resolve(
-        name, "", tcp::resolver::numeric_service,
-        [res, want, handler = std::move(handler)](const boost::system::error_code& ec,
-                                                  const tcp::resolver::results_type& results) {
-          Resolved out{.addrs = {}, .ttl = kSystemTtl};
-          if (ec && ec != asio::error::host_not_found && ec != asio::error::no_data) {
-            return handler(Error::make(ErrorCode::kUnavailable, "lookup failed: " + ec.message()));
-          }
-          for (const auto& entry : results) {
-            const IpAddr a = from_asio(entry.endpoint().address());
-            if ((want == Want::kV4 && !a.is_v4()) || (want == Want::kV6 && a.is_v4())) continue;
-            if (std::find(out.addrs.begin(), out.addrs.end(), a) == out.addrs.end())
-              out.addrs.push_back(a);
-          }
-          handler(std::move(out));
-        });
+  SystemResolver(asio::io_context& io, BlockingLookup lookup)
+      : io_(io),
+        lookup_(lookup ? std::move(lookup) : BlockingLookup(&system_lookup)),
+        pool_(kSystemLookupThreads, kSystemLookupThreadsPerSandbox, kLookupsPerServer) {}
+  ~SystemResolver() override {
+    alive_.reset();  // answers posted from now on are dropped; pool_ joins next
+  }
+
+  void resolve_for(Tenant tenant, const std::string& name, Want want, Handler handler) override {
+    const std::uint64_t id = next_id_++;
+    pending_.emplace(id, std::move(handler));
+    const std::weak_ptr<char> alive = alive_;
+    const bool queued = pool_.submit(tenant, [this, id, name, want, alive] {
+      // On a pool thread: lookup_ and io_ outlive it (the pool joins first).
+      Result<Resolved> r = lookup_(name, want);
+      asio::post(io_, [this, id, alive, r = std::move(r)]() mutable {
+        if (alive.expired()) return;  // the resolver is gone
+        answer(id, std::move(r));
+      });
+    });
+    if (!queued)
+      asio::post(io_, [this, id, alive] {
+        if (!alive.expired())
+          answer(id, Error::make(ErrorCode::kResourceExhausted, "too many lookups queued"));
+      });
   }
 
  private:
+  void answer(std::uint64_t id, Result<Resolved> r) {
+    auto node = pending_.extract(id);
+    if (!node.empty()) node.mapped()(std::move(r));
+  }
+
   asio::io_context& io_;
+  const BlockingLookup lookup_;
+  std::shared_ptr<char> alive_ = std::make_shared<char>();
+  std::map<std::uint64_t, Handler> pending_;  // loop only
+  std::uint64_t next_id_ = 1;
+  LookupPool pool_;  // last: its threads are joined before the rest goes
 };
 
 class DnsResolver;
@@ -238,7 +299,7 @@ class DnsResolver final : public Resolver {
  public:
   DnsResolver(asio::io_context& io, udp::endpoint server) : io_(io), server_(std::move(server)) {}
 
-  void resolve(const std::string& name, Want want, Handler handler) override {
+  void resolve_for(Tenant, const std::string& name, Want want, Handler handler) override {
     if (want != Want::kBoth)
       return one(name, want == Want::kV4 ? dns::type::kA : dns::type::kAaaa, std::move(handler));
     auto join = std::make_shared<Join>();
@@ -269,7 +330,9 @@ class DnsResolver final : public Resolver {
       cache_.erase(it);
     }
     auto q = std::make_shared<Query>(io_, server_, name, qtype,
-                                     [this, key, handler = std::move(handler)](Result<Resolved> r) {
+                                     [this, alive = std::weak_ptr<char>(alive_), key,
+                                      handler = std::move(handler)](Result<Resolved> r) {
+                                       if (alive.expired()) return;  // the resolver went first
                                        if (r.ok()) store(key, *r);
                                        handler(std::move(r));
                                      });
@@ -289,6 +352,7 @@ class DnsResolver final : public Resolver {
   asio::io_context& io_;
   udp::endpoint server_;
   std::map<Key, Entry> cache_;
+  std::shared_ptr<char> alive_ = std::make_shared<char>();
 };
 
 }  // namespace
@@ -318,9 +382,9 @@ class LocalhostResolver final : public Resolver {
  public:
   LocalhostResolver(asio::io_context& io, std::unique_ptr<Resolver> next)
       : io_(io), next_(std::move(next)) {}
-  void resolve(const std::string& name, Want want, Handler handler) override {
+  void resolve_for(Tenant tenant, const std::string& name, Want want, Handler handler) override {
     if (name != "localhost" && !name.ends_with(".localhost")) {
-      next_->resolve(name, want, std::move(handler));
+      next_->resolve_for(tenant, name, want, std::move(handler));
       return;
     }
     Resolved r;
@@ -335,8 +399,88 @@ class LocalhostResolver final : public Resolver {
   std::unique_ptr<Resolver> next_;
 };
 
-Result<std::unique_ptr<Resolver>> make_lookup(asio::io_context& io, const std::string& spec) {
-  if (spec.empty() || spec == "system") return std::unique_ptr<Resolver>(new SystemResolver(io));
+// The caps and the sharing of identical lookups, in front of the rest: one
+// tenant's slow names cost it its own cap, never unbounded queued work.
+class LimitedResolver final : public Resolver {
+ public:
+  LimitedResolver(asio::io_context& io, std::unique_ptr<Resolver> next, ResolverLimits limits)
+      : io_(io), next_(std::move(next)), limits_(limits) {}
+
+  void resolve_for(Tenant tenant, const std::string& name, Want want, Handler handler) override {
+    Key key{name, want};
+    auto it = inflight_.find(key);
+    // A tenant's lookups are the distinct questions it waits for: asking
+    // again one it waits for already costs no lookup, only a waiter.
+    const bool new_for_tenant =
+        tenant != nullptr && (it == inflight_.end() || !it->second.tenants.contains(tenant));
+    if (new_for_tenant && count_of(tenant) >= limits_.per_tenant)
+      return refuse(std::move(handler), "for this sandbox", limits_.per_tenant);
+    if (it == inflight_.end() && inflight_.size() >= limits_.total)
+      return refuse(std::move(handler), "on this server", limits_.total);
+    if (it != inflight_.end() && it->second.waiters.size() >= kLookupWaitersMax)
+      return refuse(std::move(handler), "for one name", kLookupWaitersMax);
+    if (new_for_tenant) ++per_tenant_[tenant];
+    const bool start = it == inflight_.end();
+    Inflight& entry = start ? inflight_[key] : it->second;
+    if (tenant != nullptr) entry.tenants.insert(tenant);
+    entry.waiters.push_back(std::move(handler));
+    if (!start) return;  // the same question is out already: wait for its answer
+    next_->resolve_for(tenant, name, want,
+                       [this, alive = std::weak_ptr<char>(alive_), key](Result<Resolved> r) {
+                         if (!alive.expired()) answer(key, std::move(r));
+                       });
+  }
+
+ private:
+  using Key = std::pair<std::string, Want>;
+  struct Inflight {
+    std::vector<Handler> waiters;
+    std::set<Tenant> tenants;  // whose cap it counts against
+  };
+
+  std::size_t count_of(Tenant tenant) const {
+    auto it = per_tenant_.find(tenant);
+    return it == per_tenant_.end() ? 0 : it->second;
+  }
+
+  void refuse(Handler handler, const char* where, std::size_t limit) {
+    auto e = Error::make(ErrorCode::kResourceExhausted, "too many DNS lookups in flight " +
+                                                            std::string(where) + " (limit " +
+                                                            std::to_string(limit) + ")");
+    asio::post(io_, [alive = std::weak_ptr<char>(alive_), h = std::move(handler), e] {
+      if (!alive.expired()) h(e);
+    });
+  }
+
+  void answer(const Key& key, Result<Resolved> r) {
+    auto node = inflight_.extract(key);
+    if (node.empty()) return;
+    for (Tenant t : node.mapped().tenants) {
+      auto c = per_tenant_.find(t);
+      if (c != per_tenant_.end() && --c->second == 0) per_tenant_.erase(c);
+    }
+    for (Handler& h : node.mapped().waiters) h(r);
+  }
+
+  asio::io_context& io_;
+  std::unique_ptr<Resolver> next_;
+  const ResolverLimits limits_;
+  std::map<Key, Inflight> inflight_;
+  std::map<Tenant, std::size_t> per_tenant_;  // distinct lookups each waits for
+  std::shared_ptr<char> alive_ = std::make_shared<char>();
+};
+
+std::unique_ptr<Resolver> wrap(asio::io_context& io, std::unique_ptr<Resolver> lookup,
+                               ResolverLimits limits) {
+  return std::make_unique<LimitedResolver>(
+      io, std::make_unique<LocalhostResolver>(io, std::move(lookup)), limits);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Resolver>> Resolver::make(asio::io_context& io, const std::string& spec,
+                                                 ResolverLimits limits) {
+  if (spec.empty() || spec == "system") return make_system(io, {}, limits);
   std::string host;
   std::uint16_t port = 0;
   std::optional<IpAddr> addr;
@@ -344,15 +488,12 @@ Result<std::unique_ptr<Resolver>> make_lookup(asio::io_context& io, const std::s
   if (!addr)
     return Error::make(ErrorCode::kInvalidArgument,
                        "network.resolver must be HOST:PORT with an IP address (\"" + spec + "\")");
-  return std::unique_ptr<Resolver>(new DnsResolver(io, udp::endpoint(to_asio(*addr), port)));
+  return wrap(io, std::make_unique<DnsResolver>(io, udp::endpoint(to_asio(*addr), port)), limits);
 }
 
-}  // namespace
-
-Result<std::unique_ptr<Resolver>> Resolver::make(asio::io_context& io, const std::string& spec) {
-  auto lookup = make_lookup(io, spec);
-  if (!lookup) return lookup.take_error();
-  return std::unique_ptr<Resolver>(new LocalhostResolver(io, std::move(*lookup)));
+std::unique_ptr<Resolver> Resolver::make_system(asio::io_context& io, BlockingLookup lookup,
+                                                ResolverLimits limits) {
+  return wrap(io, std::make_unique<SystemResolver>(io, std::move(lookup)), limits);
 }
 
 }  // namespace sandcastle::net

@@ -186,8 +186,13 @@ std::vector<std::string> tool_args(UserNetTool tool, bool root) {
                                    "-T",       "none",        "-U",     "none",         "-t",
                                    "none",     "-u",          "none",   "--no-map-gw",  "--no-dhcp",
                                    "--no-ndp", "--no-dhcpv6", "--no-ra"};
-  // As root, pasta would drop to nobody, who cannot open a user namespace
-  // owned by root.
+  // As root, pasta must stay uid 0. This pasta (2023-03) drops to its
+  // --runas user (nobody by default) before it joins the user namespace,
+  // and setns() into a namespace root owns needs CAP_SYS_ADMIN there: "Couldn't
+  // enter user namespace: Operation not permitted" (with --netns-only,
+  // "Couldn't switch to pasta namespaces"). Started inside the sandbox's user
+  // namespace instead, it cannot open /dev/net/tun (0600 root): "Failed to
+  // open tun socket in namespace". Measured 2026-11.
   if (root) args.insert(args.end(), {"--runas", "0"});
   args.insert(args.end(), {"--netns", netns, "--userns", userns});
   return args;
@@ -256,6 +261,18 @@ Result<std::unique_ptr<UserNet>> UserNet::start(int netns_fd, int userns_fd, boo
 bool UserNet::running() const {
   pollfd p{pidfd_.get(), POLLIN, 0};
   return ::poll(&p, 1, 0) == 0;
+}
+
+std::string UserNet::exit_text() const {
+  siginfo_t info{};
+  // WNOWAIT: the destructor still reaps it.
+  if (::waitid(static_cast<idtype_t>(3) /* P_PIDFD */, static_cast<id_t>(pidfd_.get()), &info,
+               WEXITED | WNOHANG | WNOWAIT) != 0 ||
+      info.si_pid == 0)
+    return "";
+  const bool exited = info.si_code == CLD_EXITED;
+  return std::string(tool_name(tool_)) + " exited (" + (exited ? "status " : "signal ") +
+         std::to_string(info.si_status) + ")";
 }
 
 UserNet::~UserNet() {

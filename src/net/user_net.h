@@ -41,7 +41,8 @@ class UserNet {
 
   // Starts pasta for the namespace `netns_fd`, entered through the user
   // namespace `userns_fd` that owns it; `root`: the server runs as root,
-  // and pasta must stay uid 0 (--runas 0) to open that user namespace.
+  // and pasta must stay uid 0 (--runas 0) to enter that user namespace
+  // (user_net.cc says why it cannot drop root).
   // Returns once the namespace has a default route (at most kReadyTimeout);
   // if pasta exits first, the error carries its stderr.
   // `root` does not matter to slirp4netns.
@@ -58,6 +59,9 @@ class UserNet {
   int pidfd() const { return pidfd_.get(); }
   // False once pasta has exited (it is not reaped here).
   bool running() const;
+  // Once it has exited: "pasta exited (status N)" or "pasta exited (signal
+  // N)"; "" while it runs.
+  std::string exit_text() const;
 
  private:
   UserNet(UserNetTool tool, pid_t pid, UniqueFd pidfd)

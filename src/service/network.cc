@@ -158,15 +158,19 @@ json network_status_json(const SandboxEntry& e) {
                         {"address", r.address},
                         {"port", r.port},
                         {"reason", net::reason_name(r.reason)}});
-  return json{{"stats",
-               {{"allowed", st.allowed},
-                {"refused", st.refused},
-                {"refused_by_reason", by_reason},
-                {"dns_queries", st.dns_queries},
-                {"bytes_out", st.bytes_out},
-                {"bytes_in", st.bytes_in},
-                {"open_connections", st.open}}},
-              {"last_refusals", refusals}};
+  json out{{"stats",
+            {{"allowed", st.allowed},
+             {"refused", st.refused},
+             {"refused_by_reason", by_reason},
+             {"dns_queries", st.dns_queries},
+             {"bytes_out", st.bytes_out},
+             {"bytes_in", st.bytes_in},
+             {"open_connections", st.open}}},
+           {"last_refusals", refusals}};
+  // The last connection that could not be made, or in full mode why the
+  // network tool went down ("pasta exited (status N)"; restarted or not).
+  if (auto failure = session->last_failure(); !failure.empty()) out["last_failure"] = failure;
+  return out;
 }
 
 json set_network_input_schema() {

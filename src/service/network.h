@@ -21,7 +21,7 @@ Status apply_network_args(const Config& config, const nlohmann::json* in, sandbo
 
 // {mode, allow, deny}: the live rules.
 nlohmann::json network_json(const SandboxEntry& e);
-// {stats: {...}, last_refusals: [...]}, for get_sandbox_status; null in mode none.
+// {stats: {...}, last_refusals: [...], last_failure?}, for get_sandbox_status; null in mode none.
 nlohmann::json network_status_json(const SandboxEntry& e);
 
 nlohmann::json set_network_input_schema();

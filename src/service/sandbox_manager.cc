@@ -704,6 +704,22 @@ size_t SandboxManager::reap_expired() {
   return expired.size() + to_pause.size() + to_stop.size() + dead;
 }
 
+void SandboxManager::tend_networks() {
+  std::vector<std::pair<std::shared_ptr<FullNetwork>, std::shared_ptr<net::Session>>> full;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, e] : by_id_)
+      if (auto f = e->full_network())
+        if (auto session = e->network()) full.emplace_back(std::move(f), std::move(session));
+  }
+  if (full.empty()) return;
+  // Read here, not the proxies' list (refreshed every 60 s): a new address
+  // on the host is refused from the next tick on.
+  auto hosts = net::host_addresses();
+  if (!hosts.ok()) spdlog::warn("network: the host's addresses: {}", hosts.error().message());
+  for (auto& [f, session] : full) f->tend(*session, hosts.ok() ? &*hosts : nullptr);
+}
+
 void SandboxManager::reaper_loop() {
   std::unique_lock lock(mu_);
   auto next_reap = std::chrono::steady_clock::now() + options_.reap_interval;
@@ -720,6 +736,7 @@ void SandboxManager::reaper_loop() {
     if (std::chrono::steady_clock::now() >= next_reap) {
       lock.unlock();
       reap_expired();
+      tend_networks();
       lock.lock();
       next_reap = std::chrono::steady_clock::now() + options_.reap_interval;
     }

@@ -282,6 +282,10 @@ class SandboxManager {
   // Destroys sandboxes idle past their TTL; returns how many. Called by the
   // reaper thread, public for tests.
   size_t reap_expired();
+  // Full mode's upkeep (FullNetwork::tend) for every live full sandbox:
+  // firewalls follow the host's addresses, an exited pasta is recorded and
+  // started again. Called by the reaper thread each tick, public for tests.
+  void tend_networks();
 
   // Told (id, owner) whenever a sandbox may have appeared, changed status or
   // gone (one-shot sandboxes excepted); `created` is the new sandbox when it

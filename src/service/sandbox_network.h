@@ -4,10 +4,14 @@
 // and firewall in its namespaces.
 #pragma once
 
+#include <sys/types.h>
+
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "common/unique_fd.h"
@@ -23,24 +27,53 @@ namespace sandcastle::service {
 // kills the tool; the namespaces go with the sandbox.
 class FullNetwork {
  public:
+  // Restarts of an exited tool over the sandbox's life, and the wait before
+  // the second (doubled for each after it; the first is at once).
+  static constexpr int kMaxRestarts = 3;
+  static constexpr std::chrono::seconds kRestartBackoff{10};
+
   // Loads the firewall for `policy` first, while the namespace has only
   // loopback, then starts the tool: the sandbox never has a route without
-  // its rules.
+  // its rules. `log_id` names the sandbox in log lines.
   static Result<std::unique_ptr<FullNetwork>> start(sandbox::NetNamespaces ns,
-                                                    const net::Policy& policy,
-                                                    std::span<const net::IpAddr> host_addrs);
+                                                    std::shared_ptr<const net::Policy> policy,
+                                                    std::span<const net::IpAddr> host_addrs,
+                                                    std::string log_id);
   // Replaces the firewall atomically (nft -f); on failure the old one stays.
-  Status apply(const net::Policy& policy, std::span<const net::IpAddr> host_addrs);
+  // The host's addresses are read again here (the proxies' list is up to
+  // 60 s old); `host_addrs` only when they cannot be. Hold change_mu().
+  Status apply(std::shared_ptr<const net::Policy> policy, std::span<const net::IpAddr> host_addrs);
 
-  const net::UserNet& user_net() const { return *user_net_; }
+  // Upkeep, called periodically (SandboxManager::tend_networks):
+  // - `host_addrs` (the host's addresses now; null when they could not be
+  //   read) differ from those the firewall refuses: it is reloaded with the
+  //   same policy;
+  // - the tool exited: `session` records it ("pasta exited (status N)"),
+  //   it is logged once, and the tool is started again (same arguments; the
+  //   firewall stays loaded in the namespace) at most kMaxRestarts times.
+  void tend(net::Session& session, const std::vector<net::IpAddr>* host_addrs);
+
+  // The tool's pid now (another after a restart), and whether it runs.
+  pid_t tool_pid() const;
+  bool tool_running() const;
+  int restarts() const;
   // Held across a rule change, so the firewall and the session agree.
   std::mutex& change_mu() { return change_mu_; }
 
  private:
   FullNetwork() = default;
+  void tend_tool(net::Session& session);
+
   sandbox::NetNamespaces ns_;
+  std::string log_id_;
+  mutable std::mutex tool_mu_;  // user_net_
   std::unique_ptr<net::UserNet> user_net_;
-  std::mutex change_mu_;
+  mutable std::mutex change_mu_;  // the rest
+  std::shared_ptr<const net::Policy> policy_;
+  std::vector<net::IpAddr> hosts_;  // sorted: what the loaded firewall refuses
+  std::string exit_text_;           // "pasta exited (...)" while it is down
+  int restarts_ = 0;
+  std::chrono::steady_clock::time_point next_restart_{};
 };
 
 struct NetworkHandle {

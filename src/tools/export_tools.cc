@@ -284,6 +284,8 @@ std::vector<std::string> session_commands(ToolEnv& env, const std::string& id) {
   return {newest_first.rbegin(), newest_first.rend()};
 }
 
+}  // namespace
+
 ToolResult export_dockerfile(ToolEnv& env, const json& args, RequestContext& ctx) {
   auto got = env.manager.get(args["sandbox_id"], owner_of(ctx));
   if (!got.ok()) return error_result(got.error());
@@ -396,8 +398,6 @@ ToolResult export_dockerfile(ToolEnv& env, const json& args, RequestContext& ctx
   }
   return res;
 }
-
-}  // namespace
 
 void register_export_tools(mcp::Server& server, ToolEnv& env) {
   server.tools().add(

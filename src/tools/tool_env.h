@@ -51,6 +51,8 @@ void register_save_tools(mcp::Server& server, ToolEnv& env);
 void register_durable_tools(mcp::Server& server, ToolEnv& env);
 // Registers export_dockerfile.
 void register_export_tools(mcp::Server& server, ToolEnv& env);
+// export_dockerfile's call ({sandbox_id}), for the profiles that reshape it.
+mcp::ToolResult export_dockerfile(ToolEnv& env, const mcp::json& args, mcp::RequestContext& ctx);
 // Registers get_sandbox_history (history_tools.cc).
 void register_history_tools(mcp::Server& server, ToolEnv& env);
 inline void register_sandbox_tools(mcp::Server& server, ToolEnv& env) {

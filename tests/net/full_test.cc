@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -55,7 +56,9 @@ class FullTest : public ServiceWorldTest {
   void SetUp() override {
     REQUIRE_NET_WORLD();
     if (auto s = net::full_mode_available(); !s) GTEST_SKIP() << s.error().message();
-    start({net::Mode::kNone, net::Mode::kAllowList, net::Mode::kFull});
+    // The manager's own ticks would tend networks in the middle of a test
+    // that calls tend_networks itself.
+    start({net::Mode::kNone, net::Mode::kAllowList, net::Mode::kFull}, std::chrono::hours(1));
   }
 
   // allow: the test net and the name allowed.test; deny: the neighbour .3.
@@ -230,7 +233,7 @@ TEST_F(FullTest, AForkGetsItsOwnNetworkWithTheLiveRules) {
   auto b = entry(copy)->full_network();
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
-  EXPECT_NE(a->user_net().pid(), b->user_net().pid());
+  EXPECT_NE(a->tool_pid(), b->tool_pid());
   auto r = py(copy,
               "print(tcp('198.51.100.2', 7000))\n"
               "print(tcp('198.51.100.3', 80))\n"
@@ -239,9 +242,76 @@ TEST_F(FullTest, AForkGetsItsOwnNetworkWithTheLiveRules) {
   // Closing the original leaves the fork's network up.
   a.reset();
   ASSERT_TRUE(service::close_sandbox(*env_, caller_, id).ok());
-  EXPECT_TRUE(b->user_net().running());
+  EXPECT_TRUE(b->tool_running());
   r = py(copy, "print(tcp('198.51.100.2', 80))\n");
   EXPECT_EQ(r.stdout_data, "ok\n") << r.stderr_data;
+}
+
+// The firewall refuses the host's own addresses; one the host gains after
+// the sandbox was made is refused once the manager tends the networks (its
+// thread does every reap interval), not only from the next rule change.
+TEST_F(FullTest, AnAddressTheHostGainsIsRefusedAfterTheNextTend) {
+  const json made = create({"198.51.100.0/24:*", "203.0.113.0/24:*"});
+  ASSERT_TRUE(made.contains("sandbox_id"));
+  const std::string id = made["sandbox_id"];
+  auto [listener, port] = listen_on("0.0.0.0");
+  ASSERT_NE(port, 0);
+  const char* added = "203.0.113.77";
+  auto add = run_command({"ip", "addr", "add", std::string(added) + "/32", "dev", "lo"});
+  ASSERT_TRUE(add.ok() && add->status == 0) << (add.ok() ? add->err : add.error().message());
+  struct Remove {
+    ~Remove() { (void)run_command({"ip", "addr", "del", "203.0.113.77/32", "dev", "lo"}); }
+  } remove;
+  const std::string probe =
+      "print(tcp('" + std::string(added) + "', " + std::to_string(port) + "))\n";
+  // Loaded at create, the firewall does not know the address yet.
+  auto r = py(id, probe);
+  EXPECT_EQ(r.stdout_data, "ok\n") << r.stderr_data;
+  manager_->tend_networks();
+  r = py(id, probe + "print(tcp('198.51.100.2', 80))\nprint(tcp('198.51.100.3', 80))\n");
+  EXPECT_EQ(r.stdout_data, "ECONNREFUSED\nok\nECONNREFUSED\n") << r.stderr_data;
+  // A rule change keeps refusing it (its firewall is rendered with the
+  // addresses read then, not the proxies' older list).
+  auto changed = service::set_sandbox_network(
+      *env_, caller_, json{{"sandbox_id", id}, {"deny", {"198.51.100.2:7000"}}});
+  ASSERT_TRUE(changed.ok()) << changed.error().message();
+  r = py(id, probe);
+  EXPECT_EQ(r.stdout_data, "ECONNREFUSED\n") << r.stderr_data;
+}
+
+// pasta dying is seen, recorded for get_sandbox_status and logged, and it
+// is started again; the firewall, which lives in the namespace, still holds.
+TEST_F(FullTest, PastaThatExitsIsRecordedAndStartedAgain) {
+  const json made = create();
+  ASSERT_TRUE(made.contains("sandbox_id"));
+  const std::string id = made["sandbox_id"];
+  auto full = entry(id)->full_network();
+  ASSERT_NE(full, nullptr);
+  const pid_t first = full->tool_pid();
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, first, 0)));
+  ASSERT_TRUE(pidfd);
+  ASSERT_EQ(::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0), 0);
+  struct pollfd p {
+    pidfd.get(), POLLIN, 0
+  };
+  ASSERT_EQ(::poll(&p, 1, 5000), 1);
+  EXPECT_FALSE(full->tool_running());
+  auto r = py(id, "print(tcp('198.51.100.2', 80))\n");
+  EXPECT_NE(r.stdout_data, "ok\n");  // no route without pasta
+
+  manager_->tend_networks();
+  EXPECT_EQ(service::network_status_json(*entry(id))["last_failure"],
+            "pasta exited (signal 9); restarted (1 of 3)");
+  EXPECT_EQ(full->restarts(), 1);
+  EXPECT_NE(full->tool_pid(), first);
+  EXPECT_TRUE(full->tool_running());
+  r = py(id, "print(tcp('198.51.100.2', 80))\nprint(tcp('198.51.100.3', 80))\n");
+  EXPECT_EQ(r.stdout_data, "ok\nECONNREFUSED\n") << r.stderr_data;
+  // Running again: another tend changes nothing.
+  const pid_t second = full->tool_pid();
+  manager_->tend_networks();
+  EXPECT_EQ(full->tool_pid(), second);
+  EXPECT_EQ(full->restarts(), 1);
 }
 
 TEST_F(FullTest, ClosingTheSandboxKillsPasta) {
@@ -250,8 +320,8 @@ TEST_F(FullTest, ClosingTheSandboxKillsPasta) {
   const std::string id = made["sandbox_id"];
   auto full = entry(id)->full_network();
   ASSERT_NE(full, nullptr);
-  ASSERT_TRUE(full->user_net().running());
-  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, full->user_net().pid(), 0)));
+  ASSERT_TRUE(full->tool_running());
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, full->tool_pid(), 0)));
   ASSERT_TRUE(pidfd);
   full.reset();
   auto closed = service::close_sandbox(*env_, caller_, id);

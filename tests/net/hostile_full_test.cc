@@ -128,7 +128,7 @@ class HostileFullTest : public ::testing::TestWithParam<Case> {
         server_->entry(neighbour_)->sandbox().write_file("/workspace/canary", "intact").ok());
     auto full = server_->entry(hostile_)->full_network();
     ASSERT_NE(full, nullptr);
-    pasta_pid_ = full->user_net().pid();
+    pasta_pid_ = full->tool_pid();
 
     auto& hs = server_->entry(hostile_)->sandbox();
     ASSERT_TRUE(hs.mkdir("/workspace/esc").ok());
@@ -164,8 +164,8 @@ class HostileFullTest : public ::testing::TestWithParam<Case> {
     // a connect refused at once, not 28, a timeout).
     auto full = server_->entry(hostile_)->full_network();
     ASSERT_NE(full, nullptr);
-    EXPECT_EQ(full->user_net().pid(), pasta_pid_);
-    EXPECT_TRUE(full->user_net().running());
+    EXPECT_EQ(full->tool_pid(), pasta_pid_);
+    EXPECT_TRUE(full->tool_running());
     auto r = server_->sh(hostile_,
                          "curl -sS -o /dev/null -w '%{http_code}\\n' --max-time 10 "
                          "http://198.51.100.2/host; curl -s --max-time 5 http://198.51.100.3/; "

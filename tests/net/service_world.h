@@ -40,6 +40,7 @@ struct ServiceServer {
     proxies_ = std::move(*proxies);
     service::ManagerOptions o;
     o.proxies = proxies_.get();
+    o.reap_interval = reap_interval_;
     manager_ = std::make_unique<service::SandboxManager>(*backend_, o);
     service::Config config;
     if (!modes.empty()) config.network_modes = std::move(modes);
@@ -83,6 +84,9 @@ struct ServiceServer {
     return out;
   }
 
+  // How often the manager's thread reaps and tends full networks
+  // (SandboxManager::tend_networks); set before start.
+  std::chrono::seconds reap_interval_{5};
   sandbox::native::NativeBackend* backend_ = nullptr;
   std::unique_ptr<net::ProxyService> proxies_;
   std::unique_ptr<service::SandboxManager> manager_;
@@ -92,7 +96,9 @@ struct ServiceServer {
 
 class ServiceWorldTest : public ::testing::Test, protected ServiceServer {
  protected:
-  void start(std::vector<net::Mode> modes) {
+  void start(std::vector<net::Mode> modes,
+             std::chrono::seconds reap_interval = std::chrono::seconds(5)) {
+    reap_interval_ = reap_interval;
     auto s = ServiceServer::start(std::move(modes));
     ASSERT_TRUE(s.ok()) << s.error().message();
   }

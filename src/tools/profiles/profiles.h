@@ -18,7 +18,9 @@ namespace sandcastle::tools {
 enum class Profile : std::uint8_t {
   kSandcastle,
   kSeedA,
+  kSeedB,
   kSeedC,
+  kSeedD,
 };
 
 std::optional<Profile> parse_profile(std::string_view name);

@@ -1,9 +1,11 @@
-#include "transport/http/mcp_http_internal.h"
+#include <algorithm>
 
 #include "common/base64.h"
 #include "common/thread_pool.h"
 #include "transport/http/authority.h"
 #include "transport/http/landing.h"
+#include "transport/http/mcp_http_internal.h"
+#include "transport/http/param_headers.h"
 #include "transport/http/problem.h"
 #include "web/static_assets.h"
 
@@ -129,6 +131,17 @@ void McpHttp::shutdown(std::chrono::milliseconds finish, std::chrono::millisecon
   }
 }
 
+bool refuse_param_headers(Ctx& c, const json& body) {
+  auto refused = [&c](const json& m) {
+    auto bad = check_param_headers(c.req.headers, c.st.server.tools(), m, false);
+    if (!bad) return false;
+    c.reply(rpc_error_response(400, m.is_object() ? m.value("id", json()) : json(),
+                               mcp::rpc_error::kHeaderMismatch, "Header mismatch: " + *bad));
+    return true;
+  };
+  return body.is_array() ? std::any_of(body.begin(), body.end(), refused) : refused(body);
+}
+
 namespace {
 
 
@@ -166,6 +179,7 @@ void handle_legacy_post(Ctx& c, const json& body) {
   auto& st = c.st;
   const std::string& sid_header = c.req.header("mcp-session-id");
   const bool batch = body.is_array();
+  if (refuse_param_headers(c, body)) return;
   auto is_initialize = [](const json& m) {
     return m.is_object() && m.value("method", std::string()) == "initialize" && m.contains("id");
   };

@@ -375,6 +375,10 @@ struct Ctx {
   }
 };
 
+// The 2025 eras (sessions, /messages): the Mcp-Param-* headers a client sent
+// must agree with each tools/call of the POST, absent ones pass (SEP-2243
+// came with 2026-07-28). Replies 400 -32020 and returns true when they do not.
+bool refuse_param_headers(Ctx& c, const json& body);
 // The 2026-07-28 era: a stateless POST (mcp_http_modern.cc).
 void handle_modern_post(Ctx& c, const json& body);
 // The 2024-11-05 HTTP+SSE transport: GET /sse and POST /messages (sse_legacy.cc).

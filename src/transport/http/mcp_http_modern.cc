@@ -1,6 +1,7 @@
 // MCP 2026-07-28 over HTTP: every POST stands alone (no session); headers are
 // checked against the body; closing the response stream cancels the request.
 #include "transport/http/mcp_http_internal.h"
+#include "transport/http/param_headers.h"
 
 namespace sandcastle::transport::http {
 
@@ -43,6 +44,9 @@ void handle_modern_post(Ctx& c, const json& body) {
     if (hn != expected)
       return mismatch("Mcp-Name header '" + hn + "' does not match params." + name_field + " '" + expected + "'");
   }
+  // Clients of this era must mirror the marked arguments (SEP-2243).
+  if (auto bad = check_param_headers(c.req.headers, st.server.tools(), body, true))
+    return mismatch(*bad);
   if (!is_request) {
     c.reply(Response{202, {}, {}});
     return;

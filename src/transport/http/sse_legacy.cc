@@ -41,6 +41,7 @@ void handle_sse_message(Ctx& c) {
     return;
   }
   const json body = std::move(*parsed);
+  if (refuse_param_headers(c, body)) return;
   {
     std::lock_guard lock(s->mu);
     s->last_seen = Clock::now();

@@ -94,12 +94,17 @@ inline std::string read_all(int fd) {
 
 // A DNS server for the tests: A records from `names`, NXDOMAIN for other
 // names, NODATA for other types; names in `truncate` get TC over UDP and
-// the answer over TCP. Counts the questions it saw.
+// the answer over TCP; names ending in `stall_suffix` (if set) are never
+// answered. Counts the questions it saw.
 class DnsResponder {
  public:
   explicit DnsResponder(std::map<std::string, std::vector<IpAddr>> names,
-                        std::vector<std::string> truncate = {}, bool silent = false)
-      : names_(std::move(names)), truncate_(std::move(truncate)), silent_(silent) {
+                        std::vector<std::string> truncate = {}, bool silent = false,
+                        std::string stall_suffix = {})
+      : names_(std::move(names)),
+        truncate_(std::move(truncate)),
+        silent_(silent),
+        stall_suffix_(std::move(stall_suffix)) {
     // TCP and UDP on one port number: TCP's ephemeral port first (its
     // space is the crowded one), then UDP on the same number.
     for (int attempt = 0; attempt < 20 && !udp_; ++attempt) {
@@ -137,6 +142,7 @@ class DnsResponder {
       std::lock_guard lock(mu_);
       ++asked_[name];
     }
+    if (!stall_suffix_.empty() && name.ends_with(stall_suffix_)) return {};
     auto it = names_.find(name);
     if (it == names_.end()) return dns::build_error(*q, dns::Rcode::kNxDomain);
     if (q->question.qtype != dns::type::kA) return dns::build_nodata(*q);
@@ -183,6 +189,7 @@ class DnsResponder {
   std::map<std::string, std::vector<IpAddr>> names_;
   std::vector<std::string> truncate_;
   bool silent_;
+  std::string stall_suffix_;
   std::uint16_t port_ = 0;
   UniqueFd udp_, tcp_;
   std::mutex mu_;
