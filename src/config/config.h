@@ -19,7 +19,9 @@ namespace sandcastle::config {
 // drop-in face of one of the four reference servers (tools/profiles/).
 inline constexpr const char* kProfiles[] = {
     "sandcastle",
+    "seed-a",
     "seed-b",
+    "seed-c",
     "seed-d",
 };
 

@@ -1,5 +1,7 @@
 // list_files, read_file, write_file (sandbox files) and upload_file,
 // download_file (host <-> sandbox, only below operator-allowed directories).
+#include "tools/file_tools.h"
+
 #include <sys/stat.h>
 
 #include "common/base64.h"
@@ -218,6 +220,16 @@ json path_schema(const std::string& what) {
 }
 
 }  // namespace
+
+ToolResult file_ops::list(ToolEnv& env, const json& args, RequestContext& ctx) {
+  return list_files(env, args, ctx);
+}
+ToolResult file_ops::read(ToolEnv& env, const json& args, RequestContext& ctx) {
+  return read_file(env, args, ctx);
+}
+ToolResult file_ops::write(ToolEnv& env, const json& args, RequestContext& ctx) {
+  return write_file(env, args, ctx);
+}
 
 void register_file_tools(mcp::Server& server, ToolEnv& env) {
   auto& tools = server.tools();

@@ -17,7 +17,9 @@ namespace sandcastle::tools {
 
 enum class Profile : std::uint8_t {
   kSandcastle,
+  kSeedA,
   kSeedB,
+  kSeedC,
   kSeedD,
 };
 
