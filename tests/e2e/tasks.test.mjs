@@ -2,8 +2,11 @@
 // 2025-11-25 tasks API, client.experimental.tasks) over Streamable HTTP with
 // two API keys. A 20 s computation runs as a task while the client polls it,
 // reads its live log output, starts and cancels another task, and checks that
-// neither key sees the other's tasks. The 2026-07-28 extension (SEP-2663) is
-// covered by the official conformance suite (conformance.test.mjs).
+// neither key sees the other's tasks. Then sandcastle's own tools as tasks in
+// a real sandbox (execute_command, execute_code, a cancelled command that
+// really stops), and finished results read back after a clean restart and
+// after kill -9. The 2026-07-28 extension (SEP-2663) is covered by the
+// official conformance suite (conformance.test.mjs).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
@@ -135,4 +138,155 @@ describe('tasks over HTTP with the TypeScript SDK (2025-11-25 tasks)', () => {
   test('an unknown task id is -32602', async () => {
     await assert.rejects(a.client.experimental.tasks.getTask('no-such-task'), (e) => e.code === -32602);
   });
+});
+
+const sc = (result) => result?.structuredContent;
+
+// Runs `name` as a task to its end; returns the task and its result.
+async function runTask(client, name, args) {
+  const t = await startTask(client, name, args);
+  assert.equal(t.task.status, 'working');
+  const msgs = await t.rest;
+  const statuses = msgs.filter((m) => m.type === 'taskStatus').map((m) => m.task.status);
+  assert.equal(statuses.at(-1), 'completed', JSON.stringify(msgs).slice(0, 800));
+  const result = msgs.find((m) => m.type === 'result')?.result;
+  assert.ok(result, JSON.stringify(msgs).slice(0, 800));
+  return { task: t.task, result };
+}
+
+async function createSandbox(client) {
+  const r = await client.callTool({ name: 'create_sandbox', arguments: { language: 'bash' } });
+  assert.ok(!r.isError, JSON.stringify(r).slice(0, 600));
+  return sc(r).sandbox_id;
+}
+
+// The names of the sandbox's processes, read from its /proc by a plain call.
+async function processNames(client, sandbox) {
+  const r = await client.callTool({ name: 'execute_command',
+    arguments: { sandbox_id: sandbox, command: 'cat /proc/[0-9]*/comm 2>/dev/null' } });
+  assert.equal(sc(r)?.exit_code, 0, JSON.stringify(r).slice(0, 600));
+  return sc(r).stdout.split('\n').filter(Boolean);
+}
+
+describe('sandcastle\'s own tools as tasks, in a real sandbox', () => {
+  let state, srv, a, sandbox;
+  before(async () => {
+    state = tempStateDir();
+    const key = JSON.parse(keys(state, '--json', 'create', '--name', 'alice')).key;
+    srv = await startHttp(['--auth', '--pool-size', '0'], { stateDir: state });
+    a = await connect(srv.url, key);
+    sandbox = await createSandbox(a.client);
+  });
+  after(async () => {
+    await a?.client.close();
+    await srv?.stop();
+    rmSync(state, { recursive: true, force: true });
+  });
+
+  test('the long tools take tasks', async () => {
+    const { tools } = await a.client.listTools();
+    const by = Object.fromEntries(tools.map((t) => [t.name, t]));
+    for (const name of ['execute_code', 'execute_command', 'install_packages', 'save_sandbox'])
+      assert.equal(by[name]?.execution?.taskSupport, 'optional', name);
+    assert.equal(by.create_sandbox.execution, undefined);
+  });
+
+  test('execute_command as a task: created at once, polled to completed, its result', async () => {
+    const started = Date.now();
+    const t = await startTask(a.client, 'execute_command', { sandbox_id: sandbox, command: 'sleep 2; echo done' });
+    assert.equal(t.task.status, 'working');
+    assert.ok(Date.now() - started < 1500, `created in ${Date.now() - started} ms`);
+    assert.equal((await a.client.experimental.tasks.getTask(t.task.taskId)).status, 'working');
+    const msgs = await t.rest;
+    assert.equal(msgs.filter((m) => m.type === 'taskStatus').at(-1)?.task.status, 'completed');
+    const result = msgs.find((m) => m.type === 'result')?.result;
+    assert.equal(sc(result)?.stdout, 'done\n', JSON.stringify(result).slice(0, 600));
+    assert.equal(sc(result).exit_code, 0);
+    assert.notEqual(result.isError, true);
+    assert.ok(Date.now() - started >= 2000);
+    const again = await a.client.experimental.tasks.getTaskResult(t.task.taskId, CallToolResultSchema);
+    assert.deepEqual(sc(again), sc(result));
+  });
+
+  test('execute_code as a task', async () => {
+    const { result } = await runTask(a.client, 'execute_code',
+      { sandbox_id: sandbox, language: 'python', code: 'print(6*7)' });
+    assert.equal(sc(result)?.stdout, '42\n', JSON.stringify(result).slice(0, 600));
+    assert.notEqual(result.isError, true);
+  });
+
+  test('tasks/cancel stops the command in the sandbox', { timeout: 30000 }, async () => {
+    await a.client.setLoggingLevel('info');
+    const t = await startTask(a.client, 'execute_command',
+      { sandbox_id: sandbox, command: 'echo started; sleep 60; touch /workspace/late', timeout_s: 120 });
+    // Running for sure: its first output line came, and its sleep is a process.
+    await waitFor(() => a.logs.some((l) => l._meta?.[RELATED]?.taskId === t.task.taskId &&
+      /started/.test(JSON.stringify(l.data))), 'the command\'s first output');
+    assert.ok((await processNames(a.client, sandbox)).includes('sleep'), 'the sleep runs before the cancel');
+
+    const cancelled = await a.client.experimental.tasks.cancelTask(t.task.taskId);
+    assert.equal(cancelled.status, 'cancelled');
+    const msgs = await t.rest;
+    assert.ok(msgs.some((m) => m.type === 'error' && /cancelled/.test(m.error.message)), JSON.stringify(msgs));
+    await waitFor(async () => !(await processNames(a.client, sandbox)).includes('sleep'),
+      'the sleep to be gone after the cancel', 10000);
+    assert.equal((await a.client.experimental.tasks.getTask(t.task.taskId)).status, 'cancelled');
+    // The shell went with it: what it would run after the sleep never ran.
+    const ls = await a.client.callTool({ name: 'execute_command',
+      arguments: { sandbox_id: sandbox, command: 'test -e /workspace/late; echo $?' } });
+    assert.equal(sc(ls)?.stdout, '1\n');
+  });
+});
+
+describe('finished task results survive a restart', () => {
+  let state, srv, a, b, keyA, keyB;
+  const restart = async (signal) => {
+    await a?.client.close().catch(() => {});
+    await b?.client.close().catch(() => {});
+    if (srv) {
+      const r = await srv.stop(signal);
+      if (signal === 'SIGKILL') assert.equal(r.signal, 'SIGKILL');
+      else assert.equal(r.code, 0, srv.stderr());
+    }
+    srv = await startHttp(['--auth', '--pool-size', '0'], { stateDir: state });
+    a = await connect(srv.url, keyA);
+    b = await connect(srv.url, keyB);
+  };
+  before(async () => {
+    state = tempStateDir();
+    keyA = JSON.parse(keys(state, '--json', 'create', '--name', 'alice')).key;
+    keyB = JSON.parse(keys(state, '--json', 'create', '--name', 'bob')).key;
+    await restart();
+  });
+  after(async () => {
+    await a?.client.close();
+    await b?.client.close();
+    await srv?.stop();
+    rmSync(state, { recursive: true, force: true });
+  });
+
+  // The task as its owner reads it now, and the other key's -32602.
+  async function readBack(id, expected) {
+    const got = await a.client.experimental.tasks.getTask(id);
+    assert.equal(got.status, 'completed');
+    const result = await a.client.experimental.tasks.getTaskResult(id, CallToolResultSchema);
+    assert.deepEqual(result, expected);
+    assert.ok((await a.client.experimental.tasks.listTasks()).tasks.some((t) => t.taskId === id));
+    await assert.rejects(b.client.experimental.tasks.getTask(id), (e) => e.code === -32602);
+    await assert.rejects(b.client.experimental.tasks.getTaskResult(id, CallToolResultSchema), (e) => e.code === -32602);
+    await assert.rejects(b.client.experimental.tasks.cancelTask(id), (e) => e.code === -32602);
+  }
+
+  for (const signal of ['SIGTERM', 'SIGKILL']) {
+    test(`a completed execute_command task, read back after ${signal}`, { timeout: 30000 }, async () => {
+      const sandbox = await createSandbox(a.client);
+      const { task } = await runTask(a.client, 'execute_command',
+        { sandbox_id: sandbox, command: `echo kept over ${signal}` });
+      const before = await a.client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema);
+      assert.equal(sc(before)?.stdout, `kept over ${signal}\n`);
+      await restart(signal);
+      assert.ok(!srv.stderr().includes('task records'), srv.stderr());
+      await readBack(task.taskId, before);
+    });
+  }
 });
