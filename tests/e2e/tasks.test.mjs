@@ -195,7 +195,8 @@ describe('sandcastle\'s own tools as tasks, in a real sandbox', () => {
     const started = Date.now();
     const t = await startTask(a.client, 'execute_command', { sandbox_id: sandbox, command: 'sleep 2; echo done' });
     assert.equal(t.task.status, 'working');
-    assert.ok(Date.now() - started < 1500, `created in ${Date.now() - started} ms`);
+    // Before the command could have finished: the call did not wait for it.
+    assert.ok(Date.now() - started < 2000, `created in ${Date.now() - started} ms`);
     assert.equal((await a.client.experimental.tasks.getTask(t.task.taskId)).status, 'working');
     const msgs = await t.rest;
     assert.equal(msgs.filter((m) => m.type === 'taskStatus').at(-1)?.task.status, 'completed');
@@ -222,7 +223,8 @@ describe('sandcastle\'s own tools as tasks, in a real sandbox', () => {
     // Running for sure: its first output line came, and its sleep is a process.
     await waitFor(() => a.logs.some((l) => l._meta?.[RELATED]?.taskId === t.task.taskId &&
       /started/.test(JSON.stringify(l.data))), 'the command\'s first output');
-    assert.ok((await processNames(a.client, sandbox)).includes('sleep'), 'the sleep runs before the cancel');
+    await waitFor(async () => (await processNames(a.client, sandbox)).includes('sleep'),
+      'the sleep to run before the cancel');
 
     const cancelled = await a.client.experimental.tasks.cancelTask(t.task.taskId);
     assert.equal(cancelled.status, 'cancelled');
