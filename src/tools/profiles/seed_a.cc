@@ -12,6 +12,7 @@
 #include "service/packages.h"
 #include "tools/adapter.h"
 #include "tools/file_tools.h"
+#include "tools/profiles/schema.h"
 
 namespace sandcastle::tools {
 
@@ -33,6 +34,11 @@ json e2b_lines(std::string_view text) {
 }
 
 namespace {
+
+// The seed's schemas accept no other arguments.
+json closed_schema(json properties, json required) {
+  return profiles::object_schema(std::move(properties), std::move(required), true);
+}
 
 // The error of a run that ended badly without an exception of its own.
 json ending_error(const service::RunResult& r) {
@@ -99,13 +105,6 @@ constexpr const char* kInterpreter = "sandcastle";
 
 json session_id_schema(const char* what) {
   return json{{"type", "string"}, {"minLength", 1}, {"maxLength", 64}, {"description", what}};
-}
-
-json object_schema(json properties, json required) {
-  return json{{"type", "object"},
-              {"properties", std::move(properties)},
-              {"required", std::move(required)},
-              {"additionalProperties", false}};
 }
 
 // The seed answers most failures with {"error": "..."}; here they are also
@@ -345,7 +344,7 @@ void seed_a::register_tools(mcp::Server& server, ToolEnv& env) {
        "Create a new sandbox environment for code execution. session_id is a unique identifier "
        "you choose; pass it to every other tool. Python state (variables, imports), files and "
        "installed packages persist in the sandbox until close_sandbox.",
-       object_schema({{"session_id", session_id_schema("A unique identifier for the sandbox "
+       closed_schema({{"session_id", session_id_schema("A unique identifier for the sandbox "
                                                        "session (at most 64 characters).")}},
                      {"session_id"}),
        nullptr, hints(false, false, true), nullptr},
@@ -353,7 +352,7 @@ void seed_a::register_tools(mcp::Server& server, ToolEnv& env) {
   add(server, env,
       {"close_sandbox", "Close sandbox",
        "Close and clean up a sandbox environment: its processes and files are destroyed.",
-       object_schema({{"session_id", sid}}, {"session_id"}), nullptr, hints(false, true, true),
+       closed_schema({{"session_id", sid}}, {"session_id"}), nullptr, hints(false, true, true),
        nullptr},
       close);
   add(server, env,
@@ -371,7 +370,7 @@ void seed_a::register_tools(mcp::Server& server, ToolEnv& env) {
        "interpreter: variables and imports from earlier calls are still there. Returns logs "
        "(stdout and stderr, one entry per line) and error ({name, value, traceback}, or null); "
        "figures come back as images. The sandbox has no network.",
-       object_schema(
+       closed_schema(
            {{"session_id", sid},
             {"code", {{"type", "string"}, {"description", "The Python code to execute"}}}},
            {"session_id", "code"}),
@@ -381,7 +380,7 @@ void seed_a::register_tools(mcp::Server& server, ToolEnv& env) {
       {"install_package", "Install Python package",
        "Install a Python package in the sandbox with pip (several, separated by spaces, are "
        "installed together). Only the installer reaches the package index.",
-       object_schema({{"session_id", sid},
+       closed_schema({{"session_id", sid},
                       {"package_name",
                        {{"type", "string"},
                         {"minLength", 1},
@@ -403,7 +402,7 @@ void seed_a::register_tools(mcp::Server& server, ToolEnv& env) {
       {"create_run_close", "Run Python code once",
        "Create a sandbox, run Python code, and close the sandbox in one operation: for simple "
        "one-off code executions. Returns the execution results as execute_code does.",
-       object_schema(
+       closed_schema(
            {{"code", {{"type", "string"}, {"description", "The Python code to execute"}}}},
            {"code"}),
        once_schema, hints(false, false, false), nullptr},
@@ -411,7 +410,7 @@ void seed_a::register_tools(mcp::Server& server, ToolEnv& env) {
   add(server, env,
       {"list_files", "List files",
        "List files in the sandbox at the specified path (default: the root directory).",
-       object_schema({{"session_id", sid},
+       closed_schema({{"session_id", sid},
                       {"path",
                        {{"type", "string"},
                         {"default", "/"},
@@ -424,7 +423,7 @@ void seed_a::register_tools(mcp::Server& server, ToolEnv& env) {
       list);
   add(server, env,
       {"read_file", "Read file", "Read the contents of a text file in the sandbox.",
-       object_schema({{"session_id", sid}, {"file_path", path_arg}}, {"session_id", "file_path"}),
+       closed_schema({{"session_id", sid}, {"file_path", path_arg}}, {"session_id", "file_path"}),
        json{{"type", "object"},
             {"properties", {{"path", {{"type", "string"}}}, {"content", {{"type", "string"}}}}},
             {"required", {"path", "content"}}},
@@ -433,7 +432,7 @@ void seed_a::register_tools(mcp::Server& server, ToolEnv& env) {
   add(server, env,
       {"write_file", "Write file",
        "Write content to a file in the sandbox, creating parent directories.",
-       object_schema({{"session_id", sid},
+       closed_schema({{"session_id", sid},
                       {"file_path", path_arg},
                       {"content", {{"type", "string"}, {"description", "The content to write"}}}},
                      {"session_id", "file_path", "content"}),
@@ -443,7 +442,7 @@ void seed_a::register_tools(mcp::Server& server, ToolEnv& env) {
       {"upload_file", "Upload file",
        "Upload a file to the sandbox: file_content is written as file_name in destination_path "
        "(default \"/\", which means the working directory /workspace).",
-       object_schema(
+       closed_schema(
            {{"session_id", sid},
             {"file_name",
              {{"type", "string"},

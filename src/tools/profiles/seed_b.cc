@@ -11,6 +11,7 @@
 #include "service/lifecycle.h"
 #include "service/save.h"
 #include "tools/adapter.h"
+#include "tools/profiles/schema.h"
 
 namespace sandcastle::tools::seed_b {
 
@@ -20,20 +21,13 @@ using mcp::ToolResult;
 
 namespace {
 
-constexpr const char* kWorkspace = "/workspace";
+using profiles::object_schema;
+using profiles::string_arg;
 
-json string_arg(const char* description) {
-  return json{{"type", "string"}, {"description", description}};
-}
+constexpr const char* kWorkspace = "/workspace";
 
 json container_id_arg() {
   return string_arg("ID of the container (from create_container_environment)");
-}
-
-// The seed's schemas: its argument names, no additionalProperties (FastMCP
-// ignores extra arguments, and so does this profile).
-json object_schema(json properties, std::vector<std::string> required) {
-  return json{{"type", "object"}, {"properties", std::move(properties)}, {"required", required}};
 }
 
 std::string code_of(const Error& err) {

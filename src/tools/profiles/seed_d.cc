@@ -13,6 +13,7 @@
 #include "service/lifecycle.h"
 #include "service/packages.h"
 #include "tools/adapter.h"
+#include "tools/profiles/schema.h"
 
 namespace sandcastle::tools::seed_d {
 
@@ -22,22 +23,17 @@ using mcp::ToolResult;
 
 namespace {
 
+using profiles::object_schema;
+using profiles::string_arg;
+
 constexpr const char* kSeedResults = "/app/results";
 // The seed answers an install after at most this long, "installing" if it
 // has not finished; check_package_installation_status waits as long again.
 constexpr std::chrono::seconds kInstallWait{5};
 constexpr std::chrono::milliseconds kInstallPoll{100};
 
-json string_arg(const char* description) {
-  return json{{"type", "string"}, {"description", description}};
-}
-
 json sandbox_id_arg() {
   return string_arg("The sandbox ID (from create_sandbox or list_sandboxes)");
-}
-
-json object_schema(json properties, std::vector<std::string> required) {
-  return json{{"type", "object"}, {"properties", std::move(properties)}, {"required", required}};
 }
 
 Caller caller_of(const RequestContext& ctx) {
