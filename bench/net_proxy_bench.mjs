@@ -55,8 +55,8 @@ def fetch():
         else:
             s.sendall(b'CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n' % (port, port))
             head = b''
-            while not head.endswith(b'\r\n\r\n'):
-                c = s.recv(1)
+            while b'\r\n\r\n' not in head:  # as curl reads it: a buffer, not a byte at a time
+                c = s.recv(4096)
                 if not c: raise OSError('proxy closed')
                 head += c
             if b' 200 ' not in head.split(b'\r\n')[0] + b' ': raise OSError(head.decode())
