@@ -84,6 +84,9 @@ class Server {
   std::map<std::string, MethodSpec> methods_;
   std::string state_key_;
   std::shared_ptr<TaskStore> tasks_ = std::make_shared<TaskStore>();
+  // After tasks_: stopped first. Its purge hooks drop jobs that hold tasks_,
+  // never the last reference while the server lives.
+  std::unique_ptr<TaskReaper> reaper_ = std::make_unique<TaskReaper>(*tasks_);
   mutable std::mutex memo_mu_;
   mutable std::map<std::string, std::shared_ptr<const std::string>> memo_;
 };

@@ -1,5 +1,6 @@
 #include "mcp/task_store.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <ctime>
@@ -15,6 +16,14 @@ int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+// The reaper re-reads the clock at least this often: the store's clock is
+// the wall clock, which may jump.
+constexpr int64_t kMaxReapSleepMs = 60'000;
+
+std::string mib(size_t bytes) {
+  return std::to_string(bytes >> 20) + " MiB";
 }
 
 constexpr std::array<const char*, 5> kStatusNames = {"working", "input_required", "completed",
@@ -48,7 +57,7 @@ TaskStore::TaskStore(TaskLimits limits, Clock clock) : limits_(limits), clock_(s
 }
 
 Result<Task> TaskStore::create(const std::string& owner, const std::string& tool,
-                               std::optional<int64_t> ttl_ms) {
+                               std::optional<int64_t> ttl_ms, std::shared_ptr<CancelToken>* token) {
   purge_expired();
   std::lock_guard lock(mu_);
   size_t mine = 0;
@@ -59,13 +68,14 @@ Result<Task> TaskStore::create(const std::string& owner, const std::string& tool
         ErrorCode::kResourceExhausted,
         "this caller already has " + std::to_string(mine) + " tasks (the limit is " +
             std::to_string(limits_.max_per_owner) +
-            "); wait for them to expire or cancel running ones, or call without a task");
+            "); a task counts until its TTL ends, finished or cancelled: wait for them to "
+            "expire, or call without a task");
   if (tasks_.size() >= limits_.max_total)
     return Error::make(
         ErrorCode::kResourceExhausted,
         "the server holds " + std::to_string(tasks_.size()) + " tasks (its limit); retry later");
-  int64_t ttl =
-      ttl_ms && *ttl_ms > 0 ? std::min(*ttl_ms, limits_.max_ttl_ms) : limits_.default_ttl_ms;
+  int64_t ttl = ttl_ms && *ttl_ms > 0 ? std::clamp(*ttl_ms, limits_.min_ttl_ms, limits_.max_ttl_ms)
+                                      : limits_.default_ttl_ms;
   Record r;
   r.task.id = crypto::hex(crypto::random_bytes(16));  // unguessable: ids are capabilities too
   r.task.owner = owner;
@@ -74,9 +84,16 @@ Result<Task> TaskStore::create(const std::string& owner, const std::string& tool
   r.task.ttl_ms = ttl;
   r.token = std::make_shared<CancelToken>();
   r.seq = next_seq_++;
+  if (token) *token = r.token;
   Task out = r.task;
   tasks_.emplace(out.id, std::move(r));
+  changed_.notify_all();  // the reaper's next expiry may be this one
   return out;
+}
+
+bool TaskStore::contains(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  return tasks_.count(id) != 0;
 }
 
 TaskStore::Record* TaskStore::find_locked(const std::string& owner, const std::string& id) {
@@ -100,34 +117,76 @@ std::shared_ptr<CancelToken> TaskStore::token(const std::string& id) const {
   return it == tasks_.end() ? nullptr : it->second.token;
 }
 
-bool TaskStore::finish(const std::string& id, TaskStatus status, json result, json error) {
+bool TaskStore::finish(const std::string& id, TaskStatus status, json result, json error,
+                       size_t bytes) {
   Task done;
   {
     std::lock_guard lock(mu_);
     auto it = tasks_.find(id);
     if (it == tasks_.end() || is_terminal(it->second.task.status)) return false;
-    Task& t = it->second.task;
-    t.status = status;
-    t.updated_ms = now();
-    t.result = std::move(result);
-    t.error = std::move(error);
-    t.input_requests = nullptr;
-    it->second.responses = json::object();
-    it->second.state.reset();
-    done = t;
-    changed_.notify_all();
+    done = finish_locked(it->second, status, std::move(result), std::move(error), bytes);
   }
   for (const auto& fn : on_terminal_) fn(done);
   return true;
 }
 
+std::optional<std::string> TaskStore::over_budget_locked(const std::string& owner,
+                                                         size_t bytes) const {
+  auto mine = owner_bytes_.find(owner);
+  const size_t owner_bytes = mine == owner_bytes_.end() ? 0 : mine->second;
+  std::string which;
+  if (owner_bytes + bytes > limits_.max_owner_result_bytes)
+    which = "this caller's finished tasks keep " + mib(owner_bytes) + " of at most " +
+            mib(limits_.max_owner_result_bytes);
+  else if (total_bytes_ + bytes > limits_.max_total_result_bytes)
+    which = "the server's finished tasks keep " + mib(total_bytes_) + " of at most " +
+            mib(limits_.max_total_result_bytes);
+  else
+    return std::nullopt;
+  return "result too large for the server's task budget (" + which +
+         " until their TTL ends); read results sooner with a shorter ttl, or call without a task";
+}
+
+Task TaskStore::finish_locked(Record& r, TaskStatus status, json result, json error, size_t bytes) {
+  Task& t = r.task;
+  if (bytes > 0) {
+    if (auto why = over_budget_locked(t.owner, bytes)) {
+      status = TaskStatus::kFailed;
+      result = nullptr;
+      error = json{{"code", rpc_error::kInternalError}, {"message", *why}};
+    } else {
+      r.bytes = bytes;
+      owner_bytes_[t.owner] += bytes;
+      total_bytes_ += bytes;
+    }
+  }
+  t.status = status;
+  t.updated_ms = now();
+  t.result = std::move(result);
+  t.error = std::move(error);
+  t.input_requests = nullptr;
+  r.responses = json::object();
+  r.state.reset();
+  changed_.notify_all();
+  return t;
+}
+
+void TaskStore::release_locked(const Record& r) {
+  if (r.bytes == 0) return;
+  total_bytes_ -= r.bytes;
+  auto mine = owner_bytes_.find(r.task.owner);
+  if (mine == owner_bytes_.end()) return;
+  mine->second -= r.bytes;
+  if (mine->second == 0) owner_bytes_.erase(mine);
+}
+
 bool TaskStore::complete(const std::string& id, json result) {
-  if (result.dump().size() > limits_.max_result_bytes)
+  const size_t bytes = result.dump().size();
+  if (bytes > limits_.max_result_bytes)
     return fail(id, rpc_error::kInternalError,
-                "the tool's result is larger than the " +
-                    std::to_string(limits_.max_result_bytes >> 20) +
-                    " MiB a task keeps; call it without a task or ask for less output");
-  return finish(id, TaskStatus::kCompleted, std::move(result), nullptr);
+                "the tool's result is larger than the " + mib(limits_.max_result_bytes) +
+                    " a task keeps; call it without a task or ask for less output");
+  return finish(id, TaskStatus::kCompleted, std::move(result), nullptr, bytes);
 }
 
 bool TaskStore::fail(const std::string& id, int code, const std::string& message) {
@@ -181,16 +240,19 @@ TaskStore::Update TaskStore::update(const std::string& owner, const std::string&
 
 TaskStore::Cancel TaskStore::cancel(const std::string& owner, const std::string& id) {
   std::shared_ptr<CancelToken> token;
+  Task done;
   {
     std::lock_guard lock(mu_);
     Record* r = find_locked(owner, id);
     if (!r) return Cancel::kUnknown;
     if (is_terminal(r->task.status)) return Cancel::kAlreadyTerminal;
     token = r->token;
+    // One critical section: a task that completes meanwhile keeps its own message.
     r->task.status_message = "cancelled by the client";
+    done = finish_locked(*r, TaskStatus::kCancelled, nullptr, nullptr, 0);
   }
+  for (const auto& fn : on_terminal_) fn(done);
   // Marked first, so the work's own outcome (it ends because of the token) is dropped.
-  finish(id, TaskStatus::kCancelled, nullptr, nullptr);
   token->cancel();
   return Cancel::kCancelled;
 }
@@ -235,14 +297,21 @@ std::optional<Task> TaskStore::wait_terminal(const std::string& owner, const std
   std::optional<Task> out;
   {
     std::unique_lock lock(mu_);
-    changed_.wait(lock, [&] {
+    auto done = [&] {
       Record* r = find_locked(owner, id);
       if (!r || is_terminal(r->task.status) || (stop && stop->cancelled())) {
         if (r) out = r->task;
         return true;
       }
       return false;
-    });
+    };
+    // Woken by changes, and at the task's expiry even if no reaper runs.
+    while (!done()) {
+      const Record& r = tasks_.at(id);
+      const int64_t left = r.task.created_ms + r.task.ttl_ms - now();
+      changed_.wait_for(lock,
+                        std::chrono::milliseconds(std::clamp<int64_t>(left, 1, kMaxReapSleepMs)));
+    }
   }
   if (stop && sub) stop->unsubscribe(sub);
   return out;
@@ -258,6 +327,7 @@ std::vector<std::shared_ptr<CancelToken>> TaskStore::purge_locked(std::vector<st
     }
     if (!is_terminal(it->second.task.status)) running.push_back(it->second.token);
     ids->push_back(it->first);
+    release_locked(it->second);
     it = tasks_.erase(it);
   }
   if (!ids->empty()) changed_.notify_all();
@@ -282,6 +352,38 @@ size_t TaskStore::purge_expired() {
   return ids.size();
 }
 
+std::optional<int64_t> TaskStore::next_expiry_locked() const {
+  std::optional<int64_t> next;
+  for (const auto& [_, r] : tasks_) {
+    const int64_t at = r.task.created_ms + r.task.ttl_ms;
+    if (!next || at < *next) next = at;
+  }
+  return next;
+}
+
+void TaskStore::reap(CancelToken& stop) {
+  const size_t sub = stop.on_cancel([this] {
+    std::lock_guard lock(mu_);
+    changed_.notify_all();
+  });
+  std::unique_lock lock(mu_);
+  while (!stop.cancelled()) {
+    const auto next = next_expiry_locked();
+    const int64_t wait = next ? *next - now() : kMaxReapSleepMs;
+    if (wait > 0) {
+      changed_.wait_for(lock, std::chrono::milliseconds(std::min(wait, kMaxReapSleepMs)));
+      continue;
+    }
+    std::vector<std::string> ids;
+    auto tokens = purge_locked(&ids);
+    lock.unlock();
+    after_purge(std::move(tokens), ids);
+    lock.lock();
+  }
+  lock.unlock();
+  if (sub) stop.unsubscribe(sub);
+}
+
 size_t TaskStore::size() const {
   std::lock_guard lock(mu_);
   return tasks_.size();
@@ -289,14 +391,20 @@ size_t TaskStore::size() const {
 
 void TaskStore::restore(Task t) {
   if (!is_terminal(t.status) || now() >= t.created_ms + t.ttl_ms) return;
+  const size_t bytes = t.result.is_null() ? 0 : t.result.dump().size();
   std::lock_guard lock(mu_);
   if (tasks_.size() >= limits_.max_total || tasks_.count(t.id)) return;
+  if (over_budget_locked(t.owner, bytes)) return;  // oldest first: the newest are dropped
   Record r;
   r.token = std::make_shared<CancelToken>();
   r.seq = next_seq_++;
+  r.bytes = bytes;
+  owner_bytes_[t.owner] += bytes;
+  total_bytes_ += bytes;
   std::string id = t.id;
   r.task = std::move(t);
   tasks_.emplace(id, std::move(r));
+  changed_.notify_all();
 }
 
 }  // namespace sandcastle::mcp

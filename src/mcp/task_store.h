@@ -12,7 +12,8 @@
 //
 // A task is visible only to its owner (RequestContext::owner). It lives for
 // its TTL from creation; then it is purged (a task still running then is
-// cancelled first).
+// cancelled first): by a TaskReaper at that moment, or by the next create()
+// or list().
 #pragma once
 
 #include <condition_variable>
@@ -23,6 +24,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/cancel_token.h"
@@ -45,8 +47,15 @@ struct TaskLimits {
   size_t max_total = 1024;    // tasks kept by the server
   int64_t default_ttl_ms = 60LL * 60 * 1000;   // 1 h, when the client asks for none
   int64_t max_ttl_ms = 24LL * 60 * 60 * 1000;  // 24 h: the cap on any requested TTL
+  // A shorter requested TTL is raised to this: a task that expires before
+  // its work starts helps no one.
+  int64_t min_ttl_ms = 1000;
   int64_t poll_interval_ms = 1000;
   size_t max_result_bytes = 16u << 20;  // a serialized result past this is replaced by an error
+  // Results kept in RAM until their TTL (serialized bytes): past either, a
+  // finished task fails instead ("result too large for the server's task budget").
+  size_t max_owner_result_bytes = 64u << 20;
+  size_t max_total_result_bytes = 512u << 20;
 };
 
 // A snapshot of one task.
@@ -76,9 +85,13 @@ class TaskStore {
   const TaskLimits& limits() const { return limits_; }
 
   // A new working task; kResourceExhausted past a limit (the message says
-  // which and what to do). `ttl_ms` is capped at limits().max_ttl_ms.
+  // which and what to do). `ttl_ms` is clamped to [min_ttl_ms, max_ttl_ms].
+  // `token`, when given, receives the task's cancel token (never null, even
+  // if the task is purged before the caller looks it up).
   Result<Task> create(const std::string& owner, const std::string& tool,
-                      std::optional<int64_t> ttl_ms);
+                      std::optional<int64_t> ttl_ms, std::shared_ptr<CancelToken>* token = nullptr);
+  // Whether the task is still held (not yet purged), whoever owns it.
+  bool contains(const std::string& id) const;
   // The task, if it exists, has not expired and belongs to `owner`.
   std::optional<Task> get(const std::string& owner, const std::string& id);
   // The token the task's work runs with (tasks/cancel cancels it).
@@ -110,17 +123,22 @@ class TaskStore {
   Result<Page> list(const std::string& owner, const std::optional<std::string>& cursor,
                     size_t page_size);
 
-  // Blocks until the task is terminal (or gone, or `stop` is cancelled).
+  // Blocks until the task is terminal (or gone or expired, or `stop` is cancelled).
   std::optional<Task> wait_terminal(const std::string& owner, const std::string& id,
                                     CancelToken* stop);
 
   // Drops expired tasks (cancelling any still running); returns how many.
   size_t purge_expired();
+  // Purges each task when its TTL ends, until `stop` is cancelled (a
+  // TaskReaper's thread).
+  void reap(CancelToken& stop);
   size_t size() const;
 
-  // Hooks, added before the store is used (not synchronized): called,
-  // outside the lock, with each task that became terminal, and with the ids
-  // purged. restore() brings back a terminal task (after a restart).
+  // Hooks, added before the store is used (not synchronized; restore()
+  // counts as use): called, outside the lock, with each task that became
+  // terminal, and with the ids purged (perhaps on a TaskReaper's thread).
+  // restore() brings back a terminal task (after a restart) if it fits the
+  // result budget.
   void add_on_terminal(std::function<void(const Task&)> fn) {
     on_terminal_.push_back(std::move(fn));
   }
@@ -136,11 +154,16 @@ class TaskStore {
     json responses = json::object();  // every answer so far
     std::optional<json> state;        // the handler's state for its next round
     uint64_t seq = 0;                 // creation order, for list cursors
+    size_t bytes = 0;                 // the kept result's share of the budget
   };
   int64_t now() const { return clock_(); }
   Record* find_locked(const std::string& owner, const std::string& id);
   std::vector<std::shared_ptr<CancelToken>> purge_locked(std::vector<std::string>* ids);
-  bool finish(const std::string& id, TaskStatus status, json result, json error);
+  bool finish(const std::string& id, TaskStatus status, json result, json error, size_t bytes = 0);
+  Task finish_locked(Record& r, TaskStatus status, json result, json error, size_t bytes);
+  std::optional<std::string> over_budget_locked(const std::string& owner, size_t bytes) const;
+  void release_locked(const Record& r);
+  std::optional<int64_t> next_expiry_locked() const;
   void after_purge(std::vector<std::shared_ptr<CancelToken>> tokens,
                    const std::vector<std::string>& ids);
 
@@ -149,9 +172,29 @@ class TaskStore {
   mutable std::mutex mu_;
   std::condition_variable changed_;
   std::map<std::string, Record> tasks_;  // by id
+  std::map<std::string, size_t> owner_bytes_;
+  size_t total_bytes_ = 0;
   uint64_t next_seq_ = 1;
   std::vector<std::function<void(const Task&)>> on_terminal_;
   std::vector<std::function<void(const std::vector<std::string>&)>> on_purge_;
+};
+
+// A thread that runs store.reap() for its own lifetime: without it an idle
+// server would keep expired results and run expired tasks until the next
+// create() or list(). Destroy it before the store.
+class TaskReaper {
+ public:
+  explicit TaskReaper(TaskStore& store) : thread_([this, &store] { store.reap(stop_); }) {}
+  ~TaskReaper() {
+    stop_.cancel();
+    thread_.join();
+  }
+  TaskReaper(const TaskReaper&) = delete;
+  TaskReaper& operator=(const TaskReaper&) = delete;
+
+ private:
+  CancelToken stop_;
+  std::thread thread_;
 };
 
 }  // namespace sandcastle::mcp

@@ -123,6 +123,21 @@ json detailed_task(const Task& t, const TaskStore& store) {
   return j;
 }
 
+// A failed task's error as tasks/result throws it; a damaged one (restored
+// from the state database) is a clean -32603, never a throw from json.
+RpcError failure_of(const Task& t) {
+  const json& e = t.error;
+  if (!e.is_object())
+    return RpcError{rpc_error::kInternalError, "task '" + t.id + "' failed", nullptr};
+  auto code = e.find("code");
+  auto message = e.find("message");
+  return RpcError{
+      code != e.end() && code->is_number_integer() ? code->get<int>() : rpc_error::kInternalError,
+      message != e.end() && message->is_string() ? message->get<std::string>()
+                                                 : "task '" + t.id + "' failed",
+      nullptr};
+}
+
 }  // namespace
 
 json task_json(const Task& t, Era era, int64_t poll_interval_ms) {
@@ -153,9 +168,18 @@ void add_task_capabilities(json& caps, Era era, const std::string& version) {
 
 std::optional<json> maybe_start_task(const Server& server, const ToolDefinition& def,
                                      const json& args, const json& params, RequestContext& ctx) {
-  if (def.task_support == TaskSupport::kForbidden)
-    return std::nullopt;  // a legacy `task` hint is tolerated
   const bool modern = ctx.era() == Era::kModern;
+  if (def.task_support == TaskSupport::kForbidden) {
+    // 2025-11-25: a task asked of a tool without task support is -32601,
+    // so the client never takes a plain result for a task it thinks it has.
+    if (auto hint = params.find("task"); !modern && hint != params.end() && hint->is_object())
+      throw RpcError{rpc_error::kMethodNotFound,
+                     "tool '" + def.name +
+                         "' does not run as a task (its execution.taskSupport is forbidden): "
+                         "call it without params.task",
+                     nullptr};
+    return std::nullopt;
+  }
   std::optional<int64_t> ttl;
   if (modern) {
     if (!declares_extension(ctx.client_capabilities())) {
@@ -178,7 +202,8 @@ std::optional<json> maybe_start_task(const Server& server, const ToolDefinition&
   }
   if (def.before_task) def.before_task(args, ctx);  // may end this round with InputRequired
   TaskStore& store = server.task_store();
-  auto created = store.create(ctx.owner(), def.name, ttl);
+  std::shared_ptr<CancelToken> token;
+  auto created = store.create(ctx.owner(), def.name, ttl, &token);
   if (!created)
     throw RpcError{rpc_error::kInternalError, "Cannot start a task: " + created.error().context,
                    nullptr};
@@ -195,10 +220,20 @@ std::optional<json> maybe_start_task(const Server& server, const ToolDefinition&
   job->progress_token = ctx.progress_token();
   job->client_caps = ctx.client_capabilities();
   job->send = ctx.detached_send();
-  job->token = store.token(created->id);
+  job->token = std::move(token);
   {
     std::lock_guard lock(jobs().mu);
     jobs().by_id[job->id] = job;
+  }
+  // A purge between create() and here found no job to drop: drop it now.
+  if (!store.contains(job->id)) {
+    {
+      std::lock_guard lock(jobs().mu);
+      jobs().by_id.erase(job->id);
+    }
+    throw RpcError{rpc_error::kInternalError,
+                   "Cannot start a task: it expired before its work started; ask for a longer ttl",
+                   nullptr};
   }
   run_round(job, ctx.input_responses(), std::nullopt);
   json t = task_json(*created, ctx.era(), store.limits().poll_interval_ms);
@@ -304,13 +339,15 @@ void register_task_methods(Server& server) {
     std::string id = task_id_param(params);
     auto t = server.task_store().wait_terminal(ctx.owner(), id, ctx.cancel_token());
     if (!t) throw unknown_task(id);
-    if (t->status == TaskStatus::kFailed)
-      throw RpcError{t->error.value("code", rpc_error::kInternalError),
-                     t->error.value("message", std::string("the task failed")), nullptr};
+    if (t->status == TaskStatus::kFailed) throw failure_of(*t);
     if (t->status == TaskStatus::kCancelled)
       throw RpcError{rpc_error::kInternalError, "task '" + id + "' was cancelled", nullptr};
     if (!is_terminal(t->status))
       throw RpcError{rpc_error::kInternalError, "request cancelled", nullptr};
+    if (!t->result.is_object())  // a damaged row restored from the state database
+      throw RpcError{rpc_error::kInternalError,
+                     "task '" + id + "' completed but its stored result is damaged; run it again",
+                     nullptr};
     json r = t->result;
     r["_meta"][kRelatedTask] = {{"taskId", id}};
     return r;

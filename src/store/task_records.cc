@@ -147,6 +147,13 @@ void persist_tasks(mcp::TaskStore& store, TaskRecords& records) {
   int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count();
+  // Hooks first: a restored task may be purged (by the reaper) at once.
+  store.add_on_terminal([&records](const mcp::Task& t) {
+    if (auto s = records.put(t); !s.ok()) spdlog::warn("task records: {}", s.error().message());
+  });
+  store.add_on_purge([&records](const std::vector<std::string>& ids) {
+    if (auto s = records.erase(ids); !s.ok()) spdlog::warn("task records: {}", s.error().message());
+  });
   if (auto saved = records.load(now); saved.ok()) {
     for (auto& t : *saved) store.restore(std::move(t));
     if (!saved->empty())
@@ -154,12 +161,6 @@ void persist_tasks(mcp::TaskStore& store, TaskRecords& records) {
   } else {
     spdlog::warn("task records: {}", saved.error().message());
   }
-  store.add_on_terminal([&records](const mcp::Task& t) {
-    if (auto s = records.put(t); !s.ok()) spdlog::warn("task records: {}", s.error().message());
-  });
-  store.add_on_purge([&records](const std::vector<std::string>& ids) {
-    if (auto s = records.erase(ids); !s.ok()) spdlog::warn("task records: {}", s.error().message());
-  });
 }
 
 }  // namespace sandcastle::store

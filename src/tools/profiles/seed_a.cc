@@ -79,6 +79,17 @@ json execution_json(const service::RunResult& r) {
       {"error", error}};
 }
 
+namespace {
+
+bool has_dotdot(const std::string& path) {
+  std::istringstream parts(path);
+  for (std::string part; std::getline(parts, part, '/');)
+    if (part == "..") return true;
+  return false;
+}
+
+}  // namespace
+
 Result<std::string> upload_path(const std::string& destination_path, const std::string& file_name) {
   auto refuse = [&](const std::string& why) {
     return Error::make(ErrorCode::kInvalidArgument,
@@ -87,9 +98,13 @@ Result<std::string> upload_path(const std::string& destination_path, const std::
   };
   if (file_name.empty()) return refuse("is empty");
   if (file_name.front() == '/') return refuse("is absolute");
-  std::istringstream parts(file_name);
-  for (std::string part; std::getline(parts, part, '/');)
-    if (part == "..") return refuse("leaves its directory (\"..\")");
+  if (has_dotdot(file_name)) return refuse("leaves its directory (\"..\")");
+  // The sandbox resolves the path, but a ".." would still let the seed's
+  // callers write outside the folder they named; refused as for file_name.
+  if (has_dotdot(destination_path))
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "destination_path '" + destination_path +
+                           "' leaves its directory (\"..\"); pass the directory itself");
   std::string dir = destination_path;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   if (dir.empty() || dir == "/") dir = "/workspace";

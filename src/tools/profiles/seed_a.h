@@ -35,7 +35,8 @@ mcp::json execution_json(const service::RunResult& r);
 // upload_file's target: destination_path joined with file_name. The
 // default "/" (the sandbox's root, which its user cannot write) is the
 // working directory /workspace; a relative directory is below it. A
-// file_name that is empty, absolute, or has a ".." component is refused.
+// file_name that is empty, absolute, or has a ".." component is refused,
+// and so is a destination_path with a ".." component.
 Result<std::string> upload_path(const std::string& destination_path, const std::string& file_name);
 
 }  // namespace seed_a

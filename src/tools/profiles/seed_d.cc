@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "service/file_transfer.h"
@@ -119,8 +121,31 @@ ToolResult execute_terminal(ToolEnv& env, const json& args, RequestContext& ctx)
   return structured_error(mcp::dump_message(out), out);
 }
 
-// The seed's status of one package, waiting up to kInstallWait while it installs.
-Result<json> await_install(ToolEnv& env, const Caller& c, const json& args) {
+// Sleeps `d` unless the request is cancelled first; false when it is.
+bool pause(CancelToken* cancel, std::chrono::milliseconds d) {
+  if (!cancel) {
+    std::this_thread::sleep_for(d);
+    return true;
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  bool woke = false;
+  const size_t sub = cancel->on_cancel([&] {
+    std::lock_guard lock(mu);
+    woke = true;
+    cv.notify_all();
+  });
+  {
+    std::unique_lock lock(mu);
+    cv.wait_for(lock, d, [&] { return woke; });
+  }
+  if (sub) cancel->unsubscribe(sub);
+  return !cancel->cancelled();
+}
+
+// The seed's status of one package, waiting up to kInstallWait while it
+// installs (less if the request is cancelled).
+Result<json> await_install(ToolEnv& env, const Caller& c, const json& args, CancelToken* cancel) {
   const std::string package = args["package_name"];
   const auto until = std::chrono::steady_clock::now() + kInstallWait;
   for (;;) {
@@ -128,24 +153,40 @@ Result<json> await_install(ToolEnv& env, const Caller& c, const json& args) {
     if (!st.ok()) return st.take_error();
     if ((*st)["status"] != "installing" || std::chrono::steady_clock::now() >= until)
       return install_state(package, *st);
-    // The install runs on the service's thread; nothing here to wait on but time.
-    std::this_thread::sleep_for(kInstallPoll);
+    // The install runs on the service's thread and announces nothing: poll.
+    if (!pause(cancel, kInstallPoll)) return install_state(package, *st);
   }
+}
+
+// Serializes the check for a running install with the start of the next, so
+// two calls never both start one (each background install is a thread).
+std::mutex& install_start_mu() {
+  static std::mutex mu;
+  return mu;
 }
 
 ToolResult install(ToolEnv& env, const json& args, RequestContext& ctx) {
   const Caller c = caller_of(ctx);
-  auto started = install_packages(env, c,
-                                  {{"sandbox_id", args["sandbox_id"]},
-                                   {"packages", {args["package_name"]}},
-                                   {"manager", "pip"},
-                                   {"wait", false}});
-  if (!started.ok()) return error_result(started.error());
-  return tool_result_of(await_install(env, c, args));
+  const std::string package = args["package_name"];
+  {
+    std::lock_guard lock(install_start_mu());
+    auto e = env.manager.get(args["sandbox_id"], c.owner);
+    if (!e.ok()) return error_result(e.error());
+    for (const auto& p : (*e)->packages())
+      if (p.state == PackageState::kInstalling)
+        return ToolResult::from_structured(busy_state(package, p.name));
+    auto started = install_packages(env, c,
+                                    {{"sandbox_id", args["sandbox_id"]},
+                                     {"packages", {package}},
+                                     {"manager", "pip"},
+                                     {"wait", false}});
+    if (!started.ok()) return error_result(started.error());
+  }
+  return tool_result_of(await_install(env, c, args, ctx.cancel_token()));
 }
 
 ToolResult check(ToolEnv& env, const json& args, RequestContext& ctx) {
-  return tool_result_of(await_install(env, caller_of(ctx), args));
+  return tool_result_of(await_install(env, caller_of(ctx), args, ctx.cancel_token()));
 }
 
 ToolResult upload(ToolEnv& env, const HostPaths& host, const json& args, RequestContext& ctx) {
@@ -236,6 +277,16 @@ json install_state(const std::string& package, const json& status) {
                               "; install it with install_package_in_sandbox"},
               {"complete", true},
               {"success", false}};
+}
+
+json busy_state(const std::string& package, const std::string& running) {
+  json out = install_state(running, {{"status", "installing"}});
+  if (running != package)
+    out["message"] = "Installation of " + running +
+                     " is in progress in this sandbox; wait for it with "
+                     "check_package_installation_status, then install " +
+                     package + " (one install at a time per sandbox)";
+  return out;
 }
 
 std::string upload_target(std::string_view dest_path, std::string_view file_name) {

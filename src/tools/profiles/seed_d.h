@@ -30,6 +30,11 @@ mcp::json python_result(const service::RunResult& r);
 // sandcastle's check_package_installation_status result for one package.
 mcp::json install_state(const std::string& package, const mcp::json& status);
 
+// install_package_in_sandbox's answer while `running` still installs in
+// the sandbox: the seed's "installing" state (one install at a time per
+// sandbox), saying which install to wait for when it is another package.
+mcp::json busy_state(const std::string& package, const std::string& running);
+
 // Where upload_file_to_sandbox puts `file_name` for a dest_path: the seed's
 // /app/results (its default, and its working directory) is /workspace here,
 // and so are paths below it; other paths are taken as they are (relative

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
 #include <thread>
 
 namespace sandcastle::mcp {
@@ -203,6 +204,89 @@ TEST(TaskStoreTest, RestoreBringsBackOnlyLiveTerminalTasks) {
   EXPECT_TRUE(store.get("k", "d"));
   EXPECT_FALSE(store.get("k", "old"));
   EXPECT_FALSE(store.get("k", "r"));
+}
+
+TEST(TaskStoreTest, TtlHasAFloorAndTheTokenComesWithTheTask) {
+  TaskStore store;
+  std::shared_ptr<CancelToken> token;
+  auto t = store.create("", "t", 1, &token);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->ttl_ms, 1000);
+  ASSERT_TRUE(token);
+  EXPECT_EQ(token, store.token(t->id));
+  EXPECT_TRUE(store.contains(t->id));
+  EXPECT_FALSE(store.contains("nope"));
+}
+
+TEST(TaskStoreTest, KeptResultsHaveAByteBudgetPerOwnerAndPerServer) {
+  FakeClock clock;
+  TaskLimits limits;
+  limits.max_owner_result_bytes = 100;
+  limits.max_total_result_bytes = 150;
+  TaskStore store(limits, clock.fn());
+  const json result{{"text", std::string(50, 'x')}};  // 61 bytes serialized
+  auto finish = [&](const std::string& owner) {
+    auto t = store.create(owner, "t", 10'000);
+    EXPECT_TRUE(store.complete(t->id, result));
+    return *store.get(owner, t->id);
+  };
+  EXPECT_EQ(finish("a").status, TaskStatus::kCompleted);
+  Task over_owner = finish("a");
+  EXPECT_EQ(over_owner.status, TaskStatus::kFailed);
+  EXPECT_TRUE(over_owner.result.is_null());
+  EXPECT_EQ(over_owner.error["code"], -32603);
+  EXPECT_EQ(over_owner.error["message"],
+            "result too large for the server's task budget (this caller's finished tasks keep 0 "
+            "MiB of at most 0 MiB until their TTL ends); read results sooner with a shorter ttl, "
+            "or call without a task");
+  EXPECT_EQ(finish("b").status, TaskStatus::kCompleted);  // 122 of 150
+  Task over_server = finish("c");
+  EXPECT_EQ(over_server.status, TaskStatus::kFailed);
+  EXPECT_NE(over_server.error["message"].get<std::string>().find("the server's finished tasks"),
+            std::string::npos);
+  // Purged results give their bytes back; a cancelled task keeps none.
+  clock.now += 10'000;
+  EXPECT_EQ(store.purge_expired(), 4u);
+  EXPECT_EQ(finish("c").status, TaskStatus::kCompleted);
+  auto t = store.create("c", "t", 10'000);
+  EXPECT_EQ(store.cancel("c", t->id), TaskStore::Cancel::kCancelled);
+  EXPECT_EQ(finish("c").status, TaskStatus::kFailed);  // 61 + 61 > 100: the cancel added nothing
+}
+
+TEST(TaskStoreTest, CancelMessageOnlyWhenTheCancelWins) {
+  TaskStore store;
+  auto t = store.create("", "t", std::nullopt);
+  ASSERT_TRUE(store.complete(t->id, json::object()));
+  EXPECT_EQ(store.cancel("", t->id), TaskStore::Cancel::kAlreadyTerminal);
+  EXPECT_EQ(store.get("", t->id)->status_message, "");
+  auto u = store.create("", "t", std::nullopt);
+  EXPECT_EQ(store.cancel("", u->id), TaskStore::Cancel::kCancelled);
+  auto got = store.get("", u->id);
+  EXPECT_EQ(got->status, TaskStatus::kCancelled);
+  EXPECT_EQ(got->status_message, "cancelled by the client");
+}
+
+// No create() or list() comes: the reaper alone purges the expired task,
+// cancels its work and wakes a tasks/result waiter.
+TEST(TaskStoreTest, AReaperPurgesAQuietStoreAtExpiry) {
+  TaskLimits limits;
+  limits.min_ttl_ms = 1;
+  TaskStore store(limits);
+  std::promise<std::vector<std::string>> purged;
+  store.add_on_purge([&](const std::vector<std::string>& ids) { purged.set_value(ids); });
+  TaskReaper reaper(store);
+  std::shared_ptr<CancelToken> token;
+  auto t = store.create("", "t", 200, &token);
+  ASSERT_TRUE(t.ok());
+  auto waited =
+      std::async(std::launch::async, [&] { return store.wait_terminal("", t->id, nullptr); });
+  auto ids = purged.get_future();
+  ASSERT_EQ(ids.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(ids.get(), std::vector<std::string>{t->id});
+  EXPECT_TRUE(token->cancelled());
+  EXPECT_EQ(store.size(), 0u);
+  ASSERT_EQ(waited.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_FALSE(waited.get());
 }
 
 TEST(TaskStoreTest, Iso8601) {

@@ -72,6 +72,19 @@ TEST(SeedA, UploadRefusesNamesThatAreNotNames) {
   }
 }
 
+TEST(SeedA, UploadRefusesADestinationThatLeavesItsDirectory) {
+  for (const char* bad : {"..", "../etc", "/workspace/../etc", "in/../../x", "/tmp/.."}) {
+    auto p = seed_a::upload_path(bad, "data.csv");
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument) << bad;
+    EXPECT_EQ(p.error().context, "destination_path '" + std::string(bad) +
+                                     "' leaves its directory (\"..\"); pass the directory itself")
+        << bad;
+  }
+  // Names that merely contain dots are names.
+  EXPECT_EQ(*seed_a::upload_path("/tmp/..x/a..", "data.csv"), "/tmp/..x/a../data.csv");
+}
+
 TEST(Profiles, SeedAAndCParse) {
   EXPECT_EQ(parse_profile("seed-a"), Profile::kSeedA);
   EXPECT_EQ(parse_profile("seed-c"), Profile::kSeedC);

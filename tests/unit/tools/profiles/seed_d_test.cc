@@ -68,6 +68,19 @@ TEST(SeedDInstallState, EachStatusInTheSeedsShape) {
             std::string::npos);
 }
 
+TEST(SeedDInstallState, ASecondInstallWhileOneRunsIsTheInstallingAnswer) {
+  json same = busy_state("numpy", "numpy");
+  EXPECT_EQ(same, install_state("numpy", {{"status", "installing"}}));
+  json other = busy_state("pandas", "numpy");
+  EXPECT_EQ(other["status"], "installing");
+  EXPECT_EQ(other["complete"], false);
+  EXPECT_TRUE(other["success"].is_null());
+  EXPECT_EQ(other["message"],
+            "Installation of numpy is in progress in this sandbox; wait for it with "
+            "check_package_installation_status, then install pandas (one install at a time per "
+            "sandbox)");
+}
+
 TEST(SeedDUploadTarget, SeedsResultsFolderIsTheWorkspace) {
   EXPECT_EQ(upload_target("/app/results", "a.csv"), "/workspace/a.csv");
   EXPECT_EQ(upload_target("/app/results/", "a.csv"), "/workspace/a.csv");
