@@ -436,13 +436,13 @@ Status SqliteImageStore::name_free(const std::string& name, const std::string& o
       if (!st.ok() || st.step() != SQLITE_ROW) continue;
       const std::string made_by = st.text(0);
       if (past_name && made_by != owner)
-        return Error::make(
-            ErrorCode::kAlreadyExists,
-            "image name '" + name + "' is taken (made by " +
-                (made_by.empty()                        ? "the operator"
-                 : made_by.rfind("session:", 0) == 0 ? "another session"
-                                                         : "another key") +
-                (cand == name ? "" : " as '" + cand + "'") + "): save under another name");
+        return Error::make(ErrorCode::kAlreadyExists,
+                           "image name '" + name + "' is taken (made by " +
+                               (made_by.empty()                     ? "the operator"
+                                : made_by.rfind("session:", 0) == 0 ? "another session"
+                                                                    : "another key") +
+                               (cand == name ? "" : " as '" + cand + "'") +
+                               "): save under another name");
       break;  // the lookup stops at the first name it finds
     }
   }

@@ -280,8 +280,7 @@ class Sandbox {
     std::string base;
     std::uint64_t workspace_bytes = 0;  // of the tar taken inside the sandbox
   };
-  virtual Result<SavedImage> save_image(const std::string& /*name*/,
-                                        const std::string& /*owner*/) {
+  virtual Result<SavedImage> save_image(const std::string& /*name*/, const std::string& /*owner*/) {
     return Error::make(ErrorCode::kUnavailable, "this sandbox backend saves into the image store");
   }
 

@@ -43,9 +43,9 @@ Status name_free(EngineClient& client, const std::string& name, const std::strin
   if (made_by == label) return ok_status();
   return Error::make(ErrorCode::kAlreadyExists,
                      "image name '" + name + "' is taken (made by " +
-                         (made_by == "operator"                ? "the operator"
+                         (made_by == "operator"               ? "the operator"
                           : made_by.rfind("session:", 0) == 0 ? "another session"
-                                                               : "another key") +
+                                                              : "another key") +
                          "): save under another name");
 }
 
@@ -76,7 +76,7 @@ Result<std::string> save_dockerfile(std::string_view image, std::string_view own
 }
 
 Result<Sandbox::SavedImage> EngineSandbox::save_image(const std::string& name,
-                                                     const std::string& owner) {
+                                                      const std::string& owner) {
   if (auto st = check_alive(); !st) return st.take_error();
   // Before anything runs: a refused image leaves nothing behind.
   const std::string label = save_owner_label(owner);
