@@ -10,6 +10,7 @@
 
 #include "../sandbox/fixture.h"
 #include "images/image_store.h"
+#include "images/layer_unpack.h"
 #include "sandbox/native/fs_util.h"
 #include "service/sandboxes.h"
 #include "tools/tool_env.h"
@@ -36,7 +37,7 @@ class SaveOwnerTest : public ::testing::Test {
     dir_ = tmpl;
     // The operator's image: busybox as /bin/sh, imported as a rootfs tar.
     const std::string root = dir_ + "/root";
-    for (const std::string d : {root, root + "/bin", root + "/etc", root + "/workspace"})
+    for (const std::string& d : {root, root + "/bin", root + "/etc", root + "/workspace"})
       ASSERT_EQ(::mkdir(d.c_str(), 0755), 0) << d;
     put(root + "/bin/busybox", sandbox::native::read_small_file("/bin/busybox"), 0755);
     for (const char* applet : {"sh", "echo", "cat"})

@@ -525,7 +525,7 @@ TEST_F(ImageStoreTest, ASavedNameMayNotHideAnotherOwnersNameOrAnId) {
   EXPECT_TRUE(store_->check_name("localhost/py:latest", "key:A").ok());
   EXPECT_TRUE(store_->check_name("py:3", "key:A").ok());
   // Names are looked up before ids: a hex name would hide an image's id.
-  for (const std::string name : {base->id.substr(7, 12), "localhost/" + base->id.substr(7)}) {
+  for (const std::string& name : {base->id.substr(7, 12), "localhost/" + base->id.substr(7)}) {
     auto st = store_->check_name(name, "key:A");
     ASSERT_FALSE(st.ok()) << name;
     EXPECT_EQ(st.error().code, ErrorCode::kInvalidArgument) << name;
@@ -539,6 +539,7 @@ TEST_F(ImageStoreTest, NamesOfAnOlderStoreAreTheOperators) {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open((state() + "/sandcastle.db").c_str(), &db), SQLITE_OK);
     ASSERT_EQ(sqlite3_exec(db,
+                           "DROP TABLE image_tags;"
                            "CREATE TABLE image_tags (tag TEXT PRIMARY KEY, image_id TEXT NOT NULL);"
                            "INSERT INTO image_tags VALUES('old', 'sha256:gone')",
                            nullptr, nullptr, nullptr),
