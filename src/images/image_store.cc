@@ -123,6 +123,47 @@ std::string make_config(const ImageConfig& c, const std::vector<std::string>& di
   return cfg.dump();
 }
 
+// The names a reference is looked up as, in order: as given, then as
+// docker/podman would complete it.
+std::vector<std::string> names_tried(const std::string& ref) {
+  const auto slash = ref.rfind('/');
+  const bool tagged = ref.find(':', slash == std::string::npos ? 0 : slash) != std::string::npos;
+  std::vector<std::string> names = {ref, "localhost/" + ref};
+  if (!tagged) {
+    names.push_back(ref + ":latest");
+    names.push_back("localhost/" + ref + ":latest");
+  }
+  return names;
+}
+
+// The references whose lookup may reach `name` (names_tried of each holds it).
+std::vector<std::string> refs_reaching(const std::string& name) {
+  auto strip_local = [](const std::string& n) {
+    return n.rfind("localhost/", 0) == 0 ? n.substr(10) : n;
+  };
+  auto strip_latest = [](const std::string& n) {
+    const bool latest = n.size() > 7 && n.compare(n.size() - 7, 7, ":latest") == 0;
+    return latest ? n.substr(0, n.size() - 7) : n;
+  };
+  std::vector<std::string> refs;
+  for (const auto& r :
+       {name, strip_local(name), strip_latest(name), strip_local(strip_latest(name))}) {
+    const auto tried = names_tried(r);
+    if (!r.empty() && std::find(refs.begin(), refs.end(), r) == refs.end() &&
+        std::find(tried.begin(), tried.end(), name) != tried.end())
+      refs.push_back(r);
+  }
+  return refs;
+}
+
+// A reference looked up as an image id (prefix) when no name matches.
+bool reads_as_id(const std::string& ref) {
+  std::string hex = ref.rfind("sha256:", 0) == 0 ? ref.substr(7) : ref;
+  return hex.size() >= 12 && hex.size() <= 64 && std::all_of(hex.begin(), hex.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
 std::string random_name() {
   return crypto::hex(crypto::random_bytes(8));
 }
@@ -167,7 +208,8 @@ class SqliteImageStore : public ImageStore {
                 const std::function<std::vector<std::string>(const std::string&)>& in_use) override;
   Result<ImageRecord> add_layer(const ImageRecord& base, const std::string& layer_tar_path,
                                 const std::string& name, const ImageConfig& config,
-                                const std::string& source) override;
+                                const std::string& source, const std::string& owner) override;
+  Status check_name(const std::string& name, const std::string& owner) const override;
   Status mark_in_use(const std::string& image_id, const std::string& sandbox_id) override;
   Status release(const std::string& image_id, const std::string& sandbox_id) override;
 
@@ -183,6 +225,7 @@ class SqliteImageStore : public ImageStore {
     std::string raw_config;
     ImageConfig config;
     std::string source;
+    std::optional<std::string> owner;  // of the name; none: the operator's, unchecked
     std::vector<std::string> diff_ids;
     std::vector<NewLayer> layers;  // one per distinct diff_id
     std::vector<std::string> warnings;
@@ -197,7 +240,12 @@ class SqliteImageStore : public ImageStore {
   // The image a reference names; *tag receives the name it matched, if any.
   std::optional<std::string> id_of(const std::string& ref, std::string* tag = nullptr) const;
   Result<ImageRecord> commit(Commit& c);
-  Status add_tag(const std::string& id, const std::string& name);
+  // Requires mu_. kAlreadyExists if `owner` may not take `name`.
+  Status name_free(const std::string& name, const std::string& owner) const;
+  // owner: who takes the name, checked with name_free; none: the operator,
+  // unchecked (import, pull, build from the CLI).
+  Status add_tag(const std::string& id, const std::string& name,
+                 const std::optional<std::string>& owner);
   void cleanup();
 
   sqlite3* db_;
@@ -234,6 +282,15 @@ Status SqliteImageStore::init() {
           " pid INTEGER NOT NULL, PRIMARY KEY (image_id, sandbox_id))");
       !s.ok())
     return s;
+  // Who made each name ("" the operator; older stores' names are the operator's).
+  auto has_owner = [this] {
+    Stmt cols(db_, "SELECT 1 FROM pragma_table_info('image_tags') WHERE name='owner'");
+    return cols.ok() && cols.step() == SQLITE_ROW;
+  };
+  if (!has_owner())
+    if (auto s = exec("ALTER TABLE image_tags ADD COLUMN owner TEXT NOT NULL DEFAULT ''");
+        !s.ok() && !has_owner())  // another process may have added it first
+      return s;
   cleanup();
   return ok_status();
 }
@@ -307,15 +364,7 @@ Result<ImageRecord> SqliteImageStore::load(const std::string& id) const {
 }
 
 std::optional<std::string> SqliteImageStore::id_of(const std::string& ref, std::string* tag) const {
-  // A name as given, then as docker/podman would complete it.
-  const auto slash = ref.rfind('/');
-  const bool tagged = ref.find(':', slash == std::string::npos ? 0 : slash) != std::string::npos;
-  std::vector<std::string> names = {ref, "localhost/" + ref};
-  if (!tagged) {
-    names.push_back(ref + ":latest");
-    names.push_back("localhost/" + ref + ":latest");
-  }
-  for (const auto& cand : names) {
+  for (const auto& cand : names_tried(ref)) {
     Stmt st(db_, "SELECT image_id FROM image_tags WHERE tag=?");
     st.bind(1, cand);
     if (st.ok() && st.step() == SQLITE_ROW) {
@@ -323,11 +372,8 @@ std::optional<std::string> SqliteImageStore::id_of(const std::string& ref, std::
       return st.text(0);
     }
   }
+  if (!reads_as_id(ref)) return std::nullopt;
   std::string hex = ref.rfind("sha256:", 0) == 0 ? ref.substr(7) : ref;
-  if (hex.size() < 12 || hex.size() > 64 || !std::all_of(hex.begin(), hex.end(), [](char c) {
-        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-      }))
-    return std::nullopt;
   Stmt st(db_, "SELECT id FROM images WHERE substr(id, 1, ?) = ? LIMIT 2");
   st.bind(1, static_cast<std::int64_t>(hex.size() + 7)).bind(2, "sha256:" + hex);
   std::vector<std::string> ids;
@@ -373,13 +419,54 @@ Result<std::vector<std::string>> SqliteImageStore::layer_dirs(const ImageRecord&
   return out;
 }
 
-Status SqliteImageStore::add_tag(const std::string& id, const std::string& name) {
-  Stmt has(db_, "SELECT image_id FROM image_tags WHERE tag=?");
+Status SqliteImageStore::name_free(const std::string& name, const std::string& owner) const {
+  // Names are global: a name another owner made would, if moved, start
+  // everyone's sandboxes of that name on this owner's files. So would a new
+  // name that a lookup reaches before theirs ("py" before "py:latest") or
+  // before an image id.
+  for (const auto& ref : refs_reaching(name)) {
+    if (reads_as_id(ref))
+      return Error::make(ErrorCode::kInvalidArgument,
+                         "image name '" + name + "' reads as an image id: save under another name");
+    bool past_name = false;
+    for (const auto& cand : names_tried(ref)) {
+      past_name = past_name || cand == name;
+      Stmt st(db_, "SELECT owner FROM image_tags WHERE tag=?");
+      st.bind(1, cand);
+      if (!st.ok() || st.step() != SQLITE_ROW) continue;
+      const std::string made_by = st.text(0);
+      if (past_name && made_by != owner)
+        return Error::make(ErrorCode::kAlreadyExists,
+                           "image name '" + name + "' is taken (made by " +
+                               (made_by.empty()                     ? "the operator"
+                                : made_by.rfind("session:", 0) == 0 ? "another session"
+                                                                    : "another key") +
+                               (cand == name ? "" : " as '" + cand + "'") +
+                               "): save under another name");
+      break;  // the lookup stops at the first name it finds
+    }
+  }
+  return ok_status();
+}
+
+Status SqliteImageStore::check_name(const std::string& name, const std::string& owner) const {
+  std::lock_guard lock(mu_);
+  return name_free(name, owner);
+}
+
+Status SqliteImageStore::add_tag(const std::string& id, const std::string& name,
+                                 const std::optional<std::string>& owner) {
+  if (owner)
+    if (auto s = name_free(name, *owner); !s.ok()) return s;
+  Stmt has(db_, "SELECT image_id, owner FROM image_tags WHERE tag=?");
   has.bind(1, name);
-  if (has.step() == SQLITE_ROW && has.text(0) == id) return ok_status();  // keeps its place
-  // A name moves to the newest image that takes it, as in docker.
-  Stmt st(db_, "INSERT OR REPLACE INTO image_tags(tag, image_id) VALUES(?, ?)");
-  st.bind(1, name).bind(2, id);
+  const std::string made_by = owner.value_or("");
+  if (has.step() == SQLITE_ROW && has.text(0) == id && has.text(1) == made_by)
+    return ok_status();  // keeps its place
+  // A name moves to the newest image that takes it, as in docker (for a
+  // save, only one its owner made: name_free).
+  Stmt st(db_, "INSERT OR REPLACE INTO image_tags(tag, image_id, owner) VALUES(?, ?, ?)");
+  st.bind(1, name).bind(2, id).bind(3, made_by);
   if (st.step() != SQLITE_DONE) return db_error(db_, "tag");
   return ok_status();
 }
@@ -435,7 +522,7 @@ Result<ImageRecord> SqliteImageStore::commit(Commit& c) {
                          "); added the name");
   }
   if (!c.name.empty())
-    if (auto s = add_tag(c.id, c.name); !s.ok()) return fail(s.take_error());
+    if (auto s = add_tag(c.id, c.name, c.owner); !s.ok()) return fail(s.take_error());
   if (auto s = exec("COMMIT"); !s.ok()) return fail(s.take_error());
   auto r = load(c.id);
   if (r.ok()) r->warnings = c.warnings;
@@ -563,12 +650,15 @@ Result<ImageRecord> SqliteImageStore::import(const std::string& path, const Impo
 Result<ImageRecord> SqliteImageStore::add_layer(const ImageRecord& base,
                                                 const std::string& layer_tar_path,
                                                 const std::string& name, const ImageConfig& config,
-                                                const std::string& source) {
+                                                const std::string& source,
+                                                const std::string& owner) {
   auto lock = FileLock::take(root_ + "/lock", LOCK_SH);
   if (!lock.ok()) return lock.error();
   if (!name.empty() && !valid_image_name(name))
     return Error::make(ErrorCode::kInvalidArgument,
                        "image name '" + name.substr(0, 100) + "' is not valid");
+  // Before the unpack, so a refused name costs nothing; commit checks again.
+  if (auto s = check_name(name, owner); !s.ok()) return s.error();
   std::uint64_t base_size = 0;
   {
     std::lock_guard l(mu_);
@@ -582,6 +672,7 @@ Result<ImageRecord> SqliteImageStore::add_layer(const ImageRecord& base,
   Commit c;
   c.name = name;
   c.source = source;
+  c.owner = owner;
   c.config = config;
   Scratch scratch{root_ + "/tmp/" + random_name()};
   if (::mkdir(scratch.dir.c_str(), 0700) != 0) return Error::from_errno("mkdir " + scratch.dir);

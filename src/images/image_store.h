@@ -86,9 +86,18 @@ class ImageStore {
 
   // A new image: base's layers plus one layer from an uncompressed tar stream
   // (already in OCI layer format, whiteouts as .wh. entries), with config.
+  // `owner` takes the name ("" the operator, else a tenant's owner string):
+  // as check_name says.
   virtual Result<ImageRecord> add_layer(const ImageRecord& base, const std::string& layer_tar_path,
                                         const std::string& name, const ImageConfig& config,
-                                        const std::string& source) = 0;
+                                        const std::string& source, const std::string& owner) = 0;
+
+  // Whether `owner` may give `name` to a new image: a new name, or one the
+  // same owner made, moves; a name another owner made (imports, pulls and
+  // builds are the operator's, "") is kAlreadyExists, and so is a name a
+  // lookup would reach before another owner's (`py` before `py:latest`). A
+  // name that reads as an image id is kInvalidArgument.
+  virtual Status check_name(const std::string& name, const std::string& owner) const = 0;
 
   // Records that a sandbox of this process runs on the image, so that
   // `sandcastle image rm` from another process refuses to delete it (rows of a

@@ -270,7 +270,9 @@ class Sandbox {
 
   // Backends whose images live outside sandcastle's image store (a
   // container engine's): save_sandbox makes the image there, from the
-  // sandbox's /workspace on top of its own image, named `name`.
+  // sandbox's /workspace on top of its own image, named `name`, for
+  // `owner` ("" the operator): a name the engine has that `owner` did not
+  // make is refused (kAlreadyExists), as in the image store.
   virtual bool saves_own_images() const { return false; }
   struct SavedImage {
     std::string name;
@@ -278,7 +280,7 @@ class Sandbox {
     std::string base;
     std::uint64_t workspace_bytes = 0;  // of the tar taken inside the sandbox
   };
-  virtual Result<SavedImage> save_image(const std::string& /*name*/) {
+  virtual Result<SavedImage> save_image(const std::string& /*name*/, const std::string& /*owner*/) {
     return Error::make(ErrorCode::kUnavailable, "this sandbox backend saves into the image store");
   }
 

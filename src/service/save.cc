@@ -40,9 +40,9 @@ std::string temp_dir(const Config& config) {
 
 // On a backend that keeps its own images (a container engine): the image
 // is made there, from the sandbox's /workspace on its own image.
-Result<json> save_in_backend(EntryUse& use, const std::string& name) {
+Result<json> save_in_backend(EntryUse& use, const std::string& name, const std::string& owner) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto saved = use->sandbox().save_image(name);
+  auto saved = use->sandbox().save_image(name, owner);
   if (!saved.ok()) return saved.error();
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -64,7 +64,7 @@ Result<json> save(Env& env, const Caller& c, const json& args) {
     if (name.empty() || name == "host")
       return Error::make(ErrorCode::kInvalidArgument,
                          "name: the new image's name is required (not 'host')");
-    return save_in_backend(use, name);
+    return save_in_backend(use, name, c.owner);
   }
   if (!env.images)
     return Error::make(ErrorCode::kFailedPrecondition,
@@ -91,6 +91,9 @@ Result<json> save(Env& env, const Caller& c, const json& args) {
                        "base: sandbox " + use->id() + " runs on image '" + image +
                            "'; its changes can only be saved onto that image");
   }
+  // A name another tenant (or the operator) made is refused before the
+  // layer is taken; add_layer checks again as it tags.
+  if (auto st = env.images->check_name(name, c.owner); !st.ok()) return st.error();
   auto base = env.images->find(base_ref);
   if (!base.ok()) {
     Error e = base.take_error();
@@ -108,7 +111,8 @@ Result<json> save(Env& env, const Caller& c, const json& args) {
     return layer.error();
   }
   const auto t1 = std::chrono::steady_clock::now();
-  auto rec = env.images->add_layer(*base, tmp.path, name, base->config, "save:" + use->id());
+  auto rec =
+      env.images->add_layer(*base, tmp.path, name, base->config, "save:" + use->id(), c.owner);
   if (!rec.ok()) return rec.error();
   const auto t2 = std::chrono::steady_clock::now();
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };

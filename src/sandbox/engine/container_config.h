@@ -44,6 +44,9 @@ struct ContainerPlan {
 // Labels save_sandbox puts on an engine image (and plan_for reads back).
 inline constexpr const char* kLabelHostRoot = "sandcastle.host-root";
 inline constexpr const char* kLabelWorkspaceSeed = "sandcastle.workspace-seed";
+// Who made the image's name (save_owner_label): an image without it is the
+// operator's.
+inline constexpr const char* kLabelOwner = "sandcastle.owner";
 inline constexpr const char* kWorkspaceSeedDir = "/.sandcastle-workspace";
 
 // One ustar header (type '0' file, '2' symlink, '5' directory), owner root.

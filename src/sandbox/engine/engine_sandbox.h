@@ -68,7 +68,7 @@ class EngineSandbox final : public Sandbox {
 
   Result<Usage> usage() override;
   bool saves_own_images() const override { return true; }
-  Result<SavedImage> save_image(const std::string& name) override;
+  Result<SavedImage> save_image(const std::string& name, const std::string& owner) override;
   Status publish_shared(const std::string& name, std::string_view data) override;
   bool has_shared(const std::string& name) const override;
   Status freeze() override;

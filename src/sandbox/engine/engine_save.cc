@@ -8,7 +8,9 @@
 
 #include <string>
 
+#include "common/crypto.h"
 #include "sandbox/engine/container_config.h"
+#include "sandbox/engine/engine_client.h"
 #include "sandbox/engine/engine_sandbox.h"
 
 namespace sandcastle::sandbox::engine {
@@ -26,9 +28,37 @@ std::string build_context(const std::string& dockerfile, const std::string& work
   return tar;
 }
 
+// The engine's images are shared by every tenant's create_sandbox: a name
+// it already has is moved only by the owner who made it.
+Status name_free(EngineClient& client, const std::string& name, const std::string& label) {
+  auto info = client.image_inspect(name);
+  if (!info.ok()) {
+    if (engine_http_status(info.error()) == 404) return ok_status();
+    return info.take_error();
+  }
+  std::string made_by = "operator";
+  if (auto cfg = info->find("Config"); cfg != info->end() && cfg->is_object())
+    if (auto lb = cfg->find("Labels"); lb != cfg->end() && lb->is_object())
+      made_by = lb->value(kLabelOwner, made_by);
+  if (made_by == label) return ok_status();
+  return Error::make(ErrorCode::kAlreadyExists,
+                     "image name '" + name + "' is taken (made by " +
+                         (made_by == "operator"               ? "the operator"
+                          : made_by.rfind("session:", 0) == 0 ? "another session"
+                                                              : "another key") +
+                         "): save under another name");
+}
+
 }  // namespace
 
-Result<std::string> save_dockerfile(std::string_view image) {
+std::string save_owner_label(const std::string& owner) {
+  if (owner.empty()) return "operator";
+  const auto colon = owner.find(':');
+  const std::string kind = colon == std::string::npos ? "" : owner.substr(0, colon + 1);
+  return kind + crypto::hex(crypto::sha256(owner)).substr(0, 32);
+}
+
+Result<std::string> save_dockerfile(std::string_view image, std::string_view owner_label) {
   const std::string base = image == "host" ? kHostBaseImage : std::string(image);
   if (base.empty() || base.size() > 512)
     return Error::make(ErrorCode::kInvalidArgument, "save_sandbox: bad image reference (length)");
@@ -39,16 +69,20 @@ Result<std::string> save_dockerfile(std::string_view image) {
                          "save_sandbox: the image reference holds a space or control character");
   }
   std::string dockerfile = "FROM " + base + "\nADD workspace.tar " + kWorkspaceSeedDir + "/\n" +
-                           "LABEL " + kLabelWorkspaceSeed + "=" + kWorkspaceSeedDir + "\n";
+                           "LABEL " + kLabelWorkspaceSeed + "=" + kWorkspaceSeedDir + "\n" +
+                           "LABEL " + kLabelOwner + "=" + std::string(owner_label) + "\n";
   if (image == "host") dockerfile += std::string("LABEL ") + kLabelHostRoot + "=1\n";
   return dockerfile;
 }
 
-Result<Sandbox::SavedImage> EngineSandbox::save_image(const std::string& name) {
+Result<Sandbox::SavedImage> EngineSandbox::save_image(const std::string& name,
+                                                      const std::string& owner) {
   if (auto st = check_alive(); !st) return st.take_error();
   // Before anything runs: a refused image leaves nothing behind.
-  auto dockerfile = save_dockerfile(spec_.image());
+  const std::string label = save_owner_label(owner);
+  auto dockerfile = save_dockerfile(spec_.image(), label);
   if (!dockerfile) return dockerfile.take_error();
+  if (auto st = name_free(*shared_->client, name, label); !st.ok()) return st.take_error();
   // The tar is bounded by the workspace's size (a tmpfs of the disk limit)
   // plus the archive's own overhead.
   const std::uint64_t limit =

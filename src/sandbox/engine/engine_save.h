@@ -13,6 +13,12 @@ namespace sandcastle::sandbox::engine {
 // reference that is not one word of printable characters (a newline would
 // start a Dockerfile instruction of its own: RUN, ADD of the engine host's
 // files, ...) is refused here, whatever checked it before: kInvalidArgument.
-Result<std::string> save_dockerfile(std::string_view image);
+// The image gets kLabelOwner=owner_label (every save writes it, so none is
+// inherited from the FROM image).
+Result<std::string> save_dockerfile(std::string_view image, std::string_view owner_label);
+
+// kLabelOwner's value for a save by `owner` ("" the operator): "operator",
+// else the owner's kind ("key:", "session:") and a hash of it.
+std::string save_owner_label(const std::string& owner);
 
 }  // namespace sandcastle::sandbox::engine

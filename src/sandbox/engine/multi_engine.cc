@@ -209,8 +209,8 @@ class PlacedSandbox final : public Sandbox {
     return call([&] { return inner_->save_layer(tar_path, limits); });
   }
   bool saves_own_images() const override { return inner_->saves_own_images(); }
-  Result<SavedImage> save_image(const std::string& name) override {
-    return call([&] { return inner_->save_image(name); });
+  Result<SavedImage> save_image(const std::string& name, const std::string& owner) override {
+    return call([&] { return inner_->save_image(name, owner); });
   }
   Status publish_shared(const std::string& name, std::string_view data) override {
     return call([&] { return inner_->publish_shared(name, data); });

@@ -324,7 +324,7 @@ TEST_P(EngineBackendTest, SaveMakesAnEngineImageThatStartsWithTheWorkspace) {
   ASSERT_TRUE(sb);
   ASSERT_TRUE(sb->saves_own_images());
   ASSERT_TRUE(sb->write_file("notes/a.txt", "kept", 0640, true).ok());
-  auto saved = sb->save_image("sandcastle-test/saved:1");
+  auto saved = sb->save_image("sandcastle-test/saved:1", "");
   ASSERT_TRUE(saved.ok()) << saved.error().message();
   EXPECT_EQ(saved->base, "host");
   EXPECT_FALSE(saved->id.empty());
@@ -342,6 +342,30 @@ TEST_P(EngineBackendTest, SaveMakesAnEngineImageThatStartsWithTheWorkspace) {
   // (the label says the image is a "host" one).
   auto st = run(*again, {"sh", "-c", "stat -c '%u %a' notes/a.txt; python3 -c 'print(7)'"});
   EXPECT_EQ(st.stdout_data, "1000 640\n7\n") << st.stderr_data;
+}
+
+// Engine images are shared by every tenant's create_sandbox: a save moves
+// only a name its own owner made.
+TEST_P(EngineBackendTest, SaveRefusesANameAnotherOwnerMade) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  ASSERT_TRUE(sb->save_image("sandcastle-test/owned:op", "").ok());
+  auto taken = sb->save_image("sandcastle-test/owned:op", "key:A");
+  ASSERT_FALSE(taken.ok());
+  EXPECT_EQ(taken.error().code, ErrorCode::kAlreadyExists);
+  EXPECT_EQ(taken.error().message(),
+            "image name 'sandcastle-test/owned:op' is taken (made by the operator): save under "
+            "another name");
+  auto a = sb->save_image("sandcastle-test/owned:a", "key:A");
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  auto b = sb->save_image("sandcastle-test/owned:a", "key:B");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.error().code, ErrorCode::kAlreadyExists);
+  EXPECT_EQ(b.error().message(),
+            "image name 'sandcastle-test/owned:a' is taken (made by another key): save under "
+            "another name");
+  auto again = sb->save_image("sandcastle-test/owned:a", "key:A");
+  ASSERT_TRUE(again.ok()) << again.error().message();
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, EngineBackendTest, ::testing::Values("podman", "docker"),

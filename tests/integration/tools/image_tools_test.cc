@@ -44,8 +44,12 @@ class TestStore : public images::ImageStore {
   Status remove(const std::string&, const std::function<std::vector<std::string>(const std::string&)>&) override {
     return Error::make(ErrorCode::kUnavailable, "not in this test");
   }
-  Result<images::ImageRecord> add_layer(const images::ImageRecord&, const std::string&, const std::string&,
-                                        const images::ImageConfig&, const std::string&) override {
+  Result<images::ImageRecord> add_layer(const images::ImageRecord&, const std::string&,
+                                        const std::string&, const images::ImageConfig&,
+                                        const std::string&, const std::string&) override {
+    return Error::make(ErrorCode::kUnavailable, "not in this test");
+  }
+  Status check_name(const std::string&, const std::string&) const override {
     return Error::make(ErrorCode::kUnavailable, "not in this test");
   }
   Status mark_in_use(const std::string&, const std::string&) override { return {}; }

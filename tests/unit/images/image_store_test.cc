@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -452,7 +453,7 @@ TEST_F(ImageStoreTest, AddLayerMakesAnImageOnTopOfItsBase) {
   ImageConfig cfg;
   cfg.env = {"X=1"};
   cfg.working_dir = "/workspace";
-  auto r = store_->add_layer(*base, put("upper.tar", layer), "saved", cfg, "save:sb-1");
+  auto r = store_->add_layer(*base, put("upper.tar", layer), "saved", cfg, "save:sb-1", "");
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(r->name, "saved");
   EXPECT_EQ(r->source, "save:sb-1");
@@ -465,6 +466,91 @@ TEST_F(ImageStoreTest, AddLayerMakesAnImageOnTopOfItsBase) {
   // The base cannot go while the saved image needs its layer; rm of the base keeps it.
   ASSERT_TRUE(store_->remove("base", nullptr).ok());
   EXPECT_TRUE(store_->layer_dirs(*r).ok());
+}
+
+// Names are global: a tenant's save_sandbox must never move a name another
+// tenant or the operator made (everyone's create_sandbox of it would start on
+// the tenant's files).
+TEST_F(ImageStoreTest, ASavedNameMovesOnlyForTheOwnerWhoMadeIt) {
+  auto base = store_->import(put("base.tar", base_layer()), {});
+  ASSERT_TRUE(base.ok()) << base.error().message();
+  auto layer = [&](const std::string& text) {
+    return put(text + ".tar", make_tar({file("workspace/who", text)}));
+  };
+  auto a = store_->add_layer(*base, layer("a1"), "base-x", {}, "save:sb-a", "key:A");
+  ASSERT_TRUE(a.ok()) << a.error().message();
+
+  auto b = store_->add_layer(*base, layer("b1"), "base-x", {}, "save:sb-b", "key:B");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.error().code, ErrorCode::kAlreadyExists);
+  EXPECT_EQ(b.error().message(),
+            "image name 'base-x' is taken (made by another key): save under another name");
+  EXPECT_EQ(store_->find("base-x")->id, a->id);
+  EXPECT_EQ(store_->check_name("base-x", "session:s1").error().message(),
+            "image name 'base-x' is taken (made by another key): save under another name");
+
+  auto a2 = store_->add_layer(*base, layer("a2"), "base-x", {}, "save:sb-a", "key:A");
+  ASSERT_TRUE(a2.ok()) << a2.error().message();
+  EXPECT_NE(a2->id, a->id);
+  EXPECT_EQ(store_->find("base-x")->id, a2->id);
+
+  // The operator's names (import, pull, build) are the operator's.
+  auto op = store_->add_layer(*base, layer("a3"), "base", {}, "save:sb-a", "key:A");
+  ASSERT_FALSE(op.ok());
+  EXPECT_EQ(op.error().code, ErrorCode::kAlreadyExists);
+  EXPECT_EQ(op.error().message(),
+            "image name 'base' is taken (made by the operator): save under another name");
+  EXPECT_EQ(store_->find("base")->id, base->id);
+  // The local user is the operator: it may move them, not a key's.
+  EXPECT_TRUE(store_->check_name("base", "").ok());
+  EXPECT_EQ(store_->check_name("base-x", "").error().code, ErrorCode::kAlreadyExists);
+  // A refused save left nothing behind.
+  EXPECT_TRUE(fs::is_empty(state() + "/images/tmp"));
+  EXPECT_EQ(store_->list().size(), 3u);
+}
+
+// A new name a lookup reaches first would hide another owner's just as well.
+TEST_F(ImageStoreTest, ASavedNameMayNotHideAnotherOwnersNameOrAnId) {
+  auto base = store_->import(put("base.tar", base_layer()), {.name = "py:latest", .source = ""});
+  ASSERT_TRUE(base.ok()) << base.error().message();
+  for (const std::string name : {"py", "localhost/py"}) {
+    auto st = store_->check_name(name, "key:A");
+    ASSERT_FALSE(st.ok()) << name;
+    EXPECT_EQ(st.error().code, ErrorCode::kAlreadyExists) << name;
+    EXPECT_EQ(st.error().message(), "image name '" + name +
+                                        "' is taken (made by the operator as 'py:latest'): "
+                                        "save under another name");
+  }
+  // Names the lookup of "py" reaches after "py:latest" hide nothing.
+  EXPECT_TRUE(store_->check_name("localhost/py:latest", "key:A").ok());
+  EXPECT_TRUE(store_->check_name("py:3", "key:A").ok());
+  // Names are looked up before ids: a hex name would hide an image's id.
+  for (const std::string& name : {base->id.substr(7, 12), "localhost/" + base->id.substr(7)}) {
+    auto st = store_->check_name(name, "key:A");
+    ASSERT_FALSE(st.ok()) << name;
+    EXPECT_EQ(st.error().code, ErrorCode::kInvalidArgument) << name;
+  }
+}
+
+// A store made before names had owners: its names are the operator's.
+TEST_F(ImageStoreTest, NamesOfAnOlderStoreAreTheOperators) {
+  store_.reset();
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((state() + "/sandcastle.db").c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "DROP TABLE image_tags;"
+                           "CREATE TABLE image_tags (tag TEXT PRIMARY KEY, image_id TEXT NOT NULL);"
+                           "INSERT INTO image_tags VALUES('old', 'sha256:gone')",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  reopen();
+  reopen();  // the migration runs once
+  EXPECT_EQ(store_->check_name("old", "key:A").error().message(),
+            "image name 'old' is taken (made by the operator): save under another name");
+  EXPECT_TRUE(store_->check_name("old", "").ok());
 }
 
 TEST_F(ImageStoreTest, RemovingOneNameOfSeveralKeepsTheImage) {
