@@ -34,9 +34,14 @@ describe('SDK v1 client (legacy era)', () => {
     // resources: sandbox:// files (resources/read, resources/templates/list).
     assert.ok(caps.resources, 'declares resources');
     // Declared only what is implemented: every declared feature answers.
-    assert.deepEqual(Object.keys(caps).filter((k) => !['tools', 'logging', 'resources', 'prompts', 'completions'].includes(k)), []);
+    assert.deepEqual(Object.keys(caps).filter((k) => !['tools', 'logging', 'resources', 'prompts', 'completions', 'tasks'].includes(k)), []);
     if (caps.resources) await c.client.listResourceTemplates();
     if (caps.prompts) await c.client.listPrompts();
+    // tasks (2025-11-25): tool calls may run as tasks, and tasks/list answers.
+    if (caps.tasks) {
+      assert.ok(caps.tasks.requests?.tools?.call, 'tasks declares task-augmented tools/call');
+      assert.ok(Array.isArray((await c.client.experimental.tasks.listTasks()).tasks), 'tasks/list answers');
+    }
   });
 
   test('tools/list has every fixture with a schema', async () => {
