@@ -4,39 +4,9 @@
 
 #include <chrono>
 
+#include "store/sqlite_stmt.h"
+
 namespace sandcastle::store {
-
-namespace {
-
-Error db_error(sqlite3* db, const std::string& what) {
-  return Error::make(ErrorCode::kIo, what + ": " + sqlite3_errmsg(db));
-}
-
-// A prepared statement that finalizes itself.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &st_, nullptr); }
-  ~Stmt() { sqlite3_finalize(st_); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-  bool ok() const { return rc_ == SQLITE_OK; }
-  void bind(int i, const std::string& v) {
-    sqlite3_bind_text(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-  }
-  void bind_int64(int i, int64_t v) { sqlite3_bind_int64(st_, i, v); }
-  int step() { return sqlite3_step(st_); }
-  std::string text(int col) {
-    const unsigned char* p = sqlite3_column_text(st_, col);
-    return p ? std::string(reinterpret_cast<const char*>(p)) : std::string();
-  }
-  int64_t int64(int col) { return sqlite3_column_int64(st_, col); }
-
- private:
-  sqlite3_stmt* st_ = nullptr;
-  int rc_;
-};
-
-}  // namespace
 
 Result<std::unique_ptr<TaskRecords>> TaskRecords::open(const std::string& path) {
   sqlite3* db = nullptr;
