@@ -72,6 +72,9 @@ struct ExecRequest {
   // tools/simple_command.h): it also gets the variables bash gives such a
   // program, PWD (the working directory), SHLVL=0 and _ (the program's path).
   bool shell_env = false;
+  // True: the sandbox runs nothing after this (a one-shot's only command):
+  // a backend need not get ready for a next one.
+  bool last = false;
 };
 
 enum class EndReason { kExited, kTimeout, kOutOfMemory, kKilled, kCancelled };

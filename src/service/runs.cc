@@ -257,6 +257,7 @@ Result<RunResult> in_process(Env& env, EntryUse& use, const Language& lang, bool
   }
   req.argv = expand_argv(lang.run, dir, src, bin, use->spec().limits().memory_bytes);
   if (args.contains("stdin")) req.stdin_data = args["stdin"].get<std::string>();
+  req.last = one_shot;  // its sandbox goes right after
   emit.stage("run");
   auto r = exec(*use, req, emit, registered.token());
   // A one-shot sandbox is destroyed right after: no round trip to tidy it.

@@ -193,6 +193,20 @@ Status SandboxCgroup::add_process(pid_t pid) {
   return {};
 }
 
+Status SandboxCgroup::set_cpu_share(CpuShare share) {
+  if (share == cpu_share_ || removed_) return {};
+  const bool bg = share == CpuShare::kBackground;
+  std::string f =
+      version_ == CgroupVersion::kV2 ? file("", "cpu.weight") : file("cpu", "cpu.shares");
+  if (f.empty()) return {};
+  if (version_ == CgroupVersion::kV2 && ::access(f.c_str(), F_OK) != 0)
+    return {};  // cpu not delegated
+  const char* v = version_ == CgroupVersion::kV2 ? (bg ? "1" : "100") : (bg ? "2" : "1024");
+  if (auto st = write_small_file(f, v); !st) return st;
+  cpu_share_ = share;
+  return {};
+}
+
 std::uint64_t SandboxCgroup::oom_kills() const {
   if (version_ == CgroupVersion::kV2) return read_keyed(file("", "memory.events"), "oom_kill");
   return read_keyed(file("memory", "memory.oom_control"), "oom_kill");

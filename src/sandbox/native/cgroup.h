@@ -20,6 +20,12 @@ namespace sandcastle::sandbox::native {
 enum class CgroupVersion { kNone, kV1, kV2 };
 const char* cgroup_version_name(CgroupVersion v);
 
+// A group's claim on the CPU against the other sandboxes' groups. Work done
+// ahead of or after demand (a warm sandbox being made or waiting, a killed
+// one exiting) runs at kBackground, so it takes what sandboxes in use leave
+// (v1 cpu.shares 2 of 1024; v2 cpu.weight 1 of 100, where cpu is delegated).
+enum class CpuShare { kNormal, kBackground };
+
 struct CgroupSupport {
   CgroupVersion version = CgroupVersion::kNone;
   // v1: controller -> directory our groups are created in (our own group).
@@ -50,6 +56,11 @@ class SandboxCgroup {
   // child may run anything, so nothing escapes accounting).
   Status add_process(pid_t pid);
 
+  // Sets the group's CpuShare; no-op without a cpu controller (and when
+  // it already has that share).
+  Status set_cpu_share(CpuShare share);
+  CpuShare cpu_share() const { return cpu_share_; }
+
   std::uint64_t oom_kills() const;
   std::uint64_t memory_current() const;
   std::uint64_t memory_peak() const;
@@ -76,6 +87,7 @@ class SandboxCgroup {
   UniqueFd v2_fd_;
   bool removed_ = false;
   bool limits_applied_ = false;
+  CpuShare cpu_share_ = CpuShare::kNormal;  // a new group's
   Limits applied_{};
 };
 

@@ -49,6 +49,7 @@ Result<ExecWire> build_wire(const ExecRequest& req, const SandboxSpec& spec, boo
   w.rlimit_data = have_cgroup ? 0 : l.memory_bytes;
   w.listen_port = req.private_listener_port;
   w.shell_env = req.shell_env;
+  w.last = req.last;
   return w;
 }
 

@@ -74,10 +74,11 @@ Slot start_slot(int control_fd, int signal_fd, const InitConfig& config, bool ow
   return Slot{static_cast<pid_t>(pid), sp[0]};
 }
 
-void start_exec(int control_fd, int signal_fd, const InitConfig& config, std::string_view payload,
+// Returns whether the request was the sandbox's last exec (ExecWire::last).
+bool start_exec(int control_fd, int signal_fd, const InitConfig& config, std::string_view payload,
                 ReceivedMessage& m, Slot& slot) {
   auto req = decode_exec(payload);
-  if (!req || m.nfds < kExecRequestFds || m.nfds > kExecRequestMaxFds) return;
+  if (!req || m.nfds < kExecRequestFds || m.nfds > kExecRequestMaxFds) return false;
   int err = 0;
   const char* step = "start exec supervisor";
   if (req->listen_port != 0) {
@@ -107,6 +108,7 @@ void start_exec(int control_fd, int signal_fd, const InitConfig& config, std::st
     std::string bytes = encode(rep);
     (void)!::send(m.fds[0], bytes.data(), bytes.size(), MSG_NOSIGNAL);
   }
+  return req->last;
 }
 
 // A file worker for the server's channel (file_worker.h). Init keeps no
@@ -192,14 +194,18 @@ void open_net_listeners(std::string_view payload, ReceivedMessage& m) {
 }
 
 // Receives one request; returns false when the server has gone away.
-bool handle_request(int control_fd, int signal_fd, const InitConfig& config, char* buf, Slot& slot) {
+// `last`: it was an exec the server said is the last (start no next slot).
+bool handle_request(int control_fd, int signal_fd, const InitConfig& config, char* buf, Slot& slot,
+                    bool& last) {
   ReceivedMessage m = recv_with_fds(control_fd, buf, kMaxExecRequestBytes + 1);
   if (m.len == 0) return false;
   if (m.len < 0) return m.err == EINTR || m.err == EAGAIN;
   auto msg = decode_control(std::string_view(buf, static_cast<std::size_t>(m.len)));
   if (msg && !m.truncated) {
     switch (msg->kind) {
-      case ControlKind::kExec: start_exec(control_fd, signal_fd, config, msg->payload, m, slot); break;
+      case ControlKind::kExec:
+        last = start_exec(control_fd, signal_fd, config, msg->payload, m, slot);
+        break;
       case ControlKind::kFiles: start_file_worker(control_fd, signal_fd, config, msg->payload, m, slot); break;
       case ControlKind::kSaveLayer: start_layer_worker(control_fd, signal_fd, config, msg->payload, m, slot); break;
       case ControlKind::kPersistMirror: start_mirror_worker(control_fd, signal_fd, config, msg->payload, m, slot); break;
@@ -244,6 +250,7 @@ int InitLoop::run() {
   // A sandbox idle for kSlotIdle sheds its waiting slot (two processes); the
   // next exec starts one on demand, and the slot is kept while execs follow.
   bool shed = false;
+  bool done = false;  // the server's last exec came (ExecWire::last)
   auto last_request = std::chrono::steady_clock::now();
   for (;;) {
     if (slot.fd < 0 && !shed) slot = start_slot(st_->control_fd, st_->signal_fd, *st_->config);
@@ -275,9 +282,14 @@ int InitLoop::run() {
     }
     if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       // Server gone (EOF): returning ends PID 1, and the kernel kills the rest.
-      if (!handle_request(st_->control_fd, st_->signal_fd, *st_->config, buf.get(), slot)) return 0;
+      bool last = false;
+      if (!handle_request(st_->control_fd, st_->signal_fd, *st_->config, buf.get(), slot, last))
+        return 0;
       last_request = std::chrono::steady_clock::now();
-      shed = false;
+      // After a one-shot's command no slot again (an exec sent anyway
+      // gets a supervisor of its own, start_exec).
+      done = done || last;
+      shed = done;
     }
   }
 }

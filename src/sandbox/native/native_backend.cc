@@ -16,7 +16,7 @@
 
 namespace sandcastle::sandbox::native {
 
-Result<Prespawned> BackendShared::new_prespawned(const Limits& limits) {
+Result<Prespawned> BackendShared::new_prespawned(const Limits& limits, Making making) {
   {
     std::lock_guard lock(pool_mu);
     if (stopping) return Error::make(ErrorCode::kUnavailable, "native backend: shutting down");
@@ -39,8 +39,17 @@ Result<Prespawned> BackendShared::new_prespawned(const Limits& limits) {
       if (!cg) return cg.take_error();
       p.cgroup = std::move(*cg);
     }
+    set_making_share(p.cgroup, making);
   }
   return p;
+}
+
+void BackendShared::set_making_share(const std::shared_ptr<SandboxCgroup>& cgroup, Making making) {
+  // Under the lock: a create that starts waiting lifts these (take_ready).
+  std::lock_guard lock(pool_mu);
+  const bool ahead = making == Making::kAhead && waiting == 0;
+  (void)cgroup->set_cpu_share(ahead ? CpuShare::kBackground : CpuShare::kNormal);
+  if (ahead) making_ahead.push_back(cgroup);
 }
 
 Result<std::string> BackendShared::bind_disk(Prespawned& p, const AttachedDisk& disk) {
@@ -51,8 +60,9 @@ Result<std::string> BackendShared::bind_disk(Prespawned& p, const AttachedDisk& 
   return p.disk_bind->path();
 }
 
-Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits, const AttachedDisk* disk) {
-  auto made = new_prespawned(limits);
+Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits, const AttachedDisk* disk,
+                                                Making making) {
+  auto made = new_prespawned(limits, making);
   if (!made) return made.take_error();
   Prespawned p = std::move(*made);
   InitConfig config;
@@ -77,9 +87,10 @@ Result<Prespawned> BackendShared::begin_sandbox(const Limits& limits, const Atta
 
 Result<Prespawned> BackendShared::begin_image_sandbox(const Limits& limits, const ImageRoot& image,
                                                       const ImageIds& ids, const AttachedDisk* disk,
-                                                      const std::string& restore_from) {
+                                                      const std::string& restore_from,
+                                                      Making making) {
   if (auto st = check_layer_paths(image.layers); !st) return st.take_error();
-  auto made = new_prespawned(limits);
+  auto made = new_prespawned(limits, making);
   if (!made) return made.take_error();
   Prespawned p = std::move(*made);
   p.ids.inside_uid = ids.uid;
@@ -115,8 +126,9 @@ Result<Prespawned> BackendShared::begin_image_sandbox(const Limits& limits, cons
 Result<ReadySandbox> BackendShared::make_image_sandbox(const SandboxSpec& spec,
                                                        const ImageRoot& image, const ImageIds& ids,
                                                        const AttachedDisk* disk,
-                                                       const std::string& restore_from) {
-  auto begun = begin_image_sandbox(spec.limits(), image, ids, disk, restore_from);
+                                                       const std::string& restore_from,
+                                                       Making making) {
+  auto begun = begin_image_sandbox(spec.limits(), image, ids, disk, restore_from, making);
   if (!begun) return begun.take_error();
   // The idmapped layer binds (root mode) are unmounted on the reaper's
   // thread: unmounting waits for an RCU grace period (~5 ms).
@@ -273,6 +285,7 @@ std::optional<ReadySandbox> BackendShared::take_ready(const std::string& key) {
         r.init.pidfd.get(), POLLIN, 0
       };
       if (::poll(&pfd, 1, 0) == 0) {
+        if (r.cgroup) (void)r.cgroup->set_cpu_share(CpuShare::kNormal);  // in use from now on
         lock.lock();
         ++pool_taken;
         return r;
@@ -287,6 +300,10 @@ std::optional<ReadySandbox> BackendShared::take_ready(const std::string& key) {
     // build their own meanwhile (on their own threads, in parallel).
     if (stopping || refill_failing || waiting >= refilling) return std::nullopt;
     ++waiting;
+    // Demand outruns the pool: the ones being made are needed now.
+    for (auto& w : making_ahead)
+      if (auto cg = w.lock()) (void)cg->set_cpu_share(CpuShare::kNormal);
+    making_ahead.clear();
     pool_cv.notify_all();  // a refill held back for the last take starts now
     pool_cv.wait(lock);
     --waiting;
@@ -350,7 +367,7 @@ void BackendShared::refill_loop() {
     lock.unlock();
     Result<ReadySandbox> r = Error::make(ErrorCode::kInternal, "unset");
     if (pool_spec.image() == "host") {
-      auto begun = begin_sandbox(pool_spec.limits());
+      auto begun = begin_sandbox(pool_spec.limits(), nullptr, Making::kAhead);
       r = begun ? finish_sandbox(std::move(*begun), pool_spec) : Result<ReadySandbox>(begun.take_error());
     } else {
       // An image pool: the image as the store has it now (a create checks
@@ -358,10 +375,18 @@ void BackendShared::refill_loop() {
       auto image = images ? images(pool_spec.image())
                           : Result<ImageRoot>(Error::make(ErrorCode::kUnavailable, "no image store"));
       auto ids = image ? resolve_image_user(*image) : Result<ImageIds>(image.error());
-      r = ids ? make_image_sandbox(pool_spec, *image, *ids) : Result<ReadySandbox>(ids.error());
+      r = ids ? make_image_sandbox(pool_spec, *image, *ids, nullptr, {}, Making::kAhead)
+              : Result<ReadySandbox>(ids.error());
     }
     lock.lock();
     --refilling;
+    // Made (or failed, its group gone): no longer one to lift.
+    std::erase_if(making_ahead, [&](const std::weak_ptr<SandboxCgroup>& w) {
+      auto cg = w.lock();
+      return !cg || (r && cg == r->cgroup);
+    });
+    // A failed make's group may live on (a spare): the older entries go.
+    while (making_ahead.size() > refilling) making_ahead.erase(making_ahead.begin());
     refill_failing = !r;
     if (r) {
       pool.push_back(std::move(*r));

@@ -60,6 +60,12 @@ struct ReadySandbox {
 
 class NativeSandbox;
 
+// Who a sandbox is made for: a create waiting on it, or the warm pool ahead
+// of demand. One made ahead runs at CpuShare::kBackground until it is handed
+// out (or a create starts waiting for it), so refilling the pool does not
+// compete with the sandboxes in use.
+enum class Making { kOnDemand, kAhead };
+
 // Every field of a spec, encoded: a pooled sandbox goes only to a create
 // whose key equals the pool's.
 std::string pool_key(const SandboxSpec& spec);
@@ -95,6 +101,9 @@ struct BackendShared {
   bool refill_failing = false;  // its last attempt failed (creates do not wait)
   std::size_t refilling = 0;    // sandboxes the refill threads are making
   std::size_t waiting = 0;      // creates waiting for the one being made
+  // The groups of sandboxes being made ahead at the background share: a
+  // create that starts waiting for one lifts them all to the normal share.
+  std::vector<std::weak_ptr<SandboxCgroup>> making_ahead;
   std::chrono::steady_clock::time_point last_take{};
   std::chrono::steady_clock::time_point last_take_clock{};  // by `clock`
   static constexpr std::chrono::seconds kShedAfterIdle{1};
@@ -116,17 +125,22 @@ struct BackendShared {
   // A new sandbox up to its init waiting for a config (on any thread).
   // An id, its id mapping and a cgroup (a spare one when it fits): what
   // every sandbox starts from, host image or not.
-  Result<Prespawned> new_prespawned(const Limits& limits);
+  Result<Prespawned> new_prespawned(const Limits& limits, Making making = Making::kOnDemand);
+  // A new sandbox's CPU share for `making` (listed in making_ahead if
+  // background).
+  void set_making_share(const std::shared_ptr<SandboxCgroup>& cgroup, Making making);
   // `disk`: a persistent sandbox's storage, bound as its /workspace (host)
   // or holding its overlay's upper dir (image).
-  Result<Prespawned> begin_sandbox(const Limits& limits, const AttachedDisk* disk = nullptr);
+  Result<Prespawned> begin_sandbox(const Limits& limits, const AttachedDisk* disk = nullptr,
+                                   Making making = Making::kOnDemand);
   // The same rooted in an image (image_root.h), with its whole plan in the
   // InitConfig (it depends on the image and the limits).
   // `restore_from`: without root, the storage's copy of the upper dir
   // (persist_mirror.h).
   Result<Prespawned> begin_image_sandbox(const Limits& limits, const ImageRoot& image,
                                          const ImageIds& ids, const AttachedDisk* disk = nullptr,
-                                         const std::string& restore_from = {});
+                                         const std::string& restore_from = {},
+                                         Making making = Making::kOnDemand);
   // The idmapped bind of `disk` for p (its ids), kept in p.
   Result<std::string> bind_disk(Prespawned& p, const AttachedDisk& disk);
   // The spec's part: mounts and hostname, then the root opened.
@@ -135,7 +149,8 @@ struct BackendShared {
   // when its spec names an image); records the image's id.
   Result<ReadySandbox> make_image_sandbox(const SandboxSpec& spec, const ImageRoot& image,
                                           const ImageIds& ids, const AttachedDisk* disk = nullptr,
-                                          const std::string& restore_from = {});
+                                          const std::string& restore_from = {},
+                                          Making making = Making::kOnDemand);
   // One from the pool whose init is still alive when `key` is the pool's
   // (waiting for the one being made if the pool is empty), else nothing.
   // Counts the create for the sizer either way.

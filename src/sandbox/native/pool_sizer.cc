@@ -22,16 +22,32 @@ double PoolSizer::rate(TimePoint now) const {
   return decay(burst_, dt, policy_.window) / seconds(policy_.window);
 }
 
+double PoolSizer::held_peak(TimePoint now) const {
+  // Kept whole for a hold after it was reached, fading after that.
+  const double past_hold = seconds(now - peak_at_) - seconds(policy_.hold);
+  return past_hold <= 0 ? peak_ : decay(peak_, past_hold, policy_.hold);
+}
+
 double PoolSizer::peak(TimePoint now) const {
   const double dt = std::max(0.0, seconds(now - last_));
-  return std::max(decay(peak_, dt, policy_.hold), decay(burst_, dt, policy_.window));
+  return std::max(held_peak(now), decay(burst_, dt, policy_.window));
 }
 
 void PoolSizer::on_create(TimePoint now) {
-  // Decayed counts: each create adds 1, fading with the time constant.
+  // The burst is a decayed count: each create adds 1, fading with the window.
   const double dt = std::max(0.0, seconds(now - last_));
   burst_ = decay(burst_, dt, policy_.window) + 1;
-  peak_ = std::max(decay(peak_, dt, policy_.hold), burst_);
+  const double held = held_peak(now);
+  // A burst about as large as the one held (the same burst repeated, its
+  // arrival spread a little differently) holds it again; a larger one
+  // replaces it.
+  if (burst_ >= held) {
+    peak_ = burst_;
+    peak_at_ = now;
+  } else if (burst_ >= 0.75 * held) {
+    peak_ = held;
+    peak_at_ = now;
+  }
   last_ = now;
 }
 

@@ -1,7 +1,7 @@
 // How many warm sandboxes the native backend keeps ready, from how creates
 // arrive: as many as came close together lately (a decayed count over about
-// `window`), held for a while (`hold`) so the next burst finds the pool
-// grown, and back to the floor once the server has been quiet a few holds.
+// `window`), held whole for `hold` after the burst so the next burst finds
+// the pool grown, then fading (time constant `hold`) back to the floor.
 // A steady stream needs few ready (each is made while the next is awaited);
 // a burst of N at once needs N.
 //
@@ -33,7 +33,8 @@ struct PoolPolicy {
   std::size_t server_cap = 0;
   // Creates closer together than this count as one burst.
   std::chrono::milliseconds window{100};
-  // How long a burst's size is remembered (the time constant of its decay).
+  // How long a burst's size is kept whole, and then the time constant of
+  // its decay.
   std::chrono::milliseconds hold{5000};
 };
 
@@ -73,8 +74,10 @@ class PoolSizer {
  private:
   PoolPolicy policy_;
   double burst_ = 0;  // creates within about a window, as of last_
-  double peak_ = 0;   // the largest burst lately, as of last_
+  double peak_ = 0;   // the largest burst lately, reached at peak_at_
+  TimePoint peak_at_{};
   TimePoint last_{};
+  double held_peak(TimePoint now) const;
 };
 
 }  // namespace sandcastle::sandbox::native

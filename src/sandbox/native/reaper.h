@@ -2,7 +2,9 @@
 // (SIGKILL through its pidfd: PID 1 gone, the kernel kills every process of
 // the sandbox and its mounts go with the last of them) and hands the rest —
 // waiting for the exit, removing the cgroup — to this thread, so the caller
-// does not wait for the kernel's namespace teardown.
+// does not wait for the kernel's namespace teardown. The exit itself runs at
+// CpuShare::kBackground for up to kBackgroundExit after the kill, so a burst's
+// teardown does not compete with the burst.
 //
 // An emptied v1 cgroup is kept for the next sandbox (SandboxCgroup::recycle)
 // when nothing else still refers to it, up to kMaxSpareCgroups; the rest are
@@ -14,6 +16,7 @@
 // after its dead pid, which the next start's sweep removes.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -47,6 +50,9 @@ class Reaper {
   // shutdown: nothing is kept for a next sandbox).
   void release_spares();
   static constexpr std::size_t kMaxSpareCgroups = 16;
+  // How long a killed sandbox exits at CpuShare::kBackground before it
+  // gets the normal share.
+  static constexpr std::chrono::milliseconds kBackgroundExit{250};
 
  private:
   struct Item {
@@ -54,8 +60,10 @@ class Reaper {
     InitProcess init;
     std::shared_ptr<SandboxCgroup> cgroup;
     std::shared_ptr<void> keep;  // release(): dropped by the loop
+    std::chrono::steady_clock::time_point killed_at{};
   };
   void loop();
+  void exit_in_background(Item& item);
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;

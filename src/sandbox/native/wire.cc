@@ -151,7 +151,7 @@ std::string encode(const ExecWire& e) {
   w.u32(e.pty_cols);
   w.u32(e.pty_rows);
   w.u32(e.listen_port);
-  w.u32(e.shell_env ? 1 : 0);
+  w.u32((e.shell_env ? kExecShellEnv : 0) | (e.last ? kExecLast : 0));
   return w.bytes();
 }
 
@@ -169,12 +169,15 @@ std::optional<ExecWire> decode_exec(std::string_view bytes) {
   std::uint32_t cols = r.u32();
   std::uint32_t rows = r.u32();
   std::uint32_t port = r.u32();
-  std::uint32_t shell_env = r.u32();
-  if (!r.ok() || !r.at_end() || e.argv.empty() || port > 65535 || shell_env > 1) return std::nullopt;
+  std::uint32_t flags = r.u32();
+  if (!r.ok() || !r.at_end() || e.argv.empty() || port > 65535 ||
+      (flags & ~(kExecShellEnv | kExecLast)) != 0)
+    return std::nullopt;
   if (cols > 65535 || rows > 65535 || (cols == 0) != (rows == 0)) return std::nullopt;
   e.pty_cols = static_cast<std::uint16_t>(cols);
   e.pty_rows = static_cast<std::uint16_t>(rows);
-  e.shell_env = shell_env == 1;
+  e.shell_env = (flags & kExecShellEnv) != 0;
+  e.last = (flags & kExecLast) != 0;
   e.listen_port = static_cast<std::uint16_t>(port);
   return e;
 }

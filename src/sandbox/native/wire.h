@@ -117,6 +117,10 @@ struct FinishConfig {
 std::string encode(const FinishConfig& c);
 std::optional<FinishConfig> decode_finish_config(std::string_view bytes);
 
+// ExecWire's flags word.
+constexpr std::uint32_t kExecShellEnv = 1;
+constexpr std::uint32_t kExecLast = 2;
+
 struct ExecWire {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // "KEY=value"
@@ -132,6 +136,9 @@ struct ExecWire {
   std::uint16_t listen_port = 0;
   // ExecRequest::shell_env: PWD, SHLVL and _ as bash would set them.
   bool shell_env = false;
+  // ExecRequest::last: nothing runs after this; init starts no supervisor
+  // for a next exec (a one-shot's would only be made to be killed).
+  bool last = false;
   // Nonzero rows: a terminal (issue 18). The command opens a pty pair in the
   // sandbox's devpts, makes the slave its controlling tty and fds 0-2 (the
   // stdio fds of the request go unused) and sends the master to the server

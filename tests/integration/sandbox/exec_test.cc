@@ -1,17 +1,17 @@
 // Basic behaviour of exec in a native sandbox: output, status, stdin, env,
 // identity, working directory, streaming, and failures with step + errno.
 #include <gtest/gtest.h>
-
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "fixture.h"
@@ -263,6 +263,51 @@ TEST_F(ExecTest, IdleSandboxShedsItsExecSlotAndStillExecs) {
   EXPECT_EQ(sh("echo after idle").stdout_data, "after idle\n");
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(descendants(native->init_pid()).size(), ready) << "a slot is ready again";
+}
+
+// A one-shot's command is its sandbox's last (ExecRequest::last): init
+// starts no supervisor for a next exec, which would only be made to be
+// killed. Sync point: the first file operation has init fork a file worker,
+// so by the time it answers, init has passed the point where it would
+// have started the slot.
+TEST_F(ExecTest, LastExecLeavesNoSlotForANextOne) {
+  auto slots_after = [this](bool last) {
+    auto sb = make();
+    auto* native = dynamic_cast<native::NativeSandbox*>(sb.get());
+    EXPECT_NE(native, nullptr);
+    if (!native) return std::size_t{0};
+    const auto first_slot = descendants(native->init_pid());  // the exec uses it
+    ExecRequest req;
+    req.argv = {"/bin/true"};
+    req.last = last;
+    auto r = sb->exec(req);
+    EXPECT_TRUE(r.ok() && r->status() == 0);
+    // The used slot's processes end after reporting (no event to wait on).
+    auto used_left = [&] {
+      auto now = descendants(native->init_pid());
+      return std::any_of(first_slot.begin(), first_slot.end(), [&](pid_t p) {
+        return std::find(now.begin(), now.end(), p) != now.end();
+      });
+    };
+    for (int i = 0; i < 1000 && used_left(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_FALSE(used_left());
+    EXPECT_TRUE(sb->stat("/").ok());  // forks the file worker
+    const std::size_t n = descendants(native->init_pid()).size();
+    EXPECT_TRUE(sb->destroy().ok());
+    return n - 1;  // the file worker is not a slot
+  };
+  // A next slot's supervisor (its waiting child may still be on its way).
+  EXPECT_GE(slots_after(false), 1u);
+  EXPECT_EQ(slots_after(true), 0u);
+  // The flag changes nothing else: a last exec still runs and reports.
+  ExecRequest req;
+  req.argv = {"/bin/sh", "-c", "echo last; exit 3"};
+  req.last = true;
+  auto r = sb_->exec(req);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->stdout_data, "last\n");
+  EXPECT_EQ(r->status(), 3);
 }
 
 TEST_F(ExecTest, DestroyedSandboxRefusesExec) {

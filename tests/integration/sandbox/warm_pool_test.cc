@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "fixture.h"
+#include "sandbox/native/cgroup.h"
 #include "sandbox/native/fs_util.h"
 #include "sandbox/native/native_backend.h"
 
@@ -324,10 +325,50 @@ TEST_F(WarmPoolTest, ReadyAndLiveStayUnderTheServerCap) {
   EXPECT_EQ(b->pool_stats().target, 2u);
 }
 
+// Sandboxes made ahead of demand wait at the background CPU share (a
+// refill yields to the sandboxes in use); the one a create takes runs at
+// the normal share.
+TEST_F(WarmPoolTest, PooledSandboxesWaitAtTheBackgroundShareAndRunAtTheNormal) {
+  const auto support = native::detect_cgroups();
+  if (support.version != native::CgroupVersion::kV1 || !support.v1_parents.count("cpu"))
+    GTEST_SKIP() << "needs a writable cgroup v1 cpu hierarchy (root)";
+  const std::string parent = support.v1_parents.at("cpu");
+  const std::string ours = "sandcastle-" + std::to_string(::getpid()) + "-";
+  auto shares_by_group = [&] {
+    std::map<std::string, std::string> out;
+    for (const auto& name : native::list_dir(parent))
+      if (name.rfind(ours, 0) == 0)
+        out[name] = native::read_small_file(parent + "/" + name + "/cpu.shares");
+    return out;
+  };
+  NativeBackendOptions o;
+  o.pool.min = 2;
+  o.pool.max = 2;
+  auto b = backend(o);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(b->wait_pool([](const PoolStats& s) { return s.ready == 2; }, 60s));
+  auto pooled = shares_by_group();
+  ASSERT_EQ(pooled.size(), 2u);
+  for (const auto& [name, shares] : pooled) EXPECT_EQ(shares, "2\n") << name;
+
+  auto sb = b->create(spec());
+  ASSERT_TRUE(sb.ok()) << sb.error().message();
+  EXPECT_TRUE(pooled.count((*sb)->id())) << "not a pooled sandbox: " << (*sb)->id();
+  EXPECT_EQ(native::read_small_file(parent + "/" + (*sb)->id() + "/cpu.shares"), "1024\n");
+  EXPECT_EQ(run(**sb, {"/bin/echo", "in use"}), "in use\n");
+  // The one made to replace it waits at the background share too.
+  ASSERT_TRUE(b->wait_pool([](const PoolStats& s) { return s.ready == 2 && s.made == 3; }, 60s));
+  auto now = shares_by_group();
+  ASSERT_EQ(now.size(), 3u);
+  for (const auto& [name, shares] : now)
+    EXPECT_EQ(shares, name == (*sb)->id() ? "1024\n" : "2\n") << name;
+  EXPECT_TRUE((*sb)->destroy().ok());
+}
+
 TEST(WarmPool, TestsRunInAProcessOfTheirOwn) {
   auto child = run_tests_in_child("WarmPoolTest.*", kChildEnv);
   EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.out;
-  EXPECT_NE(child.out.find("[  PASSED  ] 6 tests."), std::string::npos) << child.out;
+  EXPECT_NE(child.out.find("[  PASSED  ] 7 tests."), std::string::npos) << child.out;
 }
 
 }  // namespace

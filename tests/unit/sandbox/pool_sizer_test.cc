@@ -46,12 +46,34 @@ TEST(PoolSizer, ShrinksToTheFloorWhenCreatesStop) {
   PoolSizer s(policy(2, 32));
   for (int i = 0; i < 30; ++i) s.on_create(kT0);
   EXPECT_EQ(s.target(kT0, 0), 30u);
-  // Remembered for a while (the next burst finds the pool grown)...
-  const std::size_t later = s.target(kT0 + 1s, 0);
+  // Kept whole for a hold (the next burst finds the pool grown)...
+  EXPECT_EQ(s.target(kT0 + 1s, 0), 30u);
+  EXPECT_EQ(s.target(kT0 + 4900ms, 0), 30u);
+  // ...then fading...
+  const std::size_t later = s.target(kT0 + 6s, 0);
   EXPECT_LT(later, 30u);
   EXPECT_GE(later, 20u);
   // ...and forgotten after a few holds.
   EXPECT_EQ(s.target(kT0 + 30s, 0), 2u);
+}
+
+// Bursts a little apart keep the pool at their size; a much smaller one
+// after them neither shrinks it before its hold is over nor holds it again.
+TEST(PoolSizer, RepeatedBurstsKeepThePoolWhole) {
+  PoolSizer s(policy(2, 64));
+  TimePoint t = kT0;
+  for (int round = 0; round < 5; ++round, t += 2s)
+    for (int i = 0; i < 50; ++i) s.on_create(t + i * 100us);
+  EXPECT_GE(s.target(t, 0), 49u);
+  // One a little smaller (40, its arrival more spread) holds it again.
+  for (int i = 0; i < 40; ++i) s.on_create(t + i * 100us);
+  EXPECT_GE(s.target(t + 4s, 0), 49u);
+  // A small one does not: held from the last burst of 40 (at t), fading
+  // once its hold is over.
+  t += 2s;
+  for (int i = 0; i < 10; ++i) s.on_create(t + i * 100us);
+  EXPECT_GE(s.target(t + 2s, 0), 49u);
+  EXPECT_LT(s.target(t + 5s, 0), 49u);
 }
 
 TEST(PoolSizer, SteadyTrickleKeepsTheFloorOnly) {

@@ -28,7 +28,7 @@ TEST(Wire, ExecListenPortMustBeAPort) {
   e.argv = {"x"};
   std::string bytes = encode(e);
   const std::uint32_t not_a_port = 70000;
-  // The port is the last field but one (shell_env follows it).
+  // The port is the last field but one (the flags follow it).
   bytes.replace(bytes.size() - 2 * sizeof not_a_port, sizeof not_a_port,
                 reinterpret_cast<const char*>(&not_a_port), sizeof not_a_port);
   EXPECT_FALSE(decode_exec(bytes));
@@ -44,9 +44,27 @@ TEST(Wire, ExecShellEnvIsAFlag) {
   e.shell_env = false;
   std::string bytes = encode(e);
   EXPECT_FALSE(decode_exec(bytes)->shell_env);
-  const std::uint32_t two = 2;
-  bytes.replace(bytes.size() - sizeof two, sizeof two, reinterpret_cast<const char*>(&two), sizeof two);
+  // An unknown flag bit is refused.
+  const std::uint32_t four = 4;
+  bytes.replace(bytes.size() - sizeof four, sizeof four, reinterpret_cast<const char*>(&four),
+                sizeof four);
   EXPECT_FALSE(decode_exec(bytes));
+}
+
+TEST(Wire, ExecLastIsAFlagBesideShellEnv) {
+  ExecWire e;
+  e.argv = {"true"};
+  e.last = true;
+  auto d = decode_exec(encode(e));
+  ASSERT_TRUE(d.has_value());
+  EXPECT_TRUE(d->last);
+  EXPECT_FALSE(d->shell_env);
+  e.shell_env = true;
+  d = decode_exec(encode(e));
+  ASSERT_TRUE(d.has_value());
+  EXPECT_TRUE(d->last && d->shell_env);
+  e.last = false;
+  EXPECT_FALSE(decode_exec(encode(e))->last);
 }
 
 TEST(Wire, RejectsTruncatedAndTrailingBytes) {
