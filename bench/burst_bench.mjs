@@ -8,15 +8,20 @@
 // of 64 live sandboxes, warm pool of 2), so N = 200 exercises the admission
 // line: calls past the cap wait their turn instead of failing.
 //
+// Two sandcastle figures per burst, from a server started afresh for each
+// round: cold, the first burst it sees (its pool holds 2: nearly every
+// sandbox is made on the request path); and again, the same burst sent once
+// more after the pool has grown to it (the arrival rate it learnt from the
+// first: what a platform whose bursts recur sees) — the pool's ready count
+// when it starts is shown.
+//
 // Wall time is from the first request written to the last response read (and
 // from the first spawn to the last exit for bare). Each round runs bare and
-// sandcastle back to back (order alternating), the server idle in between
-// (every one-shot sandbox torn down, the pool refilled); the table shows
-// medians over rounds and the total failures (an error, or output other than
-// "1\n").
+// sandcastle back to back (order alternating); the table shows medians over
+// rounds and the total failures (an error, or output other than "1\n").
 //
-// With --baseline-bin PATH (another build of sandcastle) the same bursts also
-// run against it, interleaved in each round, in columns of their own.
+// With --baseline-bin PATH (another build of sandcastle) the same cold bursts
+// also run against it, in columns of their own.
 // With --unshare the bare bursts also run with each process in namespaces
 // of its own (util-linux unshare): the floor any per-call isolation pays.
 //
@@ -109,31 +114,47 @@ class Server extends LineClient {
     return sandboxInits(this.proc.pid);
   }
 
-  // The idle count (the warm pools: the manager's and the backend's own):
-  // the count once it has not changed for a second.
-  async learnIdle(timeoutMs = 30000) {
+  // Until the count has not changed for `quietMs` (and is at least `least`):
+  // the last burst's sandboxes gone, the pool made to its target.
+  async steady(least = 0, quietMs = 700, timeoutMs = 60000) {
     const t0 = performance.now();
     let last = -2, since = performance.now();
     while (performance.now() - t0 < timeoutMs) {
       const c = this.children();
       if (c !== last) { last = c; since = performance.now(); }
-      else if (performance.now() - since >= 1000) break;
-      await sleep(50);
+      else if (c >= least && performance.now() - since >= quietMs) break;
+      await sleep(25);
     }
-    this.idle = last;
+    return last;
   }
+}
 
-  // Until no more than the idle count is left (the last burst's sandboxes
-  // are gone, the pools refilled as far as they were).
-  async settle(timeoutMs = 60000) {
-    const t0 = performance.now();
-    while (performance.now() - t0 < timeoutMs) {
-      const c = this.children();
-      if (c < 0) { await sleep(2000); return; }
-      if (c <= this.idle) { await sleep(200); return; }
-      await sleep(50);
-    }
+// Until the machine's CPUs have been at least 90 % idle for 200 ms (two
+// samples), at most 10 s: the kernel finishes its deferred work of the last
+// burst (network namespaces are freed by a worker thread, RCU callbacks)
+// before the next timed one, bare or not.
+function cpuTimes() {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  return { idle: f[3] + f[4], total: f.reduce((a, b) => a + b, 0) };
+}
+async function cpuQuiet(timeoutMs = 10000) {
+  const t0 = performance.now();
+  let prev = cpuTimes(), calm = 0;
+  while (calm < 2 && performance.now() - t0 < timeoutMs) {
+    await sleep(100);
+    const now = cpuTimes();
+    const total = now.total - prev.total;
+    calm = total > 0 && (now.idle - prev.idle) / total >= 0.9 ? calm + 1 : 0;
+    prev = now;
   }
+}
+
+const POOL = 2;
+async function startServer(bin) {
+  const s = new Server(bin, ['--log-level', 'warn', '--pool-size', String(POOL)]);
+  await s.initialize('burst-bench');
+  await s.steady(POOL);
+  return s;
 }
 
 async function sandcastleBurst(server, lang, n) {
@@ -171,49 +192,64 @@ async function main() {
   for (const l of langs) if (!LANGS[l]) throw new Error(`unknown language ${l}; known: ${Object.keys(LANGS).join(', ')}`);
   const available = langs.filter((l) => (LANGS[l].needs ?? [LANGS[l].bare[0]]).every((b) => existsSync(b)));
   const home = mkdtempSync(join(tmpdir(), 'burst-bench-'));
-  const POOL = 2;
-  const server = new Server(opts.sandcastle, ['--log-level', 'warn', '--pool-size', String(POOL)]);
-  await server.initialize('burst-bench');
-  await server.learnIdle();
   const baseBin = opts['baseline-bin'];
-  const base = baseBin ? new Server(baseBin, ['--log-level', 'warn', '--pool-size', String(POOL)]) : null;
-  if (base) { await base.initialize('burst-bench'); await base.learnIdle(); }
   const rows = [];
+  const servers = new Set();
+  // A server of its own for each round: its first burst is cold.
+  const withServer = async (bin, fn) => {
+    const s = await startServer(bin);
+    servers.add(s);
+    try { return await fn(s); } finally { servers.delete(s); await s.close(); }
+  };
   try {
     for (const lang of available) {
       // Warm-up: page cache, the language's first start.
       await bareBurst(lang, 2, home);
-      await sandcastleBurst(server, lang, 2);
-      if (base) await sandcastleBurst(base, lang, 2);
+      await withServer(opts.sandcastle, (s) => sandcastleBurst(s, lang, 2));
       for (const n of opts.sizes) {
-        const sc = [], bare = [], bs = [], iso = [];
+        const sc = [], again = [], bare = [], bs = [], iso = [];
         for (let r = 0; r < opts.rounds; r++) {
-          // Each server idle (the other's sandboxes gone too) before each burst.
-          const settle = async () => { await server.settle(); if (base) await base.settle(); };
-          const steps = [async () => bare.push(await bareBurst(lang, n, home)),
-            async () => sc.push(await sandcastleBurst(server, lang, n))];
-          if (opts.unshare) steps.splice(1, 0, async () => iso.push(await bareBurst(lang, n, home, true)));
-          if (base) steps.push(async () => bs.push(await sandcastleBurst(base, lang, n)));
+          const steps = [async () => { await cpuQuiet(); bare.push(await bareBurst(lang, n, home)); },
+            () => withServer(opts.sandcastle, async (s) => {
+              await cpuQuiet();
+              sc.push(await sandcastleBurst(s, lang, n));
+              // The pool grows to the burst it saw: the same burst again.
+              // (The pool sizes itself from a decayed count of arrivals: a
+              // little under N when they came spread over the first burst.)
+              const ready = await s.steady(Math.ceil(0.8 * Math.min(n, 64)));
+              await cpuQuiet();
+              again.push({ ...(await sandcastleBurst(s, lang, n)), ready });
+            })];
+          if (opts.unshare) steps.splice(1, 0, async () => { await cpuQuiet(); iso.push(await bareBurst(lang, n, home, true)); });
+          if (baseBin) {
+            steps.push(() => withServer(baseBin, async (s) => {
+              await cpuQuiet();
+              bs.push(await sandcastleBurst(s, lang, n));
+            }));
+          }
           if (r % 2) steps.reverse();
-          for (const step of steps) { await settle(); await step(); }
+          for (const step of steps) await step();
         }
         const row = {
           n, lang,
           sandcastle: median(sc.map((x) => x.wall)), bare: median(bare.map((x) => x.wall)),
-          failures: sc.reduce((a, x) => a + x.failures, 0), bareFailures: bare.reduce((a, x) => a + x.failures, 0),
-          calls: n * opts.rounds, exec50: median(sc.map((x) => x.exec50)), queuedMax: Math.max(...sc.map((x) => x.queuedMax)),
-          sample: sc.find((x) => x.sample)?.sample ?? null,
-          baseline: base ? median(bs.map((x) => x.wall)) : NaN, baseFailures: bs.reduce((a, x) => a + x.failures, 0),
+          again: median(again.map((x) => x.wall)), againReady: median(again.map((x) => x.ready)),
+          failures: [...sc, ...again].reduce((a, x) => a + x.failures, 0), bareFailures: bare.reduce((a, x) => a + x.failures, 0),
+          calls: 2 * n * opts.rounds, exec50: median(sc.map((x) => x.exec50)), queuedMax: Math.max(...sc.map((x) => x.queuedMax)),
+          sample: [...sc, ...again].find((x) => x.sample)?.sample ?? null,
+          baseline: baseBin ? median(bs.map((x) => x.wall)) : NaN, baseFailures: bs.reduce((a, x) => a + x.failures, 0),
           baseSample: bs.find((x) => x.sample)?.sample ?? null,
           unshare: opts.unshare ? median(iso.map((x) => x.wall)) : NaN,
         };
         rows.push(row);
-        if (!opts.json) process.stderr.write(`burst_bench: ${lang} N=${n}: ${ms(row.sandcastle)} ms vs ${ms(row.bare)} ms, ${row.failures} failures\n`);
+        if (!opts.json) {
+          process.stderr.write(`burst_bench: ${lang} N=${n}: cold ${ms(row.sandcastle)} ms, again ${ms(row.again)} ms ` +
+            `vs bare ${ms(row.bare)} ms, ${row.failures} failures\n`);
+        }
       }
     }
   } finally {
-    await server.close();
-    if (base) await base.close();
+    for (const s of servers) await s.close();
     rmSync(home, { recursive: true, force: true });
   }
   if (opts.json) {
@@ -221,20 +257,22 @@ async function main() {
   } else {
     const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
     console.log(`N one-shot \`execute_code\` calls sent at once over one stdio client (server defaults: cap 64, pool ${POOL}), ` +
-      `vs N bare processes started at once; median wall time over ${opts.rounds} rounds, bare and sandcastle interleaved; ` +
+      `vs N bare processes started at once; median wall time over ${opts.rounds} rounds, bare and sandcastle interleaved, ` +
+      `a server started afresh for each round; "cold": its first burst; "again": the same burst once the pool has grown to it; ` +
       `load average at the end ${load}.`);
     console.log('');
-    const bh = (opts.unshare ? ' bare under unshare ms | its ratio to bare | sandcastle / unshare |' : '') +
-      (base ? ' baseline ms | baseline ratio | baseline failures |' : '');
-    console.log(`| N | language | sandcastle ms | bare ms | ratio | failures | exec in sandbox p50 ms | longest wait in line ms |${bh}`);
-    console.log(`|---:|---|---:|---:|---:|---:|---:|---:|${opts.unshare ? '---:|---:|---:|' : ''}${base ? '---:|---:|---:|' : ''}`);
+    const bh = (opts.unshare ? ' bare under unshare ms | its ratio to bare | cold / unshare |' : '') +
+      (baseBin ? ' baseline cold ms | baseline ratio | baseline failures |' : '');
+    console.log(`| N | language | cold ms | ratio | again ms | ratio | ready at its start | bare ms | failures | exec in sandbox p50 ms (cold) | longest wait in line ms |${bh}`);
+    console.log(`|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|${opts.unshare ? '---:|---:|---:|' : ''}${baseBin ? '---:|---:|---:|' : ''}`);
     for (const r of rows) {
       const bc = (opts.unshare ? ` ${ms(r.unshare)} | ${(r.unshare / r.bare).toFixed(2)}× | ${(r.sandcastle / r.unshare).toFixed(2)}× |` : '') +
-        (base ? ` ${ms(r.baseline)} | ${(r.baseline / r.bare).toFixed(2)}× | ${r.baseFailures}/${r.calls} |` : '');
-      console.log(`| ${r.n} | ${r.lang} | ${ms(r.sandcastle)} | ${ms(r.bare)} | ${(r.sandcastle / r.bare).toFixed(2)}× | ` +
+        (baseBin ? ` ${ms(r.baseline)} | ${(r.baseline / r.bare).toFixed(2)}× | ${r.baseFailures}/${r.n * opts.rounds} |` : '');
+      console.log(`| ${r.n} | ${r.lang} | ${ms(r.sandcastle)} | ${(r.sandcastle / r.bare).toFixed(2)}× | ${ms(r.again)} | ` +
+        `${(r.again / r.bare).toFixed(2)}× | ${r.againReady} | ${ms(r.bare)} | ` +
         `${r.failures}/${r.calls}${r.bareFailures ? ` (bare: ${r.bareFailures})` : ''} | ${ms(r.exec50)} | ${ms(r.queuedMax)} |${bc}`);
     }
-    if (base) console.log(`\nbaseline: ${baseBin}`);
+    if (baseBin) console.log(`\nbaseline: ${baseBin}`);
     for (const r of rows) if (r.sample) console.log(`\n${r.lang} N=${r.n} failure sample: ${r.sample}`);
     for (const r of rows) if (r.baseSample) console.log(`\nbaseline ${r.lang} N=${r.n} failure sample: ${r.baseSample}`);
   }

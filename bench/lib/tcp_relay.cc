@@ -7,8 +7,9 @@
 // scheduled on the same cores), the gap between this row and the proxy is
 // sandcastle's own.
 //
-// Usage: tcp_relay --target PORT   prints the port it listens on, then serves
-//                                  one connection at a time until killed.
+// Usage: tcp_relay --target PORT [--host IPV4]   prints the port it listens on
+//        (127.0.0.1), then serves one connection at a time until killed; the
+//        target is IPV4:PORT (default 127.0.0.1).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -32,6 +33,12 @@ sockaddr_in loopback(int port) {
   return a;
 }
 
+// The target's address: `host` (IPv4, dotted) and `port`.
+struct Target {
+  in_addr host{htonl(INADDR_LOOPBACK)};
+  int port = 0;
+};
+
 // Copies what `from` has to `to`; false at its end (or an error).
 bool move(int from, int to, std::vector<char>& buf) {
   const ssize_t n = ::read(from, buf.data(), buf.size());
@@ -49,10 +56,11 @@ bool move(int from, int to, std::vector<char>& buf) {
 
 // Both ways in one thread, poll(2) and blocking copies: no thread to start
 // per connection, so the row is the hop itself.
-void serve(int client, int target) {
+void serve(int client, const Target& target) {
   const int one = 1;
   const int up = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const sockaddr_in to = loopback(target);
+  sockaddr_in to = loopback(target.port);
+  to.sin_addr = target.host;
   if (up >= 0 && ::connect(up, reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0) {
     ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     ::setsockopt(up, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -75,11 +83,19 @@ void serve(int client, int target) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 || std::strcmp(argv[1], "--target") != 0) {
-    std::fprintf(stderr, "usage: tcp_relay --target PORT\n");
+  Target target;
+  bool usage = argc != 3 && argc != 5;
+  for (int i = 1; !usage && i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--target") == 0)
+      target.port = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--host") != 0 ||
+             ::inet_pton(AF_INET, argv[i + 1], &target.host) != 1)
+      usage = true;
+  }
+  if (usage || target.port <= 0 || target.port > 65535) {
+    std::fprintf(stderr, "usage: tcp_relay --target PORT [--host IPV4]\n");
     return 2;
   }
-  const int target = std::atoi(argv[2]);
   const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a = loopback(0);
   socklen_t len = sizeof a;
