@@ -290,6 +290,10 @@ int InitLoop::run() {
       // gets a supervisor of its own, start_exec).
       done = done || last;
       shed = done;
+      if (done && slot.fd >= 0) {  // (a last exec with a listen_port left it)
+        ::close(slot.fd);
+        slot = {};
+      }
     }
   }
 }

@@ -47,9 +47,18 @@ Result<Prespawned> BackendShared::new_prespawned(const Limits& limits, Making ma
 void BackendShared::set_making_share(const std::shared_ptr<SandboxCgroup>& cgroup, Making making) {
   // Under the lock: a create that starts waiting lifts these (take_ready).
   std::lock_guard lock(pool_mu);
-  const bool ahead = making == Making::kAhead && waiting == 0;
-  (void)cgroup->set_cpu_share(ahead ? CpuShare::kBackground : CpuShare::kNormal);
+  const bool ahead = making == Making::kAhead && waiting == 0 && !stopping;
+  share_or_warn(*cgroup, ahead ? CpuShare::kBackground : CpuShare::kNormal);
   if (ahead) making_ahead.push_back(cgroup);
+}
+
+void BackendShared::share_or_warn(SandboxCgroup& cgroup, CpuShare share) {
+  auto st = cgroup.set_cpu_share(share);
+  if (!st && !share_warned.exchange(true))
+    spdlog::warn(
+        "native sandbox: setting a sandbox's CPU share: {} (sandboxes may run at the "
+        "share they had; warned once)",
+        st.error().message());
 }
 
 Result<std::string> BackendShared::bind_disk(Prespawned& p, const AttachedDisk& disk) {
@@ -265,6 +274,9 @@ PoolStats BackendShared::pool_stats_locked() {
 }
 
 std::optional<ReadySandbox> BackendShared::take_ready(const std::string& key) {
+  // Declared before the lock: the groups lifted below are let go after it
+  // (the last reference to a failed make's group removes its directories).
+  std::vector<std::shared_ptr<SandboxCgroup>> lifted;
   std::unique_lock lock(pool_mu);
   if (sizer.policy().min == 0) return std::nullopt;
   // Only creates the pool could serve count towards its rate: a burst of
@@ -285,7 +297,7 @@ std::optional<ReadySandbox> BackendShared::take_ready(const std::string& key) {
         r.init.pidfd.get(), POLLIN, 0
       };
       if (::poll(&pfd, 1, 0) == 0) {
-        if (r.cgroup) (void)r.cgroup->set_cpu_share(CpuShare::kNormal);  // in use from now on
+        if (r.cgroup) share_or_warn(*r.cgroup, CpuShare::kNormal);  // in use from now on
         lock.lock();
         ++pool_taken;
         return r;
@@ -302,7 +314,10 @@ std::optional<ReadySandbox> BackendShared::take_ready(const std::string& key) {
     ++waiting;
     // Demand outruns the pool: the ones being made are needed now.
     for (auto& w : making_ahead)
-      if (auto cg = w.lock()) (void)cg->set_cpu_share(CpuShare::kNormal);
+      if (auto cg = w.lock()) {
+        share_or_warn(*cg, CpuShare::kNormal);
+        lifted.push_back(std::move(cg));
+      }
     making_ahead.clear();
     pool_cv.notify_all();  // a refill held back for the last take starts now
     pool_cv.wait(lock);
@@ -442,6 +457,10 @@ void BackendShared::shutdown() {
     {
       std::unique_lock lock(pool_mu);
       stopping = true;
+      // A refill in progress finishes at the normal share: shutdown joins it.
+      for (auto& w : making_ahead)
+        if (auto cg = w.lock()) share_or_warn(*cg, CpuShare::kNormal);
+      making_ahead.clear();
       pool_cv.notify_all();
       // A create in progress ends with its sandbox tracked (or failed).
       pool_cv.wait(lock, [&] { return creating == 0; });

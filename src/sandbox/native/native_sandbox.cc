@@ -212,7 +212,9 @@ Status NativeSandbox::end(bool remove_files) {
       // SIGKILL to PID 1 now: the kernel kills every process of the sandbox,
       // and with the last one its mounts go. Waiting for that and removing
       // the cgroup happen on the reaper thread, off the caller's path.
-      shared_->reaper.kill_and_release(id_, std::move(init_), cgroup_);
+      // A persistent sandbox's release waits for the exit (below): at the
+      // normal share then.
+      shared_->reaper.kill_and_release(id_, std::move(init_), cgroup_, /*background=*/!disk_);
     }
     disk = std::move(disk_);
     mirror = std::move(mirror_);

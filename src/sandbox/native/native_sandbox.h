@@ -129,6 +129,9 @@ struct BackendShared {
   // A new sandbox's CPU share for `making` (listed in making_ahead if
   // background).
   void set_making_share(const std::shared_ptr<SandboxCgroup>& cgroup, Making making);
+  // Sets a group's share; a failure is logged once per backend.
+  void share_or_warn(SandboxCgroup& cgroup, CpuShare share);
+  std::atomic<bool> share_warned{false};
   // `disk`: a persistent sandbox's storage, bound as its /workspace (host)
   // or holding its overlay's upper dir (image).
   Result<Prespawned> begin_sandbox(const Limits& limits, const AttachedDisk* disk = nullptr,

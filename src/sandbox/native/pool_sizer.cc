@@ -38,14 +38,15 @@ void PoolSizer::on_create(TimePoint now) {
   const double dt = std::max(0.0, seconds(now - last_));
   burst_ = decay(burst_, dt, policy_.window) + 1;
   const double held = held_peak(now);
-  // A burst about as large as the one held (the same burst repeated, its
-  // arrival spread a little differently) holds it again; a larger one
-  // replaces it.
+  // A larger burst replaces the one held; one about as large (3/4 of it or
+  // more: the same burst repeated, its arrival spread a little differently)
+  // holds the larger of itself and 3/4 of the held one, so recurring bursts
+  // keep the pool grown and a steady load settles at its own size.
   if (burst_ >= held) {
     peak_ = burst_;
     peak_at_ = now;
   } else if (burst_ >= 0.75 * held) {
-    peak_ = held;
+    peak_ = std::max(burst_, 0.75 * held);
     peak_at_ = now;
   }
   last_ = now;

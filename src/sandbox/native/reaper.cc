@@ -43,10 +43,11 @@ std::shared_ptr<SandboxCgroup> Reaper::take_spare_cgroup() {
   return cg;
 }
 
-void Reaper::kill_and_release(std::string id, InitProcess init, std::shared_ptr<SandboxCgroup> cgroup) {
+void Reaper::kill_and_release(std::string id, InitProcess init,
+                              std::shared_ptr<SandboxCgroup> cgroup, bool background) {
   // Its processes' exit (unmapping memory, unmounting, closing) yields to
-  // the sandboxes in use; loop() lifts that if they take too long.
-  if (cgroup) (void)cgroup->set_cpu_share(CpuShare::kBackground);
+  // the sandboxes in use; wait_for_exit lifts that if they take too long.
+  if (cgroup && background) (void)cgroup->set_cpu_share(CpuShare::kBackground);
   if (init.pidfd) syscall(SYS_pidfd_send_signal, init.pidfd.get(), SIGKILL, nullptr, 0);
   // The control socket is init's lifeline too: closed, its loop ends.
   init.control.reset();
@@ -71,24 +72,44 @@ void Reaper::drain() {
   cv_.wait(lock, [&] { return queue_.empty() && in_flight_ == 0; });
 }
 
-// A busy machine could keep a background exit waiting indefinitely, and
-// a dying sandbox still holds its memory: after kBackgroundExit it exits
-// at the normal share.
-void Reaper::exit_in_background(Item& item) {
-  if (!item.cgroup || !item.init.pidfd || item.cgroup->cpu_share() != CpuShare::kBackground) return;
+// A busy machine could keep a background exit waiting indefinitely, and a
+// dying sandbox still holds its memory: every killed sandbox, this one and
+// those queued behind it, gets the normal share once kBackgroundExit has
+// passed since its kill (looked at every kLiftCheck while one exits).
+void Reaper::wait_for_exit(Item& item) {
+  if (!item.init.pidfd) return;
   struct pollfd p {
     item.init.pidfd.get(), POLLIN, 0
   };
-  const auto deadline = item.killed_at + kBackgroundExit;
   for (;;) {
-    const auto left =
-        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    const int r = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (r > 0) return;
-    if (r < 0 && errno != EINTR) break;
+    const auto now = std::chrono::steady_clock::now();
+    const auto next = lift_overdue(item, now);
+    auto wait = kLiftCheck;
+    if (next != std::chrono::steady_clock::time_point::max())
+      wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(next - now));
+    const int r = ::poll(&p, 1, static_cast<int>(std::max<long long>(0, wait.count())));
+    if (r > 0 || (r < 0 && errno != EINTR)) return;
   }
-  (void)item.cgroup->set_cpu_share(CpuShare::kNormal);
+}
+
+// Lifts the overdue ones; returns the next deadline (max: none). Queued
+// items' groups are touched by this thread only (kill_and_release sets the
+// share before it queues them).
+std::chrono::steady_clock::time_point Reaper::lift_overdue(
+    Item& item, std::chrono::steady_clock::time_point now) {
+  auto next = std::chrono::steady_clock::time_point::max();
+  auto consider = [&](Item& it) {
+    if (!it.cgroup || it.cgroup->cpu_share() != CpuShare::kBackground) return;
+    const auto due = it.killed_at + kBackgroundExit;
+    if (due <= now)
+      (void)it.cgroup->set_cpu_share(CpuShare::kNormal);
+    else
+      next = std::min(next, due);
+  };
+  consider(item);
+  std::lock_guard lock(mu_);
+  for (auto& queued : queue_) consider(queued);
+  return next;
 }
 
 void Reaper::loop() {
@@ -101,7 +122,7 @@ void Reaper::loop() {
     ++in_flight_;
     lock.unlock();
     item.keep.reset();
-    exit_in_background(item);
+    wait_for_exit(item);
     kill_and_reap(item.init);
     // Only this thread adds spares, so the room seen here is still there below.
     bool room = false;

@@ -3,8 +3,9 @@
 // the sandbox and its mounts go with the last of them) and hands the rest —
 // waiting for the exit, removing the cgroup — to this thread, so the caller
 // does not wait for the kernel's namespace teardown. The exit itself runs at
-// CpuShare::kBackground for up to kBackgroundExit after the kill, so a burst's
-// teardown does not compete with the burst.
+// CpuShare::kBackground for up to kBackgroundExit after the kill (every killed
+// sandbox, queued or not), so a burst's teardown does not compete with the
+// burst.
 //
 // An emptied v1 cgroup is kept for the next sandbox (SandboxCgroup::recycle)
 // when nothing else still refers to it, up to kMaxSpareCgroups; the rest are
@@ -37,8 +38,11 @@ class Reaper {
   Reaper(const Reaper&) = delete;
   Reaper& operator=(const Reaper&) = delete;
 
-  // Sends SIGKILL now; reaps and removes the cgroup later.
-  void kill_and_release(std::string id, InitProcess init, std::shared_ptr<SandboxCgroup> cgroup);
+  // Sends SIGKILL now; reaps and removes the cgroup later. `background`:
+  // the exit runs at CpuShare::kBackground at first (false when a caller
+  // waits for it, as a persistent sandbox's release does).
+  void kill_and_release(std::string id, InitProcess init, std::shared_ptr<SandboxCgroup> cgroup,
+                        bool background = true);
   // Drops `obj` on this thread: a teardown that waits on the kernel (an
   // image sandbox's idmapped layer binds, image_root.h) off the create path.
   void release(std::shared_ptr<void> obj);
@@ -51,8 +55,9 @@ class Reaper {
   void release_spares();
   static constexpr std::size_t kMaxSpareCgroups = 16;
   // How long a killed sandbox exits at CpuShare::kBackground before it
-  // gets the normal share.
+  // gets the normal share (looked at every kLiftCheck, queued ones too).
   static constexpr std::chrono::milliseconds kBackgroundExit{250};
+  static constexpr std::chrono::milliseconds kLiftCheck{50};
 
  private:
   struct Item {
@@ -63,7 +68,9 @@ class Reaper {
     std::chrono::steady_clock::time_point killed_at{};
   };
   void loop();
-  void exit_in_background(Item& item);
+  void wait_for_exit(Item& item);
+  std::chrono::steady_clock::time_point lift_overdue(Item& item,
+                                                     std::chrono::steady_clock::time_point now);
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;

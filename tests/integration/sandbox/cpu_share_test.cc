@@ -1,15 +1,18 @@
 // Background CPU share (cgroup.h, CpuShare): a group set to kBackground gets
-// v1 cpu.shares 2 and back to 1024; a killed sandbox exits at the background
-// share, and one that has not exited after Reaper::kBackgroundExit gets the
-// normal share (a busy machine must not keep its memory held indefinitely).
+// v1 cpu.shares 2 and back to 1024; killed sandboxes exit at the background
+// share, and those that have not exited after Reaper::kBackgroundExit get the
+// normal share, queued ones too (a busy machine must not keep their memory
+// held indefinitely); a kill a caller waits for keeps the normal share.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "sandbox/native/cgroup.h"
 #include "sandbox/native/fs_util.h"
@@ -71,50 +74,93 @@ struct FreezerGroup {
   }
 };
 
-TEST(CpuShare, AKilledSandboxExitsAtTheBackgroundShareAndGetsTheNormalOneIfSlow) {
+// Two sandboxes killed together, both slow to exit: the reaper waits on the
+// first, and the one queued behind it gets the normal share on time too.
+TEST(CpuShare, KilledSandboxesExitAtTheBackgroundShareAndGetTheNormalOneIfSlow) {
   CgroupSupport support = native::detect_cgroups();
   if (!has_v1_cpu(support)) GTEST_SKIP() << "needs a writable cgroup v1 cpu hierarchy (root)";
   if (::access("/sys/fs/cgroup/freezer", W_OK) != 0)
     GTEST_SKIP() << "needs the v1 freezer hierarchy";
-  const std::string name = "sandcastle-" + std::to_string(::getpid()) + "-slow-exit";
-  auto made = SandboxCgroup::create(support, name, Limits{});
+  const std::string prefix = "sandcastle-" + std::to_string(::getpid()) + "-slow-exit-";
+  FreezerGroup freezer(prefix + "freezer");
+  ASSERT_FALSE(freezer.dir.empty());
+  struct Dying {
+    std::shared_ptr<SandboxCgroup> cg;
+    pid_t pid = -1;
+    native::InitProcess init;
+  };
+  std::vector<Dying> dying(2);
+  for (std::size_t i = 0; i < dying.size(); ++i) {
+    auto made = SandboxCgroup::create(support, prefix + std::to_string(i), Limits{});
+    ASSERT_TRUE(made.ok()) << made.error().message();
+    dying[i].cg = std::move(*made);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      for (;;) ::pause();
+    }
+    ASSERT_GT(pid, 0);
+    dying[i].pid = pid;
+    ASSERT_TRUE(dying[i].cg->add_process(pid).ok());
+    ASSERT_TRUE(native::write_small_file(freezer.dir + "/cgroup.procs", std::to_string(pid)));
+    dying[i].init.pid = pid;
+    dying[i].init.pidfd = UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+    ASSERT_TRUE(dying[i].init.pidfd);
+  }
+  ASSERT_TRUE(freezer.set("FROZEN"));
+
+  native::Reaper reaper;
+  const auto killed = std::chrono::steady_clock::now();  // no later than the reaper's
+  for (auto& d : dying) reaper.kill_and_release("slow", std::move(d.init), d.cg);
+  // Killed: background at once (set before the signal).
+  for (auto& d : dying) EXPECT_EQ(shares_of(*d.cg), "2\n");
+  // Still frozen, so not exited: the normal share after kBackgroundExit,
+  // the second (queued behind the first, which the reaper waits on) too.
+  auto all_normal = [&] {
+    return std::all_of(dying.begin(), dying.end(),
+                       [](const Dying& d) { return shares_of(*d.cg) == "1024\n"; });
+  };
+  for (int i = 0; i < 1000 && !all_normal(); ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE(all_normal());
+  EXPECT_GE(std::chrono::steady_clock::now() - killed, native::Reaper::kBackgroundExit);
+  // Thawed, the kills land; the reaper finishes with them.
+  ASSERT_TRUE(freezer.set("THAWED"));
+  for (auto& d : dying) {
+    int st = 0;
+    ASSERT_EQ(::waitpid(d.pid, &st, 0), d.pid);
+    EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    d.cg.reset();
+  }
+  reaper.drain();
+  reaper.release_spares();  // the groups, if they were kept for next sandboxes
+}
+
+// A caller that waits for the exit (a persistent sandbox's release) keeps
+// the normal share.
+TEST(CpuShare, AKillACallerWaitsForKeepsTheNormalShare) {
+  CgroupSupport support = native::detect_cgroups();
+  if (!has_v1_cpu(support)) GTEST_SKIP() << "needs a writable cgroup v1 cpu hierarchy (root)";
+  auto made = SandboxCgroup::create(support, "sandcastle-" + std::to_string(::getpid()) + "-waited",
+                                    Limits{});
   ASSERT_TRUE(made.ok()) << made.error().message();
   std::shared_ptr<SandboxCgroup> cg = std::move(*made);
-  FreezerGroup freezer(name);
-  ASSERT_FALSE(freezer.dir.empty());
-
-  pid_t pid = ::fork();
+  const pid_t pid = ::fork();
   if (pid == 0) {
     for (;;) ::pause();
   }
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(cg->add_process(pid).ok());
-  ASSERT_TRUE(native::write_small_file(freezer.dir + "/cgroup.procs", std::to_string(pid)));
-  ASSERT_TRUE(freezer.set("FROZEN"));
   native::InitProcess init;
   init.pid = pid;
   init.pidfd = UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-  ASSERT_TRUE(init.pidfd);
-
   native::Reaper reaper;
-  const auto killed = std::chrono::steady_clock::now();  // no later than the reaper's
-  reaper.kill_and_release(name, std::move(init), cg);
-  // Killed: background at once (set before the signal).
-  EXPECT_EQ(shares_of(*cg), "2\n");
-  // Still frozen, so not exited: the normal share after kBackgroundExit.
-  std::string shares;
-  for (int i = 0; i < 1000 && (shares = shares_of(*cg)) != "1024\n"; ++i)
-    std::this_thread::sleep_for(5ms);
-  EXPECT_EQ(shares, "1024\n");
-  EXPECT_GE(std::chrono::steady_clock::now() - killed, native::Reaper::kBackgroundExit);
-  // Thawed, the kill lands; the reaper finishes with it.
-  ASSERT_TRUE(freezer.set("THAWED"));
+  reaper.kill_and_release("waited", std::move(init), cg, /*background=*/false);
+  EXPECT_EQ(shares_of(*cg), "1024\n");
   int st = 0;
   ASSERT_EQ(::waitpid(pid, &st, 0), pid);
   EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
   cg.reset();
   reaper.drain();
-  reaper.release_spares();  // the group, if it was kept for a next sandbox
+  reaper.release_spares();
 }
 
 }  // namespace
