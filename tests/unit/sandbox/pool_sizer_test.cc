@@ -65,21 +65,21 @@ TEST(PoolSizer, RepeatedBurstsKeepThePoolWhole) {
   for (int round = 0; round < 5; ++round, t += 2s)
     for (int i = 0; i < 50; ++i) s.on_create(t + i * 100us);
   EXPECT_GE(s.target(t, 0), 49u);
-  // One a little smaller (45, its arrival more spread) holds it again, at
-  // its own size: kept whole for a hold from now.
-  for (int i = 0; i < 45; ++i) s.on_create(t + i * 100us);
-  EXPECT_EQ(s.target(t + 4s, 0), 45u);
-  // A small one does not: held from the burst of 45 (at t), fading once
+  // One a little smaller (40, its arrival more spread) holds it again:
+  // kept whole for a hold from now.
+  for (int i = 0; i < 40; ++i) s.on_create(t + i * 100us);
+  EXPECT_GE(s.target(t + 4s, 0), 49u);
+  // A small one does not: held from the burst of 40 (at t), fading once
   // its hold is over.
   t += 2s;
   for (int i = 0; i < 10; ++i) s.on_create(t + i * 100us);
-  EXPECT_EQ(s.target(t + 2s, 0), 45u);
-  EXPECT_LT(s.target(t + 5s, 0), 45u);
+  EXPECT_GE(s.target(t + 2s, 0), 49u);
+  EXPECT_LT(s.target(t + 5s, 0), 49u);
 }
 
-// A steady load re-holds the pool at its own size, never above it: the
-// pool does not stay grown past what the load needs.
-TEST(PoolSizer, SteadyLoadSettlesAtItsOwnSize) {
+// A steady load after a burst lets the burst's size fade, down to at most
+// 4/3 of its own size (where it holds the pool again), not to the floor.
+TEST(PoolSizer, SteadyLoadSettlesNearItsOwnSize) {
   PoolSizer s(policy(1, 64));
   TimePoint t = kT0;
   for (int i = 0; i < 30; ++i) s.on_create(t + i * 100us);  // one burst of 30
@@ -88,7 +88,7 @@ TEST(PoolSizer, SteadyLoadSettlesAtItsOwnSize) {
     t += 3s;
     for (int i = 0; i < 10; ++i) s.on_create(t + i * 100us);
   }
-  EXPECT_LE(s.target(t, 0), 11u);
+  EXPECT_LE(s.target(t, 0), 14u);
   EXPECT_GE(s.target(t, 0), 10u);
 }
 
