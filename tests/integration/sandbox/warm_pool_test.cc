@@ -368,7 +368,13 @@ TEST_F(WarmPoolTest, PooledSandboxesWaitAtTheBackgroundShareAndRunAtTheNormal) {
 TEST(WarmPool, TestsRunInAProcessOfTheirOwn) {
   auto child = run_tests_in_child("WarmPoolTest.*", kChildEnv);
   EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.out;
-  EXPECT_NE(child.out.find("[  PASSED  ] 7 tests."), std::string::npos) << child.out;
+  // The CPU-share test needs a v1 cpu hierarchy it can write (root here);
+  // without one it says why it skipped.
+  const auto support = native::detect_cgroups();
+  const bool shares =
+      support.version == native::CgroupVersion::kV1 && support.v1_parents.count("cpu");
+  const std::string passed = "[  PASSED  ] " + std::to_string(shares ? 7 : 6) + " tests.";
+  EXPECT_NE(child.out.find(passed), std::string::npos) << child.out;
 }
 
 }  // namespace
