@@ -52,6 +52,15 @@ void BackendShared::set_making_share(const std::shared_ptr<SandboxCgroup>& cgrou
   if (ahead) making_ahead.push_back(cgroup);
 }
 
+void BackendShared::lift_making_ahead_locked(std::vector<std::shared_ptr<SandboxCgroup>>& lifted) {
+  for (auto& w : making_ahead)
+    if (auto cg = w.lock()) {
+      share_or_warn(*cg, CpuShare::kNormal);
+      lifted.push_back(std::move(cg));
+    }
+  making_ahead.clear();
+}
+
 void BackendShared::share_or_warn(SandboxCgroup& cgroup, CpuShare share) {
   auto st = cgroup.set_cpu_share(share);
   if (!st && !share_warned.exchange(true))
@@ -312,13 +321,7 @@ std::optional<ReadySandbox> BackendShared::take_ready(const std::string& key) {
     // build their own meanwhile (on their own threads, in parallel).
     if (stopping || refill_failing || waiting >= refilling) return std::nullopt;
     ++waiting;
-    // Demand outruns the pool: the ones being made are needed now.
-    for (auto& w : making_ahead)
-      if (auto cg = w.lock()) {
-        share_or_warn(*cg, CpuShare::kNormal);
-        lifted.push_back(std::move(cg));
-      }
-    making_ahead.clear();
+    lift_making_ahead_locked(lifted);  // demand outruns the pool: they are needed now
     pool_cv.notify_all();  // a refill held back for the last take starts now
     pool_cv.wait(lock);
     --waiting;
@@ -400,7 +403,8 @@ void BackendShared::refill_loop() {
       auto cg = w.lock();
       return !cg || (r && cg == r->cgroup);
     });
-    // A failed make's group may live on (a spare): the older entries go.
+    // At most one entry per make in progress (a failed make's group is gone
+    // by now; this only keeps the bound should that ever change).
     while (making_ahead.size() > refilling) making_ahead.erase(making_ahead.begin());
     refill_failing = !r;
     if (r) {
@@ -454,17 +458,17 @@ void BackendShared::untrack(NativeSandbox* sandbox) {
 
 void BackendShared::shutdown() {
   std::call_once(shutdown_once, [this] {
+    std::vector<std::shared_ptr<SandboxCgroup>> lifted;  // let go after the lock
     {
       std::unique_lock lock(pool_mu);
       stopping = true;
       // A refill in progress finishes at the normal share: shutdown joins it.
-      for (auto& w : making_ahead)
-        if (auto cg = w.lock()) share_or_warn(*cg, CpuShare::kNormal);
-      making_ahead.clear();
+      lift_making_ahead_locked(lifted);
       pool_cv.notify_all();
       // A create in progress ends with its sandbox tracked (or failed).
       pool_cv.wait(lock, [&] { return creating == 0; });
     }
+    lifted.clear();
     for (auto& t : refill_threads) t.join();
     std::deque<ReadySandbox> pooled;
     {

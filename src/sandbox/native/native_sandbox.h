@@ -129,6 +129,10 @@ struct BackendShared {
   // A new sandbox's CPU share for `making` (listed in making_ahead if
   // background).
   void set_making_share(const std::shared_ptr<SandboxCgroup>& cgroup, Making making);
+  // Lifts every group in making_ahead to the normal share and empties it
+  // (under pool_mu); the groups go to `lifted`, for the caller to let go
+  // after the lock (a last reference removes a group's directories).
+  void lift_making_ahead_locked(std::vector<std::shared_ptr<SandboxCgroup>>& lifted);
   // Sets a group's share; a failure is logged once per backend.
   void share_or_warn(SandboxCgroup& cgroup, CpuShare share);
   std::atomic<bool> share_warned{false};

@@ -51,6 +51,23 @@ TEST(CpuShare, BackgroundIsTwoSharesAndNormalIsTheDefault) {
   EXPECT_TRUE((*cg)->remove().ok());
 }
 
+// A child that waits in pause(2), in `cg`, as a killed sandbox's init
+// stand-in: its pid and a pidfd (pid -1 on failure, reported).
+native::InitProcess paused_child_in(SandboxCgroup& cg) {
+  native::InitProcess init;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    for (;;) ::pause();
+  }
+  EXPECT_GT(pid, 0);
+  if (pid <= 0) return init;
+  EXPECT_TRUE(cg.add_process(pid).ok());
+  init.pid = pid;
+  init.pidfd = UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  EXPECT_TRUE(init.pidfd);
+  return init;
+}
+
 // A v1 freezer group of the test's own: a frozen process does not act on
 // SIGKILL until thawed, which stands for a sandbox whose exit is slow.
 struct FreezerGroup {
@@ -94,17 +111,11 @@ TEST(CpuShare, KilledSandboxesExitAtTheBackgroundShareAndGetTheNormalOneIfSlow) 
     auto made = SandboxCgroup::create(support, prefix + std::to_string(i), Limits{});
     ASSERT_TRUE(made.ok()) << made.error().message();
     dying[i].cg = std::move(*made);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      for (;;) ::pause();
-    }
-    ASSERT_GT(pid, 0);
-    dying[i].pid = pid;
-    ASSERT_TRUE(dying[i].cg->add_process(pid).ok());
-    ASSERT_TRUE(native::write_small_file(freezer.dir + "/cgroup.procs", std::to_string(pid)));
-    dying[i].init.pid = pid;
-    dying[i].init.pidfd = UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-    ASSERT_TRUE(dying[i].init.pidfd);
+    dying[i].init = paused_child_in(*dying[i].cg);
+    dying[i].pid = dying[i].init.pid;
+    ASSERT_GT(dying[i].pid, 0);
+    ASSERT_TRUE(
+        native::write_small_file(freezer.dir + "/cgroup.procs", std::to_string(dying[i].pid)));
   }
   ASSERT_TRUE(freezer.set("FROZEN"));
 
@@ -143,15 +154,9 @@ TEST(CpuShare, AKillACallerWaitsForKeepsTheNormalShare) {
                                     Limits{});
   ASSERT_TRUE(made.ok()) << made.error().message();
   std::shared_ptr<SandboxCgroup> cg = std::move(*made);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    for (;;) ::pause();
-  }
+  native::InitProcess init = paused_child_in(*cg);
+  const pid_t pid = init.pid;
   ASSERT_GT(pid, 0);
-  ASSERT_TRUE(cg->add_process(pid).ok());
-  native::InitProcess init;
-  init.pid = pid;
-  init.pidfd = UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   native::Reaper reaper;
   reaper.kill_and_release("waited", std::move(init), cg, /*background=*/false);
   EXPECT_EQ(shares_of(*cg), "1024\n");

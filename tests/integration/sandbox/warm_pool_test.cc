@@ -108,6 +108,18 @@ class WarmPoolTest : public ::testing::Test {
     EXPECT_TRUE(b.ok()) << b.error().message();
     return b ? std::move(*b) : nullptr;
   }
+  // A backend whose pool holds two (at most two), once both are ready;
+  // null (and the test failed) otherwise.
+  static std::unique_ptr<NativeBackend> pool_of_two_filled() {
+    NativeBackendOptions o;
+    o.pool.min = 2;
+    o.pool.max = 2;
+    auto b = backend(o);
+    if (!b) return nullptr;
+    const bool filled = b->wait_pool([](const PoolStats& s) { return s.ready == 2; }, 60s);
+    EXPECT_TRUE(filled) << "ready " << b->pool_stats().ready;
+    return filled ? std::move(b) : nullptr;
+  }
   static SandboxSpec spec(SpecOptions o = {}) {
     auto s = SandboxSpec::create(std::move(o));
     EXPECT_TRUE(s.ok()) << s.error().message();
@@ -157,12 +169,8 @@ TEST_F(WarmPoolTest, PoolSizeZeroMakesNoInitAndNoZygoteAheadOfDemand) {
 
 TEST_F(WarmPoolTest, PoolOfTwoHoldsExactlyTwoInits) {
   const auto before = zygotes_and_inits();
-  NativeBackendOptions o;
-  o.pool.min = 2;
-  o.pool.max = 2;
-  auto b = backend(o);
+  auto b = pool_of_two_filled();
   ASSERT_NE(b, nullptr);
-  ASSERT_TRUE(b->wait_pool([](const PoolStats& s) { return s.ready == 2; }, 60s));
   auto z = new_zygotes(before);
   ASSERT_EQ(z.size(), 1u);
   EXPECT_EQ(z.begin()->second, 2u);
@@ -341,12 +349,8 @@ TEST_F(WarmPoolTest, PooledSandboxesWaitAtTheBackgroundShareAndRunAtTheNormal) {
         out[name] = native::read_small_file(parent + "/" + name + "/cpu.shares");
     return out;
   };
-  NativeBackendOptions o;
-  o.pool.min = 2;
-  o.pool.max = 2;
-  auto b = backend(o);
+  auto b = pool_of_two_filled();
   ASSERT_NE(b, nullptr);
-  ASSERT_TRUE(b->wait_pool([](const PoolStats& s) { return s.ready == 2; }, 60s));
   auto pooled = shares_by_group();
   ASSERT_EQ(pooled.size(), 2u);
   for (const auto& [name, shares] : pooled) EXPECT_EQ(shares, "2\n") << name;
