@@ -6,7 +6,8 @@
 # that order into one source.
 set(SANDCASTLE_EMBEDDED_KERNELS
   python_driver "${PROJECT_SOURCE_DIR}/src/kernels/python_cells.py|${PROJECT_SOURCE_DIR}/src/kernels/python_driver.py"
-  node_driver ${PROJECT_SOURCE_DIR}/src/kernels/node_driver.js)
+  node_driver ${PROJECT_SOURCE_DIR}/src/kernels/node_driver.js
+  python_ahead ${PROJECT_SOURCE_DIR}/src/kernels/python_ahead.py)
 
 set(_embed_out ${PROJECT_BINARY_DIR}/generated/kernel_sources.cc)
 set(_embed_body "")

@@ -217,6 +217,7 @@ Result<tools::ToolConfig> tool_config(const config::Config& cfg, const CommandLi
     if (cli.app.count(flag) && !cli.foreign_flags.at(flag).empty())
       tool_cfg.language_images[language] = cli.foreign_flags.at(flag);
   tool_cfg.default_language = cfg.default_language;
+  tool_cfg.start_ahead = cfg.start_ahead;
   tool_cfg.pip_index_url = cfg.pip_index_url;
   tool_cfg.npm_registry = cfg.npm_registry;
   tool_cfg.allowed_host_paths = cfg.allowed_host_paths;

@@ -240,6 +240,9 @@ void define_command_line(CommandLine& c, const AppHooks& hooks) {
                "most warm sandboxes a burst grows the pool to (default 64)");
   setting_flag("--pool-memory-mb", "sandbox.pool_memory_mb",
                "memory the warm pool may hold (default 64)");
+  setting_flag("--start-ahead", "sandbox.start_ahead",
+               "warm sandboxes start Python ahead of the one-shots that run it: true or false "
+               "(default true)");
   setting_flag(
       "--max-queued-runs", "sandbox.max_queued_runs",
       "one-shot execute_code calls that may wait for a sandbox at the cap (0: refuse at once)");

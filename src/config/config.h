@@ -73,6 +73,7 @@ struct Config {
   int64_t pool_size = 2;
   int64_t pool_max = 64;
   int64_t pool_memory_mb = 64;
+  bool start_ahead = true;  // pooled sandboxes start Python ahead (service/ahead.h)
   int64_t max_sandboxes = 64;
   int64_t max_per_key = 16;  // live sandboxes per API key or session; 0 = no quota
   int64_t max_queued_runs = 1024;  // one-shot runs that may wait at the cap; 0 = refuse at once

@@ -77,6 +77,26 @@ struct ExecRequest {
   bool last = false;
 };
 
+// A command a warm sandbox starts before any exec asks for it (an
+// interpreter, loaded and waiting), so that the exec it is made for costs a
+// message rather than the command's start-up. The started command is
+// base.argv followed by `loader`. It is handed the one exec whose argv is
+// base.argv followed by exactly one more word and whose every other field
+// (env, cwd, limits) equals base's and passes no fd; any other exec gets a
+// fresh process, as without it.
+// The handing over: the started command's fd 3 is a SOCK_SEQPACKET socket,
+// on which one message comes: that last word, with the exec's stdin,
+// stdout and stderr as SCM_RIGHTS. EOF instead means it is not wanted: it
+// exits. Until then its fds 0-2 are a pipe of its own.
+struct AheadCommand {
+  ExecRequest base;
+  std::vector<std::string> loader;
+  bool operator==(const AheadCommand& o) const {
+    return base.argv == o.base.argv && base.env == o.base.env && base.cwd == o.base.cwd &&
+           base.spec_env == o.base.spec_env && loader == o.loader;
+  }
+};
+
 enum class EndReason { kExited, kTimeout, kOutOfMemory, kKilled, kCancelled };
 const char* end_reason_name(EndReason r);
 
@@ -425,6 +445,9 @@ class Backend {
   // Sandboxes made ahead of demand and ready to hand out (the backend's warm
   // pool, the only one).
   virtual std::size_t warm_ready() const { return 0; }
+  // What warm sandboxes made from now on start ahead (AheadCommand);
+  // nothing: none. A backend without a warm pool ignores it.
+  virtual void set_ahead_command(std::optional<AheadCommand> /*command*/) {}
   // A clean exit: destroys every sandbox and removes everything the backend
   // made on the host; create fails afterwards.
   virtual void shutdown() {}

@@ -27,6 +27,9 @@ namespace sandcastle::service {
 struct Config {
   std::string default_language = "python";
   std::string default_image = "host";
+  // Warm sandboxes start Python ahead of the one-shots that run it
+  // (service/ahead.h; --start-ahead).
+  bool start_ahead = true;
   // Per-language default images (--python-image, --js-image): "python" ->
   // image. A create without an image of its own takes its language's.
   std::map<std::string, std::string> language_images;

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "common/metrics.h"
+#include "service/ahead.h"
 #include "service/history.h"
 #include "service/images.h"
 #include "service/kernel.h"
@@ -313,6 +314,9 @@ Result<RunResult> code_run(Env& env, const Caller& c, const json& args, const Ru
   const bool one_shot = !entry;
   std::optional<double> queued_ms;
   if (one_shot) {
+    // The pool's sandboxes start ahead what the next one-shot likely runs.
+    if (image == env.config.default_image)
+      follow_one_shot(env.config, env.manager.backend(), **lang);
     CreateRequest req;
     req.language = (*lang)->name;
     req.owner = c.owner;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 
+#include "service/ahead.h"
 #include "service/durable.h"
 #include "service/file_listing.h"
 #include "service/file_transfer.h"
@@ -63,6 +64,11 @@ struct Sandboxes::Impl {
 Sandboxes::Sandboxes(Env& env)
     : impl_(std::make_unique<Impl>(env)), events_(std::make_unique<SandboxEvents>()) {
   impl_->watch = std::make_unique<SandboxWatch>(env.manager, *events_);
+  // Until a one-shot says otherwise, the pool expects the default language.
+  // (An image's own language table is known at its first one-shot.)
+  if (auto lang = find_language(env.config.default_language);
+      lang.ok() && env.config.default_image == "host")
+    follow_one_shot(env.config, env.manager.backend(), **lang);
 }
 
 Sandboxes::~Sandboxes() {

@@ -32,7 +32,9 @@ using Clock = std::chrono::steady_clock;
 // case the sandbox itself stops answering.
 constexpr auto kReportGrace = std::chrono::seconds(10);
 
-Result<ExecWire> build_wire(const ExecRequest& req, const SandboxSpec& spec, bool have_cgroup) {
+}  // namespace
+
+Result<ExecWire> exec_wire_for(const ExecRequest& req, const SandboxSpec& spec, bool have_cgroup) {
   auto cmd = exec_command(req, spec);
   if (!cmd) return cmd.take_error();
   ExecWire w;
@@ -52,6 +54,8 @@ Result<ExecWire> build_wire(const ExecRequest& req, const SandboxSpec& spec, boo
   w.last = req.last;
   return w;
 }
+
+namespace {
 
 // The listener a private-network exec's supervisor sent crossed from the
 // sandbox: it must be what was asked for, a listening TCP socket on
@@ -80,7 +84,7 @@ Result<ExecResult> NativeSandbox::run_exec(const ExecRequest& req, const ExecCal
   if (req.private_listener_port != 0 && !callbacks.on_listener)
     return Error::make(ErrorCode::kInvalidArgument,
                        "exec: a private listener needs an on_listener callback");
-  auto wire = build_wire(req, spec_, cgroup_ != nullptr);
+  auto wire = exec_wire_for(req, spec_, cgroup_ != nullptr);
   if (!wire) return wire.take_error();
   std::string bytes = encode_control(ControlKind::kExec, encode(*wire));
   if (bytes.size() > kMaxExecRequestBytes)

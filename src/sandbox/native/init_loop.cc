@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -48,11 +49,15 @@ void reap_children() {
 struct Slot {
   pid_t pid = -1;
   int fd = -1;  // our end of its request socket
+  // Set: its command is started already (kAhead), for this exec only; kept
+  // however long it waits (the server asked for it).
+  std::optional<AheadWire> ahead;
 };
 
 // own_netns: the supervisor (and so its command) also gets a network
 // namespace of its own, for one exec with a listen_port (never a waiting slot).
-Slot start_slot(int control_fd, int signal_fd, const InitConfig& config, bool own_netns = false) {
+Slot start_slot(int control_fd, int signal_fd, const InitConfig& config, bool own_netns = false,
+                std::optional<AheadWire> ahead = std::nullopt) {
   int sp[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return {};
   // A fork into a new PID namespace: the child is that namespace's PID 1.
@@ -62,7 +67,7 @@ Slot start_slot(int control_fd, int signal_fd, const InitConfig& config, bool ow
     ::close(control_fd);
     ::close(sp[0]);
     close_rw_fd();
-    run_supervisor(sp[1], config, signal_fd, own_netns);
+    run_supervisor(sp[1], config, signal_fd, own_netns, ahead ? &*ahead : nullptr);
   }
   int err = errno;
   ::close(sp[1]);
@@ -71,7 +76,7 @@ Slot start_slot(int control_fd, int signal_fd, const InitConfig& config, bool ow
     errno = err;
     return {};
   }
-  return Slot{static_cast<pid_t>(pid), sp[0]};
+  return Slot{static_cast<pid_t>(pid), sp[0], std::move(ahead)};
 }
 
 // Returns whether the request was the sandbox's last exec (ExecWire::last).
@@ -89,6 +94,11 @@ bool start_exec(int control_fd, int signal_fd, const InitConfig& config, std::st
     err = own.fd >= 0 ? send_with_fds(own.fd, payload, m.fds, m.nfds) : errno;
     if (own.fd >= 0) ::close(own.fd);
   } else {
+    // A started command takes only its own exec: any other gets a new slot.
+    if (slot.ahead && (!ahead_matches(*slot.ahead, *req) || m.nfds != kExecRequestFds)) {
+      ::close(slot.fd);
+      slot = {};
+    }
     // The ready slot, or (if it died, or a concurrent exec took it before it
     // was replaced) a new one.
     err = slot.fd >= 0 ? send_with_fds(slot.fd, payload, m.fds, m.nfds) : EPIPE;
@@ -193,6 +203,15 @@ void open_net_listeners(std::string_view payload, ReceivedMessage& m) {
   for (int i = 0; i < n; ++i) ::close(fds[i]);
 }
 
+// The waiting slot replaced by one whose command starts now (AheadWire).
+void start_ahead(int control_fd, int signal_fd, const InitConfig& config, std::string_view payload,
+                 Slot& slot) {
+  auto ahead = decode_ahead(payload);
+  if (!ahead) return;
+  if (slot.fd >= 0) ::close(slot.fd);  // its supervisor and child exit
+  slot = start_slot(control_fd, signal_fd, config, false, std::move(*ahead));
+}
+
 // Receives one request; returns false when the server has gone away.
 // `last`: it was an exec the server said is the last (start no next slot).
 bool handle_request(int control_fd, int signal_fd, const InitConfig& config, char* buf, Slot& slot,
@@ -210,6 +229,9 @@ bool handle_request(int control_fd, int signal_fd, const InitConfig& config, cha
       case ControlKind::kSaveLayer: start_layer_worker(control_fd, signal_fd, config, msg->payload, m, slot); break;
       case ControlKind::kPersistMirror: start_mirror_worker(control_fd, signal_fd, config, msg->payload, m, slot); break;
       case ControlKind::kNetListeners: open_net_listeners(msg->payload, m); break;
+      case ControlKind::kAhead:
+        start_ahead(control_fd, signal_fd, config, msg->payload, slot);
+        break;
     }
   }
   m.close_fds();
@@ -255,7 +277,7 @@ int InitLoop::run() {
   for (;;) {
     if (slot.fd < 0 && !shed) slot = start_slot(st_->control_fd, st_->signal_fd, *st_->config);
     int timeout_ms = -1;
-    if (slot.fd >= 0) {
+    if (slot.fd >= 0 && !slot.ahead) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(last_request + kSlotIdle -
                                                                         std::chrono::steady_clock::now());
       timeout_ms = static_cast<int>(std::max<long long>(0, left.count()));

@@ -279,6 +279,8 @@ PoolStats BackendShared::pool_stats_locked() {
   st.taken = pool_taken;
   st.shed = pool_shed;
   st.peak_ready = pool_peak;
+  st.ahead = static_cast<std::size_t>(
+      std::count_if(pool.begin(), pool.end(), [](const ReadySandbox& r) { return r.ahead; }));
   return st;
 }
 
@@ -409,6 +411,8 @@ void BackendShared::refill_loop() {
     refill_failing = !r;
     if (r) {
       pool.push_back(std::move(*r));
+      // Before any create can take it (a waiting one included).
+      if (ahead_command && ahead_affordable_locked()) start_ahead_or_warn(pool.back());
       ++pool_made;
       pool_peak = std::max(pool_peak, pool.size());
     }
@@ -425,6 +429,22 @@ void BackendShared::refill_loop() {
       pool_cv.wait_for(lock, std::chrono::seconds(1), [&] { return stopping; });
     }
   }
+}
+
+bool BackendShared::ahead_affordable_locked() const {
+  const auto ahead = static_cast<std::uint64_t>(
+      std::count_if(pool.begin(), pool.end(), [](const ReadySandbox& r) { return r.ahead; }));
+  const std::uint64_t held =
+      (pool.size() + refilling) * kPooledSandboxBytes + ahead * kAheadCommandBytes;
+  return held + kAheadCommandBytes <= sizer.policy().memory_budget_bytes;
+}
+
+void BackendShared::start_ahead_or_warn(ReadySandbox& r) {
+  // Not starting it costs only its start-up later: the sandbox is fine.
+  if (auto s = start_ahead(r, *ahead_command, pool_spec); !s)
+    spdlog::warn("native sandbox: starting a command ahead failed: {}", s.error().message());
+  else
+    r.ahead = true;
 }
 
 bool BackendShared::enter_create() {
@@ -531,6 +551,16 @@ const BackendCapabilities& NativeBackend::capabilities() const {
 std::size_t NativeBackend::warm_ready() const {
   std::lock_guard lock(shared_->pool_mu);
   return shared_->pool.size();
+}
+
+void NativeBackend::set_ahead_command(std::optional<AheadCommand> command) {
+  std::lock_guard lock(shared_->pool_mu);
+  if (shared_->ahead_command == command) return;
+  shared_->ahead_command = std::move(command);
+  if (!shared_->ahead_command) return;
+  // The ones made before it start it now, as the budget allows.
+  for (auto& r : shared_->pool)
+    if (!r.ahead && shared_->ahead_affordable_locked()) shared_->start_ahead_or_warn(r);
 }
 
 PoolStats NativeBackend::pool_stats() const {

@@ -57,6 +57,7 @@ class NativeBackend : public Backend {
   // Also run by the destructor, even while sandboxes are still held.
   void shutdown() override;
   std::size_t warm_ready() const override;
+  void set_ahead_command(std::optional<AheadCommand> command) override;
   // Issue 16 (persist_disk.h).
   Status checkpoint_support() const override;
   Result<std::unique_ptr<Sandbox>> restore(const SandboxSpec& spec,

@@ -56,9 +56,16 @@ struct ReadySandbox {
   InitProcess init;
   std::string finish;  // the encoded FinishConfig it was finished with
   std::string image_id;  // rooted in an image: which (a create checks it is still that)
+  bool ahead = false;    // its exec slot runs the pool's AheadCommand
 };
 
 class NativeSandbox;
+
+// What init is sent for an exec `req` of a sandbox of `spec`.
+Result<ExecWire> exec_wire_for(const ExecRequest& req, const SandboxSpec& spec, bool have_cgroup);
+// Has a sandbox just made for `spec` start `command` (AheadCommand) in its
+// waiting exec slot.
+Status start_ahead(ReadySandbox& sandbox, const AheadCommand& command, const SandboxSpec& spec);
 
 // Who a sandbox is made for: a create waiting on it, or the warm pool ahead
 // of demand. One made ahead runs at CpuShare::kBackground until it is handed
@@ -104,6 +111,13 @@ struct BackendShared {
   // The groups of sandboxes being made ahead at the background share: a
   // create that starts waiting for one lifts them all to the normal share.
   std::vector<std::weak_ptr<SandboxCgroup>> making_ahead;
+  // What the pool's sandboxes start ahead (set_ahead_command), each counted
+  // at kAheadCommandBytes more in the memory budget; those the budget has
+  // no room for start nothing.
+  std::optional<AheadCommand> ahead_command;
+  bool ahead_affordable_locked() const;
+  // Under pool_mu: the send is one small message on r's control socket.
+  void start_ahead_or_warn(ReadySandbox& r);
   std::chrono::steady_clock::time_point last_take{};
   std::chrono::steady_clock::time_point last_take_clock{};  // by `clock`
   static constexpr std::chrono::seconds kShedAfterIdle{1};

@@ -43,6 +43,10 @@ struct PoolPolicy {
 // usage of a process holding 32 more (`sandbox_bench pool-hold`, Debian 12,
 // kernel 6.18), rounded up.
 constexpr std::uint64_t kPooledSandboxBytes = 1ull << 20;
+// And one whose exec slot runs an AheadCommand, this much more: measured
+// 3.9 MiB more memory-cgroup usage for the Python one (service/ahead.h),
+// nearly all its anonymous pages, rounded up.
+constexpr std::uint64_t kAheadCommandBytes = 4ull << 20;
 
 // What the pool is doing, for tests, the bench and diagnostics.
 struct PoolStats {
@@ -51,6 +55,7 @@ struct PoolStats {
   double rate = 0;                              // creates per second, decayed to now
   std::uint64_t made = 0, taken = 0, shed = 0;  // since start; shed: destroyed unused
   std::size_t peak_ready = 0;                   // the most ever ready at once
+  std::size_t ahead = 0;                        // ready ones running an AheadCommand
 };
 
 class PoolSizer {

@@ -161,7 +161,7 @@ void send_setup_error(int report_fd, int err, const std::string& step) {
 // everything that does not depend on the request first, seccomp included,
 // then it waits; the request's part (stdio, rlimits, cwd) is only syscalls
 // the filter allows, and execve.
-[[noreturn]] void run_exec_child(const InitConfig& config, int request_fd, int error_fd) {
+void prepare_exec_child(const InitConfig& config, int error_fd) {
   // 1. an empty signal mask, as a fresh process expects (dispositions are
   //    all default since init's start; init blocks SIGCHLD for its signalfd)
   sigset_t all;
@@ -192,6 +192,10 @@ void send_setup_error(int report_fd, int err, const std::string& step) {
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
       fail_child(error_fd, step_failed("seccomp load"));
   }
+}
+
+[[noreturn]] void run_exec_child(const InitConfig& config, int request_fd, int error_fd) {
+  prepare_exec_child(config, error_fd);
   // 6. the request: ExecWire + stdin, stdout, stderr. The buffer is left
   // uninitialized: a zeroed one is 200 KiB of dirty memory in every waiting
   // slot of every sandbox; untouched, it costs only what a request fills.
@@ -237,6 +241,106 @@ void send_setup_error(int report_fd, int err, const std::string& step) {
   fail_child(error_fd, exec_command(prepared));
 }
 
+// The command of an AheadWire, started now: the same setup (steps 1-5),
+// then the request's part from the AheadWire, stdio a pipe of its own and
+// request_fd as its fd 3 (AheadCommand in sandbox.h), and execve.
+[[noreturn]] void run_ahead_child(const InitConfig& config, const AheadWire& ahead, int request_fd,
+                                  int error_fd) {
+  prepare_exec_child(config, error_fd);
+  int high_err = ::fcntl(error_fd, F_DUPFD_CLOEXEC, 16);
+  if (high_err < 0) fail_child(error_fd, step_failed("move error pipe"));
+  error_fd = high_err;
+  int high_req = ::fcntl(request_fd, F_DUPFD_CLOEXEC, 16);
+  if (high_req < 0) fail_child(error_fd, step_failed("move request socket"));
+  // Not close-on-exec, so no dup2 below can be a no-op that leaves the flag.
+  int own[2];
+  if (::pipe2(own, 0) != 0) fail_child(error_fd, step_failed("pipe for stdio"));
+  if (::dup2(own[0], 0) < 0 || ::dup2(own[1], 1) < 0 || ::dup2(own[1], 2) < 0)
+    fail_child(error_fd, step_failed("dup2 stdio"));
+  if (::dup2(high_req, 3) < 0) fail_child(error_fd, step_failed("dup2 request socket"));
+  if (::dup3(error_fd, 4, O_CLOEXEC) < 0) fail_child(error_fd, step_failed("dup3 error pipe"));
+  error_fd = 4;
+  if (syscall(SYS_close_range, 5U, ~0U, 0U) != 0) fail_child(error_fd, step_failed("close_range"));
+  if (auto e = apply_exec_rlimits(ahead.command)) fail_child(error_fd, *e);
+  if (::chdir(ahead.command.cwd.c_str()) != 0)
+    fail_child(error_fd, step_failed("chdir " + ahead.command.cwd));
+  PreparedExec prepared = prepare_exec(ahead.command);
+  fail_child(error_fd, exec_command(prepared));
+}
+
+// The command's process and the supervisor's ends of its two channels.
+struct ExecChild {
+  pid_t pid = -1;
+  int errors = -1;   // its {step, errno} pipe, read end
+  int request = -1;  // its request socket, our end
+  int setup_errno = 0;
+  const char* setup_step = nullptr;  // set: it could not be made
+  bool ahead = false;                // running the AheadWire's command
+};
+
+ExecChild fork_exec_child(const InitConfig& config, int signal_fd, int slot_fd,
+                          const AheadWire* ahead) {
+  ExecChild c;
+  int errpipe[2], childsock[2];
+  if (::pipe2(errpipe, O_CLOEXEC) != 0) {
+    c.setup_errno = errno;
+    c.setup_step = "pipe for exec errors";
+    return c;
+  }
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, childsock) != 0) {
+    c.setup_errno = errno;
+    c.setup_step = "socketpair for exec child";
+    ::close(errpipe[0]);
+    ::close(errpipe[1]);
+    return c;
+  }
+  c.pid = ::fork();
+  if (c.pid == 0) {
+    ::close(errpipe[0]);
+    ::close(childsock[0]);
+    ::close(signal_fd);
+    ::close(slot_fd);
+    if (ahead) run_ahead_child(config, *ahead, childsock[1], errpipe[1]);
+    run_exec_child(config, childsock[1], errpipe[1]);
+  }
+  if (c.pid < 0) {
+    c.setup_errno = errno;
+    c.setup_step = "fork exec child";
+  }
+  ::close(errpipe[1]);
+  ::close(childsock[1]);
+  c.errors = errpipe[0];
+  c.request = childsock[0];
+  c.ahead = ahead != nullptr && c.pid > 0;
+  return c;
+}
+
+// The started command takes the exec: its last word and stdio. False if it
+// cannot (it died waiting, the OOM killer say, or the exec is not its own):
+// the caller then makes a plain child for it.
+bool hand_to_ahead(ExecChild& child, const AheadWire& ahead, const ExecWire& req,
+                   const ExecFds& fds) {
+  if (!ahead_matches(ahead, req) || fds.pass >= 0) return false;
+  int st = 0;
+  if (::waitpid(child.pid, &st, WNOHANG) == child.pid) {
+    child.pid = -1;  // reaped: nothing left to kill
+    return false;
+  }
+  const int stdio[3] = {fds.in, fds.out, fds.err};
+  return send_with_fds(child.request, req.argv.back(), stdio, 3) == 0;
+}
+
+void discard_child(ExecChild& child) {
+  if (child.pid > 0) {
+    ::kill(child.pid, SIGKILL);
+    while (::waitpid(child.pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  ::close(child.errors);
+  ::close(child.request);
+  child = {};
+}
+
 // An exec with a listen_port: init cloned this supervisor into a network
 // namespace of its own (the command, forked since, is in it too). `lo` up,
 // the listener opened and sent to the server before the command has its
@@ -257,34 +361,10 @@ std::optional<StepError> hand_over_listener(int report_fd, bool own_netns, std::
 
 }  // namespace
 
-[[noreturn]] void run_supervisor(int slot_fd, const InitConfig& config, int signal_fd, bool own_netns) {
+[[noreturn]] void run_supervisor(int slot_fd, const InitConfig& config, int signal_fd,
+                                 bool own_netns, const AheadWire* ahead) {
   prctl(PR_SET_NAME, "sc-supervisor", 0, 0, 0);
-  int errpipe[2], childsock[2];
-  bool ok = ::pipe2(errpipe, O_CLOEXEC) == 0;
-  int setup_errno = errno;
-  const char* setup_step = "pipe for exec errors";
-  if (ok && ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, childsock) != 0) {
-    ok = false;
-    setup_errno = errno;
-    setup_step = "socketpair for exec child";
-  }
-  pid_t child = -1;
-  if (ok) {
-    child = ::fork();
-    if (child == 0) {
-      ::close(errpipe[0]);
-      ::close(childsock[0]);
-      ::close(signal_fd);
-      ::close(slot_fd);
-      run_exec_child(config, childsock[1], errpipe[1]);
-    }
-    if (child < 0) {
-      setup_errno = errno;
-      setup_step = "fork exec child";
-    }
-    ::close(errpipe[1]);
-    ::close(childsock[1]);
-  }
+  ExecChild exec_child = fork_exec_child(config, signal_fd, slot_fd, ahead);
 
   // Wait for our exec: its request and four fds (report, stdin, stdout,
   // stderr), or five (and the command's fd 3).
@@ -303,11 +383,19 @@ std::optional<StepError> hand_over_listener(int report_fd, bool own_netns, std::
     ::kill(-1, SIGKILL);
     _exit(1);
   }
-  if (!ok || child < 0) {
-    send_setup_error(fds.report, setup_errno, setup_step);
+  // Init sends a started command only its own exec (start_exec); a plain
+  // child is made for anything else all the same.
+  bool handed = exec_child.ahead && hand_to_ahead(exec_child, *ahead, *req, fds);
+  if (exec_child.ahead && !handed) {
+    discard_child(exec_child);
+    exec_child = fork_exec_child(config, signal_fd, slot_fd, nullptr);
+  }
+  if (exec_child.setup_step) {
+    send_setup_error(fds.report, exec_child.setup_errno, exec_child.setup_step);
     ::kill(-1, SIGKILL);
     _exit(1);
   }
+  const pid_t child = exec_child.pid;
   if (own_netns || req->listen_port != 0) {
     if (auto e = hand_over_listener(fds.report, own_netns, req->listen_port)) {
       send_setup_error(fds.report, e->err == 0 ? EIO : e->err, e->step);
@@ -319,17 +407,19 @@ std::optional<StepError> hand_over_listener(int report_fd, bool own_netns, std::
   // Hand the command its request; a child that already failed its setup
   // makes this EPIPE, and its {step, errno} is in the error pipe.
   const int stdio[4] = {fds.in, fds.out, fds.err, fds.pass};
-  (void)send_with_fds(childsock[0], std::string_view(buf.get(), static_cast<std::size_t>(m.len)), stdio,
-                      fds.pass >= 0 ? 4 : 3);
+  if (!handed)
+    (void)send_with_fds(exec_child.request,
+                        std::string_view(buf.get(), static_cast<std::size_t>(m.len)), stdio,
+                        fds.pass >= 0 ? 4 : 3);
   buf.reset();  // a kernel's supervisor waits for days: give the pages back
   if (req->pty_rows != 0) {
-    if (auto e = forward_terminal_master(childsock[0], errpipe[0], fds.report)) {
+    if (auto e = forward_terminal_master(exec_child.request, exec_child.errors, fds.report)) {
       send_setup_error(fds.report, e->err, e->step);
       ::kill(-1, SIGKILL);
       _exit(1);
     }
   }
-  ::close(childsock[0]);
+  ::close(exec_child.request);
   ::close(fds.in);
   ::close(fds.out);
   ::close(fds.err);
@@ -393,7 +483,7 @@ std::optional<StepError> hand_over_listener(int report_fd, bool own_netns, std::
   }
 
   char ebuf[4096];
-  ssize_t n = ::read(errpipe[0], ebuf, sizeof ebuf);
+  ssize_t n = ::read(exec_child.errors, ebuf, sizeof ebuf);
   if (n > 0) {
     WireReader r(std::string_view(ebuf, static_cast<std::size_t>(n)));
     rep.kind = ReportKind::kSetupError;

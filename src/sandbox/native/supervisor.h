@@ -23,6 +23,9 @@ struct ExecFds {
 // ExecWire + report, stdin, stdout, stderr fds), hands it on, and supervises.
 // own_netns: init cloned it into a new network namespace for an exec with a
 // listen_port; it opens that listener and sends it over the report socket.
-[[noreturn]] void run_supervisor(int slot_fd, const InitConfig& config, int signal_fd, bool own_netns);
+// ahead: the command is started at once (AheadWire), and handed the exec
+// that matches it; init sends such a slot no other.
+[[noreturn]] void run_supervisor(int slot_fd, const InitConfig& config, int signal_fd,
+                                 bool own_netns, const AheadWire* ahead = nullptr);
 
 }  // namespace sandcastle::sandbox::native

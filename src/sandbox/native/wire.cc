@@ -1,5 +1,6 @@
 #include "sandbox/native/wire.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace sandcastle::sandbox::native {
@@ -197,9 +198,42 @@ std::optional<ControlMessage> decode_control(std::string_view bytes) {
                   kind != static_cast<std::uint32_t>(ControlKind::kFiles) &&
                   kind != static_cast<std::uint32_t>(ControlKind::kSaveLayer) &&
                   kind != static_cast<std::uint32_t>(ControlKind::kPersistMirror) &&
-                  kind != static_cast<std::uint32_t>(ControlKind::kNetListeners)))
+                  kind != static_cast<std::uint32_t>(ControlKind::kNetListeners) &&
+                  kind != static_cast<std::uint32_t>(ControlKind::kAhead)))
     return std::nullopt;
   return ControlMessage{static_cast<ControlKind>(kind), bytes.substr(sizeof kind)};
+}
+
+std::string encode(const AheadWire& w) {
+  WireWriter o;
+  o.u32(w.shared_words);
+  o.str(encode(w.command));
+  return o.bytes();
+}
+
+std::optional<AheadWire> decode_ahead(std::string_view bytes) {
+  WireReader r(bytes);
+  AheadWire w;
+  w.shared_words = r.u32();
+  const std::string command = r.str();
+  if (!r.ok() || !r.at_end()) return std::nullopt;
+  auto e = decode_exec(command);
+  // Started with nothing of a request's own: no listener, no terminal.
+  if (!e || e->listen_port != 0 || e->pty_rows != 0 || e->last || w.shared_words == 0 ||
+      w.shared_words >= e->argv.size())
+    return std::nullopt;
+  w.command = std::move(*e);
+  return w;
+}
+
+bool ahead_matches(const AheadWire& ahead, const ExecWire& req) {
+  const ExecWire& c = ahead.command;
+  return req.argv.size() == ahead.shared_words + 1 &&
+         std::equal(c.argv.begin(), c.argv.begin() + ahead.shared_words, req.argv.begin()) &&
+         req.env == c.env && req.cwd == c.cwd && req.rlimit_nofile == c.rlimit_nofile &&
+         req.rlimit_fsize == c.rlimit_fsize && req.rlimit_nproc == c.rlimit_nproc &&
+         req.rlimit_data == c.rlimit_data && req.listen_port == 0 && req.pty_rows == 0 &&
+         req.shell_env == c.shell_env;
 }
 
 std::string encode(const ExecReport& rep) {

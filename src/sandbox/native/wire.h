@@ -168,8 +168,22 @@ enum class ControlKind : std::uint32_t {
   kFiles = 3,
   kSaveLayer = 4,
   kPersistMirror = 5,
-  kNetListeners = 6
+  kNetListeners = 6,
+  kAhead = 7
 };
+
+// kAhead (AheadCommand): init replaces its waiting exec slot with one whose
+// command is started now; the slot is kept however long it waits. The exec
+// it is handed matches `command` in its first shared_words argv words and
+// every other field but the timeout and `last`, plus one more word.
+struct AheadWire {
+  ExecWire command;
+  std::uint32_t shared_words = 0;  // 1 .. argv.size() - 1
+};
+std::string encode(const AheadWire& w);
+std::optional<AheadWire> decode_ahead(std::string_view bytes);
+// Whether `req` is the exec `ahead` was started for (see AheadWire).
+bool ahead_matches(const AheadWire& ahead, const ExecWire& req);
 
 // Sockets on 127.0.0.1 in the sandbox's network namespace that the server
 // serves (net/proxy_service.h): its proxies and DNS stub. Init opens them

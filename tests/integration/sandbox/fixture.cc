@@ -193,4 +193,12 @@ ChildRun run_tests_in_child(const std::string& filter, const char* env_name) {
   return run;
 }
 
+std::vector<pid_t> proc_pids() {
+  std::vector<pid_t> out;
+  for (const auto& name : native::list_dir("/proc"))
+    if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos)
+      out.push_back(static_cast<pid_t>(std::stoi(name)));
+  return out;
+}
+
 }  // namespace sandcastle::sandbox::testing

@@ -41,6 +41,9 @@ struct ChildRun {
 };
 ChildRun run_tests_in_child(const std::string& filter, const char* env_name);
 
+// The pids /proc lists now (some may be gone by the time they are read).
+std::vector<pid_t> proc_pids();
+
 class SandboxTest : public ::testing::Test {
  protected:
   void SetUp() override;

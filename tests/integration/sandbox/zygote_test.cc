@@ -17,9 +17,8 @@ namespace {
 // Our children named sc-zygote.
 std::vector<pid_t> zygotes() {
   std::vector<pid_t> out;
-  for (const auto& name : native::list_dir("/proc")) {
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat("/proc/" + name + "/stat");
+  for (pid_t pid : proc_pids()) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
     std::string line;
     std::getline(stat, line);
     auto close = line.rfind(')');
@@ -28,7 +27,7 @@ std::vector<pid_t> zygotes() {
     std::string state;
     pid_t ppid = 0;
     rest >> state >> ppid;
-    if (ppid == ::getpid() && state != "Z") out.push_back(static_cast<pid_t>(std::stoi(name)));
+    if (ppid == ::getpid() && state != "Z") out.push_back(pid);
   }
   return out;
 }

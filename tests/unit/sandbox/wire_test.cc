@@ -142,7 +142,7 @@ TEST(Wire, ControlMessagesCarryTheirKind) {
   ASSERT_TRUE(decode_exec(m->payload).has_value());
   bytes[0] = 2;  // the retired kListen: init opens no listener in the shared namespace
   EXPECT_FALSE(decode_control(bytes));
-  bytes[0] = 7;  // unknown kind
+  bytes[0] = 8;  // unknown kind
   EXPECT_FALSE(decode_control(bytes));
   EXPECT_FALSE(decode_control("ab"));
 }
@@ -171,6 +171,79 @@ TEST(Wire, ExecPtySizeRoundTripsAndComesInPairs) {
   auto dt = decode_report(encode(t));
   ASSERT_TRUE(dt.has_value());
   EXPECT_EQ(dt->kind, ReportKind::kTerminal);
+}
+
+}  // namespace sandcastle::sandbox::native
+
+namespace sandcastle::sandbox::native {
+namespace {
+
+AheadWire python_ahead() {
+  AheadWire a;
+  a.command.argv = {"/usr/bin/python3", "-u", "-c", "loader"};
+  a.command.env = {"A=1", "PATH=/usr/bin"};
+  a.command.cwd = "/workspace";
+  a.command.rlimit_nproc = 64;
+  a.shared_words = 2;
+  return a;
+}
+
+ExecWire its_exec(const AheadWire& a) {
+  ExecWire e = a.command;
+  e.argv = {"/usr/bin/python3", "-u", "/tmp/.sandcastle/run-1/main.py"};
+  e.timeout_ms = 30'000;  // a request's own
+  e.last = true;          // likewise
+  return e;
+}
+
+}  // namespace
+
+TEST(Wire, AheadRoundTripsAndRefusesWhatNoStartedCommandHas) {
+  const AheadWire a = python_ahead();
+  auto d = decode_ahead(encode(a));
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->shared_words, 2u);
+  EXPECT_EQ(d->command.argv, a.command.argv);
+  EXPECT_EQ(d->command.env, a.command.env);
+  auto with = [&](auto change) {
+    AheadWire b = a;
+    change(b);
+    return decode_ahead(encode(b)).has_value();
+  };
+  EXPECT_FALSE(with([](AheadWire& b) { b.shared_words = 0; }));
+  EXPECT_FALSE(with([](AheadWire& b) { b.shared_words = 4; }));  // no loader word left
+  EXPECT_FALSE(with([](AheadWire& b) { b.command.listen_port = 8080; }));
+  EXPECT_FALSE(with([](AheadWire& b) { b.command.pty_cols = b.command.pty_rows = 24; }));
+  EXPECT_FALSE(with([](AheadWire& b) { b.command.last = true; }));
+  const std::string bytes = encode(a);
+  EXPECT_FALSE(decode_ahead(bytes + "z"));
+  EXPECT_FALSE(decode_ahead(bytes.substr(0, bytes.size() - 1)));
+  auto msg = decode_control(encode_control(ControlKind::kAhead, bytes));
+  ASSERT_TRUE(msg.has_value());
+  EXPECT_EQ(msg->kind, ControlKind::kAhead);
+}
+
+TEST(Wire, AheadMatchesOnlyItsOwnExec) {
+  const AheadWire a = python_ahead();
+  EXPECT_TRUE(ahead_matches(a, its_exec(a)));
+  auto with = [&](auto change) {
+    ExecWire e = its_exec(a);
+    change(e);
+    return ahead_matches(a, e);
+  };
+  EXPECT_FALSE(with([](ExecWire& e) { e.argv = {"/usr/bin/python3", "-u"}; }));
+  EXPECT_FALSE(with([](ExecWire& e) { e.argv.push_back("arg"); }));
+  EXPECT_FALSE(with([](ExecWire& e) { e.argv[0] = "/usr/bin/python3.11"; }));
+  EXPECT_FALSE(with([](ExecWire& e) { e.argv[1] = "-I"; }));
+  EXPECT_FALSE(with([](ExecWire& e) { e.env.push_back("PYTHONHASHSEED=0"); }));
+  EXPECT_FALSE(with([](ExecWire& e) { e.cwd = "/tmp"; }));
+  EXPECT_FALSE(with([](ExecWire& e) { e.rlimit_nproc = 65; }));
+  EXPECT_FALSE(with([](ExecWire& e) { e.rlimit_nofile = 1; }));
+  EXPECT_FALSE(with([](ExecWire& e) { e.rlimit_fsize = 1; }));
+  EXPECT_FALSE(with([](ExecWire& e) { e.rlimit_data = 1; }));
+  EXPECT_FALSE(with([](ExecWire& e) { e.shell_env = true; }));
+  EXPECT_FALSE(with([](ExecWire& e) { e.listen_port = 8080; }));
+  EXPECT_FALSE(with([](ExecWire& e) { e.pty_cols = e.pty_rows = 24; }));
 }
 
 }  // namespace sandcastle::sandbox::native
