@@ -11,6 +11,31 @@
 
 namespace sandcastle::mcp {
 
+bool TaskRuns::enter(const std::shared_ptr<CancelToken>& token) {
+  std::lock_guard lock(mu_);
+  if (stopping_) return false;
+  running_.insert(token);
+  return true;
+}
+
+void TaskRuns::leave(const std::shared_ptr<CancelToken>& token) {
+  std::lock_guard lock(mu_);
+  running_.erase(running_.find(token));
+  cv_.notify_all();
+}
+
+void TaskRuns::stop() {
+  std::unique_lock lock(mu_);
+  stopping_ = true;
+  for (const auto& t : running_)
+    if (t) t->cancel();
+  cv_.wait(lock, [&] { return running_.empty(); });
+}
+
+Server::~Server() {
+  task_runs_->stop();
+}
+
 Server::Server(ServerInfo info, ServerOptions options)
     : info_(std::move(info)), options_(options), tools_(options.page_size), state_key_(crypto::random_bytes(32)) {
   add_builtin_methods();

@@ -2,10 +2,12 @@
 // Connection state lives in Session; one Server serves many sessions.
 #pragma once
 
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "mcp/jsonrpc.h"
@@ -47,9 +49,31 @@ struct MethodSpec {
   bool memoize = false;
 };
 
+// The task rounds (mcp/tasks.cc) running on the shared pool with this
+// server's tools. They outlive the request that started them, so the server
+// waits for them before its tools go: stop() cancels the running ones,
+// refuses new ones and waits until every one has left.
+class TaskRuns {
+ public:
+  // False once stopping: the round must not run.
+  bool enter(const std::shared_ptr<CancelToken>& token);
+  void leave(const std::shared_ptr<CancelToken>& token);
+  void stop();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::multiset<std::shared_ptr<CancelToken>> running_;
+};
+
 class Server {
  public:
   explicit Server(ServerInfo info = {}, ServerOptions options = {});
+  // Waits for the task rounds still running (TaskRuns).
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
 
   const ServerInfo& info() const { return info_; }
   const ServerOptions& options() const { return options_; }
@@ -70,6 +94,7 @@ class Server {
   // The tasks of every session (mcp/tasks.h); internally synchronized.
   TaskStore& task_store() const { return *tasks_; }
   const std::shared_ptr<TaskStore>& task_store_ptr() const { return tasks_; }
+  const std::shared_ptr<TaskRuns>& task_runs() const { return task_runs_; }
 
   // Serialized results of `memoize` methods, by key; bounded.
   std::shared_ptr<const std::string> memo_get(const std::string& key) const;
@@ -89,6 +114,7 @@ class Server {
   std::unique_ptr<TaskReaper> reaper_ = std::make_unique<TaskReaper>(*tasks_);
   mutable std::mutex memo_mu_;
   mutable std::map<std::string, std::shared_ptr<const std::string>> memo_;
+  std::shared_ptr<TaskRuns> task_runs_ = std::make_shared<TaskRuns>();
 };
 
 }  // namespace sandcastle::mcp

@@ -36,7 +36,8 @@ RpcError missing_extension(const std::string& what) {
 // One task's work: everything a round needs after the request has been answered.
 // NOLINTNEXTLINE(bugprone-exception-escape): json members; a failed allocation ends the process anyway
 struct TaskJob {
-  const Server* server = nullptr;
+  const Server* server = nullptr;  // alive while `runs` lets the round in
+  std::shared_ptr<TaskRuns> runs;
   std::shared_ptr<TaskStore> store;
   std::string id;
   std::string tool;
@@ -67,6 +68,15 @@ RequestContext::Send task_sender(const TaskJob& job) {
 void run_round(const std::shared_ptr<TaskJob>& job, json responses, std::optional<json> state) {
   ElasticPool::shared().submit(
       [job, responses = std::move(responses), state = std::move(state)]() mutable {
+        if (!job->runs->enter(job->token)) {
+          job->store->fail(job->id, rpc_error::kInternalError,
+                           "the server stopped before the task ran");
+          return;
+        }
+        struct Leave {
+          TaskJob& job;
+          ~Leave() { job.runs->leave(job.token); }
+        } leave{*job};
         RequestContext ctx(task_sender(*job), json(job->id), job->progress_token, job->era,
                            job->version, job->log_rank, job->token.get(), job->owner);
         ctx.set_client_capabilities(job->client_caps);
@@ -209,6 +219,7 @@ std::optional<json> maybe_start_task(const Server& server, const ToolDefinition&
                    nullptr};
   auto job = std::make_shared<TaskJob>();
   job->server = &server;
+  job->runs = server.task_runs();
   job->store = server.task_store_ptr();
   job->id = created->id;
   job->tool = def.name;
