@@ -104,7 +104,7 @@ struct Env {
   // CPU building one.
   struct RunSchemas {
     std::once_flag once;
-    nlohmann::json code, command;
+    std::unique_ptr<const nlohmann::json> code, command;
   };
   std::shared_ptr<RunSchemas> run_schemas = std::make_shared<RunSchemas>();
 };

@@ -448,8 +448,8 @@ Result<RunResult> recorded(Env& env, const Caller& c, const char* tool, const js
 
 const Env::RunSchemas& run_schemas(Env& env) {
   std::call_once(env.run_schemas->once, [&env] {
-    env.run_schemas->code = run_code_input_schema(env.config);
-    env.run_schemas->command = run_command_input_schema();
+    env.run_schemas->code = std::make_unique<const json>(run_code_input_schema(env.config));
+    env.run_schemas->command = std::make_unique<const json>(run_command_input_schema());
   });
   return *env.run_schemas;
 }
@@ -457,7 +457,7 @@ const Env::RunSchemas& run_schemas(Env& env) {
 }  // namespace
 
 Result<RunResult> run_code(Env& env, const Caller& c, const json& args, const RunOptions& opts) {
-  auto checked = checked_args("execute_code", run_schemas(env).code, args);
+  auto checked = checked_args("execute_code", *run_schemas(env).code, args);
   if (!checked.ok()) return checked.error();
   Emitter emit(opts.callbacks);
   return recorded(env, c, "execute_code", *checked, opts,
@@ -465,7 +465,7 @@ Result<RunResult> run_code(Env& env, const Caller& c, const json& args, const Ru
 }
 
 Result<RunResult> run_command(Env& env, const Caller& c, const json& args, const RunOptions& opts) {
-  auto checked = checked_args("execute_command", run_schemas(env).command, args);
+  auto checked = checked_args("execute_command", *run_schemas(env).command, args);
   if (!checked.ok()) return checked.error();
   Emitter emit(opts.callbacks);
   return recorded(env, c, "execute_command", *checked, opts, [&]() -> Result<RunResult> {
