@@ -29,6 +29,12 @@ def _sandcastle_ahead():
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
+    # The working directory again by its name: a mount made over it since
+    # the start (a persistent sandbox's disk on /workspace) is then the one.
+    try:
+        os.chdir(os.getcwd())
+    except OSError:
+        pass
     del sys.modules["_socket"]
     path = os.fsdecode(data)
     sys.argv[:] = [path]

@@ -87,7 +87,9 @@ struct ExecRequest {
 // The handing over: the started command's fd 3 is a SOCK_SEQPACKET socket,
 // on which one message comes: that last word, with the exec's stdin,
 // stdout and stderr as SCM_RIGHTS. EOF instead means it is not wanted: it
-// exits. Until then its fds 0-2 are a pipe of its own.
+// exits. Until then its fds 0-2 are a pipe of its own. It was started before
+// the sandbox was handed out, so it changes to its working directory again
+// by name (a persistent sandbox's disk is mounted over /workspace then).
 struct AheadCommand {
   ExecRequest base;
   std::vector<std::string> loader;
