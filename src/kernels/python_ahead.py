@@ -24,8 +24,13 @@ def _sandcastle_ahead():
             fds += [int.from_bytes(payload[i:i + 4], sys.byteorder, signed=True)
                     for i in range(0, len(payload) - len(payload) % 4, 4)]
     sock.close()
-    if not data or len(fds) != 3:
+    if not data:
         os._exit(0)
+    if len(fds) != 3:
+        # Cut short (a tiny open-files limit): say so where we can.
+        if len(fds) > 2:
+            os.write(fds[2], b"sandcastle: the started Python did not get its stdio\n")
+        os._exit(127)
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -36,6 +41,10 @@ def _sandcastle_ahead():
     except OSError:
         pass
     del sys.modules["_socket"]
+    # What changed on disk since the start is seen (the import system's
+    # caches of directory contents and of missing path entries).
+    import importlib
+    importlib.invalidate_caches()
     path = os.fsdecode(data)
     sys.argv[:] = [path]
     sys.orig_argv[-2:] = [path]

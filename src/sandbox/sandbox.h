@@ -80,10 +80,12 @@ struct ExecRequest {
 // A command a warm sandbox starts before any exec asks for it (an
 // interpreter, loaded and waiting), so that the exec it is made for costs a
 // message rather than the command's start-up. The started command is
-// base.argv followed by `loader`. It is handed the one exec whose argv is
-// base.argv followed by exactly one more word and whose every other field
-// (env, cwd, limits) equals base's and passes no fd; any other exec gets a
-// fresh process, as without it.
+// base.argv followed by `loader`. It is handed the one exec that is the
+// sandbox's last (ExecRequest::last: a one-shot's, in a sandbox nothing
+// else ran in that could change what the command read at its start), whose
+// argv is base.argv followed by exactly one more word and whose every other
+// field (env, cwd, limits) equals base's and passes no fd; any other exec
+// gets a fresh process, as without it.
 // The handing over: the started command's fd 3 is a SOCK_SEQPACKET socket,
 // on which one message comes: that last word, with the exec's stdin,
 // stdout and stderr as SCM_RIGHTS. EOF instead means it is not wanted: it

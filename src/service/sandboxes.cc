@@ -67,7 +67,8 @@ Sandboxes::Sandboxes(Env& env)
   // Until a one-shot says otherwise, the pool expects the default language.
   // (An image's own language table is known at its first one-shot.)
   if (auto lang = find_language(env.config.default_language);
-      lang.ok() && env.config.default_image == "host")
+      lang.ok() && env.config.default_image == "host" &&
+      default_image_for(env.config, (*lang)->name) == env.config.default_image)
     follow_one_shot(env.config, env.manager.backend(), **lang);
 }
 

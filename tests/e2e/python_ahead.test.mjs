@@ -40,7 +40,9 @@ describe('python one-shots started ahead', () => {
   let sc;
   let plain;
   before(async () => {
-    sc = await connectSandcastle({ timeoutMs: 60000 });
+    // A pool larger than this suite's sandboxes before its last check, so
+    // every one-shot takes a ready one (the refill never has to keep up).
+    sc = await connectSandcastle({ args: ['--pool-size', '8'], timeoutMs: 60000 });
     plain = (await sc.create({ language: 'bash' })).sandbox_id;
   });
   after(async () => { await sc?.close(); });

@@ -335,6 +335,7 @@ void BackendShared::refill_loop() {
   for (;;) {
     if (stopping) return;
     const std::size_t target = sizer.target(clock(), live_count());
+    pool_target = target;
     const std::size_t coming = pool.size() + refilling;
     // Shed only once nothing was taken for a while: a target that dips
     // between the takes of a steady stream would otherwise destroy ready
@@ -359,7 +360,10 @@ void BackendShared::refill_loop() {
       lock.lock();
       continue;
     }
-    if (coming >= target) {
+    // The budget counts the started commands too: one more sandbox must fit
+    // beside them (the sizer's ceiling counts sandboxes only).
+    const bool budget_full = pool_bytes_locked(coming + 1) > sizer.policy().memory_budget_bytes;
+    if (coming >= target || budget_full) {
       // (Above the target but not idle yet: look again in a while.)
       // Look again when the burst has faded a little (the pool may shrink),
       // or when a create, a destroy, a finished refill or a test says so.
@@ -431,12 +435,17 @@ void BackendShared::refill_loop() {
   }
 }
 
-bool BackendShared::ahead_affordable_locked() const {
+std::uint64_t BackendShared::pool_bytes_locked(std::size_t sandboxes) const {
   const auto ahead = static_cast<std::uint64_t>(
       std::count_if(pool.begin(), pool.end(), [](const ReadySandbox& r) { return r.ahead; }));
-  const std::uint64_t held =
-      (pool.size() + refilling) * kPooledSandboxBytes + ahead * kAheadCommandBytes;
-  return held + kAheadCommandBytes <= sizer.policy().memory_budget_bytes;
+  return sandboxes * kPooledSandboxBytes + ahead * kAheadCommandBytes;
+}
+
+bool BackendShared::ahead_affordable_locked() const {
+  // Room is kept for the pool the sizer aims for: a burst's sandboxes come
+  // before the commands started in them.
+  const std::size_t sandboxes = std::max(pool.size() + refilling, pool_target);
+  return pool_bytes_locked(sandboxes) + kAheadCommandBytes <= sizer.policy().memory_budget_bytes;
 }
 
 void BackendShared::start_ahead_or_warn(ReadySandbox& r) {

@@ -115,6 +115,9 @@ struct BackendShared {
   // at kAheadCommandBytes more in the memory budget; those the budget has
   // no room for start nothing.
   std::optional<AheadCommand> ahead_command;
+  std::size_t pool_target = 0;  // the refill's last target
+  // What `sandboxes` ready ones and the commands started in the pool's hold.
+  std::uint64_t pool_bytes_locked(std::size_t sandboxes) const;
   bool ahead_affordable_locked() const;
   // Under pool_mu: the send is one small message on r's control socket.
   void start_ahead_or_warn(ReadySandbox& r);

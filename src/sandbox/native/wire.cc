@@ -228,7 +228,11 @@ std::optional<AheadWire> decode_ahead(std::string_view bytes) {
 
 bool ahead_matches(const AheadWire& ahead, const ExecWire& req) {
   const ExecWire& c = ahead.command;
-  return req.argv.size() == ahead.shared_words + 1 &&
+  // Only a sandbox's last exec (a one-shot's): a sandbox kept for more may
+  // change what the command read at its start (packages installed on its
+  // path, a disk mounted), which an interpreter that started before would
+  // not see.
+  return req.last && req.argv.size() == ahead.shared_words + 1 &&
          std::equal(c.argv.begin(), c.argv.begin() + ahead.shared_words, req.argv.begin()) &&
          req.env == c.env && req.cwd == c.cwd && req.rlimit_nofile == c.rlimit_nofile &&
          req.rlimit_fsize == c.rlimit_fsize && req.rlimit_nproc == c.rlimit_nproc &&

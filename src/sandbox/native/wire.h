@@ -174,8 +174,9 @@ enum class ControlKind : std::uint32_t {
 
 // kAhead (AheadCommand): init replaces its waiting exec slot with one whose
 // command is started now; the slot is kept however long it waits. The exec
-// it is handed matches `command` in its first shared_words argv words and
-// every other field but the timeout and `last`, plus one more word.
+// it is handed is a last one (ExecWire::last) that matches `command` in its
+// first shared_words argv words, plus one more word, and in every other
+// field but the timeout.
 struct AheadWire {
   ExecWire command;
   std::uint32_t shared_words = 0;  // 1 .. argv.size() - 1

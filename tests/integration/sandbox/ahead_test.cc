@@ -56,9 +56,11 @@ AheadCommand test_command() {
   return c;
 }
 
+// last: the sandbox's last exec (a one-shot's), the only kind handed over.
 ExecResult run(Sandbox& sb, std::vector<std::string> argv, std::string stdin_data = {},
-               std::map<std::string, std::string> env = {}) {
+               std::map<std::string, std::string> env = {}, bool last = true) {
   ExecRequest req;
+  req.last = last;
   req.argv = std::move(argv);
   req.stdin_data = std::move(stdin_data);
   req.env = std::move(env);
@@ -125,8 +127,8 @@ TEST_F(AheadTest, ThePooledSandboxHandsItsOwnExecToTheStartedCommand) {
   EXPECT_EQ(r.stdout_data, "ahead-loader 7 in \n") << r.stderr_data;
   EXPECT_EQ(r.exit_code, 7);
   EXPECT_TRUE(b->wait_pool([](const PoolStats& s) { return s.made == 3 && s.ahead == 2; }, 60s));
-  // The next exec of that sandbox is an ordinary one.
-  r = run(*sb, {kPython, "-c", "print('plain')"});
+  // An exec after it anyway is an ordinary one.
+  r = run(*sb, {kPython, "-c", "print('plain')"}, {}, {}, false);
   EXPECT_EQ(r.stdout_data, "plain\n");
   EXPECT_TRUE(sb->destroy().ok());
 }
@@ -136,8 +138,8 @@ TEST_F(AheadTest, AnyOtherExecGetsAProcessOfItsOwn) {
   ASSERT_NE(b, nullptr);
   b->set_ahead_command(test_command());
   ASSERT_TRUE(b->wait_pool([](const PoolStats& s) { return s.ready == 2 && s.ahead == 2; }, 60s));
-  // Another program; one more word; another environment: none is handed
-  // over (python3 itself says it has no file "7").
+  // Another program; another environment; not the sandbox's last exec:
+  // none is handed over (python3 itself says it has no file "7").
   auto a = take(*b);
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(run(*a, {"/bin/echo", "x"}).stdout_data, "x\n");
@@ -147,7 +149,13 @@ TEST_F(AheadTest, AnyOtherExecGetsAProcessOfItsOwn) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.stderr_data.find("can't open file"), std::string::npos) << r.stderr_data;
   EXPECT_EQ(r.stdout_data, "");
-  for (auto* sb : {a.get(), c.get()}) EXPECT_TRUE(sb->destroy().ok());
+  ASSERT_TRUE(b->wait_pool([](const PoolStats& s) { return s.ready == 2 && s.ahead == 2; }, 60s));
+  auto d = take(*b);
+  ASSERT_NE(d, nullptr);
+  r = run(*d, {kPython, "7"}, {}, {}, false);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.stderr_data.find("can't open file"), std::string::npos) << r.stderr_data;
+  for (auto* sb : {a.get(), c.get(), d.get()}) EXPECT_TRUE(sb->destroy().ok());
 }
 
 TEST_F(AheadTest, AStartedCommandThatDiedLeavesItsExecToAFreshProcess) {

@@ -231,6 +231,7 @@ TEST(Wire, AheadMatchesOnlyItsOwnExec) {
     change(e);
     return ahead_matches(a, e);
   };
+  EXPECT_FALSE(with([](ExecWire& e) { e.last = false; }));  // a sandbox kept for more
   EXPECT_FALSE(with([](ExecWire& e) { e.argv = {"/usr/bin/python3", "-u"}; }));
   EXPECT_FALSE(with([](ExecWire& e) { e.argv.push_back("arg"); }));
   EXPECT_FALSE(with([](ExecWire& e) { e.argv[0] = "/usr/bin/python3.11"; }));
