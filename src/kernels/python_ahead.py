@@ -27,9 +27,8 @@ def _sandcastle_ahead():
     if not data:
         os._exit(0)
     if len(fds) != 3:
-        # Cut short (a tiny open-files limit): say so where we can.
-        if len(fds) > 2:
-            os.write(fds[2], b"sandcastle: the started Python did not get its stdio\n")
+        # Cut short (a tiny open-files limit): with no stderr to say it on,
+        # the exit status says it.
         os._exit(127)
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
