@@ -116,6 +116,7 @@ struct BackendShared {
   // no room for start nothing.
   std::optional<AheadCommand> ahead_command;
   std::size_t pool_target = 0;  // the refill's last target
+  std::size_t ahead_ready_locked() const;  // ready ones running it
   // What `sandboxes` ready ones and the commands started in the pool's hold.
   std::uint64_t pool_bytes_locked(std::size_t sandboxes) const;
   bool ahead_affordable_locked() const;
