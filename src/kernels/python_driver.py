@@ -5,9 +5,11 @@
 # (made close-on-exec at once: processes a cell starts never inherit it).
 #
 # Framing: 4-byte big-endian length, then one UTF-8 JSON object.
-#   server -> driver: execute {id, code, stdin?}, interrupt {id}, shutdown
+#   server -> driver: execute {id, code, stdin?, limits, list?}, interrupt {id},
+#                     shutdown
 #   driver -> server: hello {pid, version} (first), stream {id, name, text},
-#                     display {id, data{mime: value}}, result {id, ...}
+#                     display {id, data{mime: value}}, result {id, ...,
+#                     listing?} (the workdir after the cell, when asked)
 # The server checks every frame and ends the kernel on one it cannot take
 # (too large, too deep, a field of the wrong type): output is cut to fit the
 # limits the execute message names (_LIMITS) before it is sent.
@@ -92,6 +94,70 @@ def _fits(obj, depth, values):
             return False
         stack.extend((v, d + 1) for v in items)
     return True
+
+
+_LIST_DEPTH = 64  # the file worker's kMaxListDepth
+_MAX_PATH = 4096
+_O_LIST = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _list_workspace(spec):
+    """The regular files below spec["dir"], as the file worker lists them
+    (symlinks never followed, a subdirectory opened O_NOFOLLOW, spec["skip"]
+    left out at the top, at most spec["max"] entries of any type, then
+    truncated): {"files": [[path, size, mtime_sec, mtime_nsec]], "truncated"}.
+    None when the server must list it itself: the directory cannot be read,
+    a name is not UTF-8, or the listing is over spec["bytes"]."""
+    root, skip = spec.get("dir"), spec.get("skip", "")
+    most, budget = spec.get("max"), spec.get("bytes")
+    if not isinstance(root, str) or type(most) is not int or type(budget) is not int:
+        return None
+    files, n, size, truncated = [], 0, 0, False
+    stack = [("", 0)]
+    while stack and not truncated:
+        rel, depth = stack.pop()
+        try:
+            fd = os.open(root + "/" + rel if rel else root, _O_LIST | (os.O_NOFOLLOW if rel else 0))
+        except OSError:
+            if not rel:
+                return None
+            continue  # gone or unreadable meanwhile: list what is there
+        try:
+            with os.scandir(fd) as it:
+                for e in it:
+                    name = e.name
+                    if not rel and name == skip:
+                        continue
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if n >= most:
+                        truncated = True
+                        break
+                    n += 1
+                    path = rel + "/" + name if rel else name
+                    mode = st.st_mode & 0o170000
+                    if mode == 0o040000:
+                        if depth + 1 < _LIST_DEPTH and len(path) < _MAX_PATH - 256:
+                            stack.append((path, depth + 1))
+                    elif mode == 0o100000:
+                        size += len(path) + 48
+                        if size > budget:
+                            return None
+                        sec, nsec = divmod(st.st_mtime_ns, 1000000000)
+                        files.append([path, st.st_size, sec, nsec])
+        except OSError:
+            if not rel:
+                return None
+        finally:
+            os.close(fd)
+    for f in files:
+        try:
+            f[0].encode("utf-8")
+        except UnicodeEncodeError:  # surrogate-escaped bytes: the file worker sends those
+            return None
+    return {"files": files, "truncated": truncated}
 
 
 def _cut(s, n):
@@ -360,6 +426,11 @@ class Kernel:
         body = _frame_bytes(reply)
         if len(body) <= lim["frame"] and _fits(reply, lim["depth"], lim["values"]):
             return body
+        if reply.get("listing") is not None:  # the server lists the files itself
+            reply["listing"] = None
+            body = _frame_bytes(reply)
+            if len(body) <= lim["frame"] and _fits(reply, lim["depth"], lim["values"]):
+                return body
         value, err = reply.get("value"), reply.get("error")
         for keep in (lim["text"], 1000):
             if value is not None:
@@ -572,6 +643,14 @@ class Kernel:
             # of `x += 1` cells would otherwise grow an idle kernel).
             if "def " not in code and "class " not in code and "lambda" not in code:
                 self.sources.pop(filename, None)
+        listing = msg.get("list")
+        if isinstance(listing, dict):
+            # The files the cell left, listed here after it: the server then
+            # needs no second round trip to the file worker.
+            try:
+                reply["listing"] = _list_workspace(listing)
+            except Exception:
+                reply["listing"] = None
         self.chan.send_data(self._fit_result(reply))
 
     def _guarded(self, code, filename, cell):

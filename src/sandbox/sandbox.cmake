@@ -13,6 +13,7 @@ set(SANDCASTLE_INIT_SOURCES
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/fd_passing.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/wire.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/file_wire.cc
+  ${PROJECT_SOURCE_DIR}/src/sandbox/sandbox.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/file_worker.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/layer_export.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/persist_mirror.cc
@@ -36,6 +37,7 @@ list(APPEND SANDCASTLE_AGENT_SOURCES
   ${PROJECT_SOURCE_DIR}/src/sandbox/engine/agent_wire.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/wire.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/file_wire.cc
+  ${PROJECT_SOURCE_DIR}/src/sandbox/sandbox.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/file_worker.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/caps.cc)
 add_executable(sandcastle-agent ${SANDCASTLE_AGENT_SOURCES})

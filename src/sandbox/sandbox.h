@@ -156,6 +156,12 @@ struct Listing {
   bool truncated = false;
 };
 
+// A name a listing may hold: a relative path of real components (none
+// empty, ".", ".." or over 255 bytes), at most 4096 bytes, no NUL, so a
+// caller that joins it to the listed directory stays below it. Listings come
+// from inside a sandbox: every name is checked with this before it is used.
+bool valid_listed_name(std::string_view name);
+
 // A range of a file: at most `length` bytes from `offset`. With `whole`, a
 // file whose rest is longer than `length` is not read at all (FileData says
 // too_large): how a caller refuses an unbounded read without paying for it.

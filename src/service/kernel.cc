@@ -309,6 +309,27 @@ void describe_death(Kernel::Instance& inst, CellResult& res) {
     res.death = "exit " + std::to_string(r.exit_code);
 }
 
+// The listing bytes the driver may send (names and figures): the frame cap
+// (max_frame_bytes) has room for them beside a cut-down value.
+constexpr std::size_t kMaxListingBytes = std::size_t{2} << 20;
+
+// What is wrong with a listing the driver sent for `asked`, if anything: no
+// more entries than asked for, and nothing from the name it was to skip.
+std::optional<Error> listing_error(const KernelListing& l, const CellListRequest& asked) {
+  if (l.count > asked.max_entries)
+    return Error::make(ErrorCode::kInvalidArgument,
+                       "a listing of " + std::to_string(l.count) + " files, more than the " +
+                           std::to_string(asked.max_entries) + " asked for");
+  if (asked.skip.empty()) return std::nullopt;
+  for (const auto& [name, sig] : l.files) {
+    const std::string_view top = std::string_view(name).substr(0, name.find('/'));
+    if (top == asked.skip)
+      return Error::make(ErrorCode::kInvalidArgument,
+                         "a listing holds \"" + asked.skip + "\", which it was to leave out");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Kernel::Kernel(sandbox::Sandbox& sb, KernelLanguage lang, std::map<std::string, std::string> env)
@@ -577,6 +598,12 @@ Result<CellResult> Kernel::run_cell(const CellRequest& req, const CellCallbacks&
                   {"depth", kJsonMaxDepth},
                   {"values", kMaxFrameValues}}}};
   if (!req.stdin_data.empty()) exec_msg["stdin"] = req.stdin_data;
+  const bool listed = req.list && req.list->max_entries <= kMaxKernelListing;
+  if (listed)
+    exec_msg["list"] = {{"dir", req.list->dir},
+                        {"max", req.list->max_entries},
+                        {"skip", req.list->skip},
+                        {"bytes", kMaxListingBytes}};
   if (!send_frame(inst->conn.get(), exec_msg)) return died();
 
   bool interrupting = false;
@@ -615,6 +642,11 @@ Result<CellResult> Kernel::run_cell(const CellRequest& req, const CellCallbacks&
                                     std::to_string(kMaxDisplayBytes >> 20) + " MiB, and " +
                                     std::to_string(kMaxDisplayTotal >> 20) + " MiB and " +
                                     std::to_string(kMaxDisplayValues) + " JSON values in all\n");
+        if (listed && r->listing) {
+          if (auto bad = listing_error(*r->listing, *req.list)) return malformed(*bad);
+          res.listing = std::move(r->listing->files);
+          res.listing_truncated = r->listing->truncated;
+        }
         finish_output();
         res.execution_count = r->execution_count;
         res.value = std::move(r->value);

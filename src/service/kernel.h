@@ -45,8 +45,18 @@ const char* kernel_language_name(KernelLanguage lang);
 // its own read-only copy of the drivers.
 inline constexpr const char* kKernelDir = "/tmp/.sandcastle/kernel";
 
+// Asks the driver to list `dir` after the cell as the file channel would
+// (recursive, `skip` left out at the top, at most `max_entries` entries):
+// the call then needs no round trip to the file worker for it.
+struct CellListRequest {
+  std::string dir;
+  std::size_t max_entries = 0;
+  std::string skip;
+};
+
 struct CellRequest {
   std::string code;
+  std::optional<CellListRequest> list;
   std::string stdin_data;
   std::chrono::milliseconds timeout{30'000};
   std::size_t max_output_bytes = std::size_t{1024} * 1024;  // per stream, head and tail kept
@@ -80,6 +90,11 @@ struct CellResult {
   bool fresh_kernel = false;      // this call started a new kernel first
   std::string death;              // "SIGSEGV", "out of memory", "exit 3"
   std::chrono::microseconds duration{0};
+  // The workdir after the cell, as the driver listed it (CellRequest::list);
+  // empty when it did not (a name that is not UTF-8, over its budget, or a
+  // driver that does not list).
+  std::optional<WorkspaceSnapshot> listing;
+  bool listing_truncated = false;
 };
 
 struct CellCallbacks {

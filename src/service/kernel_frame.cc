@@ -6,6 +6,7 @@
 #include <initializer_list>
 
 #include "common/json_parse.h"
+#include "sandbox/sandbox.h"
 
 namespace sandcastle::service {
 
@@ -136,6 +137,43 @@ Result<json> decode_error(json* e) {
   return std::move(*e);
 }
 
+// [[path, size, mtime_sec, mtime_nsec], ...] and truncated: every name a
+// clean relative path, every number in range.
+Result<std::optional<KernelListing>> decode_listing(json* l) {
+  if (!l || l->is_null()) return std::optional<KernelListing>();
+  if (!l->is_object()) return wrong("listing", *l, "an object or null");
+  Fields f(*l, "listing");
+  if (auto ok = f.only({"files", "truncated"}); !ok) return ok.error();
+  json* files = f.find("files");
+  json* truncated = f.find("truncated");
+  if (!files || !files->is_array())
+    return files ? wrong("listing.files", *files, "an array") : bad("a listing without \"files\"");
+  if (!truncated || !truncated->is_boolean())
+    return truncated ? wrong("listing.truncated", *truncated, "a boolean")
+                     : bad("a listing without \"truncated\"");
+  if (files->size() > kMaxKernelListing)
+    return bad("a listing of " + std::to_string(files->size()) + " files, over " +
+               std::to_string(kMaxKernelListing));
+  KernelListing out;
+  out.truncated = truncated->get<bool>();
+  out.count = files->size();
+  for (auto& e : *files) {
+    if (!e.is_array() || e.size() != 4 || !e[0].is_string() || !e[1].is_number_unsigned() ||
+        !e[2].is_number_integer() || !e[3].is_number_integer())
+      return bad("a listing entry is not [path, size, mtime_sec, mtime_nsec]");
+    auto& name = e[0].get_ref<std::string&>();
+    if (!sandbox::valid_listed_name(name))
+      return bad("a listing names \"" + name.substr(0, 64) + "\", not a relative path");
+    const auto nsec = e[3].get<std::int64_t>();
+    if (e[2].is_number_unsigned() && e[2].get<std::uint64_t>() > INT64_MAX)
+      return bad("a listing entry's mtime is out of range");
+    if (nsec < 0 || nsec >= 1'000'000'000)
+      return bad("a listing entry's mtime_nsec is " + std::to_string(nsec));
+    out.files[std::move(name)] = {e[1].get<std::uint64_t>(), e[2].get<std::int64_t>(), nsec};
+  }
+  return std::optional<KernelListing>(std::move(out));
+}
+
 Result<KernelFrame> decode_object(json& msg, std::size_t bytes, std::size_t values) {
   auto type_it = msg.find("type");
   if (type_it == msg.end()) return bad("a frame without \"type\"");
@@ -183,8 +221,8 @@ Result<KernelFrame> decode_object(json& msg, std::size_t bytes, std::size_t valu
     return KernelFrame(std::move(d));
   }
   if (type == "result") {
-    if (auto ok =
-            f.only({"type", "id", "execution_count", "status", "value", "error", "exit_code"});
+    if (auto ok = f.only(
+            {"type", "id", "execution_count", "status", "value", "error", "exit_code", "listing"});
         !ok)
       return ok.error();
     ResultFrame r;
@@ -208,6 +246,9 @@ Result<KernelFrame> decode_object(json& msg, std::size_t bytes, std::size_t valu
     }
     auto exit_code = f.integer("exit_code", INT_MIN, INT_MAX, false);
     if (!exit_code) return exit_code.error();
+    auto listing = decode_listing(f.find("listing"));
+    if (!listing) return listing.error();
+    r.listing = std::move(*listing);
     r.id = std::move(*id);
     r.execution_count = **count;
     r.value = std::move(*value);

@@ -29,6 +29,7 @@
 #include <variant>
 
 #include "common/result.h"
+#include "service/workspace_diff.h"
 
 namespace sandcastle::service {
 
@@ -58,6 +59,17 @@ struct DisplayFrame {
   std::size_t bytes = 0;   // the frame's size and value count, for the
   std::size_t values = 0;  // per-cell display caps
 };
+// The workdir's regular files as the driver listed them after the cell
+// (CellRequest::list): each name checked (sandbox::valid_listed_name).
+struct KernelListing {
+  WorkspaceSnapshot files;
+  std::size_t count = 0;  // entries as sent (a repeated name counts twice)
+  bool truncated = false;
+};
+// A listing holds at most this many files; the driver sends none (the server
+// lists the files itself) rather than more.
+inline constexpr std::size_t kMaxKernelListing = 10'000;
+
 // NOLINTNEXTLINE(bugprone-exception-escape): nlohmann::json's noexcept destructor may allocate
 struct ResultFrame {
   std::string id;
@@ -66,6 +78,7 @@ struct ResultFrame {
   nlohmann::json value;  // a MIME bundle, or null
   nlohmann::json error;  // {name, value, traceback[]} when failed, else null
   std::optional<int> exit_code;
+  std::optional<KernelListing> listing;  // absent or null: the driver did not list
 };
 using KernelFrame = std::variant<HelloFrame, StreamFrame, DisplayFrame, ResultFrame>;
 

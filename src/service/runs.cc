@@ -118,11 +118,17 @@ RunResult process_result(const sandbox::ExecResult& r, const char* stage,
 // named (each with its sandbox:// URI and, with the HTTP transport on, a
 // download link); a larger change is counted and flagged. Returns the
 // listing taken (for a kernel's next call), unless it was cut short.
+// `listed` is the listing the kernel's driver took after the cell, if any;
+// otherwise the workdir is listed now, through the file channel.
 std::optional<WorkspaceSnapshot> report_files(const Env& env, SandboxEntry& e,
-                                              const WorkspaceSnapshot& before, RunResult& out) {
+                                              const WorkspaceSnapshot& before, RunResult& out,
+                                              std::optional<WorkspaceSnapshot> listed = {},
+                                              bool listed_truncated = false) {
   std::size_t changed = 0;
-  bool listing_truncated = false;
-  auto after = snapshot_workspace(e.sandbox(), env.config.max_listed_files, &listing_truncated);
+  bool listing_truncated = listed_truncated;
+  auto after =
+      listed ? std::move(*listed)
+             : snapshot_workspace(e.sandbox(), env.config.max_listed_files, &listing_truncated);
   const json diff = diff_workspace(before, after, kMaxFilesReported, &changed);
   std::vector<CreatedFile> files;
   for (const auto& d : diff) {
@@ -178,6 +184,8 @@ Result<RunResult> in_kernel(Env& env, EntryUse& use, KernelLanguage lang, const 
   if (args.contains("stdin")) req.stdin_data = args["stdin"].get<std::string>();
   req.timeout = timeout_of(args, *use);
   req.max_output_bytes = env.config.max_output_bytes;
+  req.list = CellListRequest{use->sandbox().spec().workdir(), env.config.max_listed_files,
+                             std::string(kSandcastleStateDir)};
   CellCallbacks cb;
   if (emit.wants_output())
     cb.on_output = [&emit](const char* stream, std::string_view text) {
@@ -215,7 +223,7 @@ Result<RunResult> in_kernel(Env& env, EntryUse& use, KernelLanguage lang, const 
   // Kept only if no other use ran alongside this listing (its writes could
   // land after it and would then be missed).
   const auto uses = use->use_counts();
-  auto after = report_files(env, *use, *before, out);
+  auto after = report_files(env, *use, *before, out, std::move(r->listing), c.listing_truncated);
   const auto uses_after = use->use_counts();
   if (after && uses.active == 1 && uses_after.active == 1 && uses_after.begun == uses.begun)
     kernel->keep_listing(std::move(*after), uses.begun);

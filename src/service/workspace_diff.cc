@@ -10,7 +10,7 @@ WorkspaceSnapshot snapshot_workspace(sandbox::Sandbox& sb, size_t max_files, boo
   opts.recursive = true;
   opts.max_entries = max_files;
   // sandcastle's own state (installed packages) is not the program's output.
-  opts.skip = ".sandcastle";
+  opts.skip = kSandcastleStateDir;
   auto listing = sb.list(sb.spec().workdir(), opts);
   if (!listing.ok()) return snap;
   if (truncated) *truncated = listing->truncated;

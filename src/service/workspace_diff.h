@@ -18,6 +18,10 @@ struct FileSig {
 };
 using WorkspaceSnapshot = std::map<std::string, FileSig>;  // path relative to the workdir
 
+// sandcastle's own state in the workdir (installed packages): not a
+// program's output, so never listed.
+inline constexpr const char* kSandcastleStateDir = ".sandcastle";
+
 // Regular files below the sandbox's workdir, from a listing of at most
 // `max_files` entries (made inside the sandbox).
 // `truncated` (if given) says the workdir held more than that.

@@ -1,6 +1,7 @@
 #include "sandbox/native/file_wire.h"
 
 #include "sandbox/native/wire.h"
+#include "sandbox/sandbox.h"
 
 namespace sandcastle::sandbox::native {
 
@@ -94,19 +95,8 @@ std::optional<FileEntryWire> decode_file_entry(std::string_view bytes) {
   e.mtime_sec = static_cast<std::int64_t>(rd.u64());
   e.mtime_nsec = static_cast<std::int64_t>(rd.u64());
   if (!rd.ok() || !rd.at_end()) return std::nullopt;
-  // A name is a relative path of real components: no empty, ".", ".." or
-  // NUL, so a caller that joins it to the listed directory stays below it.
-  if (e.name.empty() || e.name.size() > kMaxFilePath || e.name.front() == '/') return std::nullopt;
-  std::size_t start = 0;
-  while (start <= e.name.size()) {
-    std::size_t end = e.name.find('/', start);
-    if (end == std::string::npos) end = e.name.size();
-    std::string_view comp(e.name.data() + start, end - start);
-    if (comp.empty() || comp == "." || comp == ".." || comp.size() > 255) return std::nullopt;
-    start = end + 1;
-  }
-  if (e.name.find('\0') != std::string::npos || e.type > 3 || (e.mode & ~07777u) != 0 ||
-      e.mtime_nsec < 0 || e.mtime_nsec >= 1'000'000'000)
+  if (e.name.size() > kMaxFilePath || !valid_listed_name(e.name)) return std::nullopt;
+  if (e.type > 3 || (e.mode & ~07777u) != 0 || e.mtime_nsec < 0 || e.mtime_nsec >= 1'000'000'000)
     return std::nullopt;
   return e;
 }

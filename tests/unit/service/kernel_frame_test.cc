@@ -119,6 +119,72 @@ TEST(KernelFrameTest, EveryWrongFieldIsNamed) {
   EXPECT_NE(error_of(wide).find("more than the limit of 65536 values"), std::string::npos);
 }
 
+// The workdir listing a driver sends with its result (CellRequest::list):
+// each name a clean relative path, each figure in range, or the frame fails.
+TEST(KernelFrameTest, ListingDecodesWithEveryEntryChecked) {
+  const std::string head = R"({"type":"result","id":"1","execution_count":1,"status":"ok",)";
+  auto ok = decode_kernel_frame(
+      head +
+          R"("listing":{"files":[["a.png",3,1700000000,5],["d/e/f.txt",0,-2,999999999]],"truncated":true}})",
+      kMax);
+  ASSERT_TRUE(ok.ok()) << ok.error().message();
+  const auto& l = std::get<ResultFrame>(*ok).listing;
+  ASSERT_TRUE(l.has_value());
+  EXPECT_TRUE(l->truncated);
+  EXPECT_EQ(l->count, 2u);
+  ASSERT_EQ(l->files.size(), 2u);
+  EXPECT_EQ(l->files.at("a.png"), (FileSig{3, 1700000000, 5}));
+  EXPECT_EQ(l->files.at("d/e/f.txt"), (FileSig{0, -2, 999999999}));
+
+  for (const char* none : {R"("listing":null})", R"("exit_code":0})"}) {
+    auto n = decode_kernel_frame(head + none, kMax);
+    ASSERT_TRUE(n.ok()) << n.error().message();
+    EXPECT_FALSE(std::get<ResultFrame>(*n).listing.has_value()) << none;
+  }
+
+  const std::pair<std::string, const char*> cases[] = {
+      {R"("listing":[]})", R"("listing" is an array, expected an object or null)"},
+      {R"("listing":{"files":[]}})", R"(a listing without "truncated")"},
+      {R"("listing":{"truncated":false}})", R"(a listing without "files")"},
+      {R"("listing":{"files":{},"truncated":false}})", R"("listing.files" is an object)"},
+      {R"("listing":{"files":[],"truncated":0}})", R"("listing.truncated" is a number)"},
+      {R"("listing":{"files":[],"truncated":false,"more":1}})", R"(unexpected field "more")"},
+      {R"("listing":{"files":[["a",1,2]],"truncated":false}})", "not [path, size, mtime_sec"},
+      {R"("listing":{"files":[["a",-1,2,3]],"truncated":false}})", "not [path, size, mtime_sec"},
+      {R"("listing":{"files":[[1,1,2,3]],"truncated":false}})", "not [path, size, mtime_sec"},
+      {R"("listing":{"files":[["a",1,2.5,3]],"truncated":false}})", "not [path, size, mtime_sec"},
+      {R"("listing":{"files":[["a",1,2,1000000000]],"truncated":false}})",
+       "mtime_nsec is 1000000000"},
+      {R"("listing":{"files":[["a",1,2,-1]],"truncated":false}})", "mtime_nsec is -1"},
+      {R"("listing":{"files":[["a",1,18446744073709551615,0]],"truncated":false}})",
+       "mtime is out of range"},
+  };
+  for (const auto& [tail, why] : cases) {
+    const std::string got = error_of(head + tail);
+    EXPECT_NE(got.find(why), std::string::npos) << tail << " -> " << got;
+  }
+  // A name that would lead out of the workdir, or is no name at all.
+  for (const char* name :
+       {"/etc/passwd", "../x", "a/../../x", "a//b", "./a", "a/.", "", "a/", "a\\u0000b"}) {
+    const std::string got =
+        error_of(head + R"("listing":{"files":[[")" + name + R"(",1,2,3]],"truncated":false}})");
+    EXPECT_NE(got.find("not a relative path"), std::string::npos) << name << " -> " << got;
+  }
+  const std::string long_component(256, 'x');
+  EXPECT_NE(error_of(head + R"("listing":{"files":[[")" + long_component +
+                     R"(",1,2,3]],"truncated":false}})")
+                .find("not a relative path"),
+            std::string::npos);
+  std::string many = head + R"("listing":{"files":[)";
+  for (std::size_t i = 0; i <= kMaxKernelListing; ++i) {
+    many.append(i ? R"(,["f)" : R"(["f)");
+    many.append(std::to_string(i));
+    many.append(R"(",1,2,3])");
+  }
+  many.append(R"(],"truncated":false}})");
+  EXPECT_NE(error_of(many).find("a listing of 10001 files, over 10000"), std::string::npos);
+}
+
 TEST(KernelFrameTest, FrameCapFollowsTheOutputCap) {
   EXPECT_EQ(max_frame_bytes(1 << 20), (8u << 20) + (4u << 20));
   EXPECT_EQ(max_frame_bytes(0), kMaxDisplayBytes);
