@@ -34,6 +34,22 @@ void ElasticPool::submit(std::function<void()> task) {
   cv_.notify_one();
 }
 
+bool ElasticPool::try_submit(std::function<void()>& task) {
+  std::unique_lock lock(mu_);
+  const bool idle_one = idle_ > tasks_.size();
+  if (!idle_one && threads_ >= max_threads_) return false;
+  tasks_.push_back(std::move(task));
+  if (!idle_one) {
+    ++threads_;
+    lock.unlock();
+    std::thread([this] { worker(); }).detach();
+    return true;
+  }
+  lock.unlock();
+  cv_.notify_one();
+  return true;
+}
+
 void ElasticPool::worker() {
   std::unique_lock lock(mu_);
   for (;;) {

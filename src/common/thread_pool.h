@@ -23,6 +23,10 @@ class ElasticPool {
   ElasticPool& operator=(const ElasticPool&) = delete;
 
   void submit(std::function<void()> task);
+  // Like submit, but only if a worker takes `task` at once (an idle one, or a
+  // new one under the ceiling); false, with `task` left as it was, when it
+  // would have to wait in the queue.
+  bool try_submit(std::function<void()>& task);
 
   size_t threads() const;
   size_t idle() const;

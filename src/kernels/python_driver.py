@@ -603,8 +603,10 @@ class Kernel:
             _quiet_matplotlib()
         self.busy = True
         # What came with or just after the execute (an interrupt for this
-        # cell), its SIGIO spent while no cell ran.
-        self.on_sigio(None, None)
+        # cell), its SIGIO spent while no cell ran. Mostly nothing: one look
+        # then (a SIGIO from here on runs on_sigio itself, busy being set).
+        if select.select([self.chan.fd], [], [], 0)[0] or self.chan.buf:
+            self.on_sigio(None, None)
         try:
             value = self._guarded(code, filename, cell)
             if value is not None:

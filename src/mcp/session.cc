@@ -142,6 +142,10 @@ void Session::handle_text(std::string_view text) {
 }
 
 void Session::handle_json(const json& msg) {
+  handle_json(msg, Runner());
+}
+
+void Session::handle_json(const json& msg, const Runner& run) {
   if (msg.is_array()) {
     handle_batch(msg);
     return;
@@ -158,9 +162,7 @@ void Session::handle_json(const json& msg) {
     case MessageKind::kNotification:
       handle_notification(msg);
       return;
-    case MessageKind::kRequest:
-      handle_request(msg);
-      return;
+    case MessageKind::kRequest: handle_request(msg, run ? &run : nullptr); return;
   }
 }
 
@@ -256,7 +258,7 @@ void Session::end_inflight(const json& id) {
   inflight_.erase(id.dump());
 }
 
-void Session::handle_request(const json& msg) {
+void Session::handle_request(const json& msg, const Runner* run) {
   const json& id = msg["id"];
   const std::string& method = msg["method"].get_ref<const std::string&>();
   const MethodSpec* spec = server_.find_method(method);
@@ -297,14 +299,18 @@ void Session::handle_request(const json& msg) {
     ++running_;
   }
   auto self = shared_from_this();
-  ElasticPool::shared().submit([self, msg, entry] {
+  std::function<void()> task = [self, msg, entry] {
     auto reply = self->process_request(msg, &entry->token);
     self->end_inflight(msg["id"]);
     if (reply) self->emit(*reply, &msg["id"]);
     std::lock_guard lock(self->mu_);
     --self->running_;
     self->idle_cv_.notify_all();
-  });
+  };
+  if (run)
+    (*run)(std::move(task));
+  else
+    ElasticPool::shared().submit(std::move(task));
 }
 
 Session::Envelope Session::envelope_for(const std::string& method, const json& params) const {

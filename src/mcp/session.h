@@ -40,6 +40,13 @@ class Session : public std::enable_shared_from_this<Session> {
   // handles it; every reply goes through `send`.
   void handle_text(std::string_view text);
   void handle_json(const json& msg);
+  // Where a request that may block (a tool call) runs. handle_json(msg)
+  // submits it to the shared ElasticPool; a transport that reads on a thread
+  // it can hand over (stdio) passes a Runner that keeps it, to run it on the
+  // reading thread once another has taken over reading (no hand-off to a
+  // pool thread on the request's path).
+  using Runner = std::function<void(std::function<void()>)>;
+  void handle_json(const json& msg, const Runner& run);
 
   // Lets requests in flight run for up to `finish`, then cancels the rest and
   // waits up to `cancel` for their handlers to return. New requests arriving
@@ -67,7 +74,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void handle_batch(const json& batch);
   void handle_notification(const json& msg);
-  void handle_request(const json& msg);
+  void handle_request(const json& msg, const Runner* run);
   // Runs a request to completion; nullopt when it was cancelled (no reply).
   std::optional<json> process_request(const json& msg, CancelToken* token);
   json dispatch(const std::string& method, const json& params, const Envelope& env,

@@ -10,23 +10,6 @@ namespace sandcastle::service {
 
 namespace {
 
-bool same_name(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
-// By name or alias, whether or not the host has its toolchain.
-const Language* lookup(std::string_view name) {
-  for (const auto& l : all_languages()) {
-    if (same_name(l.name, name)) return &l;
-    for (const auto& a : l.aliases)
-      if (same_name(a, name)) return &l;
-  }
-  return nullptr;
-}
-
 // What the error calls the language's toolchain: "python3", "node".
 std::string interpreter_of(const Language& l) {
   if (l.requires_binaries.empty()) return l.name;
@@ -48,12 +31,12 @@ json image_json(const images::ImageRecord& r) {
 }  // namespace
 
 std::string canonical_language(std::string_view name) {
-  const Language* l = lookup(name);
+  const Language* l = language_by_name(name);
   return l ? l->name : std::string(name);
 }
 
 std::string default_image_for(const Config& config, const std::string& language) {
-  const Language* l = lookup(language);
+  const Language* l = language_by_name(language);
   auto it = l ? config.language_images.find(l->name) : config.language_images.end();
   return it == config.language_images.end() ? config.default_image : it->second;
 }
@@ -64,7 +47,7 @@ Result<const Language*> language_for_image(const Env& env, std::string_view name
   if (env.manager.backend().owns_images()) {
     // The engine's image: its interpreters are not probed ahead (a missing
     // one fails the first run, naming the program).
-    const Language* lang = lookup(name);
+    const Language* lang = language_by_name(name);
     if (!lang)
       return Error::make(ErrorCode::kInvalidArgument,
                          "unknown language '" + std::string(name) + "'");
@@ -80,7 +63,7 @@ Result<const Language*> language_for_image(const Env& env, std::string_view name
                          "image '" + image + "' not found: list_images shows the images there are");
     return rec.take_error();
   }
-  const Language* lang = lookup(name);
+  const Language* lang = language_by_name(name);
   if (!lang) {
     std::string known;
     for (const auto& l : rec->languages) known += (known.empty() ? "" : ", ") + l;

@@ -333,7 +333,10 @@ std::optional<Error> listing_error(const KernelListing& l, const CellListRequest
 }  // namespace
 
 Kernel::Kernel(sandbox::Sandbox& sb, KernelLanguage lang, std::map<std::string, std::string> env)
-    : sb_(sb), lang_(lang), env_(std::move(env)) {}
+    : sb_(sb),
+      lang_(lang),
+      env_(std::move(env)),
+      cancel_ev_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
 Kernel::~Kernel() {
   std::shared_ptr<Instance> inst;
@@ -420,8 +423,8 @@ Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& 
 Result<CellResult> Kernel::run_cell(const CellRequest& req, const CellCallbacks& cb,
                                     CancelToken* cancel) {
   const auto t0 = Clock::now();
-  UniqueFd cancel_ev(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!cancel_ev) return Error::from_errno("eventfd for kernel cancellation");
+  if (!cancel_ev_) return Error::from_errno("eventfd for kernel cancellation");
+  const UniqueFd& cancel_ev = cancel_ev_;
   struct Subscription {
     CancelToken* token;
     size_t id = 0;
@@ -441,6 +444,9 @@ Result<CellResult> Kernel::run_cell(const CellRequest& req, const CellCallbacks&
       return res;
     }
   }
+  // Pokes for calls before this one (or queued beside it) are stale: this
+  // call's own cancellation is read from its token before every wait.
+  drain(cancel_ev.get());
 
   CellResult res;
   std::shared_ptr<Instance> inst;

@@ -132,6 +132,26 @@ std::vector<std::string> available_language_names(const std::vector<Language>& t
   return names;
 }
 
+namespace {
+
+bool same_name(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+}  // namespace
+
+const Language* language_by_name(std::string_view name) {
+  for (const auto& l : all_languages()) {
+    if (same_name(l.name, name)) return &l;
+    for (const auto& a : l.aliases)
+      if (same_name(a, name)) return &l;
+  }
+  return nullptr;
+}
+
 Result<const Language*> find_language(std::string_view name) {
   return find_language(name, all_languages());
 }

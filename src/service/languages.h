@@ -38,6 +38,10 @@ bool language_available(const Language& lang);
 // The canonical names of the available languages, in table order.
 std::vector<std::string> available_language_names();
 
+// By name or alias (case-insensitive), whether or not the host has its
+// toolchain; null when there is no such language.
+const Language* language_by_name(std::string_view name);
+
 // Finds a language by name or alias (case-insensitive). An unknown or
 // unavailable language is an error naming the available ones.
 Result<const Language*> find_language(std::string_view name);

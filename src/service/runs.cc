@@ -317,7 +317,9 @@ Result<RunResult> code_run(Env& env, const Caller& c, const json& args, const Ru
                                                           : env.config.default_language;
   const std::string image =
       entry ? entry->spec().image() : default_image_for(env.config, lang_name);
-  auto lang = language_for_image(env, lang_name, image);
+  // A sandbox's own language was checked against its image when it was made.
+  const Language* own = entry && !args.contains("language") ? language_by_name(lang_name) : nullptr;
+  auto lang = own ? Result<const Language*>(own) : language_for_image(env, lang_name, image);
   if (!lang.ok()) return lang.error();
   const bool one_shot = !entry;
   std::optional<double> queued_ms;

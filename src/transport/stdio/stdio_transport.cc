@@ -7,12 +7,17 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <regex>
 #include <string>
+#include <vector>
 
-#include "common/result.h"
 #include "common/json_parse.h"
+#include "common/result.h"
+#include "common/thread_pool.h"
 #include "common/unique_fd.h"
 #include "mcp/session.h"
 
@@ -138,26 +143,110 @@ void block_termination_signals() {
   pthread_sigmask(SIG_BLOCK, &mask, nullptr);
 }
 
-int serve_stdio(const mcp::Server& server, const StdioOptions& options) {
-  block_termination_signals();
-  sigset_t mask;
-  sigemptyset(&mask);
-  sigaddset(&mask, SIGTERM);
-  sigaddset(&mask, SIGINT);
-  UniqueFd sigfd(signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
-  if (!sigfd) spdlog::warn("signalfd failed: {}; SIGTERM handling degraded", errno_text(errno));
+namespace {
 
-  auto writer = std::make_shared<LineWriter>(options.out_fd);
-  auto session = mcp::Session::create(
-      server, [writer](const mcp::json& msg) { writer->write_line(mcp::dump_message(msg)); });
+// Reading stdin is a role, not a thread (leader/follower): the thread that
+// read a request that may block (a tool call) hands reading over to a pool
+// worker and runs the request itself. The request thus starts on the thread
+// the client's write woke, without a wake-up of another thread on its path;
+// the next message is read meanwhile by the new reader.
+class StdioLoop : public std::enable_shared_from_this<StdioLoop> {
+ public:
+  StdioLoop(const mcp::Server& server, const StdioOptions& options)
+      : options_(options),
+        writer_(std::make_shared<LineWriter>(options.out_fd)),
+        session_(mcp::Session::create(
+            server,
+            [w = writer_](const mcp::json& msg) { w->write_line(mcp::dump_message(msg)); })),
+        reader_(options.max_line_bytes),
+        limits_{options.max_line_bytes},
+        buf_(std::size_t{1} << 16) {
+    limits_.bytes_setting = "--max-message-bytes";
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigfd_ = UniqueFd(signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+    if (!sigfd_) spdlog::warn("signalfd failed: {}; SIGTERM handling degraded", errno_text(errno));
+    keep_ = [this](std::function<void()> task) { kept_.push_back(std::move(task)); };
+  }
 
-  LineReader reader(options.max_line_bytes);
-  JsonLimits limits{options.max_line_bytes};
-  limits.bytes_setting = "--max-message-bytes";
-  auto on_line = [&](const std::string& line) {
-    auto msg = parse_json(line, limits);
+  mcp::Session& session() { return *session_; }
+
+  // Reads on pool threads (whichever holds the role) until input ends;
+  // returns why it ended. The calling thread only waits: it must be free to
+  // shut the session down while a request still runs.
+  std::string run() {
+    ElasticPool::shared().submit([self = shared_from_this()] { self->lead(); });
+    std::unique_lock lock(mu_);
+    done_cv_.wait(lock, [this] { return done_; });
+    return reason_;
+  }
+
+ private:
+  void lead() {
+    for (;;) {
+      pollfd fds[2] = {{options_.in_fd, POLLIN, 0}, {sigfd_.get(), POLLIN, 0}};
+      int n = ::poll(fds, sigfd_ ? 2 : 1, -1);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return finish(std::string("poll failed: ") + errno_text(errno));
+      }
+      if (sigfd_ && (fds[1].revents & POLLIN)) {
+        signalfd_siginfo info{};
+        if (::read(sigfd_.get(), &info, sizeof info) == sizeof info)
+          return finish(info.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+      }
+      if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t got = ::read(options_.in_fd, buf_.data(), buf_.size());
+      if (got < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        return finish(std::string("stdin read failed: ") + errno_text(errno));
+      }
+      auto on_line = [this](const std::string& line) { handle_line(line); };
+      auto on_oversize = [this](size_t bytes, const std::string& head, const std::string& tail) {
+        handle_oversize(bytes, head, tail);
+      };
+      if (got == 0) {
+        reader_.finish(on_line, on_oversize);
+        for (auto& task : kept_) ElasticPool::shared().submit(std::move(task));
+        kept_.clear();
+        return finish("stdin closed");
+      }
+      reader_.feed(buf_.data(), static_cast<size_t>(got), on_line, on_oversize);
+      if (!kept_.empty() && hand_over()) return;
+    }
+  }
+
+  // Runs the last request read here once a pool worker has taken over
+  // reading (the others go to the pool). True when it did; false when every
+  // worker is busy, and reading goes on here with all of them in the pool.
+  bool hand_over() {
+    std::function<void()> last = std::move(kept_.back());
+    kept_.pop_back();
+    for (auto& task : kept_) ElasticPool::shared().submit(std::move(task));
+    kept_.clear();
+    std::function<void()> next = [self = shared_from_this()] { self->lead(); };
+    if (!ElasticPool::shared().try_submit(next)) {
+      ElasticPool::shared().submit(std::move(last));
+      return false;
+    }
+    // From here on another thread reads: nothing of the loop's is touched.
+    last();
+    return true;
+  }
+
+  void finish(std::string reason) {
+    std::lock_guard lock(mu_);
+    reason_ = std::move(reason);
+    done_ = true;
+    done_cv_.notify_all();
+  }
+
+  void handle_line(const std::string& line) {
+    auto msg = parse_json(line, limits_);
     if (msg) {
-      session->handle_json(*msg);
+      session_->handle_json(*msg, keep_);
       return;
     }
     // Over a limit, the id is recovered as for an oversized line, so the
@@ -167,50 +256,44 @@ int serve_stdio(const mcp::Server& server, const StdioOptions& options) {
                              ? recover_id(line.substr(0, kEnd),
                                           line.substr(line.size() - std::min(line.size(), kEnd)))
                              : mcp::json(nullptr);
-    writer->write_line(mcp::dump_message(mcp::parse_failure(id, msg.error())));
-  };
-  auto on_oversize = [&](size_t bytes, const std::string& head, const std::string& tail) {
-    writer->write_line(mcp::dump_message(mcp::make_error(
+    writer_->write_line(mcp::dump_message(mcp::parse_failure(id, msg.error())));
+  }
+
+  void handle_oversize(size_t bytes, const std::string& head, const std::string& tail) {
+    writer_->write_line(mcp::dump_message(mcp::make_error(
         recover_id(head, tail), mcp::rpc_error::kInvalidRequest,
         "Invalid Request: message of " + std::to_string(bytes) + " bytes exceeds the limit of " +
-            std::to_string(options.max_line_bytes) + " bytes (--max-message-bytes)")));
-  };
-
-  std::string reason = "stdin closed";
-  std::vector<char> buf(1 << 16);
-  for (;;) {
-    pollfd fds[2] = {{options.in_fd, POLLIN, 0}, {sigfd.get(), POLLIN, 0}};
-    int n = ::poll(fds, sigfd ? 2 : 1, -1);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      reason = std::string("poll failed: ") + errno_text(errno);
-      break;
-    }
-    if (sigfd && (fds[1].revents & POLLIN)) {
-      signalfd_siginfo info{};
-      if (::read(sigfd.get(), &info, sizeof info) == sizeof info) {
-        reason = info.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT";
-        break;
-      }
-    }
-    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-      ssize_t got = ::read(options.in_fd, buf.data(), buf.size());
-      if (got < 0) {
-        if (errno == EINTR || errno == EAGAIN) continue;
-        reason = std::string("stdin read failed: ") + errno_text(errno);
-        break;
-      }
-      if (got == 0) {
-        reader.finish(on_line, on_oversize);
-        break;
-      }
-      reader.feed(buf.data(), static_cast<size_t>(got), on_line, on_oversize);
-    }
+            std::to_string(options_.max_line_bytes) + " bytes (--max-message-bytes)")));
   }
+
+  const StdioOptions options_;
+  std::shared_ptr<LineWriter> writer_;
+  std::shared_ptr<mcp::Session> session_;
+  UniqueFd sigfd_;
+  // The reading role's state: only the thread holding the role touches it.
+  LineReader reader_;
+  JsonLimits limits_;
+  std::vector<char> buf_;
+  std::vector<std::function<void()>> kept_;  // requests read in this chunk
+  mcp::Session::Runner keep_;
+
+  std::mutex mu_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::string reason_;
+};
+
+}  // namespace
+
+int serve_stdio(const mcp::Server& server, const StdioOptions& options) {
+  block_termination_signals();
+  auto loop = std::make_shared<StdioLoop>(server, options);
+  const std::string reason = loop->run();
   spdlog::info("shutting down: {}", reason);
-  if (!session->shutdown(options.finish_grace, options.cancel_grace))
+  mcp::Session& session = loop->session();
+  if (!session.shutdown(options.finish_grace, options.cancel_grace))
     spdlog::warn("{} request(s) still running after the grace period; exiting anyway",
-                 session->inflight());
+                 session.inflight());
   return 0;
 }
 

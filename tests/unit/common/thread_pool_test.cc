@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -51,6 +52,36 @@ TEST(ElasticPoolTest, CeilingQueuesTheRest) {
   release.set_value();
   for (int i = 0; i < 200 && done.load() < 5; ++i) std::this_thread::sleep_for(5ms);
   EXPECT_EQ(done.load(), 5);
+}
+
+// try_submit hands a task over only if a worker takes it at once: with
+// every worker busy at the ceiling it refuses and leaves the task callable.
+TEST(ElasticPoolTest, TrySubmitTakesOnlyWhatRunsAtOnce) {
+  ElasticPool pool(2, 2s);
+  std::promise<void> release;
+  auto gate = release.get_future().share();
+  std::promise<void> started1, started2;
+  pool.submit([gate, &started1] {
+    started1.set_value();
+    gate.wait();
+  });
+  std::function<void()> second = [gate, &started2] {
+    started2.set_value();
+    gate.wait();
+  };
+  ASSERT_TRUE(pool.try_submit(second)) << "under the ceiling a new worker takes it";
+  ASSERT_EQ(started1.get_future().wait_for(1s), std::future_status::ready);
+  ASSERT_EQ(started2.get_future().wait_for(1s), std::future_status::ready);
+  std::atomic<int> ran{0};
+  std::function<void()> third = [&ran] { ++ran; };
+  EXPECT_FALSE(pool.try_submit(third));
+  ASSERT_TRUE(third) << "a refused task is left as it was";
+  release.set_value();
+  for (int i = 0; i < 200 && pool.idle() < 2; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(pool.try_submit(third)) << "an idle worker takes it";
+  for (int i = 0; i < 200 && ran.load() == 0; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(ran.load(), 1);
+  EXPECT_EQ(pool.threads(), 2u);
 }
 
 }  // namespace

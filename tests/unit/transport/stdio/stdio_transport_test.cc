@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <future>
+#include <set>
 #include <string>
 
 #include "common/unique_fd.h"
@@ -164,6 +165,37 @@ TEST(StdioTransportTest, EofLetsShortCallAnswer) {
   json r = h.read_json();
   EXPECT_EQ(r["id"], 3);
   EXPECT_GE(r["result"]["structuredContent"]["slept_ms"].get<int>(), 290);
+}
+
+// The thread that reads a tool call runs it and hands reading on
+// (leader/follower): calls sent one write at a time, or several in one
+// write, all run at once, and a ping sent behind them is answered while
+// they still run.
+TEST(StdioTransportTest, ReadingGoesOnWhileTheReaderRunsACall) {
+  StdioHarness h;
+  h.write(kInit);
+  (void)h.read_json();
+  auto sleep_call = [](int id) {
+    return R"({"jsonrpc":"2.0","id":)" + std::to_string(id) +
+           R"(,"method":"tools/call","params":{"name":"test_sleep","arguments":{"ms":600}}})"
+           "\n";
+  };
+  const auto start = std::chrono::steady_clock::now();
+  h.write(sleep_call(1));
+  h.write(sleep_call(2));
+  h.write(sleep_call(3) + sleep_call(4) + sleep_call(5));
+  h.write("{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\"}\n");
+  json first = h.read_json();
+  EXPECT_EQ(first["id"], 6) << "the ping waited behind a call: " << first.dump();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 500ms);
+  std::set<int> answered;
+  for (int i = 0; i < 5; ++i) {
+    json r = h.read_json();
+    EXPECT_GE(r["result"]["structuredContent"]["slept_ms"].get<int>(), 590) << r.dump();
+    answered.insert(r["id"].get<int>());
+  }
+  EXPECT_EQ(answered, (std::set<int>{1, 2, 3, 4, 5}));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1500ms) << "the calls ran one after another";
 }
 
 }  // namespace
