@@ -95,6 +95,32 @@ function sandboxTrees(serverPid) {
   });
 }
 
+// The floor under a warm cell: a call crosses two process boundaries and
+// back (client -> server -> kernel -> server -> client), each a wake-up of a
+// sleeping process. Two bare python3 processes over a socketpair, measured
+// free to run on any CPU and pinned to one: on a VM a wake-up across CPUs
+// costs far more than one on the same CPU.
+function socketRtt() {
+  const code = `
+import os, socket, time
+a, b = socket.socketpair()
+if os.fork() == 0:
+    a.close()
+    while True:
+        d = b.recv(100)
+        if not d: os._exit(0)
+        b.send(d)
+b.close()
+ts = []
+for i in range(20000):
+    t = time.perf_counter_ns(); a.send(b'x'); a.recv(100); ts.append(time.perf_counter_ns() - t)
+ts.sort(); print(ts[len(ts) // 2] / 1e6)
+a.close(); os.wait()
+`;
+  const run = (argv) => Number(spawnSync(argv[0], [...argv.slice(1), '-c', code], { encoding: 'utf8' }).stdout.trim());
+  return { socket_rtt_p50: run(['/usr/bin/python3']), socket_rtt_same_cpu_p50: run(['taskset', '-c', '0', '/usr/bin/python3']) };
+}
+
 async function main() {
   const opts = parseArgs(process.argv.slice(2), {
     script: 'kernel_bench.mjs',
@@ -136,6 +162,7 @@ async function main() {
       kernel_duration_p50: pct(r.dur, 50),
     });
     out.roundtrip = figures(runs[0]);
+    Object.assign(out.roundtrip, socketRtt());
     if (runs[1]) { out.baseline = figures(runs[1]); await runs[1].c.close(); }
     const c = runs[0].c, id = runs[0].id;
 
@@ -305,6 +332,7 @@ async function main() {
   const b = out.baseline;
   const vs = (k) => (b ? `; baseline build ${f3(b[k])} ms (${(r[k] / b[k]).toFixed(2)}×)` : '');
   console.log(`| warm \`x += 1\` round trip, p50 (${r.iterations} calls) | ${f3(r.cell_p50)} ms | ping ${f3(r.ping_p50)} ms${vs('cell_p50')} | ≤ 0.1 ms ${pass(r.cell_p50 <= 0.1)} |`);
+  console.log(`| floor: two bare processes' socketpair round trip, p50 (a cell makes two: client-server, server-kernel) | ${f3(r.socket_rtt_p50)} ms; on one CPU ${f3(r.socket_rtt_same_cpu_p50)} ms | | |`);
   console.log(`| warm \`x += 1\` round trip, p90 | ${f3(r.cell_p90)} ms | ${vs('cell_p90').slice(2)} | |`);
   console.log(`| warm \`x += 1\` round trip, p99 | ${f3(r.cell_p99)} ms | ping ${f3(r.ping_p99)} ms${vs('cell_p99')} | |`);
   console.log(`| kernel cell time inside the server (duration_ms), p50 | ${f3(r.kernel_duration_p50)} ms | ${vs('kernel_duration_p50').slice(2)} | |`);
