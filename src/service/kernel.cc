@@ -400,19 +400,6 @@ json Kernel::status() const {
   return j;
 }
 
-void Kernel::keep_listing(WorkspaceSnapshot files, std::uint64_t uses) {
-  std::lock_guard l(mu_);
-  listing_.emplace(std::move(files), uses);
-}
-
-std::optional<WorkspaceSnapshot> Kernel::take_listing(std::uint64_t uses_now) {
-  std::lock_guard l(mu_);
-  std::optional<WorkspaceSnapshot> out;
-  if (listing_ && listing_->second + 1 == uses_now) out = std::move(listing_->first);
-  listing_.reset();
-  return out;
-}
-
 Result<CellResult> Kernel::execute(const CellRequest& req, const CellCallbacks& cb,
                                    CancelToken* cancel) {
   auto r = run_cell(req, cb, cancel);

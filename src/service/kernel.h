@@ -132,14 +132,6 @@ class Kernel {
   // {alive, pid, execution_count, version}
   nlohmann::json status() const;
 
-  // The workspace listing a cell's call ended with, kept as the next call's
-  // "before": valid only if the sandbox's use count then (`uses`, its own
-  // use included) is one below the next call's, i.e. nothing else used the
-  // sandbox in between. Saves a listing (a round trip into the sandbox) per
-  // call. take_listing() hands it over once, or nothing.
-  void keep_listing(WorkspaceSnapshot files, std::uint64_t uses);
-  std::optional<WorkspaceSnapshot> take_listing(std::uint64_t uses_now);
-
  private:
   // warmup: started ahead of any cell, through the WarmupGate.
   std::shared_ptr<Instance> launch_locked(bool warmup = false);
@@ -157,7 +149,6 @@ class Kernel {
   std::shared_ptr<Instance> inst_;
   int execution_count_ = 0;
   bool ever_started_ = false;
-  std::optional<std::pair<WorkspaceSnapshot, std::uint64_t>> listing_;  // under mu_
 };
 
 }  // namespace sandcastle::service

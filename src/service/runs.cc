@@ -147,6 +147,26 @@ std::optional<WorkspaceSnapshot> report_files(const Env& env, SandboxEntry& e,
   return after;
 }
 
+// The listing a run starts from: the one the sandbox's last run ended with
+// if nothing used the sandbox since (files written between the two runs, by
+// the earlier one's background work, are then this one's), else a new one.
+WorkspaceSnapshot listing_before(const Env& env, EntryUse& use) {
+  if (auto kept = use->take_listing(use->use_counts().begun)) return std::move(*kept);
+  return snapshot_workspace(use->sandbox(), env.config.max_listed_files);
+}
+
+// Reports the files a run changed (report_files) and keeps the listing for
+// the next run, unless another use ran alongside this one (its writes could
+// land after the listing and would then be missed).
+void report_and_keep(const Env& env, EntryUse& use, const WorkspaceSnapshot& before, RunResult& out,
+                     std::optional<WorkspaceSnapshot> listed = {}, bool listed_truncated = false) {
+  const auto uses = use->use_counts();
+  auto after = report_files(env, *use, before, out, std::move(listed), listed_truncated);
+  const auto uses_after = use->use_counts();
+  if (after && uses.active == 1 && uses_after.active == 1 && uses_after.begun == uses.begun)
+    use->keep_listing(std::move(*after), uses.begun);
+}
+
 std::string kernel_hint(const CellResult& c, std::chrono::milliseconds timeout) {
   const char* what = c.end == CellEnd::kCancelled ? "was cancelled" : nullptr;
   const std::string ran_past = "ran past its " + format_seconds(timeout) + " s timeout";
@@ -193,11 +213,7 @@ Result<RunResult> in_kernel(Env& env, EntryUse& use, KernelLanguage lang, const 
     };
   emit.stage("run");
 
-  // The listing the previous call ended with, if nothing else used the
-  // sandbox since: files the kernel's own background work wrote between
-  // calls are then reported by this one.
-  auto before = kernel->take_listing(use->use_counts().begun);
-  if (!before) before = snapshot_workspace(use->sandbox(), env.config.max_listed_files);
+  const WorkspaceSnapshot before = listing_before(env, use);
   RunRegistry::Run registered(*env.runs, use->id(), cancel);
   auto r = kernel->execute(req, cb, registered.token());
   if (!r.ok()) return r.error();
@@ -220,13 +236,7 @@ Result<RunResult> in_kernel(Env& env, EntryUse& use, KernelLanguage lang, const 
   if (!c.value.is_null()) out.result = mime_bundle_of(c.value);
   out.error = c.error;
   for (const auto& d : c.displays) out.displays.push_back(mime_bundle_of(d));
-  // Kept only if no other use ran alongside this listing (its writes could
-  // land after it and would then be missed).
-  const auto uses = use->use_counts();
-  auto after = report_files(env, *use, *before, out, std::move(r->listing), c.listing_truncated);
-  const auto uses_after = use->use_counts();
-  if (after && uses.active == 1 && uses_after.active == 1 && uses_after.begun == uses.begun)
-    kernel->keep_listing(std::move(*after), uses.begun);
+  report_and_keep(env, use, before, out, std::move(r->listing), c.listing_truncated);
   out.hint = kernel_hint(c, req.timeout);
   out.failed = c.end == CellEnd::kTimeout || c.end == CellEnd::kKernelDied;
   return out;
@@ -242,8 +252,7 @@ Result<RunResult> in_process(Env& env, EntryUse& use, const Language& lang, bool
       !s.ok())
     return s.error();
 
-  auto before = one_shot ? WorkspaceSnapshot{}
-                         : snapshot_workspace(use->sandbox(), env.config.max_listed_files);
+  const WorkspaceSnapshot before = one_shot ? WorkspaceSnapshot{} : listing_before(env, use);
   const auto timeout = timeout_of(args, *use);
   const auto id = one_shot ? std::nullopt : std::optional<std::string>(use->id());
   RunRegistry::Run registered(*env.runs, use->id(), cancel);
@@ -279,7 +288,7 @@ Result<RunResult> in_process(Env& env, EntryUse& use, const Language& lang, bool
   if (one_shot)
     out.files_created.emplace();
   else
-    report_files(env, *use, before, out);
+    report_and_keep(env, use, before, out);
   return out;
 }
 
@@ -401,7 +410,7 @@ Result<RunResult> command_in(Env& env, EntryUse& use, const json& args, Emitter&
       try_direct = true;
     }
   }
-  auto before = snapshot_workspace(use->sandbox(), env.config.max_listed_files);
+  const WorkspaceSnapshot before = listing_before(env, use);
   RunRegistry::Run registered(*env.runs, use->id(), cancel);
   emit.stage("run");
   auto r = exec(*use, try_direct ? direct : req, emit, registered.token());
@@ -412,7 +421,7 @@ Result<RunResult> command_in(Env& env, EntryUse& use, const json& args, Emitter&
   if (!r.ok()) return r.error();
   RunResult out = process_result(*r, "run", timeout);
   out.sandbox_id = use->id();
-  report_files(env, *use, before, out);
+  report_and_keep(env, use, before, out);
   return out;
 }
 

@@ -89,6 +89,19 @@ SandboxEntry::UseCounts SandboxEntry::use_counts() const {
   return {uses_begun_, active_uses_};
 }
 
+void SandboxEntry::keep_listing(WorkspaceSnapshot files, std::uint64_t uses) {
+  std::lock_guard lock(mu_);
+  listing_.emplace(std::move(files), uses);
+}
+
+std::optional<WorkspaceSnapshot> SandboxEntry::take_listing(std::uint64_t uses_now) {
+  std::lock_guard lock(mu_);
+  std::optional<WorkspaceSnapshot> out;
+  if (listing_ && listing_->second + 1 == uses_now) out = std::move(listing_->first);
+  listing_.reset();
+  return out;
+}
+
 void SandboxEntry::set_package(PackageRecord rec) {
   std::function<void(const PackageRecord&)> hook;
   {

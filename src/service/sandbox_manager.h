@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/result.h"
@@ -24,6 +25,7 @@
 #include "service/admission.h"
 #include "service/ended_sandboxes.h"
 #include "service/sandbox_network.h"
+#include "service/workspace_diff.h"
 #include "store/sandbox_store.h"
 
 namespace sandcastle::service {
@@ -94,6 +96,14 @@ class SandboxEntry {
   };
   UseCounts use_counts() const;
 
+  // The workdir listing the last run ended with, kept as the next run's
+  // "before": valid only if the use count then (`uses`, its own use
+  // included) is one below the next run's, i.e. nothing else used the
+  // sandbox in between. Saves a listing (a round trip into the sandbox) per
+  // run. take_listing() hands it over once, or nothing.
+  void keep_listing(WorkspaceSnapshot files, std::uint64_t uses);
+  std::optional<WorkspaceSnapshot> take_listing(std::uint64_t uses_now);
+
   void set_package(PackageRecord rec);
   std::optional<PackageRecord> package(const std::string& name) const;
   std::vector<PackageRecord> packages() const;
@@ -124,6 +134,7 @@ class SandboxEntry {
   std::chrono::system_clock::time_point last_used_;
   int active_uses_ = 0;
   std::uint64_t uses_begun_ = 0;
+  std::optional<std::pair<WorkspaceSnapshot, std::uint64_t>> listing_;
   std::map<std::string, PackageRecord> packages_;
   std::function<void(const PackageRecord&)> on_package_;
   std::string ttl_action_ = "destroy";

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <thread>
 
 #include "../sandbox/fixture.h"
 #include "service/history.h"
@@ -128,6 +129,56 @@ TEST_F(ServiceWithoutMcpRuns, CodeAndCommandStreamAndAreRecorded) {
   auto theirs = run_code(*env_, Caller{"bob", {}}, json{{"sandbox_id", id}, {"code", "true"}}, {});
   ASSERT_FALSE(theirs.ok());
   EXPECT_EQ(theirs.error().code, ErrorCode::kNotFound);
+}
+
+// Each run's files_created starts from the listing the run before it ended
+// with, when nothing else used the sandbox in between: a file the kernel's
+// background thread writes between runs is reported exactly once, by
+// whichever run first lists it; a file write_file made is never reported.
+TEST_F(ServiceWithoutMcpRuns, ARunStartsFromTheListingTheLastRunEndedWith) {
+  start();
+  const std::string id = create("python");
+  ASSERT_FALSE(id.empty());
+  auto files_of = [](const Result<RunResult>& r) {
+    std::vector<std::string> out;
+    if (r.ok() && r->files_created)
+      for (const auto& f : *r->files_created) out.push_back(f.path + ":" + f.status);
+    return out;
+  };
+  auto cell = run_code(*env_, alice_,
+                       json{{"sandbox_id", id},
+                            {"code",
+                             "import threading, time\n"
+                             "def late():\n"
+                             "    time.sleep(0.3)\n"
+                             "    open('late.txt', 'w').write('x')\n"
+                             "threading.Thread(target=late).start()\n"}},
+                       {});
+  ASSERT_TRUE(cell.ok()) << cell.error().message();
+  // Gaps between the runs, where the write most likely lands: without the
+  // kept listing a file written there was reported by no run.
+  int reported = 0;
+  bool seen = false;
+  for (int i = 0; i < 100 && !seen; ++i) {
+    if (i > 0) std::this_thread::sleep_for(20ms);
+    auto c =
+        run_command(*env_, alice_, json{{"sandbox_id", id}, {"command", "test -e late.txt"}}, {});
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    for (const auto& f : files_of(c)) reported += f == "late.txt:created";
+    seen = c->exit_code == 0;
+  }
+  ASSERT_TRUE(seen) << "late.txt never appeared";
+  EXPECT_EQ(reported, 1) << "the file written between runs is reported by exactly one";
+
+  auto w = svc_->write_file(alice_, id, "w.txt", "x");
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  auto after = run_command(*env_, alice_, json{{"sandbox_id", id}, {"command", "true"}}, {});
+  EXPECT_EQ(files_of(after), std::vector<std::string>{}) << "write_file's file is not a run's";
+  auto mod = run_code(*env_, alice_,
+                      json{{"sandbox_id", id}, {"code", "open('w.txt','a').write('y')"}}, {});
+  EXPECT_EQ(files_of(mod), std::vector<std::string>{"w.txt:modified"});
+  auto again = run_command(*env_, alice_, json{{"sandbox_id", id}, {"command", "true"}}, {});
+  EXPECT_EQ(files_of(again), std::vector<std::string>{});
 }
 
 TEST_F(ServiceWithoutMcpRuns, InterruptEndsARunningLoopAsCancelled) {
