@@ -6,9 +6,11 @@
 // The server's channel is fd 3, one end of a connected unix socketpair that
 // is open when the driver starts. Framing: 4-byte big-endian length, then one
 // UTF-8 JSON object.
-//   server -> driver: execute {id, code, stdin?}, interrupt {id}, shutdown
+//   server -> driver: execute {id, code, stdin?, limits, list?}, interrupt {id},
+//                     shutdown
 //   driver -> server: hello {pid, version} (first), stream {id, name, text},
-//                     display {id, data{mime: value}}, result {id, ...}
+//                     display {id, data{mime: value}}, result {id, ...,
+//                     listing?} (the workdir after the cell, when asked)
 // Interrupts: a cell awaiting a promise is stopped by the in-band interrupt
 // message; one stuck in synchronous code cannot read it and is stopped by
 // SIGINT, which the sandbox sends a moment later (scripts run with
@@ -109,6 +111,73 @@ function fits(v, depth, values) {
     for (const x of items) stack.push([x, d + 1]);
   }
   return true;
+}
+
+// The regular files below spec.dir as the file worker lists them (symlinks
+// never followed: a subdirectory is read through the fd it was opened with
+// O_NOFOLLOW; spec.skip left out at the top; at most spec.max entries of any
+// type, then truncated): {files: [[path, size, mtime_sec, mtime_nsec]],
+// truncated}. null when the server must list it itself: the directory
+// cannot be read, a name is not UTF-8, or the listing is over spec.bytes.
+const LIST_DEPTH = 64;  // the file worker's kMaxListDepth
+const MAX_PATH = 4096;
+function listWorkspace(spec) {
+  const {dir: root, skip = '', max, bytes: budget} = spec;
+  if (typeof root !== 'string' || !Number.isInteger(max) || !Number.isInteger(budget)) return null;
+  const {O_RDONLY, O_DIRECTORY, O_NOFOLLOW} = fs.constants;
+  const files = [];
+  let n = 0, size = 0, truncated = false;
+  const stack = [['', 0]];
+  while (stack.length && !truncated) {
+    const [rel, depth] = stack.pop();
+    let fd;
+    try {
+      fd = fs.openSync(
+          rel ? `${root}/${rel}` : root, O_RDONLY | O_DIRECTORY | (rel ? O_NOFOLLOW : 0));
+    } catch (_) {
+      if (!rel) return null;
+      continue;  // gone or unreadable meanwhile: list what is there
+    }
+    const at = `/proc/self/fd/${fd}`;
+    try {
+      let names;
+      try {
+        names = fs.readdirSync(at, {encoding: 'buffer'});
+      } catch (_) {
+        if (!rel) return null;
+        continue;
+      }
+      for (const raw of names) {
+        const name = raw.toString('utf8');
+        if (!Buffer.from(name, 'utf8').equals(raw)) return null;  // the file worker sends those
+        if (!rel && name === skip) continue;
+        let st;
+        try {
+          st = fs.lstatSync(`${at}/${name}`, {bigint: true});
+        } catch (_) {
+          continue;
+        }
+        if (n >= max) {
+          truncated = true;
+          break;
+        }
+        n += 1;
+        const p = rel ? `${rel}/${name}` : name;
+        if (st.isDirectory()) {
+          if (depth + 1 < LIST_DEPTH && p.length < MAX_PATH - 256) stack.push([p, depth + 1]);
+        } else if (st.isFile()) {
+          size += Buffer.byteLength(p) + 48;
+          if (size > budget) return null;
+          const ns = st.mtimeNs;
+          const sec = ns / 1000000000n - (ns % 1000000000n < 0n ? 1n : 0n);
+          files.push([p, Number(st.size), Number(sec), Number(ns - sec * 1000000000n)]);
+        }
+      }
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+  return {files, truncated};
 }
 
 function cut(s, n) {
@@ -314,6 +383,15 @@ async function runCell(msg) {
     streams.stderr.flush();
     current = null;
   }
+  if (msg.list && typeof msg.list === 'object') {
+    // The files the cell left, listed here after it: the server then needs
+    // no second round trip to the file worker.
+    try {
+      reply.listing = listWorkspace(msg.list);
+    } catch (_) {
+      reply.listing = null;
+    }
+  }
   sendData(fitResult(reply));
 }
 
@@ -321,6 +399,11 @@ async function runCell(msg) {
 function fitResult(reply) {
   let body = encode(reply);
   if (body.length <= limits.frame && fits(reply, limits.depth, limits.values)) return body;
+  if (reply.listing) {  // the server lists the files itself
+    reply.listing = null;
+    body = encode(reply);
+    if (body.length <= limits.frame && fits(reply, limits.depth, limits.values)) return body;
+  }
   const { value, error } = reply;
   for (const keep of [limits.text, 1000]) {
     if (value !== undefined) reply.value = { 'text/plain': cut(String(value['text/plain'] ?? ''), keep) };

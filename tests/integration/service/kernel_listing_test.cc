@@ -73,6 +73,55 @@ TEST_F(KernelListingTest, TheKernelListsWhatTheFileChannelLists) {
   }
 }
 
+// The JavaScript driver's walk (through /proc/self/fd, as Node reads no
+// directory by its fd) gives the same.
+TEST_F(KernelListingTest, TheJavaScriptKernelListsWhatTheFileChannelLists) {
+  Kernel k(*sb_, KernelLanguage::kJavaScript);
+  auto r =
+      k.execute(cell("const fs = require('fs');\n"
+                     "fs.mkdirSync('a/b/c', { recursive: true });\n"
+                     "fs.writeFileSync('a/b/c/deep.txt', 'deep');\n"
+                     "fs.writeFileSync('top.png', 'x'.repeat(10));\n"
+                     "fs.mkdirSync('.sandcastle/node', { recursive: true });\n"
+                     "fs.writeFileSync('.sandcastle/node/m.js', '');\n"
+                     "fs.mkdirSync('/tmp/elsewhere', { recursive: true });\n"
+                     "fs.writeFileSync('/tmp/elsewhere/outside.txt', 'no');\n"
+                     "fs.symlinkSync('/tmp/elsewhere', 'link');\n"
+                     "fs.mkdirSync('locked');\n"
+                     "fs.writeFileSync('locked/hidden.txt', 'h');\n"
+                     "fs.chmodSync('locked', 0);\n"
+                     "let p = 'z';\n"
+                     "for (let i = 0; i < 70; i++) p += '/d';\n"
+                     "fs.mkdirSync(p, { recursive: true });\n"
+                     "fs.writeFileSync(p + '/too_deep.txt', '');\n"
+                     "fs.writeFileSync('z/d/shallow.txt', 's');\n"
+                     "fs.writeFileSync(Buffer.from('caf\\xe9.txt', 'latin1'), 'x');\n"
+                     "fs.unlinkSync(Buffer.from('caf\\xe9.txt', 'latin1'));\n"));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_EQ(r->end, CellEnd::kCompleted) << r->stderr_data;
+  ASSERT_TRUE(r->listing.has_value()) << "the driver sent no listing";
+  EXPECT_FALSE(r->listing_truncated);
+  bool truncated = true;
+  const WorkspaceSnapshot channel = snapshot_workspace(*sb_, 10'000, &truncated);
+  EXPECT_FALSE(truncated);
+  EXPECT_EQ(*r->listing, channel);
+  EXPECT_TRUE(channel.count("a/b/c/deep.txt"));
+  EXPECT_TRUE(channel.count("z/d/shallow.txt"));
+  EXPECT_FALSE(channel.count("link/outside.txt"));
+  EXPECT_EQ(channel.at("top.png").size, 10u);
+
+  auto capped = k.execute(cell("1", 3));
+  ASSERT_TRUE(capped.ok()) << capped.error().message();
+  ASSERT_TRUE(capped->listing.has_value());
+  EXPECT_TRUE(capped->listing_truncated);
+  EXPECT_LE(capped->listing->size(), 3u);
+
+  auto odd =
+      k.execute(cell("require('fs').writeFileSync(Buffer.from('caf\\xe9.txt', 'latin1'), 'x')"));
+  ASSERT_TRUE(odd.ok()) << odd.error().message();
+  EXPECT_FALSE(odd->listing.has_value()) << "a name that is not UTF-8 leaves it to the server";
+}
+
 // At the cap both stop at the same count and say so.
 TEST_F(KernelListingTest, ACappedListingIsTruncatedLikeTheChannels) {
   Kernel k(*sb_, KernelLanguage::kPython);
