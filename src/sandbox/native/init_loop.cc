@@ -274,12 +274,28 @@ int InitLoop::run() {
   bool shed = false;
   bool done = false;  // the server's last exec came (ExecWire::last)
   auto last_request = std::chrono::steady_clock::now();
+  // The next slot is made once the exec that took the last one is over (its
+  // supervisor's SIGCHLD) or kRefillAfter has passed: made at once, it would
+  // compete with that exec for the CPU (a short command's whole run).
+  using Clock = std::chrono::steady_clock;
+  constexpr Clock::time_point kNone = Clock::time_point::max();
+  Clock::time_point refill_at = kNone;  // kNone: no wait
+  auto refill = [&] {
+    if (slot.fd < 0 && !shed && refill_at == kNone)
+      slot = start_slot(st_->control_fd, st_->signal_fd, *st_->config);
+  };
   for (;;) {
-    if (slot.fd < 0 && !shed) slot = start_slot(st_->control_fd, st_->signal_fd, *st_->config);
+    const auto now = Clock::now();
+    if (now >= refill_at) refill_at = kNone;
+    refill();
     int timeout_ms = -1;
     if (slot.fd >= 0 && !slot.ahead) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(last_request + kSlotIdle -
                                                                         std::chrono::steady_clock::now());
+      timeout_ms = static_cast<int>(std::max<long long>(0, left.count()));
+    }
+    if (refill_at != kNone) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(refill_at - now);
       timeout_ms = static_cast<int>(std::max<long long>(0, left.count()));
     }
     struct pollfd pfds[2] = {{st_->control_fd, POLLIN, 0}, {st_->signal_fd, POLLIN, 0}};
@@ -288,6 +304,7 @@ int InitLoop::run() {
       if (errno == EINTR) continue;
       return 1;
     }
+    if (ready == 0 && refill_at != kNone) continue;
     if (ready == 0) {
       // Closing our end makes the supervisor's recv see EOF: it and its
       // waiting child exit, and SIGCHLD reaps them.
@@ -301,6 +318,9 @@ int InitLoop::run() {
       while (::read(st_->signal_fd, &si, sizeof si) > 0) {
       }
       reap_children();
+      // Before a request that came with the signal: a slot is there for it.
+      refill_at = kNone;
+      refill();
     }
     if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       // Server gone (EOF): returning ends PID 1, and the kernel kills the rest.
@@ -308,6 +328,7 @@ int InitLoop::run() {
       if (!handle_request(st_->control_fd, st_->signal_fd, *st_->config, buf.get(), slot, last))
         return 0;
       last_request = std::chrono::steady_clock::now();
+      if (slot.fd < 0) refill_at = last_request + kRefillAfter;
       // After a one-shot's command no slot again (an exec sent anyway
       // gets a supervisor of its own, start_exec).
       done = done || last;

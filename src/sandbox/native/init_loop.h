@@ -17,6 +17,9 @@ constexpr int kExecRequestMaxFds = 5;
 constexpr std::size_t kMaxExecRequestBytes = std::size_t{200} * 1024;
 // How long a waiting exec slot is kept after the last request.
 constexpr std::chrono::milliseconds kSlotIdle{5'000};
+// After an exec took the waiting slot, how long init waits for it to end
+// before it makes the next one anyway (init_loop.cc).
+constexpr std::chrono::milliseconds kRefillAfter{5};
 
 // PID 1's request loop. start() may run before the sandbox is finished (a
 // prespawned init): it starts the first exec slot — supervisor and waiting

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -308,6 +309,42 @@ TEST_F(ExecTest, LastExecLeavesNoSlotForANextOne) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->stdout_data, "last\n");
   EXPECT_EQ(r->status(), 3);
+}
+
+// The next slot is made once the exec that took the last one ends, so it
+// does not compete with it; a long exec gets one anyway after
+// native::kRefillAfter, so a second exec beside it finds one ready.
+TEST_F(ExecTest, ALongExecGetsTheNextSlotWhileItRuns) {
+  using namespace std::chrono_literals;
+  auto* native = dynamic_cast<native::NativeSandbox*>(sb_.get());
+  ASSERT_NE(native, nullptr);
+  const auto before = descendants(native->init_pid());  // the waiting slot
+  auto running = std::async(std::launch::async, [this] {
+    ExecRequest req;
+    req.argv = {"/bin/sleep", "1"};
+    return sb_->exec(req);
+  });
+  // The waiting slot took the exec; a new one (supervisor and child) beside it.
+  const auto started = std::chrono::steady_clock::now();
+  auto fresh_supervisors = [&] {
+    std::size_t n = 0;
+    for (pid_t p : descendants(native->init_pid()))
+      if (std::find(before.begin(), before.end(), p) == before.end()) ++n;
+    return n;
+  };
+  while (fresh_supervisors() < 2 && std::chrono::steady_clock::now() - started < 800ms)
+    std::this_thread::sleep_for(2ms);
+  EXPECT_GE(fresh_supervisors(), 2u) << "no next slot while the exec ran";
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 800ms);
+  ExecRequest quick;
+  quick.argv = {"/bin/true"};
+  auto q = sb_->exec(quick);
+  ASSERT_TRUE(q.ok()) << q.error().message();
+  EXPECT_EQ(q->status(), 0);
+  EXPECT_EQ(running.wait_for(0s), std::future_status::timeout) << "the long exec still runs";
+  auto r = running.get();
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->status(), 0);
 }
 
 TEST_F(ExecTest, DestroyedSandboxRefusesExec) {
