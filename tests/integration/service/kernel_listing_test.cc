@@ -25,6 +25,28 @@ class KernelListingTest : public sandbox::testing::SandboxTest {
     r.list = CellListRequest{sb_->spec().workdir(), max_entries, kSandcastleStateDir};
     return r;
   }
+
+  // After a cell that made the test tree: the kernel's listing is the file
+  // channel's, with the tree's files and none it must leave out.
+  void expect_tree_listed(const Result<CellResult>& r) {
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    ASSERT_EQ(r->end, CellEnd::kCompleted) << r->stderr_data;
+    ASSERT_TRUE(r->listing.has_value()) << "the driver sent no listing";
+    EXPECT_FALSE(r->listing_truncated);
+    bool truncated = true;
+    const WorkspaceSnapshot channel = snapshot_workspace(*sb_, 10'000, &truncated);
+    EXPECT_FALSE(truncated);
+    EXPECT_EQ(*r->listing, channel);
+    EXPECT_TRUE(channel.count("a/b/c/deep.txt"));
+    EXPECT_TRUE(channel.count("z/d/shallow.txt"));
+    EXPECT_EQ(channel.at("top.png").size, 10u);
+    for (const auto& [name, sig] : *r->listing) {
+      EXPECT_NE(name.rfind(".sandcastle", 0), 0u) << name;
+      EXPECT_EQ(name.find("outside"), std::string::npos) << name;
+      EXPECT_EQ(name.find("too_deep"), std::string::npos) << name;
+      EXPECT_EQ(name.find("hidden"), std::string::npos) << name;
+    }
+  }
 };
 
 // A tree with what a listing must get right: nesting, the state directory
@@ -54,23 +76,7 @@ TEST_F(KernelListingTest, TheKernelListsWhatTheFileChannelLists) {
                      "os.makedirs(p)\n"
                      "open(p + '/too_deep.txt', 'w').write('')\n"
                      "open('z/d/shallow.txt', 'w').write('s')\n"));
-  ASSERT_TRUE(r.ok()) << r.error().message();
-  ASSERT_EQ(r->end, CellEnd::kCompleted) << r->stderr_data;
-  ASSERT_TRUE(r->listing.has_value()) << "the driver sent no listing";
-  EXPECT_FALSE(r->listing_truncated);
-  bool truncated = true;
-  const WorkspaceSnapshot channel = snapshot_workspace(*sb_, 10'000, &truncated);
-  EXPECT_FALSE(truncated);
-  EXPECT_EQ(*r->listing, channel);
-  EXPECT_TRUE(channel.count("a/b/c/deep.txt"));
-  EXPECT_TRUE(channel.count("z/d/shallow.txt"));
-  EXPECT_EQ(channel.at("top.png").size, 10u);
-  for (const auto& [name, sig] : *r->listing) {
-    EXPECT_NE(name.rfind(".sandcastle", 0), 0u) << name;
-    EXPECT_EQ(name.find("outside"), std::string::npos) << name;
-    EXPECT_EQ(name.find("too_deep"), std::string::npos) << name;
-    EXPECT_EQ(name.find("hidden"), std::string::npos) << name;
-  }
+  expect_tree_listed(r);
 }
 
 // The JavaScript driver's walk (through /proc/self/fd, as Node reads no
@@ -97,18 +103,7 @@ TEST_F(KernelListingTest, TheJavaScriptKernelListsWhatTheFileChannelLists) {
                      "fs.writeFileSync('z/d/shallow.txt', 's');\n"
                      "fs.writeFileSync(Buffer.from('caf\\xe9.txt', 'latin1'), 'x');\n"
                      "fs.unlinkSync(Buffer.from('caf\\xe9.txt', 'latin1'));\n"));
-  ASSERT_TRUE(r.ok()) << r.error().message();
-  ASSERT_EQ(r->end, CellEnd::kCompleted) << r->stderr_data;
-  ASSERT_TRUE(r->listing.has_value()) << "the driver sent no listing";
-  EXPECT_FALSE(r->listing_truncated);
-  bool truncated = true;
-  const WorkspaceSnapshot channel = snapshot_workspace(*sb_, 10'000, &truncated);
-  EXPECT_FALSE(truncated);
-  EXPECT_EQ(*r->listing, channel);
-  EXPECT_TRUE(channel.count("a/b/c/deep.txt"));
-  EXPECT_TRUE(channel.count("z/d/shallow.txt"));
-  EXPECT_FALSE(channel.count("link/outside.txt"));
-  EXPECT_EQ(channel.at("top.png").size, 10u);
+  expect_tree_listed(r);
 
   auto capped = k.execute(cell("1", 3));
   ASSERT_TRUE(capped.ok()) << capped.error().message();
