@@ -21,6 +21,7 @@
 #include "../terminal_io.h"
 #include "fixture.h"
 #include "sandbox/native/fd_passing.h"
+#include "sandbox/native/fs_util.h"
 #include "sandbox/native/mounts.h"
 #include "sandbox/native/wire.h"
 
@@ -275,11 +276,13 @@ TEST_F(TerminalTest, NoProcessOfTheSandboxHoldsAMaster) {
   std::string out;
   ASSERT_TRUE(read_until(*t, out, std::regex("READY\r\n"))) << out;
   // The shell's host pid: the process whose argv carries the tag.
+  // (Read with plain read(2): a process that exits meanwhile reads as empty,
+  // where an istreambuf_iterator throws on its ESRCH.)
   std::string shell;
-  for (const auto& proc : std::filesystem::directory_iterator("/proc")) {
-    std::ifstream f(proc.path() / "cmdline");
-    std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (cmdline.find(tag) != std::string::npos) shell = proc.path().filename();
+  for (pid_t pid : proc_pids()) {
+    const std::string cmdline =
+        native::read_small_file("/proc/" + std::to_string(pid) + "/cmdline");
+    if (cmdline.find(tag) != std::string::npos) shell = std::to_string(pid);
   }
   ASSERT_FALSE(shell.empty());
   // The supervisor closes its copy just after sending it: allow it that.

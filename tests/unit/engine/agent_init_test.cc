@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 
 namespace sandcastle::sandbox::engine {
@@ -49,8 +50,12 @@ pid_t start_init(pid_t* middle, uid_t uid = 0) {
 }
 
 char state_of(pid_t pid) {
+  // (<< rdbuf(): a process gone between open and read reads as empty, where
+  // an istreambuf_iterator throws on the read's ESRCH.)
   std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::stringstream text;
+  text << f.rdbuf();
+  const std::string all = text.str();
   auto close = all.rfind(')');
   return close == std::string::npos || close + 2 >= all.size() ? '\0' : all[close + 2];
 }
