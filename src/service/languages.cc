@@ -134,22 +134,20 @@ std::vector<std::string> available_language_names(const std::vector<Language>& t
 
 namespace {
 
-bool same_name(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
+// By name or alias in `table` (its names are lower case), whether or not
+// the host has its toolchain.
+const Language* by_name(std::string_view name, const std::vector<Language>& table) {
+  const std::string want = lower(name);
+  for (const auto& l : table)
+    if (l.name == want || std::find(l.aliases.begin(), l.aliases.end(), want) != l.aliases.end())
+      return &l;
+  return nullptr;
 }
 
 }  // namespace
 
 const Language* language_by_name(std::string_view name) {
-  for (const auto& l : all_languages()) {
-    if (same_name(l.name, name)) return &l;
-    for (const auto& a : l.aliases)
-      if (same_name(a, name)) return &l;
-  }
-  return nullptr;
+  return by_name(name, all_languages());
 }
 
 Result<const Language*> find_language(std::string_view name) {
@@ -157,7 +155,6 @@ Result<const Language*> find_language(std::string_view name) {
 }
 
 Result<const Language*> find_language(std::string_view name, const std::vector<Language>& table) {
-  const std::string want = lower(name);
   // Probed only for an error message: every call would otherwise stat each
   // language's binaries.
   auto avail = [&table] {
@@ -165,15 +162,12 @@ Result<const Language*> find_language(std::string_view name, const std::vector<L
     for (const auto& n : available_language_names(table)) s += (s.empty() ? "" : ", ") + n;
     return s;
   };
-  for (const auto& l : table) {
-    bool match =
-        l.name == want || std::find(l.aliases.begin(), l.aliases.end(), want) != l.aliases.end();
-    if (!match) continue;
-    if (!language_available(l))
+  if (const Language* l = by_name(name, table)) {
+    if (!language_available(*l))
       return Error::make(ErrorCode::kUnavailable,
-                         "language '" + l.name + "' is not installed on this host (missing " +
-                             l.requires_binaries.front() + "); available languages: " + avail());
-    return &l;
+                         "language '" + l->name + "' is not installed on this host (missing " +
+                             l->requires_binaries.front() + "); available languages: " + avail());
+    return l;
   }
   return Error::make(ErrorCode::kInvalidArgument,
                      "unknown language '" + std::string(name) + "'; available languages: " + avail());

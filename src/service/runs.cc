@@ -117,7 +117,7 @@ RunResult process_result(const sandbox::ExecResult& r, const char* stage,
 // files_created: what changed in /workspace, at most kMaxFilesReported
 // named (each with its sandbox:// URI and, with the HTTP transport on, a
 // download link); a larger change is counted and flagged. Returns the
-// listing taken (for a kernel's next call), unless it was cut short.
+// listing taken (for the sandbox's next run), unless it was cut short.
 // `listed` is the listing the kernel's driver took after the cell, if any;
 // otherwise the workdir is listed now, through the file channel.
 std::optional<WorkspaceSnapshot> report_files(const Env& env, SandboxEntry& e,

@@ -95,7 +95,7 @@ std::optional<FileEntryWire> decode_file_entry(std::string_view bytes) {
   e.mtime_sec = static_cast<std::int64_t>(rd.u64());
   e.mtime_nsec = static_cast<std::int64_t>(rd.u64());
   if (!rd.ok() || !rd.at_end()) return std::nullopt;
-  if (e.name.size() > kMaxFilePath || !valid_listed_name(e.name)) return std::nullopt;
+  if (!valid_listed_name(e.name)) return std::nullopt;  // at most kMaxFilePath bytes too
   if (e.type > 3 || (e.mode & ~07777u) != 0 || e.mtime_nsec < 0 || e.mtime_nsec >= 1'000'000'000)
     return std::nullopt;
   return e;
