@@ -300,4 +300,48 @@ describe('console: a user\'s flows', () => {
     await waitFor(page, () => document.querySelector('main .err')?.textContent.includes('No such sandbox'));
     assert.deepEqual(page.problems.filter((p) => /CSP|pageerror/.test(p)), []);
   });
+  // A request of the first key's session that comes back 401 only after a
+  // second key signed in must not sign the second key out (seen once in CI:
+  // the page showed the sign-in form instead of "Live").
+  test('a late 401 from an earlier session leaves the new session signed in', async (t) => {
+    if (!rest) return t.skip('no REST API v1 in this build');
+    await page.goto(`${srv.base}/#/sandboxes`);
+    await waitFor(page, () => document.getElementById('live-status')?.textContent.startsWith('Live'));
+    const old = (await page.cookies()).find((c) => c.name === 'sc_session');
+    assert.ok(old, 'signed in by cookie');
+    // Hold one request of this session until the next one exists, then send
+    // it with this session's cookie: the real server answers 401.
+    let held, seen;
+    const heldSeen = new Promise((resolve) => { seen = resolve; });
+    const hold = (req) => {
+      if (held || !req.url().includes('/api/v1/sandboxes?held=1')) return req.continue();
+      held = req;
+      seen();
+    };
+    page.on('request', hold);
+    await page.setRequestInterception(true);
+    try {
+      await page.evaluate(async () => {
+        const base = document.querySelector('script[type=module]').src.replace(/app\.js$/, '');
+        const api = await import(`${base}api.js`);
+        window.heldStatus = api.get('/api/v1/sandboxes?held=1').then(() => 200, (e) => e.status);
+      });
+      await heldSeen;
+      await page.click('#signout');
+      await page.waitForSelector('#api-key');
+      await page.type('#api-key', keyA);
+      await page.keyboard.press('Enter');
+      await waitFor(page, () => document.getElementById('live-status')?.textContent.startsWith('Live'));
+      const headers = { ...held.headers(), cookie: `sc_session=${old.value}` };
+      await held.continue({ headers });
+      assert.equal(await page.evaluate(() => window.heldStatus), 401);
+    } finally {
+      await page.setRequestInterception(false);
+      page.off('request', hold);
+    }
+    // Still signed in as the second key, with the live list.
+    assert.equal(await page.$('#api-key'), null);
+    assert.equal(await page.$eval('#signout', (e) => e.hidden), false);
+    assert.ok(await page.evaluate(() => document.getElementById('live-status')?.textContent.startsWith('Live')));
+  });
 });

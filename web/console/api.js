@@ -2,7 +2,15 @@
 // problem+json errors, the CSRF token on every unsafe request, and a reader
 // of server-sent events from a fetch body (for POST streams).
 
-export const session = { csrf: '', authRequired: false, authenticated: false, keyId: '', admin: false };
+// `epoch` counts sign-ins and sign-outs: a 401 answering a request of an
+// earlier session (key A's, arriving after key B signed in) must not sign
+// the new session out.
+export const session = { csrf: '', authRequired: false, authenticated: false, keyId: '', admin: false, epoch: 0 };
+
+// Tells the shell the session ended, unless `epoch` belongs to an older one.
+export function sessionEnded(epoch) {
+  if (epoch === session.epoch) window.dispatchEvent(new Event('sc-unauthorized'));
+}
 
 export class ApiError extends Error {
   constructor(status, problem) {
@@ -36,8 +44,9 @@ export async function raw(method, path, { body, type, accept, signal } = {}) {
   const extra = {};
   if (type) extra['Content-Type'] = type;
   if (accept) extra.Accept = accept;
+  const epoch = session.epoch;
   const res = await fetch(path, { method, headers: headers(method, extra), body, signal, credentials: 'same-origin' });
-  if (res.status === 401 && !path.startsWith('/api/v1/session')) window.dispatchEvent(new Event('sc-unauthorized'));
+  if (res.status === 401 && !path.startsWith('/api/v1/session')) sessionEnded(epoch);
   if (!res.ok) throw new ApiError(res.status, await problemOf(res));
   return res;
 }
@@ -107,6 +116,7 @@ export async function loadSession() {
 
 export async function signIn(apiKey) {
   const s = await post('/api/v1/session', { api_key: apiKey });
+  session.epoch++;
   session.authenticated = true;
   session.keyId = s.key_id || '';
   session.admin = !!s.admin;
@@ -115,6 +125,7 @@ export async function signIn(apiKey) {
 }
 
 export async function signOut() {
+  session.epoch++;
   await del('/api/v1/session');
   session.authenticated = false;
   session.csrf = '';

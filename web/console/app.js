@@ -126,10 +126,17 @@ function start() {
   route().then(ready);
 }
 
-document.getElementById('signout').addEventListener('click', async () => {
+// Leaves the signed-in pages: a page whose module is still loading is
+// closed when it arrives (routeSeq), so it keeps no subscription alive.
+function leavePages() {
+  routeSeq++;
   teardown?.();
   teardown = null;
   disconnect();
+}
+
+document.getElementById('signout').addEventListener('click', async () => {
+  leavePages();
   try { await signOut(); } catch (e) { toast(`Sign-out failed: ${e.message}`, true); }
   showSignIn();
 });
@@ -138,9 +145,8 @@ window.addEventListener('hashchange', route);
 window.addEventListener('sc-unauthorized', () => {
   if (!session.authenticated) return;
   session.authenticated = false;
-  disconnect();
-  teardown?.();
-  teardown = null;
+  session.epoch++;
+  leavePages();
   showSignIn('Your session ended; sign in again.');
 });
 

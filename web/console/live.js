@@ -2,7 +2,7 @@
 // a snapshot, then upserts, removals and usage samples. Keeps the last
 // samples of each sandbox for sparklines and graphs; listeners hear which
 // sandboxes changed, so a page re-renders only those.
-import { get, session } from './api.js';
+import { get, session, sessionEnded } from './api.js';
 
 const KEEP = 60;  // samples per series (2 minutes at one per 2 s)
 
@@ -51,6 +51,7 @@ function sample(e, u, now) {
 }
 
 function connect() {
+  const epoch = session.epoch;
   source = new EventSource('/api/v1/events');
   source.addEventListener('open', () => { store.connected = true; store.error = ''; emit([], true); });
   source.addEventListener('error', () => {
@@ -61,7 +62,7 @@ function connect() {
       source = null;
       // Refused because the session ended? Then the console signs in again.
       if (session.authRequired) {
-        get('/api/v1/session').then((s) => { if (!s.authenticated) window.dispatchEvent(new Event('sc-unauthorized')); }).catch(() => {});
+        get('/api/v1/session').then((s) => { if (!s.authenticated) sessionEnded(epoch); }).catch(() => {});
       }
     }
     emit([], true);
@@ -104,7 +105,9 @@ let idleTimer = 0;
 export function subscribe(fn) {
   listeners.add(fn);
   clearTimeout(idleTimer);
-  if (users++ === 0 && !source) connect();
+  users++;
+  // Any subscriber reopens a stream that signing out (or the server) closed.
+  if (!source) connect();
   return () => {
     listeners.delete(fn);
     if (--users > 0) return;
