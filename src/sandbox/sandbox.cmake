@@ -5,6 +5,7 @@ set(SANDCASTLE_INIT_SOURCES
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/init_main.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/init_loop.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/supervisor.cc
+  ${PROJECT_SOURCE_DIR}/src/sandbox/native/exec_proc.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/terminal_pty.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/mounts.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/caps.cc

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sandbox/native/fd_passing.h"
@@ -54,10 +55,24 @@ struct Slot {
   std::optional<AheadWire> ahead;
 };
 
+// The sandbox's exec slots: the one waiting for an exec, and those whose
+// supervisor runs one and takes another once it is over (kSlotReady).
+struct Slots {
+  Slot ready;
+  std::vector<int> busy;  // our ends of their request sockets
+};
+
+// In a child of init: no copy of a slot's socket may outlive init's, or its
+// supervisor never sees the EOF that ends it.
+void close_slots(const Slots& slots) {
+  if (slots.ready.fd >= 0) ::close(slots.ready.fd);
+  for (int fd : slots.busy) ::close(fd);
+}
+
 // own_netns: the supervisor (and so its command) also gets a network
 // namespace of its own, for one exec with a listen_port (never a waiting slot).
-Slot start_slot(int control_fd, int signal_fd, const InitConfig& config, bool own_netns = false,
-                std::optional<AheadWire> ahead = std::nullopt) {
+Slot start_slot(int control_fd, int signal_fd, const InitConfig& config, const Slots& others,
+                bool own_netns = false, std::optional<AheadWire> ahead = std::nullopt) {
   int sp[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return {};
   // A fork into a new PID namespace: the child is that namespace's PID 1.
@@ -66,6 +81,7 @@ Slot start_slot(int control_fd, int signal_fd, const InitConfig& config, bool ow
   if (pid == 0) {
     ::close(control_fd);
     ::close(sp[0]);
+    close_slots(others);
     close_rw_fd();
     run_supervisor(sp[1], config, signal_fd, own_netns, ahead ? &*ahead : nullptr);
   }
@@ -81,7 +97,7 @@ Slot start_slot(int control_fd, int signal_fd, const InitConfig& config, bool ow
 
 // Returns whether the request was the sandbox's last exec (ExecWire::last).
 bool start_exec(int control_fd, int signal_fd, const InitConfig& config, std::string_view payload,
-                ReceivedMessage& m, Slot& slot) {
+                ReceivedMessage& m, Slots& slots) {
   auto req = decode_exec(payload);
   if (!req || m.nfds < kExecRequestFds || m.nfds > kExecRequestMaxFds) return false;
   int err = 0;
@@ -90,25 +106,31 @@ bool start_exec(int control_fd, int signal_fd, const InitConfig& config, std::st
     // A waiting slot is in the sandbox's network namespace already: this
     // exec gets a supervisor of its own, made in a new one.
     step = "start exec supervisor in a network namespace of its own";
-    Slot own = start_slot(control_fd, signal_fd, config, true);
+    Slot own = start_slot(control_fd, signal_fd, config, slots, true);
     err = own.fd >= 0 ? send_with_fds(own.fd, payload, m.fds, m.nfds) : errno;
     if (own.fd >= 0) ::close(own.fd);
   } else {
     // A started command takes only its own exec: any other gets a new slot.
-    if (slot.ahead && (!ahead_matches(*slot.ahead, *req) || m.nfds != kExecRequestFds)) {
-      ::close(slot.fd);
-      slot = {};
+    Slot& ready = slots.ready;
+    if (ready.ahead && (!ahead_matches(*ready.ahead, *req) || m.nfds != kExecRequestFds)) {
+      ::close(ready.fd);
+      ready = {};
     }
     // The ready slot, or (if it died, or a concurrent exec took it before it
     // was replaced) a new one.
-    err = slot.fd >= 0 ? send_with_fds(slot.fd, payload, m.fds, m.nfds) : EPIPE;
-    if (slot.fd >= 0) ::close(slot.fd);
-    slot = {};
+    Slot taken = std::exchange(ready, Slot{});
+    err = taken.fd >= 0 ? send_with_fds(taken.fd, payload, m.fds, m.nfds) : EPIPE;
     if (err != 0) {
-      Slot fresh = start_slot(control_fd, signal_fd, config);
-      err = fresh.fd >= 0 ? send_with_fds(fresh.fd, payload, m.fds, m.nfds) : errno;
-      if (fresh.fd >= 0) ::close(fresh.fd);
+      if (taken.fd >= 0) ::close(taken.fd);
+      taken = start_slot(control_fd, signal_fd, config, slots);
+      err = taken.fd >= 0 ? send_with_fds(taken.fd, payload, m.fds, m.nfds) : errno;
     }
+    // A plain supervisor comes back for another exec once this one is over
+    // (run_supervisor); any other ends with it.
+    if (err == 0 && !taken.ahead && !req->last && req->pty_rows == 0)
+      slots.busy.push_back(taken.fd);
+    else if (taken.fd >= 0)
+      ::close(taken.fd);
   }
   if (err != 0) {
     ExecReport rep;
@@ -123,15 +145,15 @@ bool start_exec(int control_fd, int signal_fd, const InitConfig& config, std::st
 
 // A file worker for the server's channel (file_worker.h). Init keeps no
 // copy of the channel: the server closing its end is the worker's EOF.
-void start_file_worker(int control_fd, int signal_fd, const InitConfig& config, std::string_view payload,
-                       ReceivedMessage& m, const Slot& slot) {
+void start_file_worker(int control_fd, int signal_fd, const InitConfig& config,
+                       std::string_view payload, ReceivedMessage& m, const Slots& slots) {
   auto limits = decode_files(payload);
   if (!limits || m.nfds != 1) return;
   pid_t pid = ::fork();
   if (pid == 0) {
     ::close(control_fd);
     ::close(signal_fd);
-    if (slot.fd >= 0) ::close(slot.fd);
+    close_slots(slots);
     close_rw_fd();
     run_file_worker(m.fds[0], config, *limits);
   }
@@ -140,14 +162,14 @@ void start_file_worker(int control_fd, int signal_fd, const InitConfig& config, 
 
 // save_sandbox's layer worker (layer_export.h), one per save.
 void start_layer_worker(int control_fd, int signal_fd, const InitConfig& config,
-                        std::string_view payload, ReceivedMessage& m, const Slot& slot) {
+                        std::string_view payload, ReceivedMessage& m, const Slots& slots) {
   auto limits = decode_layer_export(payload);
   if (!limits || m.nfds != 1) return;
   pid_t pid = ::fork();
   if (pid == 0) {
     ::close(control_fd);
     ::close(signal_fd);
-    if (slot.fd >= 0) ::close(slot.fd);
+    close_slots(slots);
     run_layer_export(m.fds[0], g_rw_fd, config, *limits);
   }
 }
@@ -167,7 +189,7 @@ void stop_mirror_worker() {
 // A persistent sandbox's copy on disk brought up to date, or copied back
 // (persist_mirror.h); one worker per request, one at a time.
 void start_mirror_worker(int control_fd, int signal_fd, const InitConfig& config,
-                         std::string_view payload, ReceivedMessage& m, const Slot& slot) {
+                         std::string_view payload, ReceivedMessage& m, const Slots& slots) {
   auto w = decode_persist_mirror(payload);
   if (!w) return;
   stop_mirror_worker();
@@ -176,7 +198,7 @@ void start_mirror_worker(int control_fd, int signal_fd, const InitConfig& config
   if (pid == 0) {
     ::close(control_fd);
     ::close(signal_fd);
-    if (slot.fd >= 0) ::close(slot.fd);
+    close_slots(slots);
     run_persist_mirror(m.fds[0], m.fds[1], m.nfds == 3 ? m.fds[2] : -1, g_rw_fd, config, *w);
   }
   if (pid > 0) g_mirror_pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
@@ -205,17 +227,18 @@ void open_net_listeners(std::string_view payload, ReceivedMessage& m) {
 
 // The waiting slot replaced by one whose command starts now (AheadWire).
 void start_ahead(int control_fd, int signal_fd, const InitConfig& config, std::string_view payload,
-                 Slot& slot) {
+                 Slots& slots) {
   auto ahead = decode_ahead(payload);
   if (!ahead) return;
-  if (slot.fd >= 0) ::close(slot.fd);  // its supervisor and child exit
-  slot = start_slot(control_fd, signal_fd, config, false, std::move(*ahead));
+  if (slots.ready.fd >= 0) ::close(slots.ready.fd);  // its supervisor and child exit
+  slots.ready = {};
+  slots.ready = start_slot(control_fd, signal_fd, config, slots, false, std::move(*ahead));
 }
 
 // Receives one request; returns false when the server has gone away.
 // `last`: it was an exec the server said is the last (start no next slot).
-bool handle_request(int control_fd, int signal_fd, const InitConfig& config, char* buf, Slot& slot,
-                    bool& last) {
+bool handle_request(int control_fd, int signal_fd, const InitConfig& config, char* buf,
+                    Slots& slots, bool& last) {
   ReceivedMessage m = recv_with_fds(control_fd, buf, kMaxExecRequestBytes + 1);
   if (m.len == 0) return false;
   if (m.len < 0) return m.err == EINTR || m.err == EAGAIN;
@@ -223,14 +246,20 @@ bool handle_request(int control_fd, int signal_fd, const InitConfig& config, cha
   if (msg && !m.truncated) {
     switch (msg->kind) {
       case ControlKind::kExec:
-        last = start_exec(control_fd, signal_fd, config, msg->payload, m, slot);
+        last = start_exec(control_fd, signal_fd, config, msg->payload, m, slots);
         break;
-      case ControlKind::kFiles: start_file_worker(control_fd, signal_fd, config, msg->payload, m, slot); break;
-      case ControlKind::kSaveLayer: start_layer_worker(control_fd, signal_fd, config, msg->payload, m, slot); break;
-      case ControlKind::kPersistMirror: start_mirror_worker(control_fd, signal_fd, config, msg->payload, m, slot); break;
+      case ControlKind::kFiles:
+        start_file_worker(control_fd, signal_fd, config, msg->payload, m, slots);
+        break;
+      case ControlKind::kSaveLayer:
+        start_layer_worker(control_fd, signal_fd, config, msg->payload, m, slots);
+        break;
+      case ControlKind::kPersistMirror:
+        start_mirror_worker(control_fd, signal_fd, config, msg->payload, m, slots);
+        break;
       case ControlKind::kNetListeners: open_net_listeners(msg->payload, m); break;
       case ControlKind::kAhead:
-        start_ahead(control_fd, signal_fd, config, msg->payload, slot);
+        start_ahead(control_fd, signal_fd, config, msg->payload, slots);
         break;
     }
   }
@@ -244,7 +273,7 @@ struct InitLoop::State {
   int control_fd = -1;
   int signal_fd = -1;
   const InitConfig* config = nullptr;
-  Slot slot;
+  Slots slots;
 };
 
 InitLoop::InitLoop() : st_(new State) {}
@@ -260,30 +289,62 @@ bool InitLoop::start(int control_fd, const InitConfig& config, int rw_fd) {
   if (st_->signal_fd < 0) return false;
   st_->control_fd = control_fd;
   st_->config = &config;
-  st_->slot = start_slot(control_fd, st_->signal_fd, config);
+  st_->slots.ready = start_slot(control_fd, st_->signal_fd, config, st_->slots);
   return true;
 }
+
+void InitLoop::renew_slot() {
+  Slot& ready = st_->slots.ready;
+  if (ready.fd >= 0) ::close(ready.fd);
+  ready = {};
+  ready = start_slot(st_->control_fd, st_->signal_fd, *st_->config, st_->slots);
+}
+
+namespace {
+
+// A supervisor back from its exec (kSlotReady) becomes the waiting slot,
+// in place of a plain one made meanwhile (kRefillAfter); it ends if a
+// started command waits there, or none is wanted. One that said anything
+// else, or is gone, is dropped. True when it became the waiting slot.
+bool take_back(int fd, Slot& ready, bool wanted) {
+  char c = 0;
+  ssize_t got = ::recv(fd, &c, 1, MSG_DONTWAIT);
+  if (got < 0 && (errno == EAGAIN || errno == EINTR)) return false;  // (spurious)
+  if (got == 1 && c == kSlotReady && wanted && !ready.ahead) {
+    if (ready.fd >= 0) ::close(ready.fd);  // its supervisor and child exit
+    ready = Slot{-1, fd, std::nullopt};
+    return true;
+  }
+  ::close(fd);  // its supervisor sees EOF and exits
+  return false;
+}
+
+}  // namespace
 
 int InitLoop::run() {
   // Uninitialized: only what a request fills is ever touched (a zeroed
   // buffer is 200 KiB of dirty memory in every sandbox).
   auto buf = std::make_unique_for_overwrite<char[]>(kMaxExecRequestBytes + 1);
-  Slot& slot = st_->slot;
+  Slots& slots = st_->slots;
+  Slot& slot = slots.ready;
   // A sandbox idle for kSlotIdle sheds its waiting slot (two processes); the
   // next exec starts one on demand, and the slot is kept while execs follow.
   bool shed = false;
   bool done = false;  // the server's last exec came (ExecWire::last)
   auto last_request = std::chrono::steady_clock::now();
-  // The next slot is made once the exec that took the last one is over (its
-  // supervisor's SIGCHLD) or kRefillAfter has passed: made at once, it would
-  // compete with that exec for the CPU (a short command's whole run).
+  // An exec's supervisor comes back for the next one once it is over
+  // (kSlotReady). A new slot is made only if none is back within
+  // kRefillAfter (a long exec), or once one that does not come back has
+  // ended (its SIGCHLD): made at once, it would compete with that exec for
+  // the CPU (a short command's whole run).
   using Clock = std::chrono::steady_clock;
   constexpr Clock::time_point kNone = Clock::time_point::max();
   Clock::time_point refill_at = kNone;  // kNone: no wait
   auto refill = [&] {
     if (slot.fd < 0 && !shed && refill_at == kNone)
-      slot = start_slot(st_->control_fd, st_->signal_fd, *st_->config);
+      slot = start_slot(st_->control_fd, st_->signal_fd, *st_->config, slots);
   };
+  std::vector<struct pollfd> pfds;
   for (;;) {
     const auto now = Clock::now();
     if (now >= refill_at) refill_at = kNone;
@@ -298,8 +359,9 @@ int InitLoop::run() {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(refill_at - now);
       timeout_ms = static_cast<int>(std::max<long long>(0, left.count()));
     }
-    struct pollfd pfds[2] = {{st_->control_fd, POLLIN, 0}, {st_->signal_fd, POLLIN, 0}};
-    int ready = ::poll(pfds, 2, timeout_ms);
+    pfds.assign({{st_->control_fd, POLLIN, 0}, {st_->signal_fd, POLLIN, 0}});
+    for (int fd : slots.busy) pfds.push_back({fd, POLLIN, 0});
+    int ready = ::poll(pfds.data(), static_cast<nfds_t>(pfds.size()), timeout_ms);
     if (ready < 0) {
       if (errno == EINTR) continue;
       return 1;
@@ -313,19 +375,34 @@ int InitLoop::run() {
       shed = true;
       continue;
     }
+    // Supervisors back from their exec, before a request that came with them.
+    std::vector<int> still_busy;
+    for (std::size_t i = 2; i < pfds.size(); ++i) {
+      if (!pfds[i].revents) {
+        still_busy.push_back(pfds[i].fd);
+      } else if (pfds[i].revents & POLLIN) {
+        if (take_back(pfds[i].fd, slot, !shed && !done)) refill_at = kNone;
+      } else {
+        ::close(pfds[i].fd);  // gone (POLLHUP, POLLERR)
+      }
+    }
+    slots.busy = std::move(still_busy);
     if (pfds[1].revents & POLLIN) {
       struct signalfd_siginfo si;
       while (::read(st_->signal_fd, &si, sizeof si) > 0) {
       }
       reap_children();
-      // Before a request that came with the signal: a slot is there for it.
-      refill_at = kNone;
-      refill();
+      // Before a request that came with the signal: a slot is there for it
+      // (unless one is on its way back).
+      if (slots.busy.empty()) {
+        refill_at = kNone;
+        refill();
+      }
     }
     if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       // Server gone (EOF): returning ends PID 1, and the kernel kills the rest.
       bool last = false;
-      if (!handle_request(st_->control_fd, st_->signal_fd, *st_->config, buf.get(), slot, last))
+      if (!handle_request(st_->control_fd, st_->signal_fd, *st_->config, buf.get(), slots, last))
         return 0;
       last_request = std::chrono::steady_clock::now();
       if (slot.fd < 0) refill_at = last_request + kRefillAfter;

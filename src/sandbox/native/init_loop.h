@@ -15,6 +15,9 @@ namespace sandcastle::sandbox::native {
 constexpr int kExecRequestFds = 4;
 constexpr int kExecRequestMaxFds = 5;
 constexpr std::size_t kMaxExecRequestBytes = std::size_t{200} * 1024;
+// A supervisor's one-byte message on its slot socket once its exec is over
+// and its next command process waits: it takes another exec (supervisor.h).
+constexpr char kSlotReady = 'r';
 // How long a waiting exec slot is kept after the last request.
 constexpr std::chrono::milliseconds kSlotIdle{5'000};
 // After an exec took the waiting slot, how long init waits for it to end
@@ -36,6 +39,10 @@ class InitLoop {
   // rw_fd: the image's rw/ dir kept from before pivot_root (-1: none), for
   // save_sandbox's worker only (the loop's other children close it).
   bool start(int control_fd, const InitConfig& config, int rw_fd = -1);
+  // Replaces the waiting slot with a new one: a supervisor's mount namespace
+  // is a copy of init's when it was made (its own /proc, exec_proc.h), so
+  // the one made by start() would not see what finishing the sandbox mounts.
+  void renew_slot();
   // Serves requests until the server closes the control socket.
   int run();
 

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -120,6 +121,13 @@ int main(int argc, char** argv) {
   if (!finish) return report(step_failed("decode finish config", EPROTO));
   // 8. Sized tmpfs mounts, then /dev and / read-only.
   if (auto e = finish_root_filesystem(*finish)) return report(*e);
+  // 8b. Every exec's mount namespace (its own /proc, exec_proc.h) is a copy
+  //     of ours that receives what is mounted here later (a persistent
+  //     sandbox's storage, over /workspace); the slot made before this
+  //     point is replaced by one that sees the finished sandbox.
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_SHARED, nullptr) != 0)
+    return report(step_failed("make the mounts shared with the execs"));
+  loop.renew_slot();
   // 9. Identity of the machine.
   if (::sethostname(finish->hostname.data(), finish->hostname.size()) != 0)
     return report(step_failed("sethostname"));

@@ -15,14 +15,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
-#include <string>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "sandbox/native/caps.h"
+#include "sandbox/native/exec_proc.h"
 #include "sandbox/native/fd_passing.h"
 #include "sandbox/native/init_loop.h"
 #include "sandbox/native/net.h"
@@ -361,11 +363,54 @@ std::optional<StepError> hand_over_listener(int report_fd, bool own_netns, std::
 
 }  // namespace
 
-[[noreturn]] void run_supervisor(int slot_fd, const InitConfig& config, int signal_fd,
-                                 bool own_netns, const AheadWire* ahead) {
-  prctl(PR_SET_NAME, "sc-supervisor", 0, 0, 0);
-  ExecChild exec_child = fork_exec_child(config, signal_fd, slot_fd, ahead);
+namespace {
 
+// What the processes of one exec used, summed over every one reaped (each
+// wait4 also counts that process's own reaped children): RUSAGE_CHILDREN
+// would add up every exec this supervisor ever ran.
+struct Usage {
+  std::uint64_t cpu_us = 0;
+  std::uint64_t maxrss_kib = 0;
+  void add(const struct rusage& ru) {
+    cpu_us += static_cast<std::uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1'000'000 +
+              static_cast<std::uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+    maxrss_kib = std::max(maxrss_kib, static_cast<std::uint64_t>(ru.ru_maxrss));
+  }
+};
+
+// Ends every process of the exec and reaps them all; returns the main
+// process's status if it had not been reaped yet. kill(-1) from a PID
+// namespace's init reaches every process in it; one forked while it ran is
+// orphaned to us and killed on the next turn, so none outlives the exec.
+void end_all(pid_t child, bool& main_done, int& main_status, Usage& usage) {
+  ::kill(-1, SIGKILL);
+  for (;;) {
+    int st = 0;
+    struct rusage ru {};
+    pid_t p = ::wait4(-1, &st, WNOHANG, &ru);
+    if (p == 0) {
+      ::kill(-1, SIGKILL);
+      p = ::wait4(-1, &st, 0, &ru);
+    }
+    if (p < 0) {
+      if (errno == EINTR) continue;
+      return;  // ECHILD: nothing is left
+    }
+    usage.add(ru);
+    if (p == child && !main_done) {
+      main_status = st;
+      main_done = true;
+    }
+  }
+}
+
+// One exec, from the waiting command process to the report. Returns whether
+// this supervisor takes another (a plain exec that ended: no terminal,
+// listener or started command, and not the sandbox's last); on a setup
+// failure it reports and exits.
+bool serve_one(int slot_fd, const InitConfig& config, int signal_fd, bool own_netns,
+               const AheadWire* ahead) {
+  ExecChild exec_child = fork_exec_child(config, signal_fd, slot_fd, ahead);
   // Wait for our exec: its request and four fds (report, stdin, stdout,
   // stderr), or five (and the command's fd 3).
   // Uninitialized, as in the exec child: only what the request fills is touched.
@@ -428,6 +473,7 @@ std::optional<StepError> hand_over_listener(int report_fd, bool own_netns, std::
   ExecReport rep;
   int main_status = 0;
   bool main_done = false;
+  Usage usage;
   SupervisorEnd end = SupervisorEnd::kExited;
   while (!main_done) {
     std::int64_t left = deadline - now_ms();
@@ -457,8 +503,10 @@ std::optional<StepError> hand_over_listener(int report_fd, bool own_netns, std::
       }
       int st = 0;
       pid_t p;
+      struct rusage ru {};
       // Orphans of the command are re-parented to us: reap them as we go.
-      while ((p = ::waitpid(-1, &st, WNOHANG)) > 0) {
+      while ((p = ::wait4(-1, &st, WNOHANG, &ru)) > 0) {
+        usage.add(ru);
         if (p == child) {
           main_status = st;
           main_done = true;
@@ -466,21 +514,8 @@ std::optional<StepError> hand_over_listener(int report_fd, bool own_netns, std::
       }
     }
   }
-  // Whatever ended the exec, nothing it started may outlive it. kill(-1)
-  // from a namespace's init reaches every process in the namespace.
-  ::kill(-1, SIGKILL);
-  for (;;) {
-    int st = 0;
-    pid_t p = ::waitpid(-1, &st, 0);
-    if (p < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    if (p == child && !main_done) {
-      main_status = st;
-      main_done = true;
-    }
-  }
+  // Whatever ended the exec, nothing it started may outlive it.
+  end_all(child, main_done, main_status, usage);
 
   char ebuf[4096];
   ssize_t n = ::read(exec_child.errors, ebuf, sizeof ebuf);
@@ -494,19 +529,35 @@ std::optional<StepError> hand_over_listener(int report_fd, bool own_netns, std::
     rep.kind = ReportKind::kDone;
     rep.wait_status = main_status;
     rep.end = end;
-    struct rusage ru {};
-    getrusage(RUSAGE_CHILDREN, &ru);
-    rep.cpu_us = static_cast<std::uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1'000'000 +
-                 static_cast<std::uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-    rep.maxrss_kib = static_cast<std::uint64_t>(ru.ru_maxrss);
+    rep.cpu_us = usage.cpu_us;
+    rep.maxrss_kib = usage.maxrss_kib;
   }
+  ::close(exec_child.errors);
   // Consume the server's cancel message: a unix socket closed with unread
   // data makes the peer's next recv fail with ECONNRESET, losing our report.
   char drain[16];
   while (::recv(fds.report, drain, sizeof drain, MSG_DONTWAIT) > 0) {
   }
+  // Init hears first that this supervisor takes another exec, so that it
+  // has it back before the server, told by the report, can send the next.
+  bool again = rep.kind == ReportKind::kDone && !ahead && !own_netns && req->listen_port == 0 &&
+               req->pty_rows == 0 && !req->last;
+  if (again && ::send(slot_fd, &kSlotReady, 1, MSG_NOSIGNAL) != 1) again = false;
   std::string bytes = encode(rep);
   (void)!::send(fds.report, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  ::close(fds.report);
+  return again;
+}
+
+}  // namespace
+
+[[noreturn]] void run_supervisor(int slot_fd, const InitConfig& config, int signal_fd,
+                                 bool own_netns, const AheadWire* ahead) {
+  prctl(PR_SET_NAME, "sc-supervisor", 0, 0, 0);
+  (void)mount_exec_proc(config);
+  if (serve_one(slot_fd, config, signal_fd, own_netns, ahead))
+    while (serve_one(slot_fd, config, signal_fd, false, nullptr)) {
+    }
   _exit(0);
 }
 

@@ -219,7 +219,7 @@ inline const std::vector<Case>& cases() {
       {"tcp_external.py", "ENETUNREACH"},
       {"udp_external.py", "ENETUNREACH"},
       {"abstract_unix.py", "ECONNREFUSED"},
-      {"proc_host.py", "sandcastle-init False"},
+      {"proc_host.py", "sc-supervisor False"},  // PID 1 of the exec's own namespace
       {"setuid_binary.py", "True True True True"},
       {"dev_and_sys.py", "ENOENT\nENOENT\nENOENT\nENOENT"},
       // Absent where the kernel has no magic SysRq; elsewhere root's only,

@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 
+#include "common/unique_fd.h"
 #include "sandbox/native/fs_util.h"
 
 extern char** environ;
@@ -199,6 +201,61 @@ std::vector<pid_t> proc_pids() {
     if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos)
       out.push_back(static_cast<pid_t>(std::stoi(name)));
   return out;
+}
+
+namespace {
+
+// A host /proc file's first line, read with read(2): a process that exits
+// between the open and the read makes it fail (ESRCH), not throw.
+std::string first_line(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return {};
+  char buf[512];
+  ssize_t n = ::read(fd.get(), buf, sizeof buf);
+  if (n <= 0) return {};
+  std::string s(buf, static_cast<std::size_t>(n));
+  return s.substr(0, s.find('\n'));
+}
+
+// Field 3 (state) and 4 (ppid) of /proc/<pid>/stat, after the command name.
+bool state_and_parent(pid_t pid, char* state, pid_t* ppid) {
+  const std::string stat = first_line("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 4 > stat.size()) return false;
+  *state = stat[close + 2];
+  *ppid = static_cast<pid_t>(std::atol(stat.c_str() + close + 4));
+  return true;
+}
+
+}  // namespace
+
+std::vector<pid_t> host_descendants(pid_t pid) {
+  std::map<pid_t, std::vector<pid_t>> kids;
+  for (pid_t p : proc_pids()) {
+    char state = 0;
+    pid_t ppid = 0;
+    if (state_and_parent(p, &state, &ppid)) kids[ppid].push_back(p);
+  }
+  std::vector<pid_t> out, todo{pid};
+  while (!todo.empty()) {
+    pid_t p = todo.back();
+    todo.pop_back();
+    for (pid_t k : kids[p]) {
+      out.push_back(k);
+      todo.push_back(k);
+    }
+  }
+  return out;
+}
+
+char host_state(pid_t pid) {
+  char state = 0;
+  pid_t ppid = 0;
+  return state_and_parent(pid, &state, &ppid) ? state : 0;
+}
+
+std::string host_comm(pid_t pid) {
+  return first_line("/proc/" + std::to_string(pid) + "/comm");
 }
 
 }  // namespace sandcastle::sandbox::testing

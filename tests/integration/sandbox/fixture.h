@@ -43,6 +43,12 @@ ChildRun run_tests_in_child(const std::string& filter, const char* env_name);
 
 // The pids /proc lists now (some may be gone by the time they are read).
 std::vector<pid_t> proc_pids();
+// Host pids below `pid` (its children, theirs, ...), as /proc has them now.
+std::vector<pid_t> host_descendants(pid_t pid);
+// Field 3 of the host's /proc/<pid>/stat (R, S, D, ...), or 0 if it is gone.
+char host_state(pid_t pid);
+// The host's /proc/<pid>/comm without its newline, or "" if it is gone.
+std::string host_comm(pid_t pid);
 
 class SandboxTest : public ::testing::Test {
  protected:

@@ -23,6 +23,7 @@
 #include "sandbox/native/fd_passing.h"
 #include "sandbox/native/fs_util.h"
 #include "sandbox/native/mounts.h"
+#include "sandbox/native/native_sandbox.h"
 #include "sandbox/native/wire.h"
 
 namespace sandcastle::sandbox::testing {
@@ -147,11 +148,16 @@ TEST_F(TerminalTest, AShellNobodyReadsWaitsAndLosesNothing) {
   constexpr long long kBytes = 4 << 20;
   type(*t, "head -c " + std::to_string(kBytes) + " /dev/zero | tr '\\0' x; echo; echo D\"\"ONE\n");
   // Not read: the writer is still there, asleep in its write to the full pty
-  // (seen from another exec, until a deadline).
+  // (seen from the host: another exec lists only its own processes; until a
+  // deadline).
+  auto* native = dynamic_cast<native::NativeSandbox*>(sb_.get());
+  ASSERT_NE(native, nullptr);
   auto deadline = Clock::now() + 10s;
   std::string state;
   do {
-    state = sh("ps -eo stat=,comm= | awk '$2 == \"tr\" { print $1 }'").stdout_data;
+    state.clear();
+    for (pid_t p : host_descendants(native->init_pid()))
+      if (host_comm(p) == "tr") state += std::string(1, host_state(p)) + "\n";
   } while (state.rfind('S', 0) != 0 && Clock::now() < deadline);
   EXPECT_EQ(state.substr(0, 1), "S") << state;
   EXPECT_EQ(std::count(state.begin(), state.end(), '\n'), 1) << state;
@@ -233,7 +239,10 @@ TEST_F(TerminalTest, DestroyingTheTerminalKillsWhatTheShellStarted) {
   EXPECT_FALSE(read_until(*watch, wout, std::regex("GONE\r\n"), 200ms)) << wout;
   t.reset();
   EXPECT_TRUE(read_until(*watch, wout, std::regex("GONE\r\n"))) << wout;
-  EXPECT_EQ(sh("ps -eo args | grep -c '^sleep 100[01]' || true").stdout_data, "0\n");
+  // None is left (seen from the host: another exec lists only its own).
+  auto* native = dynamic_cast<native::NativeSandbox*>(sb_.get());
+  ASSERT_NE(native, nullptr);
+  for (pid_t p : host_descendants(native->init_pid())) EXPECT_NE(host_comm(p), "sleep") << p;
 }
 
 // Host pids of the processes in the user namespace of host pid `pid` that
