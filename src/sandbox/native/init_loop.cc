@@ -289,15 +289,11 @@ bool InitLoop::start(int control_fd, const InitConfig& config, int rw_fd) {
   if (st_->signal_fd < 0) return false;
   st_->control_fd = control_fd;
   st_->config = &config;
-  st_->slots.ready = start_slot(control_fd, st_->signal_fd, config, st_->slots);
   return true;
 }
 
-void InitLoop::renew_slot() {
-  Slot& ready = st_->slots.ready;
-  if (ready.fd >= 0) ::close(ready.fd);
-  ready = {};
-  ready = start_slot(st_->control_fd, st_->signal_fd, *st_->config, st_->slots);
+void InitLoop::start_first_slot() {
+  st_->slots.ready = start_slot(st_->control_fd, st_->signal_fd, *st_->config, st_->slots);
 }
 
 namespace {

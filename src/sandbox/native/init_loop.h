@@ -25,24 +25,23 @@ constexpr std::chrono::milliseconds kSlotIdle{5'000};
 constexpr std::chrono::milliseconds kRefillAfter{5};
 
 // PID 1's request loop. start() may run before the sandbox is finished (a
-// prespawned init): it starts the first exec slot — supervisor and waiting
-// command process, seccomp loaded — which share init's mount and UTS
-// namespaces and so see what is mounted later.
+// prespawned init); the first exec slot (a supervisor and its waiting
+// command process, seccomp loaded) is started once it is, by
+// start_first_slot().
 class InitLoop {
  public:
   InitLoop();
   ~InitLoop();
   InitLoop(const InitLoop&) = delete;
   InitLoop& operator=(const InitLoop&) = delete;
-  // Blocks SIGCHLD (read through a signalfd) and starts the first slot;
-  // `config` must outlive the loop.
+  // Blocks SIGCHLD (read through a signalfd); `config` must outlive the loop.
   // rw_fd: the image's rw/ dir kept from before pivot_root (-1: none), for
   // save_sandbox's worker only (the loop's other children close it).
   bool start(int control_fd, const InitConfig& config, int rw_fd = -1);
-  // Replaces the waiting slot with a new one: a supervisor's mount namespace
-  // is a copy of init's when it was made (its own /proc, exec_proc.h), so
-  // the one made by start() would not see what finishing the sandbox mounts.
-  void renew_slot();
+  // Starts the first exec slot. Only once the sandbox is finished: a
+  // supervisor's mount namespace is a copy of init's when it was made (its
+  // own /proc, exec_proc.h), and would not see what finishing it mounts.
+  void start_first_slot();
   // Serves requests until the server closes the control socket.
   int run();
 

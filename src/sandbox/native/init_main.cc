@@ -106,8 +106,8 @@ int main(int argc, char** argv) {
   // 5. Empty bounding and ambient sets: init keeps what it needs (nested
   //    PID namespaces, low ports), no command can regain anything.
   if (auto e = drop_bounding_and_ambient()) return report(*e);
-  // 6. The request loop's first exec slot (its command process loads the
-  //    seccomp filter now rather than on the first exec's path).
+  // 6. The request loop (its first exec slot comes once the sandbox is
+  //    finished, 8b).
   InitLoop loop;
   if (!loop.start(kControlFd, *config, rw_fd)) return report(step_failed("signalfd"));
   // 7. Prepared.
@@ -123,11 +123,11 @@ int main(int argc, char** argv) {
   if (auto e = finish_root_filesystem(*finish)) return report(*e);
   // 8b. Every exec's mount namespace (its own /proc, exec_proc.h) is a copy
   //     of ours that receives what is mounted here later (a persistent
-  //     sandbox's storage, over /workspace); the slot made before this
-  //     point is replaced by one that sees the finished sandbox.
+  //     sandbox's storage, over /workspace); the first exec slot, made now,
+  //     sees the finished sandbox.
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_SHARED, nullptr) != 0)
     return report(step_failed("make the mounts shared with the execs"));
-  loop.renew_slot();
+  loop.start_first_slot();
   // 9. Identity of the machine.
   if (::sethostname(finish->hostname.data(), finish->hostname.size()) != 0)
     return report(step_failed("sethostname"));
