@@ -52,13 +52,17 @@ std::uint64_t read_u64(const std::string& path) {
 }
 
 // "key value" lines (memory.events, memory.oom_control, cpu.stat).
-std::uint64_t read_keyed(const std::string& path, const std::string& key) {
-  std::istringstream in(read_small_file(path));
+std::uint64_t keyed_value(const std::string& text, const std::string& key) {
+  std::istringstream in(text);
   std::string k;
   std::uint64_t v = 0;
   while (in >> k >> v)
     if (k == key) return v;
   return 0;
+}
+
+std::uint64_t read_keyed(const std::string& path, const std::string& key) {
+  return keyed_value(read_small_file(path), key);
 }
 
 bool pid_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
@@ -140,6 +144,10 @@ Result<std::unique_ptr<SandboxCgroup>> SandboxCgroup::create(const CgroupSupport
     return Error::make(ErrorCode::kUnavailable, "no cgroups");
   }
   if (auto st = cg->apply_limits(limits); !st) return st.take_error();
+  const std::string oom = cg->version_ == CgroupVersion::kV2
+                              ? cg->file("", "memory.events")
+                              : cg->file("memory", "memory.oom_control");
+  if (!oom.empty()) cg->oom_fd_ = UniqueFd(::open(oom.c_str(), O_RDONLY | O_CLOEXEC));
   return cg;
 }
 
@@ -208,6 +216,11 @@ Status SandboxCgroup::set_cpu_share(CpuShare share) {
 }
 
 std::uint64_t SandboxCgroup::oom_kills() const {
+  if (oom_fd_) {
+    char buf[1024];
+    const ssize_t n = ::pread(oom_fd_.get(), buf, sizeof buf - 1, 0);
+    if (n >= 0) return keyed_value(std::string(buf, static_cast<std::size_t>(n)), "oom_kill");
+  }
   if (version_ == CgroupVersion::kV2) return read_keyed(file("", "memory.events"), "oom_kill");
   return read_keyed(file("memory", "memory.oom_control"), "oom_kill");
 }

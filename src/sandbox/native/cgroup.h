@@ -85,6 +85,9 @@ class SandboxCgroup {
   CgroupVersion version_ = CgroupVersion::kNone;
   std::map<std::string, std::string> dirs_;  // controller (or "") -> directory
   UniqueFd v2_fd_;
+  // memory.events (v2) or memory.oom_control (v1), kept open: every exec
+  // reads it (oom_kills), and a pread costs no path walk. -1: not opened.
+  UniqueFd oom_fd_;
   bool removed_ = false;
   bool limits_applied_ = false;
   CpuShare cpu_share_ = CpuShare::kNormal;  // a new group's
