@@ -106,6 +106,33 @@ describe('legacy era (Streamable HTTP)', () => {
     assert.ok(result.json.result.structuredContent.slept_ms >= 500);
   });
 
+  // The client may resume before the server has seen its old connection go
+  // (seen in CI as a 409): a resume takes the stream over, whatever state
+  // the first connection is in.
+  test('a resume while the first connection still stands takes the stream over', async () => {
+    const { headers } = await openSession(srv.url);
+    const res = await fetch(srv.url, { method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json', accept: JSON_AND_SSE },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 'held', method: 'tools/call', params: { name: 'test_sleep', arguments: { ms: 600 } } }) });
+    const reader = res.body.getReader();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    const lastId = parseSse(first).filter((e) => e.id).at(-1).id;
+    const g = await fetch(srv.url, { headers: { ...headers, accept: 'text/event-stream', 'last-event-id': lastId } });
+    assert.equal(g.status, 200);
+    const evs = parseSse(await g.text());
+    const result = evs.find((e) => e.json?.id === 'held');
+    assert.ok(result, `result on the resumed stream: ${JSON.stringify(evs)}`);
+    assert.ok(result.json.result.structuredContent.slept_ms >= 500);
+    // The first connection's stream was ended, without the result.
+    let rest = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      rest += new TextDecoder().decode(value);
+    }
+    assert.ok(!parseSse(rest).some((e) => e.json?.id === 'held'), rest);
+  });
+
   test('GET opens the standalone stream; a second one at once is 409; keep-alive comments flow', async () => {
     const { headers } = await openSession(srv.url);
     const ac = new AbortController();

@@ -310,8 +310,16 @@ void handle_legacy_get(Ctx& c) {
   Stream& stream = s->streams[stream_id];
   stream.id = stream_id;
   if (stream.sink && !stream.sink->closed()) {
-    c.reply(Response::text(409, "Conflict: this session's stream is already open on another connection"));
-    return;
+    if (!resume) {
+      c.reply(Response::text(
+          409, "Conflict: this session's stream is already open on another connection"));
+      return;
+    }
+    // A client that resumes has given up on the connection the stream was
+    // on, often before this server has seen it go: the stream moves here,
+    // and what the old one may have missed is replayed from the log below.
+    st.end_sse(stream.sink);
+    stream.sink.reset();
   }
   stream.sink = c.ex;
   stream.sink_is_sse = true;
