@@ -33,10 +33,6 @@ struct Detached {
   int fd = -1;
 };
 
-}  // namespace
-
-namespace {
-
 // The new namespace's part: slave mounts, the masks cloned, procfs, the
 // masks put back. On failure the caller returns to init's namespace.
 std::optional<StepError> own_proc(const InitConfig& config, const std::string& proc) {
