@@ -40,6 +40,7 @@ list(APPEND SANDCASTLE_AGENT_SOURCES
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/file_wire.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/sandbox.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/file_worker.cc
+  ${PROJECT_SOURCE_DIR}/src/sandbox/native/fd_passing.cc
   ${PROJECT_SOURCE_DIR}/src/sandbox/native/caps.cc)
 add_executable(sandcastle-agent ${SANDCASTLE_AGENT_SOURCES})
 target_include_directories(sandcastle-agent PRIVATE ${PROJECT_SOURCE_DIR}/src)

@@ -149,11 +149,15 @@ struct ListOptions {
   bool recursive = false;
   std::size_t max_entries = 10'000;
   std::string skip;  // a name in the listed directory left out (and not descended into)
+  // Recursive only: also watch the tree, where the backend can, so that
+  // Sandbox::changed_since() can tell whether it changed since.
+  bool watch = false;
 };
 
 struct Listing {
   std::vector<FileStat> entries;
   bool truncated = false;
+  std::uint64_t watch = 0;  // the watch's id for changed_since(); 0: none
 };
 
 // A name a listing may hold: a relative path of real components (none
@@ -278,6 +282,10 @@ class Sandbox {
   // device) is refused by read and write with kFailedPrecondition, unopened.
   virtual Result<FileStat> stat(const std::string& path) = 0;
   virtual Result<Listing> list(const std::string& path, const ListOptions& options = {}) = 0;
+  // Whether anything below a listing's watched tree (Listing::watch) was
+  // created, changed, moved or removed since that listing. nullopt: the
+  // backend cannot tell (no watch, or the watch was given up).
+  virtual std::optional<bool> changed_since(std::uint64_t /*watch*/) { return std::nullopt; }
   virtual Result<FileData> read_file(const std::string& path, const ReadRange& range = {}) = 0;
   // `parents`: create missing parent directories first.
   virtual Status write_file(const std::string& path, std::string_view data, std::uint32_t mode = 0644,

@@ -119,17 +119,24 @@ RunResult process_result(const sandbox::ExecResult& r, const char* stage,
 // download link); a larger change is counted and flagged. Returns the
 // listing taken (for the sandbox's next run), unless it was cut short.
 // `listed` is the listing the kernel's driver took after the cell, if any;
-// otherwise the workdir is listed now, through the file channel.
-std::optional<WorkspaceSnapshot> report_files(const Env& env, SandboxEntry& e,
-                                              const WorkspaceSnapshot& before, RunResult& out,
-                                              std::optional<WorkspaceSnapshot> listed = {},
-                                              bool listed_truncated = false) {
+// otherwise the workdir is listed now, through the file channel, unless
+// the watch on `before`'s tree saw nothing change: then it is `before`.
+std::optional<WatchedSnapshot> report_files(const Env& env, SandboxEntry& e, WatchedSnapshot before,
+                                            RunResult& out,
+                                            std::optional<WorkspaceSnapshot> listed = {},
+                                            bool listed_truncated = false) {
+  if (!listed && unchanged_since(e.sandbox(), before)) {
+    out.files_created.emplace();
+    return before;
+  }
   std::size_t changed = 0;
   bool listing_truncated = listed_truncated;
-  auto after =
-      listed ? std::move(*listed)
-             : snapshot_workspace(e.sandbox(), env.config.max_listed_files, &listing_truncated);
-  const json diff = diff_workspace(before, after, kMaxFilesReported, &changed);
+  WatchedSnapshot after;
+  if (listed)
+    after.files = std::move(*listed);
+  else
+    after = snapshot_workspace(e.sandbox(), env.config.max_listed_files, &listing_truncated);
+  const json diff = diff_workspace(before.files, after.files, kMaxFilesReported, &changed);
   std::vector<CreatedFile> files;
   for (const auto& d : diff) {
     CreatedFile f;
@@ -150,7 +157,7 @@ std::optional<WorkspaceSnapshot> report_files(const Env& env, SandboxEntry& e,
 // The listing a run starts from: the one the sandbox's last run ended with
 // if nothing used the sandbox since (files written between the two runs, by
 // the earlier one's background work, are then this one's), else a new one.
-WorkspaceSnapshot listing_before(const Env& env, EntryUse& use) {
+WatchedSnapshot listing_before(const Env& env, EntryUse& use) {
   if (auto kept = use->take_listing(use->use_counts().begun)) return std::move(*kept);
   return snapshot_workspace(use->sandbox(), env.config.max_listed_files);
 }
@@ -158,10 +165,10 @@ WorkspaceSnapshot listing_before(const Env& env, EntryUse& use) {
 // Reports the files a run changed (report_files) and keeps the listing for
 // the next run, unless another use ran alongside this one (its writes could
 // land after the listing and would then be missed).
-void report_and_keep(const Env& env, EntryUse& use, const WorkspaceSnapshot& before, RunResult& out,
+void report_and_keep(const Env& env, EntryUse& use, WatchedSnapshot before, RunResult& out,
                      std::optional<WorkspaceSnapshot> listed = {}, bool listed_truncated = false) {
   const auto uses = use->use_counts();
-  auto after = report_files(env, *use, before, out, std::move(listed), listed_truncated);
+  auto after = report_files(env, *use, std::move(before), out, std::move(listed), listed_truncated);
   const auto uses_after = use->use_counts();
   if (after && uses.active == 1 && uses_after.active == 1 && uses_after.begun == uses.begun)
     use->keep_listing(std::move(*after), uses.begun);
@@ -213,7 +220,7 @@ Result<RunResult> in_kernel(Env& env, EntryUse& use, KernelLanguage lang, const 
     };
   emit.stage("run");
 
-  const WorkspaceSnapshot before = listing_before(env, use);
+  WatchedSnapshot before = listing_before(env, use);
   RunRegistry::Run registered(*env.runs, use->id(), cancel);
   auto r = kernel->execute(req, cb, registered.token());
   if (!r.ok()) return r.error();
@@ -236,7 +243,7 @@ Result<RunResult> in_kernel(Env& env, EntryUse& use, KernelLanguage lang, const 
   if (!c.value.is_null()) out.result = mime_bundle_of(c.value);
   out.error = c.error;
   for (const auto& d : c.displays) out.displays.push_back(mime_bundle_of(d));
-  report_and_keep(env, use, before, out, std::move(r->listing), c.listing_truncated);
+  report_and_keep(env, use, std::move(before), out, std::move(r->listing), c.listing_truncated);
   out.hint = kernel_hint(c, req.timeout);
   out.failed = c.end == CellEnd::kTimeout || c.end == CellEnd::kKernelDied;
   return out;
@@ -252,7 +259,7 @@ Result<RunResult> in_process(Env& env, EntryUse& use, const Language& lang, bool
       !s.ok())
     return s.error();
 
-  const WorkspaceSnapshot before = one_shot ? WorkspaceSnapshot{} : listing_before(env, use);
+  WatchedSnapshot before = one_shot ? WatchedSnapshot{} : listing_before(env, use);
   const auto timeout = timeout_of(args, *use);
   const auto id = one_shot ? std::nullopt : std::optional<std::string>(use->id());
   RunRegistry::Run registered(*env.runs, use->id(), cancel);
@@ -288,7 +295,7 @@ Result<RunResult> in_process(Env& env, EntryUse& use, const Language& lang, bool
   if (one_shot)
     out.files_created.emplace();
   else
-    report_and_keep(env, use, before, out);
+    report_and_keep(env, use, std::move(before), out);
   return out;
 }
 
@@ -410,7 +417,7 @@ Result<RunResult> command_in(Env& env, EntryUse& use, const json& args, Emitter&
       try_direct = true;
     }
   }
-  const WorkspaceSnapshot before = listing_before(env, use);
+  WatchedSnapshot before = listing_before(env, use);
   RunRegistry::Run registered(*env.runs, use->id(), cancel);
   emit.stage("run");
   auto r = exec(*use, try_direct ? direct : req, emit, registered.token());
@@ -421,7 +428,7 @@ Result<RunResult> command_in(Env& env, EntryUse& use, const json& args, Emitter&
   if (!r.ok()) return r.error();
   RunResult out = process_result(*r, "run", timeout);
   out.sandbox_id = use->id();
-  report_and_keep(env, use, before, out);
+  report_and_keep(env, use, std::move(before), out);
   return out;
 }
 

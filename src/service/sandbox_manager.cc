@@ -89,14 +89,14 @@ SandboxEntry::UseCounts SandboxEntry::use_counts() const {
   return {uses_begun_, active_uses_};
 }
 
-void SandboxEntry::keep_listing(WorkspaceSnapshot files, std::uint64_t uses) {
+void SandboxEntry::keep_listing(WatchedSnapshot files, std::uint64_t uses) {
   std::lock_guard lock(mu_);
   listing_.emplace(std::move(files), uses);
 }
 
-std::optional<WorkspaceSnapshot> SandboxEntry::take_listing(std::uint64_t uses_now) {
+std::optional<WatchedSnapshot> SandboxEntry::take_listing(std::uint64_t uses_now) {
   std::lock_guard lock(mu_);
-  std::optional<WorkspaceSnapshot> out;
+  std::optional<WatchedSnapshot> out;
   if (listing_ && listing_->second + 1 == uses_now) out = std::move(listing_->first);
   listing_.reset();
   return out;

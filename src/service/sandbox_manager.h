@@ -101,8 +101,8 @@ class SandboxEntry {
   // included) is one below the next run's, i.e. nothing else used the
   // sandbox in between. Saves a listing (a round trip into the sandbox) per
   // run. take_listing() hands it over once, or nothing.
-  void keep_listing(WorkspaceSnapshot files, std::uint64_t uses);
-  std::optional<WorkspaceSnapshot> take_listing(std::uint64_t uses_now);
+  void keep_listing(WatchedSnapshot files, std::uint64_t uses);
+  std::optional<WatchedSnapshot> take_listing(std::uint64_t uses_now);
 
   void set_package(PackageRecord rec);
   std::optional<PackageRecord> package(const std::string& name) const;
@@ -134,7 +134,7 @@ class SandboxEntry {
   std::chrono::system_clock::time_point last_used_;
   int active_uses_ = 0;
   std::uint64_t uses_begun_ = 0;
-  std::optional<std::pair<WorkspaceSnapshot, std::uint64_t>> listing_;
+  std::optional<std::pair<WatchedSnapshot, std::uint64_t>> listing_;
   std::map<std::string, PackageRecord> packages_;
   std::function<void(const PackageRecord&)> on_package_;
   std::string ttl_action_ = "destroy";

@@ -4,20 +4,26 @@
 
 namespace sandcastle::service {
 
-WorkspaceSnapshot snapshot_workspace(sandbox::Sandbox& sb, size_t max_files, bool* truncated) {
-  WorkspaceSnapshot snap;
+WatchedSnapshot snapshot_workspace(sandbox::Sandbox& sb, size_t max_files, bool* truncated) {
+  WatchedSnapshot snap;
   sandbox::ListOptions opts;
   opts.recursive = true;
   opts.max_entries = max_files;
+  opts.watch = true;
   // sandcastle's own state (installed packages) is not the program's output.
   opts.skip = kSandcastleStateDir;
   auto listing = sb.list(sb.spec().workdir(), opts);
   if (!listing.ok()) return snap;
   if (truncated) *truncated = listing->truncated;
+  snap.watch = listing->watch;
   for (auto& f : listing->entries)
     if (f.type == sandbox::FileType::kRegular)
-      snap[std::move(f.name)] = {f.size, f.mtime_sec, f.mtime_nsec};
+      snap.files[std::move(f.name)] = {f.size, f.mtime_sec, f.mtime_nsec};
   return snap;
+}
+
+bool unchanged_since(sandbox::Sandbox& sb, const WatchedSnapshot& snap) {
+  return snap.watch != 0 && sb.changed_since(snap.watch) == false;
 }
 
 nlohmann::json diff_workspace(const WorkspaceSnapshot& before, const WorkspaceSnapshot& after,

@@ -22,10 +22,22 @@ using WorkspaceSnapshot = std::map<std::string, FileSig>;  // path relative to t
 // program's output, so never listed.
 inline constexpr const char* kSandcastleStateDir = ".sandcastle";
 
+// A snapshot and the backend's watch on the tree it was taken from
+// (Sandbox::changed_since; 0: none).
+struct WatchedSnapshot {
+  WorkspaceSnapshot files;
+  std::uint64_t watch = 0;
+};
+
 // Regular files below the sandbox's workdir, from a listing of at most
-// `max_files` entries (made inside the sandbox).
-// `truncated` (if given) says the workdir held more than that.
-WorkspaceSnapshot snapshot_workspace(sandbox::Sandbox& sb, size_t max_files, bool* truncated = nullptr);
+// `max_files` entries (made inside the sandbox), watched where the backend
+// can. `truncated` (if given) says the workdir held more than that.
+WatchedSnapshot snapshot_workspace(sandbox::Sandbox& sb, size_t max_files,
+                                   bool* truncated = nullptr);
+
+// Whether the workdir is known unchanged since `snap` was taken (its watch
+// saw nothing), so a listing now would find the same.
+bool unchanged_since(sandbox::Sandbox& sb, const WatchedSnapshot& snap);
 
 // How many changed files one result names (each becomes a link and a
 // content block): the rest are counted, not listed.

@@ -1,6 +1,8 @@
 #include "sandbox/native/caps.h"
 
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -60,6 +62,13 @@ std::optional<StepError> drop_all_caps() {
   __user_cap_data_struct data[2] = {};
   if (capset_raw(data) != 0) return step_failed("capset (drop all)");
   return std::nullopt;
+}
+
+int load_seccomp_filter(std::string_view bpf) {
+  struct sock_fprog prog {};
+  prog.len = static_cast<unsigned short>(bpf.size() / sizeof(struct sock_filter));
+  prog.filter = reinterpret_cast<struct sock_filter*>(const_cast<char*>(bpf.data()));
+  return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0 ? 0 : errno;
 }
 
 }  // namespace sandcastle::sandbox::native

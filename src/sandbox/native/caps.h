@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <string_view>
 
 #include "sandbox/native/step_error.h"
 
@@ -24,5 +25,9 @@ std::optional<StepError> drop_bounding_and_ambient();
 // The command's child, before execve: clears ambient (again, cheaply) and
 // inheritable/permitted/effective. The bounding set was emptied by init.
 std::optional<StepError> drop_all_caps();
+
+// Puts the sandbox's seccomp filter (a struct sock_filter array) in force
+// on the calling thread and what it forks. Returns 0 or an errno.
+int load_seccomp_filter(std::string_view bpf);
 
 }  // namespace sandcastle::sandbox::native

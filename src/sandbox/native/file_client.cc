@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "sandbox/native/change_watches.h"
+#include "sandbox/native/fd_passing.h"
+
 namespace sandcastle::sandbox::native {
 namespace {
 
@@ -104,7 +107,11 @@ class FileChannel::Call {
         buf_.resize(kRecvBatch);
         pos_ = 0;
       }
-      ssize_t got = ::recv(fd_, direct ? dst : buf_.data(), direct ? n : kRecvBatch, MSG_DONTWAIT);
+      auto m =
+          recv_with_fds(fd_, direct ? dst : buf_.data(), direct ? n : kRecvBatch, MSG_DONTWAIT);
+      keep_passed(m);
+      const ssize_t got = m.len;
+      errno = m.err;
       if (!direct) buf_.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
       if (got > 0) {
         any_ = true;
@@ -129,7 +136,19 @@ class FileChannel::Call {
   // idle worker that left, or one that never started.
   bool gone_silently() const { return gone_ && !any_; }
 
+  // The first fd the worker attached in this call (a listing's watch).
+  UniqueFd take_passed() { return std::move(passed_); }
+
  private:
+  // Only one fd is ever expected in a call: any other is closed.
+  void keep_passed(ReceivedMessage& m) {
+    if (m.nfds > 0 && !passed_) {
+      passed_.reset(m.fds[0]);
+      m.fds[0] = -1;
+    }
+    m.close_fds();
+  }
+
   Status wait(short events) {
     for (;;) {
       auto left =
@@ -152,6 +171,7 @@ class FileChannel::Call {
   std::size_t pos_ = 0;
   bool any_ = false;
   bool gone_ = false;
+  UniqueFd passed_;
 };
 
 namespace {
@@ -245,16 +265,22 @@ Result<FileStat> FileChannel::stat(const std::string& path) {
   });
 }
 
-Result<Listing> FileChannel::list(const std::string& path, const ListOptions& options) {
+Result<Listing> FileChannel::list(const std::string& path, const ListOptions& options,
+                                  UniqueFd* watch) {
   FileRequest req;
   req.op = FileOp::kList;
   req.path = path;
   req.length = options.max_entries;
   req.flags = options.recursive ? kFileRecursive : 0;
+  if (options.recursive && options.watch && watch) req.flags |= kFileWatch;
   req.skip = options.skip;
   return transact<Listing>(req, {}, [&](Call& call, const FileReply& r) -> Result<Listing> {
     if (r.status != FileStatus::kOk) return reply_error(r, path);
     if (r.count > options.max_entries) return protocol_error("more entries than asked for");
+    // Kept only when asked for, said, and really an inotify instance.
+    if (UniqueFd fd = call.take_passed();
+        fd && r.watching && (req.flags & kFileWatch) && is_inotify_fd(fd.get()))
+      *watch = std::move(fd);
     Listing out;
     out.truncated = r.truncated;
     out.entries.reserve(static_cast<std::size_t>(r.count));

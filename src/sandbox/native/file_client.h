@@ -40,7 +40,10 @@ class FileChannel {
 
   // `path` is absolute and normalized (see sandbox_relative_path).
   Result<FileStat> stat(const std::string& path);
-  Result<Listing> list(const std::string& path, const ListOptions& options);
+  // With options.watch (and recursive), `watch` receives the worker's
+  // inotify instance watching the listed tree, when it could make one.
+  Result<Listing> list(const std::string& path, const ListOptions& options,
+                       UniqueFd* watch = nullptr);
   Result<FileData> read(const std::string& path, const ReadRange& range);
   Status write(const std::string& path, std::string_view data, std::uint32_t mode, bool parents);
   Status mkdir(const std::string& path, bool parents);

@@ -56,6 +56,7 @@ std::string encode(const FileReply& r) {
   w.u64(r.size);
   w.u64(r.count);
   w.u32(r.truncated ? 1 : 0);
+  w.u32(r.watching ? 1 : 0);
   return w.bytes();
 }
 
@@ -68,9 +69,12 @@ std::optional<FileReply> decode_file_reply(std::string_view bytes) {
   r.size = rd.u64();
   r.count = rd.u64();
   const std::uint32_t truncated = rd.u32();
-  if (!rd.ok() || !rd.at_end() || status > 3 || truncated > 1 || r.err < 0) return std::nullopt;
+  const std::uint32_t watching = rd.u32();
+  if (!rd.ok() || !rd.at_end() || status > 3 || truncated > 1 || watching > 1 || r.err < 0)
+    return std::nullopt;
   r.status = static_cast<FileStatus>(status);
   r.truncated = truncated == 1;
+  r.watching = watching == 1;
   return r;
 }
 

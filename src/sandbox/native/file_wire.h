@@ -53,6 +53,12 @@ enum class FileOp : std::uint32_t {
 constexpr std::uint32_t kFileParents = 1;    // write/mkdir: create missing parent directories
 constexpr std::uint32_t kFileRecursive = 2;  // list: descend; remove: the whole tree
 constexpr std::uint32_t kFileWhole = 4;  // read: refuse (kTooLarge) when the rest exceeds length
+// list (recursive): also watch the tree (change_watches.h); the reply's
+// header then carries the watch's inotify fd and says so (watching).
+constexpr std::uint32_t kFileWatch = 8;
+// The most directories one watch covers: more, and the server lists after
+// every run as it would without one.
+constexpr std::uint32_t kMaxWatchedDirs = 1024;
 
 struct FileRequest {
   FileOp op = FileOp::kStat;
@@ -79,6 +85,7 @@ struct FileReply {
   std::uint64_t size = 0;   // read: file size; usage: bytes used
   std::uint64_t count = 0;  // list: entries that follow; read: bytes that follow; usage: processes
   bool truncated = false;   // list: more entries than asked for
+  bool watching = false;    // list with kFileWatch: the header carried the watch's fd
 };
 
 // One entry of a listing or a stat: `name` is the path relative to the

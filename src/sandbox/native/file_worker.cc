@@ -7,13 +7,14 @@
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
-#include <sys/sendfile.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "sandbox/native/caps.h"
+#include "sandbox/native/fd_passing.h"
 #include "sandbox/native/file_wire.h"
 #include "sandbox/native/init_loop.h"
 
@@ -273,6 +275,48 @@ bool do_write(int sock, const FileRequest& req, char* buf) {
   return send_all(sock, frame(encode(r)));
 }
 
+// kFileWatch: an inotify instance with a watch on every directory listed,
+// each added before the directory is read, so that whatever the walk could
+// miss is queued as an event instead. Given up (fd -1) past
+// kMaxWatchedDirs directories or on any failure: the server then lists.
+class TreeWatch {
+ public:
+  explicit TreeWatch(bool wanted) : fd_(wanted ? ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK) : -1) {}
+  ~TreeWatch() { give_up(); }
+  TreeWatch(const TreeWatch&) = delete;
+  TreeWatch& operator=(const TreeWatch&) = delete;
+
+  // dir: an open directory of the walk. Through its /proc/self/fd link, so
+  // the watch lands on that very directory whatever was renamed meanwhile.
+  void add(int dir) {
+    if (fd_ < 0) return;
+    if (++dirs_ > kMaxWatchedDirs) return give_up();
+    constexpr std::uint32_t kEvents = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM |
+                                      IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF |
+                                      IN_MOVE_SELF | IN_ONLYDIR;
+    const std::string link = "/proc/self/fd/" + std::to_string(dir);
+    if (::inotify_add_watch(fd_, link.c_str(), kEvents) < 0) give_up();
+  }
+  int fd() const { return fd_; }
+
+ private:
+  void give_up() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  int fd_;
+  std::uint32_t dirs_ = 0;
+};
+
+// The reply's header, with the watch's fd attached when there is one (a
+// stream socket: the fd travels with the header's first bytes).
+bool send_list_header(int sock, const std::string& header, int watch) {
+  if (watch < 0) return send_all(sock, header);
+  // A short send would split the header from nothing the server needs: the
+  // header is far below the socket's buffer, so this sends it whole.
+  return send_with_fds(sock, header, &watch, 1) == 0;
+}
+
 // list: the reply says how many entries follow, each a framed entry. The
 // walk is iterative (a stack of directories), never deeper than
 // kMaxListDepth, and stops at req.length entries.
@@ -285,6 +329,7 @@ bool do_list(int sock, const FileRequest& req) {
   std::vector<FileEntryWire> entries;
   bool truncated = false;
   const bool recursive = req.flags & kFileRecursive;
+  TreeWatch watch(recursive && (req.flags & kFileWatch));
   while (!stack.empty() && !truncated) {
     Dir d = std::move(stack.back());
     stack.pop_back();
@@ -295,6 +340,7 @@ bool do_list(int sock, const FileRequest& req) {
       if (d.rel.empty()) return send_all(sock, frame(encode(fail("list " + req.path))));
       continue;  // gone or unreadable meanwhile: list what is there
     }
+    watch.add(fd);
     DIR* dp = ::fdopendir(fd);
     if (!dp) {
       ::close(fd);
@@ -320,7 +366,9 @@ bool do_list(int sock, const FileRequest& req) {
   FileReply r;
   r.count = entries.size();
   r.truncated = truncated;
-  std::string out = frame(encode(r));
+  r.watching = watch.fd() >= 0 && !truncated;
+  if (!send_list_header(sock, frame(encode(r)), r.watching ? watch.fd() : -1)) return false;
+  std::string out;
   for (const auto& e : entries) {
     out += frame(encode(e));
     if (out.size() >= kListBatch) {
@@ -481,13 +529,7 @@ bool enter_sandbox_context(const InitConfig& config, const FilesWire& limits, co
   }
   if (drop_all_caps()) return false;
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
-  if (!config.seccomp_bpf.empty()) {
-    struct sock_fprog prog {};
-    prog.len = static_cast<unsigned short>(config.seccomp_bpf.size() / sizeof(struct sock_filter));
-    prog.filter =
-        reinterpret_cast<struct sock_filter*>(const_cast<char*>(config.seccomp_bpf.data()));
-    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) return false;
-  }
+  if (!config.seccomp_bpf.empty() && load_seccomp_filter(config.seccomp_bpf) != 0) return false;
   return ::chdir("/") == 0;
 }
 

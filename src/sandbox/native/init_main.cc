@@ -95,6 +95,11 @@ int main(int argc, char** argv) {
   //    when the unprivileged path had to deny setgroups: then they are the
   //    invoking user's own groups anyway).
   if (::setgroups(0, nullptr) != 0 && errno != EPERM) return report(step_failed("setgroups"));
+  // 1b. A session of our own, without the server's controlling terminal (if
+  //     it has one): nothing in the sandbox has a terminal but a terminal
+  //     exec's own, and a command needs only a process group of its own, not
+  //     a session (setsid makes a scheduler autogroup each time).
+  if (::setsid() < 0) return report(step_failed("setsid"));
   // 2. Not dumpable: commands share our uid, and this keeps them from
   //    ptrace-attaching to or reading /proc of init and the supervisors.
   if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return report(step_failed("set non-dumpable"));

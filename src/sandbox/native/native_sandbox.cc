@@ -72,7 +72,14 @@ Result<FileStat> NativeSandbox::stat(const std::string& path) {
 Result<Listing> NativeSandbox::list(const std::string& path, const ListOptions& options) {
   auto p = worker_path(path);
   if (!p) return p.take_error();
-  return files_.list(*p, options);
+  UniqueFd watch;
+  auto listing = files_.list(*p, options, &watch);
+  if (listing && watch) listing->watch = shared_->change_watches.keep(this, std::move(watch));
+  return listing;
+}
+
+std::optional<bool> NativeSandbox::changed_since(std::uint64_t watch) {
+  return shared_->change_watches.changed(this, watch);
 }
 
 Result<FileData> NativeSandbox::read_file(const std::string& path, const ReadRange& range) {
@@ -224,6 +231,7 @@ Status NativeSandbox::end(bool remove_files) {
   // Outside mu_: a call in progress holds the channel until its worker's
   // death reaches it (at once: the worker died with init).
   files_.close();
+  shared_->change_watches.forget(this);
   if (disk) {
     // A persistent sandbox's storage is unmounted once its processes are
     // gone (PID 1 exits after every other process of its namespace), so the

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "sandbox/native/cgroup.h"
+#include "sandbox/native/change_watches.h"
 #include "sandbox/native/file_client.h"
 #include "sandbox/native/host_image.h"
 #include "sandbox/native/image_root.h"
@@ -90,6 +91,7 @@ struct BackendShared {
   ImageResolver images;  // empty: only image "host"
   std::unique_ptr<PersistStore> persist;  // persistent sandboxes' storage
   std::unique_ptr<MirrorStore> mirror;    // the same without root (persist_mirror.h)
+  ChangeWatches change_watches;           // on sandboxes' workdirs, at most 16 (change_watches.h)
 
   // The one warm pool (the manager keeps none): sandboxes made ahead of
   // demand for pool_spec, handed out only to a create whose whole spec is
@@ -221,6 +223,7 @@ class NativeSandbox : public Sandbox {
 
   Result<FileStat> stat(const std::string& path) override;
   Result<Listing> list(const std::string& path, const ListOptions& options) override;
+  std::optional<bool> changed_since(std::uint64_t watch) override;
   Result<FileData> read_file(const std::string& path, const ReadRange& range) override;
   Status write_file(const std::string& path, std::string_view data, std::uint32_t mode,
                     bool parents) override;

@@ -169,8 +169,8 @@ void prepare_exec_child(const InitConfig& config, int error_fd) {
   sigset_t all;
   sigemptyset(&all);
   pthread_sigmask(SIG_SETMASK, &all, nullptr);
-  // 2. own session: no controlling terminal, own process group
-  if (::setsid() < 0) fail_child(error_fd, step_failed("setsid"));
+  // 2. (its process group or session comes with the request, step 7b:
+  //    a terminal's command must lead a session, and a group leader cannot)
   // 3. the OOM killer picks commands, never the sandbox's init or
   //    supervisors. /proc/self is root-owned while we are non-dumpable (as
   //    init is): dumpable just for the write, then not again until execve
@@ -186,14 +186,12 @@ void prepare_exec_child(const InitConfig& config, int error_fd) {
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail_child(error_fd, step_failed("no_new_privs"));
   // 4b. a Landlock domain of its own: no other exec reaches into this one
   if (auto e = enter_own_landlock_domain()) fail_child(error_fd, *e);
-  // 5. seccomp: what follows is our own code, using only allowed syscalls
-  if (!config.seccomp_bpf.empty()) {
-    struct sock_fprog prog {};
-    prog.len = static_cast<unsigned short>(config.seccomp_bpf.size() / sizeof(struct sock_filter));
-    prog.filter = reinterpret_cast<struct sock_filter*>(const_cast<char*>(config.seccomp_bpf.data()));
-    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
-      fail_child(error_fd, step_failed("seccomp load"));
-  }
+  // 5. seccomp: what follows is our own code, using only allowed syscalls.
+  //    Usually the supervisor's, inherited (run_supervisor): then the
+  //    config holds none and the steps above ran under it already.
+  if (!config.seccomp_bpf.empty())
+    if (int e = load_seccomp_filter(config.seccomp_bpf); e != 0)
+      fail_child(error_fd, step_failed("seccomp load", e));
 }
 
 [[noreturn]] void run_exec_child(const InitConfig& config, int request_fd, int error_fd) {
@@ -219,6 +217,11 @@ void prepare_exec_child(const InitConfig& config, int error_fd) {
   int high_pass = passed ? ::fcntl(m.fds[3], F_DUPFD_CLOEXEC, 16) : -1;
   if (passed && high_pass < 0) fail_child(error_fd, step_failed("move passed fd"));
   int stdio[3] = {m.fds[0], m.fds[1], m.fds[2]};
+  // 7b. a process group of its own, so that kill(0) or a shell's job
+  //     control never reaches the supervisor; in init's session, which has
+  //     no terminal. A terminal's command leads a session, to take its pty.
+  if (req->pty_rows != 0 ? ::setsid() < 0 : ::setpgid(0, 0) != 0)
+    fail_child(error_fd, step_failed(req->pty_rows != 0 ? "setsid" : "setpgid"));
   if (req->pty_rows != 0) {
     int slave = -1;
     if (auto e = open_terminal_pty(*req, request_fd, &slave)) fail_child(error_fd, *e);
@@ -249,6 +252,7 @@ void prepare_exec_child(const InitConfig& config, int error_fd) {
 [[noreturn]] void run_ahead_child(const InitConfig& config, const AheadWire& ahead, int request_fd,
                                   int error_fd) {
   prepare_exec_child(config, error_fd);
+  if (::setpgid(0, 0) != 0) fail_child(error_fd, step_failed("setpgid"));
   int high_err = ::fcntl(error_fd, F_DUPFD_CLOEXEC, 16);
   if (high_err < 0) fail_child(error_fd, step_failed("move error pipe"));
   error_fd = high_err;
@@ -551,12 +555,39 @@ bool serve_one(int slot_fd, const InitConfig& config, int signal_fd, bool own_ne
 
 }  // namespace
 
+namespace {
+
+// The sandbox's seccomp filter on the supervisor itself, once, so that the
+// command processes it forks inherit it instead of each loading (and the
+// kernel JIT-compiling, with a cross-CPU text patch) a copy of its own: that
+// was more of the machine's time per exec than the rest of the supervisor's
+// work. What the supervisor does from here on (fork, wait4, kill, poll,
+// send and recv with fds) the filter allows. Not for a supervisor in a
+// network namespace of its own: it still brings `lo` up and opens the
+// listener. No new privileges first: the supervisor never execs.
+bool load_filter_here(const InitConfig& config, bool own_netns) {
+  if (own_netns || config.seccomp_bpf.empty()) return false;
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
+  return load_seccomp_filter(config.seccomp_bpf) == 0;
+}
+
+}  // namespace
+
 [[noreturn]] void run_supervisor(int slot_fd, const InitConfig& config, int signal_fd,
                                  bool own_netns, const AheadWire* ahead) {
   prctl(PR_SET_NAME, "sc-supervisor", 0, 0, 0);
   (void)mount_exec_proc(config);
-  if (serve_one(slot_fd, config, signal_fd, own_netns, ahead))
-    while (serve_one(slot_fd, config, signal_fd, false, nullptr)) {
+  // With the filter in force here, the commands' copy of the config has
+  // none left to load (prepare_exec_child's step 5).
+  InitConfig for_commands;
+  const bool filtered = load_filter_here(config, own_netns);
+  if (filtered) {
+    for_commands = config;
+    for_commands.seccomp_bpf.clear();
+  }
+  const InitConfig& child_config = filtered ? for_commands : config;
+  if (serve_one(slot_fd, child_config, signal_fd, own_netns, ahead))
+    while (serve_one(slot_fd, child_config, signal_fd, false, nullptr)) {
     }
   _exit(0);
 }

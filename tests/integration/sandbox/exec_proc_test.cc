@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <future>
 #include <string>
 #include <thread>
@@ -36,6 +37,44 @@ TEST_F(ExecProcTest, ACommandFindsItselfInProcUnderItsOwnPid) {
   std::string listed = ps.stdout_data.substr(shell.size() + 1);
   listed.erase(0, listed.find_first_not_of(' '));
   EXPECT_EQ(listed, shell + "\n") << ps.stdout_data;
+}
+
+// The supervisor (PID 1 of the exec) holds the sandbox's seccomp filter and
+// the command inherits it: one filter each, none loaded twice.
+TEST_F(ExecProcTest, TheCommandInheritsTheSupervisorsFilter) {
+  for (int i = 0; i < 2; ++i) {  // a fresh supervisor, then a reused one
+    auto r = sh("grep -h '^Seccomp' /proc/1/status /proc/self/status");
+    ASSERT_EQ(r.exit_code, 0) << r.stderr_data;
+    EXPECT_EQ(r.stdout_data,
+              "Seccomp:\t2\nSeccomp_filters:\t1\nSeccomp:\t2\nSeccomp_filters:\t1\n");
+  }
+  // The filter is in force on the command all the same: keyctl (allowed
+  // without it, whatever the capabilities) gets EPERM.
+  auto denied =
+      py("import ctypes\n"
+         "libc = ctypes.CDLL(None, use_errno=True)\n"
+         "print(libc.syscall(250, 0, -3, 0), ctypes.get_errno())\n");
+  EXPECT_EQ(denied.stdout_data, "-1 1\n") << denied.stderr_data;
+}
+
+// A command leads a process group of its own in init's session, which has
+// no terminal: kill(0) reaches only the command's group (the supervisor
+// reports as ever), and there is no controlling terminal to open.
+TEST_F(ExecProcTest, ACommandLeadsItsOwnGroupInASessionWithoutATerminal) {
+  auto r =
+      py("import os\n"
+         "me = os.getpid()\n"
+         "print(os.getpgid(0) == me, os.getsid(0) == me, os.getsid(0) == os.getsid(1))\n"
+         "try:\n"
+         "    os.open('/dev/tty', os.O_RDWR)\n"
+         "except OSError as e:\n"
+         "    print(e.errno)\n");
+  EXPECT_EQ(r.stdout_data, "True False True\n6\n") << r.stderr_data;  // ENXIO
+  for (int i = 0; i < 2; ++i) {  // and the supervisor serves the next exec
+    auto killed = sh("kill -TERM 0; sleep 5");
+    EXPECT_EQ(killed.signal, SIGTERM) << killed.stderr_data;
+    EXPECT_EQ(sh("echo alive").stdout_data, "alive\n");
+  }
 }
 
 TEST_F(ExecProcTest, AnotherExecsProcessesAreNotListed) {

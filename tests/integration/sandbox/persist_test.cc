@@ -255,6 +255,24 @@ TEST_F(PersistTest, FilesSurviveReleaseWithTheirOwnerModeAndIdsOnDisk) {
   EXPECT_EQ(std::find(listed.begin(), listed.end(), "files-1"), listed.end());
 }
 
+// The workdir watch (change_watches.h) on storage mounted over /workspace
+// after the sandbox was made: it watches the disk, not the tmpfs below it.
+TEST_F(PersistTest, AWatchedListingOfTheStorageSeesItsChanges) {
+  auto sb = make(spec("watch-1"));
+  ASSERT_NE(sb, nullptr);
+  ListOptions o;
+  o.recursive = true;
+  o.watch = true;
+  auto listed = sb->list("/workspace", o);
+  ASSERT_TRUE(listed.ok()) << listed.error().message();
+  ASSERT_NE(listed->watch, 0u);
+  EXPECT_EQ(sh(*sb, "cat /workspace/* 2>/dev/null; echo read"), "read\n");
+  EXPECT_EQ(sb->changed_since(listed->watch), false);
+  EXPECT_EQ(sh(*sb, "echo x > /workspace/f && echo wrote"), "wrote\n");
+  EXPECT_EQ(sb->changed_since(listed->watch), true);
+  ASSERT_TRUE(sb->destroy().ok());
+}
+
 TEST_F(PersistTest, WritesPastTheDiskLimitGetEnospcInside) {
   auto sb = make(spec("limit-1", 16 * kMiB));
   ASSERT_NE(sb, nullptr);
@@ -770,7 +788,7 @@ TEST(Persist, TestsRunInAProcessOfTheirOwn) {
   auto child = run_tests_in_child("PersistTest.*", kChildEnv);
   ::unsetenv(kStorageEnv);
   EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.out;
-  EXPECT_NE(child.out.find("[  PASSED  ] 15 tests."), std::string::npos) << child.out;
+  EXPECT_NE(child.out.find("[  PASSED  ] 16 tests."), std::string::npos) << child.out;
   // Every test removed its storage.
   EXPECT_TRUE(native::list_dir(storage).empty());
   (void)native::remove_tree(storage);

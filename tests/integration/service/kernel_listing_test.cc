@@ -34,7 +34,7 @@ class KernelListingTest : public sandbox::testing::SandboxTest {
     ASSERT_TRUE(r->listing.has_value()) << "the driver sent no listing";
     EXPECT_FALSE(r->listing_truncated);
     bool truncated = true;
-    const WorkspaceSnapshot channel = snapshot_workspace(*sb_, 10'000, &truncated);
+    const WorkspaceSnapshot channel = snapshot_workspace(*sb_, 10'000, &truncated).files;
     EXPECT_FALSE(truncated);
     EXPECT_EQ(*r->listing, channel);
     EXPECT_TRUE(channel.count("a/b/c/deep.txt"));
@@ -126,7 +126,7 @@ TEST_F(KernelListingTest, ACappedListingIsTruncatedLikeTheChannels) {
   EXPECT_TRUE(r->listing_truncated);
   EXPECT_EQ(r->listing->size(), 5u);
   bool truncated = false;
-  EXPECT_EQ(snapshot_workspace(*sb_, 5, &truncated).size(), 5u);
+  EXPECT_EQ(snapshot_workspace(*sb_, 5, &truncated).files.size(), 5u);
   EXPECT_TRUE(truncated);
 }
 

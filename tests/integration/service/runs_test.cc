@@ -181,6 +181,40 @@ TEST_F(ServiceWithoutMcpRuns, ARunStartsFromTheListingTheLastRunEndedWith) {
   EXPECT_EQ(files_of(again), std::vector<std::string>{});
 }
 
+// After a run, the workdir is listed again only if the watch on the last
+// listing saw a change (workspace_diff.h): a run of commands that change
+// nothing, then one of each kind of change, each reported by its own run.
+TEST_F(ServiceWithoutMcpRuns, EachRunReportsItsOwnChangesWithTheWatchInBetween) {
+  start();
+  const std::string id = create("bash");
+  ASSERT_FALSE(id.empty());
+  auto files_of = [&](const std::string& command) {
+    auto r = run_command(*env_, alice_, json{{"sandbox_id", id}, {"command", command}}, {});
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    std::vector<std::string> out;
+    if (!r.ok()) return out;
+    EXPECT_EQ(r->exit_code, 0) << command << ": " << r->stderr_data;
+    if (r->files_created)
+      for (const auto& f : *r->files_created) out.push_back(f.path + ":" + f.status);
+    return out;
+  };
+  using Files = std::vector<std::string>;
+  EXPECT_EQ(files_of("mkdir -p a/b"), Files{});
+  EXPECT_EQ(files_of("true"), Files{});
+  EXPECT_EQ(files_of("echo 1 > a/b/f"), Files{"a/b/f:created"});
+  EXPECT_EQ(files_of("cat a/b/f"), Files{});
+  EXPECT_EQ(files_of("true"), Files{});
+  EXPECT_EQ(files_of("echo 2 >> a/b/f"), Files{"a/b/f:modified"});
+  EXPECT_EQ(files_of("touch -d @9 a/b/f"), Files{"a/b/f:modified"});
+  EXPECT_EQ(files_of("mv a/b/f a/g"), Files{"a/g:created"});
+  EXPECT_EQ(files_of("true"), Files{});
+  EXPECT_EQ(files_of("mkdir -p x/y/z && echo deep > x/y/z/d"), Files{"x/y/z/d:created"});
+  EXPECT_EQ(files_of("echo again >> x/y/z/d"), Files{"x/y/z/d:modified"});
+  EXPECT_EQ(files_of("rm -r x && true"), Files{});
+  EXPECT_EQ(files_of("echo back > a/g"), Files{"a/g:modified"});
+  EXPECT_EQ(files_of("true"), Files{});
+}
+
 TEST_F(ServiceWithoutMcpRuns, InterruptEndsARunningLoopAsCancelled) {
   start();
   const std::string id = create("bash");

@@ -93,6 +93,15 @@ TEST(FileWire, ReplyFieldsAreChecked) {
   auto back = decode_file_reply(encode(r));
   ASSERT_TRUE(back);
   EXPECT_EQ(back->err, EACCES);
+  EXPECT_FALSE(back->watching);
+  r.watching = true;
+  back = decode_file_reply(encode(r));
+  ASSERT_TRUE(back);
+  EXPECT_TRUE(back->watching);
+  std::string flagged = encode(r);
+  flagged[flagged.size() - 4] = 2;  // watching is 0 or 1
+  EXPECT_FALSE(decode_file_reply(flagged));
+  r.watching = false;
   r.err = -1;
   EXPECT_FALSE(decode_file_reply(encode(r)));
   r.err = 0;
