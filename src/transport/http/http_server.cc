@@ -104,11 +104,14 @@ std::string url_encode(std::string_view s) {
 // ---------------------------------------------------------------------------
 
 struct Server::Impl {
-  Impl(Server& s, Handler h) : server(s), handler(std::move(h)), acceptor(io) {}
+  Impl(Server& s, Handler h) : server(s), handler(std::move(h)), acceptor(net::make_strand(io)) {}
 
   Server& server;
   Handler handler;
   net::io_context io;
+  // On a strand of its own: the accept handler (which accepts again), the
+  // back-off timer and stop_accepting's close run on any io thread, and an
+  // acceptor is not safe to use from two at once (TSan saw accept and close).
   tcp::acceptor acceptor;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   std::vector<std::thread> threads;
@@ -648,7 +651,8 @@ void Server::Impl::do_accept() {
       spdlog::warn("http accept: {}", ec.message());
       if (ec == net::error::no_descriptors) {
         // Out of file descriptors: back off briefly instead of spinning.
-        auto t = std::make_shared<net::steady_timer>(io, std::chrono::milliseconds(50));
+        auto t = std::make_shared<net::steady_timer>(acceptor.get_executor(),
+                                                     std::chrono::milliseconds(50));
         t->async_wait([this, t](beast::error_code) {
           if (accepting) do_accept();
         });
@@ -718,7 +722,7 @@ void Server::start() {
 
 void Server::stop_accepting() {
   if (!impl_->accepting.exchange(false)) return;
-  net::post(impl_->io, [this] {
+  net::post(impl_->acceptor.get_executor(), [this] {
     beast::error_code ignore;
     impl_->acceptor.close(ignore);
   });
