@@ -18,7 +18,7 @@ run:
 	@$(MAKE) --no-print-directory deps build 1>&2
 	@exec ./$(BUILD)/sandcastle $(RUN_TRANSPORT) $(ARGS)
 
-test: deps build build-asan build-tsan build-fuzz
+test: deps build build-asan build-tsan
 	scripts/run-tests
 
 deps:
@@ -28,9 +28,13 @@ build:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSANDCASTLE_BENCH=ON >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
+# AddressSanitizer + UndefinedBehaviorSanitizer, built by clang with
+# libFuzzer's instrumentation: one build serves the unit tests, the kernel
+# channel's tests and the fuzz targets (make fuzz).
 build-asan:
-	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSANDCASTLE_SANITIZE=ON >/dev/null
-	@cmake --build $(ASAN_BUILD) -j $(JOBS) --target unit_tests integration_tests
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
+	  -DSANDCASTLE_SANITIZE=ON -DSANDCASTLE_FUZZ=ON -DSANDCASTLE_TESTS=ON >/dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS) --target unit_tests kernel_tests $(addprefix fuzz_,$(FUZZ_TARGETS))
 
 # clang-tidy (checks in .clang-tidy) over src/; needs only the configured build.
 tidy: deps
@@ -63,18 +67,15 @@ languages-table: deps
 # each for FUZZ_CI_SECONDS too (scripts/run-tests), without touching the corpus.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.cc,%,$(wildcard tests/fuzz/fuzz_*.cc))
-FUZZ_BUILD ?= build-fuzz
-fuzz: deps build-fuzz
+fuzz: deps build-asan
 	for t in $(FUZZ_TARGETS); do \
-	  ./$(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 tests/fuzz/corpus/$$t || exit 1; done
+	  ./$(ASAN_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 tests/fuzz/corpus/$$t || exit 1; done
 
-build-fuzz:
-	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
-	  -DSANDCASTLE_FUZZ=ON -DSANDCASTLE_TESTS=ON >/dev/null
-	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+# The fuzz targets live in the sanitizer build.
+build-fuzz: build-asan
 
 format:
 	clang-format -i $$(git ls-files 'src/*.cc' 'src/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

@@ -268,7 +268,10 @@ int concurrent_bench(native::NativeBackend& b, int n, int rounds, const std::str
   std::string load_before = loadavg();
   std::printf("%-22s %5s %12s %12s %8s   %s\n", "case", "N", "sandbox ms", "bare ms", "ratio",
               "pool (ready/made/taken)");
-  for (const auto& [label, cmd] : cmds) {
+  for (const auto& entry : cmds) {
+    // Not a structured binding: the lambdas below capture it (clang 14 cannot).
+    const auto& label = entry.first;
+    const auto& cmd = entry.second;
     if (!only.empty() && label.find(only) == std::string::npos) continue;
     std::vector<double> sb_wall, bare_wall;
     int failures = 0;
@@ -394,10 +397,11 @@ int main(int argc, char** argv) {
   for (int pause : {pause_ms, 0}) {
     g_pause_ms = pause;
     std::vector<Row> rows;
-    for (const auto& [label, cmd] :
+    for (const auto& entry :
          {std::pair{std::string("/bin/true"), kTrue}, {std::string("python3 -c print(1)"), kPy}}) {
+      const auto& cmd = entry.second;  // captured below: not a structured binding (clang 14)
       Row r;
-      r.name = label;
+      r.name = entry.first;
       r.direct = median_ms(n, [&] { return spawn_wait(cmd); });
       r.unshare_ms = median_ms(n, [&] { return spawn_wait(unshare(cmd)); });
       r.bwrap_ms = median_ms(n, [&] { return spawn_wait(bwrap(cmd)); });
@@ -406,7 +410,7 @@ int main(int argc, char** argv) {
       r.native_mean = g_last_mean;
       double in_existing = median_ms(n, [&] { return native_exec(cmd); });
       rows.push_back(r);
-      rows.push_back(Row{label + " (exec in existing sandbox)", in_existing, r.unshare_ms,
+      rows.push_back(Row{entry.first + " (exec in existing sandbox)", in_existing, r.unshare_ms,
                          r.bwrap_ms, r.direct});
     }
     modes.emplace_back(pause > 0 ? "paced, one every " + std::to_string(pause) + " ms (latency)"

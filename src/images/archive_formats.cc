@@ -15,6 +15,7 @@
 #include "common/crypto.h"
 #include "common/json_parse.h"
 #include "common/unique_fd.h"
+#include "images/oci_layout_writer.h"
 
 namespace sandcastle::images {
 
@@ -40,10 +41,6 @@ bool is_hex64(std::string_view s) {
 
 bool valid_digest(const std::string& d) {
   return d.rfind("sha256:", 0) == 0 && is_hex64(std::string_view(d).substr(7));
-}
-
-std::string sha256_digest(std::string_view data) {
-  return "sha256:" + crypto::hex(crypto::sha256(data));
 }
 
 std::string strip_dot(std::string name) {
@@ -82,13 +79,13 @@ bool looks_compressed(const std::string& path) {
          (m[0] == 'B' && m[1] == 'Z' && m[2] == 'h');
 }
 
-struct ArchiveFree {
+struct ReadArchiveFree {
   void operator()(struct archive* a) const { archive_read_free(a); }
 };
-using ArchivePtr = std::unique_ptr<struct archive, ArchiveFree>;
+using ReadArchivePtr = std::unique_ptr<struct archive, ReadArchiveFree>;
 
-ArchivePtr open_tar(const std::string& path, std::string* err) {
-  ArchivePtr a(archive_read_new());
+ReadArchivePtr open_tar(const std::string& path, std::string* err) {
+  ReadArchivePtr a(archive_read_new());
   archive_read_support_filter_all(a.get());
   archive_read_support_format_tar(a.get());
   archive_read_support_format_gnutar(a.get());
@@ -313,7 +310,7 @@ Result<json> parse_small(const std::string& text, const std::string& what) {
   return j;
 }
 
-std::string str_field(const json& j, const char* key) {
+std::string string_field(const json& j, const char* key) {
   if (!j.is_object()) return {};
   auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
@@ -371,7 +368,7 @@ Status plan_docker(ImageSource& src, ImagePlan& plan) {
     plan.warnings.push_back("the archive holds " + std::to_string(m->size()) +
                             " images; imported the first");
   const json& img = (*m)[0];
-  const std::string config_path = strip_dot(str_field(img, "Config"));
+  const std::string config_path = strip_dot(string_field(img, "Config"));
   if (config_path.empty()) return bad("manifest.json: no Config");
   auto layers = img.find("Layers");
   if (layers == img.end() || !layers->is_array()) return bad("manifest.json: no Layers");
@@ -411,18 +408,18 @@ Result<json> pick_manifest(ImageSource& src, const json& index, std::string* ref
     if (!d.is_object()) continue;
     auto p = d.find("platform");
     if (p == d.end() || !p->is_object() ||
-        (str_field(*p, "os") == "linux" && str_field(*p, "architecture") == "amd64")) {
+        (string_field(*p, "os") == "linux" && string_field(*p, "architecture") == "amd64")) {
       chosen = &d;
       break;
     }
   }
   if (!chosen) return bad("index: no manifest for linux/amd64");
   if (auto ann = chosen->find("annotations"); ann != chosen->end() && ann->is_object()) {
-    std::string full = str_field(*ann, "io.containerd.image.name");
-    std::string ref = str_field(*ann, "org.opencontainers.image.ref.name");
+    std::string full = string_field(*ann, "io.containerd.image.name");
+    std::string ref = string_field(*ann, "org.opencontainers.image.ref.name");
     if (ref_name->empty()) *ref_name = !full.empty() ? full : ref;
   }
-  auto blob = verified_blob(src, str_field(*chosen, "digest"), "manifest");
+  auto blob = verified_blob(src, string_field(*chosen, "digest"), "manifest");
   if (!blob.ok()) return blob.error();
   auto j = parse_small(*blob, "manifest");
   if (!j.ok()) return j.error();
@@ -445,11 +442,11 @@ Status plan_oci(ImageSource& src, ImagePlan& plan) {
   auto layers = m.find("layers");
   if (layers == m.end() || !layers->is_array()) return bad("manifest: no layers");
   for (const auto& l : *layers) {
-    std::string d = str_field(l, "digest");
+    std::string d = string_field(l, "digest");
     if (!valid_digest(d)) return bad("manifest: a layer digest that is not sha256");
     plan.layers.push_back({"blobs/sha256/" + d.substr(7), d, ""});
   }
-  auto cfg = verified_blob(src, str_field(m["config"], "digest"), "config");
+  auto cfg = verified_blob(src, string_field(m["config"], "digest"), "config");
   if (!cfg.ok()) return cfg.error();
   plan.format = "oci";
   return fill_from_config(plan, *cfg, plan.layers.size());
@@ -507,11 +504,11 @@ Result<ImageConfig> parse_run_config(const json& c) {
       return bad("image config: Env entry '" + e.substr(0, 80) + "' is not NAME=value");
   if (auto s = strings("Entrypoint", &out.entrypoint, 4096); !s.ok()) return s.error();
   if (auto s = strings("Cmd", &out.cmd, 4096); !s.ok()) return s.error();
-  out.working_dir = str_field(c, "WorkingDir");
+  out.working_dir = string_field(c, "WorkingDir");
   if (!out.working_dir.empty() && (out.working_dir.front() != '/' || out.working_dir.size() > 4096))
     return bad("image config: WorkingDir '" + out.working_dir.substr(0, 80) +
                "' is not an absolute path");
-  out.user = str_field(c, "User");
+  out.user = string_field(c, "User");
   if (out.user.size() > 256 || out.user.find_first_of(std::string("\n\0/", 3)) != std::string::npos)
     return bad("image config: User is not a user name or uid[:gid]");
   return out;

@@ -31,7 +31,7 @@ constexpr std::array kConfigTypes = {
     "application/vnd.docker.container.image.v1+json",
 };
 
-Error invalid(std::string msg) {
+Error invalid_image(std::string msg) {
   return Error::make(ErrorCode::kInvalidArgument, std::move(msg));
 }
 
@@ -61,16 +61,16 @@ struct Descriptor {
 };
 
 Result<Descriptor> descriptor(const json& j, const std::string& what) {
-  if (!j.is_object()) return invalid(what + " is not an object");
+  if (!j.is_object()) return invalid_image(what + " is not an object");
   Descriptor d;
   d.media_type = str_field(j, "mediaType");
   d.digest = str_field(j, "digest");
   if (!is_sha256_digest(d.digest))
-    return invalid(what + " has digest '" + d.digest.substr(0, 80) +
-                   "': only sha256 digests are supported");
+    return invalid_image(what + " has digest '" + d.digest.substr(0, 80) +
+                         "': only sha256 digests are supported");
   auto s = j.find("size");
   if (s == j.end() || !s->is_number_unsigned() || s->get<std::uint64_t>() > kMaxJsonSafeInt)
-    return invalid(what + " has no valid size");
+    return invalid_image(what + " has no valid size");
   d.size = s->get<std::uint64_t>();
   return d;
 }
@@ -78,7 +78,7 @@ Result<Descriptor> descriptor(const json& j, const std::string& what) {
 enum class Kind { kIndex, kManifest };
 
 Result<Kind> classify(const FetchedManifest& m, const json& j) {
-  if (!j.is_object()) return invalid("manifest " + m.digest + " is not a JSON object");
+  if (!j.is_object()) return invalid_image("manifest " + m.digest + " is not a JSON object");
   std::string type = str_field(j, "mediaType");
   if (type.empty()) type = m.media_type;
   auto sv = j.find("schemaVersion");
@@ -88,7 +88,8 @@ Result<Kind> classify(const FetchedManifest& m, const json& j) {
         ErrorCode::kFailedPrecondition,
         "the image has a Docker schema 1 manifest, which is refused (deprecated, unverifiable "
         "layers): push it again with a current docker/podman/skopeo");
-  if (sv == j.end() || *sv != 2) return invalid("manifest " + m.digest + " has no schemaVersion 2");
+  if (sv == j.end() || *sv != 2)
+    return invalid_image("manifest " + m.digest + " has no schemaVersion 2");
   if (type == kOciIndex || type == kDockerList) return Kind::kIndex;
   if (type == kOciManifest || type == kDockerManifest) return Kind::kManifest;
   // The OCI spec makes mediaType optional: fall back on the shape.
@@ -96,13 +97,13 @@ Result<Kind> classify(const FetchedManifest& m, const json& j) {
     if (j.contains("manifests")) return Kind::kIndex;
     if (j.contains("config") && j.contains("layers")) return Kind::kManifest;
   }
-  return invalid("unsupported manifest media type '" + type.substr(0, 120) + "'");
+  return invalid_image("unsupported manifest media type '" + type.substr(0, 120) + "'");
 }
 
 Result<json> parse_manifest(const FetchedManifest& m, std::size_t limit) {
   auto j = parse_json(m.body,
                       JsonLimits{.max_bytes = limit, .bytes_setting = "the manifest size limit"});
-  if (!j.ok()) return invalid("manifest " + m.digest + ": " + j.error().context);
+  if (!j.ok()) return invalid_image("manifest " + m.digest + ": " + j.error().context);
   return j;
 }
 
@@ -110,10 +111,10 @@ Result<Descriptor> pick_platform(const json& index, const Platform& want,
                                  const std::string& index_digest) {
   auto it = index.find("manifests");
   if (it == index.end() || !it->is_array())
-    return invalid("index " + index_digest + " has no manifests array");
+    return invalid_image("index " + index_digest + " has no manifests array");
   if (it->size() > kMaxManifestEntries)
-    return invalid("index " + index_digest + " has more than " +
-                   std::to_string(kMaxManifestEntries) + " entries");
+    return invalid_image("index " + index_digest + " has more than " +
+                         std::to_string(kMaxManifestEntries) + " entries");
   std::vector<std::string> seen;
   std::optional<Descriptor> best;
   bool best_exact = false;
@@ -178,14 +179,14 @@ Result<PullResult> pull_to_layout(const ImageReference& ref, const PullOptions& 
     auto m = client.get_manifest(chosen->digest);
     if (!m.ok()) return m.take_error();
     if (m->body.size() != chosen->size)
-      return invalid("manifest " + chosen->digest + " is " + std::to_string(m->body.size()) +
-                     " bytes, the index states " + std::to_string(chosen->size));
+      return invalid_image("manifest " + chosen->digest + " is " + std::to_string(m->body.size()) +
+                           " bytes, the index states " + std::to_string(chosen->size));
     auto j = parse_manifest(*m, opts.registry.max_manifest_bytes);
     if (!j.ok()) return j.take_error();
     auto k = classify(*m, *j);
     if (!k.ok()) return k.take_error();
     if (*k != Kind::kManifest)
-      return invalid("index " + out.index_digest + " points at another index: not supported");
+      return invalid_image("index " + out.index_digest + " points at another index: not supported");
     manifest = std::move(*m);
     mj = std::move(*j);
   }
@@ -199,17 +200,17 @@ Result<PullResult> pull_to_layout(const ImageReference& ref, const PullOptions& 
   auto config = descriptor(mj.contains("config") ? mj["config"] : json(), "the manifest's config");
   if (!config.ok()) return config.take_error();
   if (!one_of(config->media_type, kConfigTypes))
-    return invalid("not a container image: config media type '" +
-                   config->media_type.substr(0, 120) + "'");
+    return invalid_image("not a container image: config media type '" +
+                         config->media_type.substr(0, 120) + "'");
   if (config->size > kMaxConfigBytes)
     return Error::make(ErrorCode::kResourceExhausted,
                        "image config is larger than " + std::to_string(kMaxConfigBytes) + " bytes");
   const auto lit = mj.find("layers");
   if (lit == mj.end() || !lit->is_array())
-    return invalid("manifest " + manifest.digest + " has no layers array");
+    return invalid_image("manifest " + manifest.digest + " has no layers array");
   if (lit->size() > kMaxManifestEntries)
-    return invalid("manifest " + manifest.digest + " has more than " +
-                   std::to_string(kMaxManifestEntries) + " layers");
+    return invalid_image("manifest " + manifest.digest + " has more than " +
+                         std::to_string(kMaxManifestEntries) + " layers");
   std::vector<Descriptor> layers;
   std::uint64_t total = config->size;
   std::set<std::string> unique;
@@ -217,9 +218,9 @@ Result<PullResult> pull_to_layout(const ImageReference& ref, const PullOptions& 
     auto d = descriptor((*lit)[i], "layer " + std::to_string(i));
     if (!d.ok()) return d.take_error();
     if (!one_of(d->media_type, kLayerTypes))
-      return invalid("layer " + std::to_string(i) + " has unsupported media type '" +
-                     d->media_type.substr(0, 120) +
-                     "' (foreign and non-distributable layers are not pulled)");
+      return invalid_image("layer " + std::to_string(i) + " has unsupported media type '" +
+                           d->media_type.substr(0, 120) +
+                           "' (foreign and non-distributable layers are not pulled)");
     if (unique.insert(d->digest).second) total += d->size;
     layers.push_back(*d);
   }
@@ -233,8 +234,8 @@ Result<PullResult> pull_to_layout(const ImageReference& ref, const PullOptions& 
   if (auto st = client.get_blob(config->digest,
                                 [&](std::string_view d) -> Status {
                                   if (d.size() > config->size - config_bytes.size())
-                                    return invalid("config " + config->digest +
-                                                   " is longer than its descriptor states");
+                                    return invalid_image("config " + config->digest +
+                                                         " is longer than its descriptor states");
                                   config_bytes.append(d);
                                   return ok_status();
                                 });
@@ -243,7 +244,7 @@ Result<PullResult> pull_to_layout(const ImageReference& ref, const PullOptions& 
   if (auto st = writer->write_blob(config->digest, config_bytes); !st.ok()) return st.take_error();
   auto cj = parse_json(config_bytes, JsonLimits{.max_bytes = kMaxConfigBytes});
   if (!cj.ok() || !cj->is_object())
-    return invalid("image config " + config->digest + " is not a JSON object");
+    return invalid_image("image config " + config->digest + " is not a JSON object");
   out.platform.os = str_field(*cj, "os");
   out.platform.architecture = str_field(*cj, "architecture");
   out.platform.variant = str_field(*cj, "variant");

@@ -22,7 +22,7 @@ constexpr const char* kManifestAccept =
     "application/vnd.docker.distribution.manifest.list.v2+json, "
     "application/vnd.docker.distribution.manifest.v2+json";
 
-Error invalid(std::string msg) {
+Error invalid_reply(std::string msg) {
   return Error::make(ErrorCode::kInvalidArgument, std::move(msg));
 }
 
@@ -157,20 +157,22 @@ std::string ImageReference::str() const {
 }
 
 Result<ImageReference> parse_reference(std::string_view text) {
-  if (text.empty()) return invalid("empty image reference");
-  if (text.size() > 512) return invalid("image reference longer than 512 characters");
+  if (text.empty()) return invalid_reply("empty image reference");
+  if (text.size() > 512) return invalid_reply("image reference longer than 512 characters");
   for (char c : text)
     if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f)
-      return invalid("image reference with a space or non-ASCII character");
+      return invalid_reply("image reference with a space or non-ASCII character");
   ImageReference ref;
   std::string_view name = text;
   if (const auto at = text.find('@'); at != std::string_view::npos) {
     ref.digest = std::string(text.substr(at + 1));
     name = text.substr(0, at);
     if (ref.digest.rfind("sha256:", 0) != 0)
-      return invalid("unsupported digest '" + ref.digest + "': only sha256 digests are supported");
+      return invalid_reply("unsupported digest '" + ref.digest +
+                           "': only sha256 digests are supported");
     if (!is_sha256_digest(ref.digest))
-      return invalid("bad digest '" + ref.digest + "': want sha256: and 64 lower-case hex digits");
+      return invalid_reply("bad digest '" + ref.digest +
+                           "': want sha256: and 64 lower-case hex digits");
   }
   const auto last_slash = name.rfind('/');
   if (const auto colon = name.rfind(':');
@@ -179,8 +181,8 @@ Result<ImageReference> parse_reference(std::string_view text) {
     ref.tag = std::string(name.substr(colon + 1));
     name = name.substr(0, colon);
     if (!valid_tag(ref.tag))
-      return invalid("bad tag '" + ref.tag +
-                     "': want letters, digits, '_', '.', '-' (not first), at most 128");
+      return invalid_reply("bad tag '" + ref.tag +
+                           "': want letters, digits, '_', '.', '-' (not first), at most 128");
   }
   std::string repo(name);
   if (const auto slash = name.find('/'); slash != std::string_view::npos) {
@@ -190,7 +192,7 @@ Result<ImageReference> parse_reference(std::string_view text) {
       ref.registry = std::string(first);
       repo = std::string(name.substr(slash + 1));
       if (!valid_registry(ref.registry))
-        return invalid("bad registry '" + ref.registry + "' in image reference");
+        return invalid_reply("bad registry '" + ref.registry + "' in image reference");
     }
   }
   if (ref.registry.empty() || ref.registry == "index.docker.io" ||
@@ -198,13 +200,13 @@ Result<ImageReference> parse_reference(std::string_view text) {
     ref.registry = kDockerHub;
   if (ref.registry == kDockerHub && repo.find('/') == std::string::npos) repo = "library/" + repo;
   if (repo.empty() || repo.size() > 255)
-    return invalid("bad repository name in '" + std::string(text) + "'");
+    return invalid_reply("bad repository name in '" + std::string(text) + "'");
   std::size_t start = 0;
   while (true) {
     const auto end = repo.find('/', start);
     if (!valid_component(std::string_view(repo).substr(
             start, end == std::string::npos ? std::string::npos : end - start)))
-      return invalid(
+      return invalid_reply(
           "bad repository name '" + repo +
           "': components are lower-case letters and digits, separated by '.', '_', '__' or '-'");
     if (end == std::string::npos) break;
@@ -227,11 +229,11 @@ Result<Platform> parse_platform(std::string_view text) {
     start = slash + 1;
   }
   if (parts.size() < 2 || parts.size() > 3)
-    return invalid("bad platform '" + std::string(text) + "': want os/arch[/variant]");
+    return invalid_reply("bad platform '" + std::string(text) + "': want os/arch[/variant]");
   for (const auto& s : parts)
     if (s.empty() || s.size() > 32 ||
         !std::all_of(s.begin(), s.end(), [](char c) { return lower_alnum(c) || c == '_'; }))
-      return invalid("bad platform '" + std::string(text) + "': want os/arch[/variant]");
+      return invalid_reply("bad platform '" + std::string(text) + "': want os/arch[/variant]");
   p.os = parts[0];
   p.architecture = parts[1];
   if (parts.size() == 3) p.variant = parts[2];
@@ -312,10 +314,10 @@ Status RegistryClient::authenticate(const std::string& challenge_text) {
                                                          ch.scheme.substr(0, 40) + "'");
   const auto realm_it = ch.params.find("realm");
   if (realm_it == ch.params.end())
-    return invalid("registry " + ref_.registry + ": bearer challenge without a realm");
+    return invalid_reply("registry " + ref_.registry + ": bearer challenge without a realm");
   auto realm = http::parse_url(realm_it->second);
   if (!realm.ok())
-    return invalid("registry " + ref_.registry + ": token realm: " + realm.error().context);
+    return invalid_reply("registry " + ref_.registry + ": token realm: " + realm.error().context);
   if (!realm->tls && !plain_http_allowed(realm->authority(), realm->host))
     return Error::make(ErrorCode::kPermissionDenied,
                        "token server " + realm->str() +
@@ -344,7 +346,8 @@ Status RegistryClient::authenticate(const std::string& challenge_text) {
                                                     " answered HTTP " + std::to_string(r->status));
   auto j = parse_json(
       r->body, JsonLimits{.max_bytes = kTokenResponseLimit, .max_depth = 8, .max_values = 1024});
-  if (!j.ok()) return invalid("token server " + realm->authority() + ": " + j.error().context);
+  if (!j.ok())
+    return invalid_reply("token server " + realm->authority() + ": " + j.error().context);
   std::string token;
   for (const char* k : {"token", "access_token"})
     if (j->is_object())
@@ -354,7 +357,7 @@ Status RegistryClient::authenticate(const std::string& challenge_text) {
         break;
       }
   if (token.empty() || token.size() > kMaxTokenBytes || !safe_header_value(token))
-    return invalid("token server " + realm->authority() + " sent no usable token");
+    return invalid_reply("token server " + realm->authority() + " sent no usable token");
   authorization_ = "Bearer " + token;
   return ok_status();
 }
@@ -444,8 +447,8 @@ Result<FetchedManifest> RegistryClient::get_manifest(const std::string& tag_or_d
   out.digest = sha256_digest(r->body);
   out.body = std::move(r->body);
   if (tag_or_digest.rfind("sha256:", 0) == 0 && out.digest != tag_or_digest)
-    return invalid("digest mismatch: manifest " + tag_or_digest + " has content with digest " +
-                   out.digest);
+    return invalid_reply("digest mismatch: manifest " + tag_or_digest +
+                         " has content with digest " + out.digest);
   return out;
 }
 

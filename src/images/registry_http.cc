@@ -19,24 +19,20 @@
 #include <cctype>
 #include <limits>
 
+#include "common/text.h"
+
 namespace sandcastle::images::http {
 
-namespace net = boost::asio;
+namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
-using tcp = net::ip::tcp;
+using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
 namespace {
 
 constexpr std::size_t kErrorBodyLimit = std::size_t{64} * 1024;
 constexpr std::uint32_t kHeaderLimit = 64u * 1024u;
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 Error net_error(const Url& url, const char* what, const error_code& ec) {
   const ErrorCode code =
@@ -47,8 +43,8 @@ Error net_error(const Url& url, const char* what, const error_code& ec) {
 // Runs one asynchronous operation to completion on `ioc` (the deadlines of
 // beast::tcp_stream only apply to asynchronous operations).
 template <typename Start>
-error_code run_op(net::io_context& ioc, Start&& start) {
-  error_code result = net::error::would_block;
+error_code run_op(asio::io_context& ioc, Start&& start) {
+  error_code result = asio::error::would_block;
   start([&result](error_code ec, auto&&...) { result = ec; });
   ioc.restart();
   ioc.run();
@@ -118,7 +114,7 @@ Result<Url> parse_url(std::string_view text) {
   for (char c : u.target)
     if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
       return Error::make(ErrorCode::kInvalidArgument, "bad character in URL path");
-  u.host = lower(u.host);
+  u.host = ascii_lower(u.host);
   return u;
 }
 
@@ -138,14 +134,14 @@ Result<Url> resolve_url(const Url& base, std::string_view ref) {
 bool is_loopback_host(std::string_view host) {
   if (host == "localhost" || host == "::1") return true;
   error_code ec;
-  auto a = net::ip::make_address(std::string(host), ec);
+  auto a = asio::ip::make_address(std::string(host), ec);
   return !ec && a.is_loopback();
 }
 
 struct Client::Impl {
   ClientSettings settings;
-  net::io_context ioc;
-  net::ssl::context tls{net::ssl::context::tls_client};
+  asio::io_context ioc;
+  asio::ssl::context tls{asio::ssl::context::tls_client};
   std::string tls_setup_error;
 };
 
@@ -156,7 +152,7 @@ Client::Client(ClientSettings settings) : impl_(std::make_unique<Impl>()) {
   if (!ec && !impl_->settings.ca_file.empty())
     impl_->tls.load_verify_file(impl_->settings.ca_file, ec);
   if (ec) impl_->tls_setup_error = "loading trusted certificates: " + ec.message();
-  impl_->tls.set_verify_mode(net::ssl::verify_peer);
+  impl_->tls.set_verify_mode(asio::ssl::verify_peer);
   SSL_CTX_set_min_proto_version(impl_->tls.native_handle(), TLS1_2_VERSION);
 }
 
@@ -165,7 +161,7 @@ Client::~Client() = default;
 namespace {
 
 template <typename Stream>
-Result<Response> exchange(net::io_context& ioc, Stream& stream, const Url& url,
+Result<Response> exchange(asio::io_context& ioc, Stream& stream, const Url& url,
                           const std::vector<std::pair<std::string, std::string>>& headers,
                           std::size_t body_limit, const BodySink& sink, const ClientSettings& s) {
   auto& lowest = beast::get_lowest_layer(stream);
@@ -191,7 +187,7 @@ Result<Response> exchange(net::io_context& ioc, Stream& stream, const Url& url,
   Response resp;
   resp.status = static_cast<int>(parser.get().result_int());
   for (const auto& f : parser.get())
-    resp.headers.emplace(lower(f.name_string()), std::string(f.value()));
+    resp.headers.emplace(ascii_lower(f.name_string()), std::string(f.value()));
   const bool ok = resp.status >= 200 && resp.status < 300;
   const bool to_sink = ok && sink;
   const std::size_t limit = ok ? body_limit : kErrorBodyLimit;
@@ -229,7 +225,7 @@ bool certificate_failure(SSL* ssl, const error_code& ec, const std::string& host
     *why = std::string("certificate verification failed: ") + X509_verify_cert_error_string(verify);
     return true;
   }
-  if (ec.category() == net::error::get_ssl_category() &&
+  if (ec.category() == asio::error::get_ssl_category() &&
       ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == SSL_R_CERTIFICATE_VERIFY_FAILED) {
     *why = "certificate verification failed: the certificate is not for " + host;
     return true;
@@ -270,13 +266,13 @@ Result<Response> Client::get(const Url& url,
   {
     // SNI only for names (RFC 6066 has no IP literals in it).
     error_code not_ip;
-    (void)net::ip::make_address(url.host, not_ip);
+    (void)asio::ip::make_address(url.host, not_ip);
     if (not_ip) SSL_set_tlsext_host_name(stream.native_handle(), url.host.c_str());
   }
-  stream.set_verify_callback(net::ssl::host_name_verification(url.host));
+  stream.set_verify_callback(asio::ssl::host_name_verification(url.host));
   beast::get_lowest_layer(stream).expires_after(im.settings.connect_timeout);
-  if (auto ec = run_op(im.ioc,
-                       [&](auto h) { stream.async_handshake(net::ssl::stream_base::client, h); })) {
+  if (auto ec = run_op(
+          im.ioc, [&](auto h) { stream.async_handshake(asio::ssl::stream_base::client, h); })) {
     std::string why;
     const bool cert = certificate_failure(stream.native_handle(), ec, url.host, &why);
     return Error::make(cert ? ErrorCode::kPermissionDenied : ErrorCode::kUnavailable,

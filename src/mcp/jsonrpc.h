@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "common/result.h"
 
@@ -31,6 +32,11 @@ struct RpcError {
   std::string message;
   json data;  // null when absent
 };
+
+// The -32602 error a handler throws for a malformed request.
+inline RpcError invalid_params(std::string message) {
+  return RpcError{rpc_error::kInvalidParams, std::move(message), nullptr};
+}
 
 enum class MessageKind { kRequest, kNotification, kResponse, kInvalid };
 

@@ -15,10 +15,6 @@ namespace sandcastle::mcp {
 
 namespace {
 
-RpcError invalid_params(std::string message) {
-  return RpcError{rpc_error::kInvalidParams, std::move(message), nullptr};
-}
-
 const json* find_meta(const json& params) {
   if (!params.is_object()) return nullptr;
   auto it = params.find("_meta");

@@ -12,10 +12,6 @@ namespace {
 
 constexpr const char* kRelatedTask = "io.modelcontextprotocol/related-task";
 
-RpcError invalid_params(std::string message) {
-  return RpcError{rpc_error::kInvalidParams, std::move(message), nullptr};
-}
-
 bool declares_extension(const json& caps) {
   if (!caps.is_object()) return false;
   auto ext = caps.find("extensions");

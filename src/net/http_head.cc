@@ -5,11 +5,6 @@
 
 namespace sandcastle::net {
 
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 bool split_host_port(const std::string& hp, std::uint16_t default_port, std::string& host,
                      std::uint16_t& port) {
   std::string h = hp;
@@ -34,7 +29,7 @@ bool split_host_port(const std::string& hp, std::uint16_t default_port, std::str
     if (ec != std::errc() || end != p.data() + p.size() || v == 0 || v > 65535) return false;
     port = static_cast<std::uint16_t>(v);
   }
-  host = lower(h);
+  host = ascii_lower(h);
   return true;
 }
 
@@ -82,14 +77,14 @@ std::optional<RequestHead> parse_head(std::string_view data, bool* complete) {
 }
 
 std::optional<std::string> header_value(std::string_view fields, std::string_view name) {
-  const std::string want = lower(std::string(name));
+  const std::string want = ascii_lower(name);
   while (!fields.empty()) {
     auto eol = fields.find("\r\n");
     std::string_view field = fields.substr(0, eol);
     fields.remove_prefix(eol == std::string_view::npos ? fields.size() : eol + 2);
     const auto colon = field.find(':');
     if (colon == std::string_view::npos) continue;
-    std::string key = lower(std::string(field.substr(0, colon)));
+    std::string key = ascii_lower(field.substr(0, colon));
     while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
     if (key != want) continue;
     std::string_view value = field.substr(colon + 1);
@@ -108,7 +103,7 @@ std::string forward_head(const std::string& request_line, std::string_view field
     auto eol = fields.find("\r\n");
     std::string_view field = fields.substr(0, eol);
     fields.remove_prefix(eol == std::string_view::npos ? fields.size() : eol + 2);
-    std::string name = lower(std::string(field.substr(0, field.find(':'))));
+    std::string name = ascii_lower(field.substr(0, field.find(':')));
     while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.pop_back();
     if (name == "connection" || name == "proxy-connection" || name == "keep-alive" ||
         name == "proxy-authorization")

@@ -8,12 +8,12 @@
 #include <string>
 #include <string_view>
 
+#include "common/text.h"
+
 namespace sandcastle::net {
 
 // A request head is at most this long (request line and fields).
 constexpr std::size_t kMaxHead = std::size_t{16} * 1024;
-
-std::string lower(std::string s);
 
 // Splits "host:port" (host may be a [v6] literal, unbracketed in `host`);
 // `default_port` when absent. The host is lower-cased. False when empty or

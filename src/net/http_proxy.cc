@@ -63,7 +63,7 @@ class HttpConn final : public Conn {
   }
 
   void on_plain(const RequestHead& head) {
-    if (lower(head.target.substr(0, 7)) != "http://")
+    if (ascii_lower(head.target.substr(0, 7)) != "http://")
       return reply_and_close(plain_reply(
           "400 Bad Request", "sandcastle: this proxy takes CONNECT and http:// requests\n"));
     auto url = rule_from_url(head.target);

@@ -128,6 +128,18 @@ class AttachmentImpl final : public Attachment {
  public:
   explicit AttachmentImpl(std::shared_ptr<AttachState> st) : st_(std::move(st)) {}
   ~AttachmentImpl() override {
+    // A destructor must not throw: a failure to detach (out of memory, a
+    // mutex error) is reported; the sandbox's connections then end with
+    // the service.
+    try {
+      detach();
+    } catch (const std::exception& e) {
+      spdlog::error("network: detaching a sandbox from the proxies failed: {}", e.what());
+    }
+  }
+
+ private:
+  void detach() {
     auto core = st_->core_ref.lock();
     if (!core) return;  // the service went first and closed everything
     asio::io_context& io = core->io;
@@ -154,7 +166,6 @@ class AttachmentImpl final : public Attachment {
     done.get_future().wait();
   }
 
- private:
   std::shared_ptr<AttachState> st_;
 };
 

@@ -6,7 +6,7 @@ namespace sandcastle::net {
 
 namespace {
 
-Error invalid(std::string what) {
+Error invalid_rules(std::string what) {
   return Error::make(ErrorCode::kInvalidArgument, std::move(what));
 }
 
@@ -44,13 +44,13 @@ std::string name_problem(std::string_view name) {
 }
 
 Result<std::uint16_t> parse_port(std::string_view s) {
-  if (s.empty() || s.size() > 5) return invalid("bad port '" + std::string(s) + "'");
+  if (s.empty() || s.size() > 5) return invalid_rules("bad port '" + std::string(s) + "'");
   unsigned v = 0;
   for (char c : s) {
-    if (c < '0' || c > '9') return invalid("bad port '" + std::string(s) + "'");
+    if (c < '0' || c > '9') return invalid_rules("bad port '" + std::string(s) + "'");
     v = v * 10 + static_cast<unsigned>(c - '0');
   }
-  if (v == 0 || v > 65535) return invalid("port " + std::string(s) + " out of range 1-65535");
+  if (v == 0 || v > 65535) return invalid_rules("port " + std::string(s) + " out of range 1-65535");
   return static_cast<std::uint16_t>(v);
 }
 
@@ -60,7 +60,7 @@ Result<std::vector<PortRange>> parse_ports(std::string_view s) {
   while (true) {
     const auto comma = s.find(',');
     const std::string_view item = s.substr(0, comma);
-    if (out.size() == kMaxPortItems) return invalid("more than 32 port items");
+    if (out.size() == kMaxPortItems) return invalid_rules("more than 32 port items");
     const auto dash = item.find('-');
     auto first = parse_port(item.substr(0, dash));
     if (!first) return first.take_error();
@@ -68,7 +68,8 @@ Result<std::vector<PortRange>> parse_ports(std::string_view s) {
     if (dash != std::string_view::npos) {
       auto last = parse_port(item.substr(dash + 1));
       if (!last) return last.take_error();
-      if (*last < *first) return invalid("port range " + std::string(item) + " runs backwards");
+      if (*last < *first)
+        return invalid_rules("port range " + std::string(item) + " runs backwards");
       r.last = *last;
     }
     out.push_back(r);
@@ -84,7 +85,7 @@ Result<Rule> parse_host(std::string_view host, bool bracketed) {
   if (bracketed) {
     auto c = Cidr::parse(host);
     if (!c || host.find(':') == std::string_view::npos)
-      return invalid("brackets hold an IPv6 address: [2001:db8::1] or [2001:db8::]/32");
+      return invalid_rules("brackets hold an IPv6 address: [2001:db8::1] or [2001:db8::]/32");
     r.kind = Rule::Kind::kAddress;
     r.cidr = *c;
     return r;
@@ -101,19 +102,19 @@ Result<Rule> parse_host(std::string_view host, bool bracketed) {
   for (char c : host) name.push_back(lower(c));
   if (name.ends_with('.')) name.pop_back();
   if (name == "*")
-    return invalid("'*' alone would allow every name: list the names, or use mode full");
+    return invalid_rules("'*' alone would allow every name: list the names, or use mode full");
   if (name.starts_with("*.")) {
     r.kind = Rule::Kind::kWildcard;
     name.erase(0, 2);
   }
   if (name.find('*') != std::string::npos)
-    return invalid("'*' only as the whole leftmost label (*.example.com)");
-  if (auto why = name_problem(name); !why.empty()) return invalid(why);
+    return invalid_rules("'*' only as the whole leftmost label (*.example.com)");
+  if (auto why = name_problem(name); !why.empty()) return invalid_rules(why);
   r.name = std::move(name);
   return r;
 }
 
-std::string quoted(std::string_view text) {
+std::string quote_rule(std::string_view text) {
   // Rules come from callers: keep the message one printable line.
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "\"";
@@ -236,15 +237,15 @@ std::optional<std::string> normalize_name(std::string_view name) {
 Result<Rule> parse_rule(std::string_view text, ListKind kind) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
   while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-  if (text.empty()) return invalid("empty rule");
-  if (text.size() > kMaxRuleLength) return invalid("rule longer than 1024 characters");
+  if (text.empty()) return invalid_rules("empty rule");
+  if (text.size() > kMaxRuleLength) return invalid_rules("rule longer than 1024 characters");
   std::string host(text);
   std::optional<std::string_view> ports;
   const bool bracketed = text.front() == '[';
   if (bracketed) {
     // "[v6]", "[v6]:ports", "[v6]/len", "[v6]/len:ports"
     const auto close = text.find(']');
-    if (close == std::string_view::npos) return invalid("'[' without ']'");
+    if (close == std::string_view::npos) return invalid_rules("'[' without ']'");
     std::string_view rest = text.substr(close + 1);
     host = std::string(text.substr(1, close - 1));
     if (rest.starts_with('/')) {
@@ -252,11 +253,11 @@ Result<Rule> parse_rule(std::string_view text, ListKind kind) {
       host += rest.substr(0, colon);
       rest = colon == std::string_view::npos ? std::string_view{} : rest.substr(colon);
     }
-    if (!rest.empty() && rest.front() != ':') return invalid("expected ':ports' after ']'");
+    if (!rest.empty() && rest.front() != ':') return invalid_rules("expected ':ports' after ']'");
     if (!rest.empty()) ports = rest.substr(1);
   } else if (const auto colon = text.find(':'); colon != std::string_view::npos) {
     if (text.find(':', colon + 1) != std::string_view::npos)
-      return invalid("an IPv6 address goes in brackets: [2001:db8::1]:443");
+      return invalid_rules("an IPv6 address goes in brackets: [2001:db8::1]:443");
     host = std::string(text.substr(0, colon));
     ports = text.substr(colon + 1);
   }
@@ -275,15 +276,15 @@ Result<Rule> parse_rule(std::string_view text, ListKind kind) {
 Result<std::vector<Rule>> parse_rules(const std::vector<std::string>& texts, ListKind kind) {
   const char* list = kind == ListKind::kAllow ? "network.allow" : "network.deny";
   if (texts.size() > kMaxRules)
-    return invalid(std::string(list) + ": at most 256 rules (got " + std::to_string(texts.size()) +
-                   ")");
+    return invalid_rules(std::string(list) + ": at most 256 rules (got " +
+                         std::to_string(texts.size()) + ")");
   std::vector<Rule> out;
   out.reserve(texts.size());
   for (std::size_t i = 0; i < texts.size(); ++i) {
     auto r = parse_rule(texts[i], kind);
     if (!r)
-      return invalid(std::string(list) + "[" + std::to_string(i) + "] " + quoted(texts[i]) + ": " +
-                     r.error().context);
+      return invalid_rules(std::string(list) + "[" + std::to_string(i) + "] " +
+                           quote_rule(texts[i]) + ": " + r.error().context);
     out.push_back(std::move(*r));
   }
   return out;

@@ -11,7 +11,7 @@ Result<HostPort> rule_from_url(const std::string& url) {
   auto scheme_end = url.find("://");
   if (scheme_end == std::string::npos)
     return Error::make(ErrorCode::kInvalidArgument, "not a URL (no scheme): " + url);
-  std::string scheme = lower(url.substr(0, scheme_end));
+  std::string scheme = ascii_lower(url.substr(0, scheme_end));
   std::uint16_t def = scheme == "https" ? 443 : scheme == "http" ? 80 : 0;
   if (def == 0)
     return Error::make(ErrorCode::kInvalidArgument,
@@ -27,7 +27,7 @@ Result<HostPort> rule_from_url(const std::string& url) {
 
 Result<UpstreamProxy> upstream_from_url(const std::string& raw) {
   std::string url = raw.find("://") == std::string::npos ? "http://" + raw : raw;
-  if (lower(url.substr(0, 7)) != "http://")
+  if (ascii_lower(url.substr(0, 7)) != "http://")
     return Error::make(ErrorCode::kInvalidArgument, "only http:// proxies are supported");
   std::string rest = url.substr(7);
   std::string auth_part = rest.substr(0, rest.find_first_of("/?#"));
@@ -65,7 +65,7 @@ UpstreamProxies UpstreamProxies::from_env(const std::function<const char*(const 
   for (std::size_t start = 0; start <= list.size();) {
     std::size_t comma = list.find(',', start);
     if (comma == std::string::npos) comma = list.size();
-    std::string item = lower(list.substr(start, comma - start));
+    std::string item = ascii_lower(list.substr(start, comma - start));
     item.erase(0, item.find_first_not_of(" \t"));
     item.erase(item.find_last_not_of(" \t") + 1);
     if (!item.empty()) out.no_proxy.push_back(item);
@@ -77,7 +77,7 @@ UpstreamProxies UpstreamProxies::from_env(const std::function<const char*(const 
 const UpstreamProxy* UpstreamProxies::route(bool tunnel, const std::string& host) const {
   const std::optional<UpstreamProxy>& p = tunnel ? https : http;
   if (!p) return nullptr;
-  const std::string h = lower(host);
+  const std::string h = ascii_lower(host);
   for (std::string entry : no_proxy) {
     if (entry == "*") return nullptr;
     // "host:port" entries: the host part decides (the port is the index's own).

@@ -7,9 +7,9 @@
 
 namespace sandcastle::service {
 
-namespace {
+using json = nlohmann::json;  // as the service layer's headers declare it
 
-using nlohmann::json;
+namespace {
 
 Error invalid(std::string what) {
   return Error::make(ErrorCode::kInvalidArgument, std::move(what));

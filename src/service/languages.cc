@@ -5,15 +5,11 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/text.h"
+
 namespace sandcastle::service {
 
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
   for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size()))
@@ -137,7 +133,7 @@ namespace {
 // By name or alias in `table` (its names are lower case), whether or not
 // the host has its toolchain.
 const Language* by_name(std::string_view name, const std::vector<Language>& table) {
-  const std::string want = lower(name);
+  const std::string want = ascii_lower(name);
   for (const auto& l : table)
     if (l.name == want || std::find(l.aliases.begin(), l.aliases.end(), want) != l.aliases.end())
       return &l;

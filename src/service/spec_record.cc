@@ -34,7 +34,7 @@ std::string spec_to_json(const sandbox::SpecOptions& o) {
 
 namespace {
 
-Error bad(const std::string& what) {
+Error bad_record(const std::string& what) {
   return Error::make(ErrorCode::kInvalidArgument, "stored sandbox spec: " + what);
 }
 
@@ -44,9 +44,9 @@ Result<sandbox::SpecOptions> spec_from_json(const std::string& text) {
   // Depth and size: the record is ours and small (an env map at most two
   // levels down); anything else is damage.
   auto parsed = parse_json(text, JsonLimits{.max_bytes = std::size_t{1} << 20, .max_depth = 4});
-  if (!parsed.ok()) return bad(parsed.error().message());
+  if (!parsed.ok()) return bad_record(parsed.error().message());
   const json& j = *parsed;
-  if (!j.is_object() || j.value("version", 0) != 1) return bad("not a version 1 record");
+  if (!j.is_object() || j.value("version", 0) != 1) return bad_record("not a version 1 record");
   sandbox::SpecOptions o;
   try {
     o.image = j.at("image").get<std::string>();
@@ -65,7 +65,7 @@ Result<sandbox::SpecOptions> spec_from_json(const std::string& text) {
     // parse_mode also takes "allow-list", written before "full" existed.
     const std::string net = j.at("network").get<std::string>();
     auto mode = net::parse_mode(net);
-    if (!mode) return bad("unknown network mode '" + net + "'");
+    if (!mode) return bad_record("unknown network mode '" + net + "'");
     o.network = *mode;
     // Absent in records written before the rule lists existed.
     o.network_allow = j.value("network_allow", std::vector<std::string>{});
@@ -74,9 +74,9 @@ Result<sandbox::SpecOptions> spec_from_json(const std::string& text) {
                                                    : sandbox::Persistence::kEphemeral;
     o.storage_id = j.at("storage_id").get<std::string>();
   } catch (const json::exception& e) {
-    return bad(e.what());
+    return bad_record(e.what());
   }
-  if (auto s = sandbox::SandboxSpec::create(o); !s.ok()) return bad(s.error().message());
+  if (auto s = sandbox::SandboxSpec::create(o); !s.ok()) return bad_record(s.error().message());
   return o;
 }
 

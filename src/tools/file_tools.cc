@@ -209,7 +209,7 @@ ToolResult download_file(ToolEnv& env, const HostPaths& host, const json& args,
       json{{"path", path}, {"dest_path", dest}, {"size", data->data.size()}});
 }
 
-json sandbox_id_schema() {
+json sandbox_id_property() {
   return json{{"type", "string"}, {"description", "Sandbox id or name."}};
 }
 
@@ -239,7 +239,7 @@ void register_file_tools(mcp::Server& server, ToolEnv& env) {
              "Lists files and directories in a sandbox (type, size, mode, modification time).",
              json{{"type", "object"},
                   {"properties",
-                   {{"sandbox_id", sandbox_id_schema()},
+                   {{"sandbox_id", sandbox_id_property()},
                     {"path",
                      {{"type", "string"},
                       {"default", "/workspace"},
@@ -258,7 +258,7 @@ void register_file_tools(mcp::Server& server, ToolEnv& env) {
        "files, and offset/length to read a large file in parts.",
        json{{"type", "object"},
             {"properties",
-             {{"sandbox_id", sandbox_id_schema()},
+             {{"sandbox_id", sandbox_id_property()},
               {"path", path_schema("File")},
               {"encoding", {{"type", "string"}, {"enum", {"text", "base64"}}, {"default", "text"}}},
               {"offset", {{"type", "integer"}, {"minimum", 0}, {"default", 0}}},
@@ -276,7 +276,7 @@ void register_file_tools(mcp::Server& server, ToolEnv& env) {
        "with encoding \"base64\" for binary data; executable makes it runnable.",
        json{{"type", "object"},
             {"properties",
-             {{"sandbox_id", sandbox_id_schema()},
+             {{"sandbox_id", sandbox_id_property()},
               {"path", path_schema("File")},
               {"content", {{"type", "string"}}},
               {"encoding", {{"type", "string"}, {"enum", {"text", "base64"}}, {"default", "text"}}},
@@ -300,7 +300,7 @@ void register_file_tools(mcp::Server& server, ToolEnv& env) {
            allowed + ".",
        json{{"type", "object"},
             {"properties",
-             {{"sandbox_id", sandbox_id_schema()},
+             {{"sandbox_id", sandbox_id_property()},
               {"source_path",
                {{"type", "string"}, {"minLength", 1}, {"description", "Absolute host path."}}},
               {"dest_path", path_schema("Destination (default: the file name in /workspace)")}}},
@@ -318,7 +318,7 @@ void register_file_tools(mcp::Server& server, ToolEnv& env) {
            allowed + ".",
        json{{"type", "object"},
             {"properties",
-             {{"sandbox_id", sandbox_id_schema()},
+             {{"sandbox_id", sandbox_id_property()},
               {"path", path_schema("File")},
               {"dest_path",
                {{"type", "string"},

@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "common/text.h"
+
 namespace sandcastle::web {
 
 using nlohmann::json;
@@ -10,13 +12,8 @@ using transport::http::RouteAuth;
 
 namespace {
 
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 std::string operation_id(const std::string& method, const std::string& path) {
-  std::string id = lower(method);
+  std::string id = ascii_lower(method);
   bool up = true;
   for (char c : path) {
     if (std::isalnum(static_cast<unsigned char>(c))) {
@@ -86,9 +83,9 @@ json openapi_document(const transport::http::Router& router, const OpenApiInfo& 
     if (item.is_null()) item = json::object();
     if (r->method == "*") {
       // Every method reaches the handler; document the ones a client uses.
-      for (const char* m : {"GET", "POST", "DELETE"}) item[lower(m)] = operation(m, *r);
+      for (const char* m : {"GET", "POST", "DELETE"}) item[ascii_lower(m)] = operation(m, *r);
     } else {
-      item[lower(r->method)] = operation(r->method, *r);
+      item[ascii_lower(r->method)] = operation(r->method, *r);
     }
   }
   json problem_schema{{"type", "object"},

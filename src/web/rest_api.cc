@@ -1,6 +1,7 @@
 #include "web/rest_api.h"
 
 #include "common/json_parse.h"
+#include "common/text.h"
 #include "store/key_store.h"
 #include "transport/http/mcp_http.h"
 #include "transport/http/problem.h"
@@ -15,11 +16,6 @@ using transport::http::Response;
 using transport::http::RouteMeta;
 
 namespace {
-
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 Response unauthorized(const std::string& why) {
   Response r = problem(401, "unauthorized", why);
@@ -41,7 +37,7 @@ bool unsafe_method(const std::string& m) {
 
 std::string header_key(const transport::http::Request& req) {
   const std::string& auth = req.header("authorization");
-  if (auth.size() > 7 && lower(auth.substr(0, 7)) == "bearer ") {
+  if (auth.size() > 7 && ascii_lower(auth.substr(0, 7)) == "bearer ") {
     auto v = auth.substr(7);
     while (!v.empty() && v.front() == ' ') v.erase(v.begin());
     return v;
@@ -57,7 +53,7 @@ void reply_json(Call& c, int status, const json& body) {
 
 std::optional<json> json_body(Call& c, size_t max_bytes, bool object_only) {
   if (c.req.body.empty() && !c.req.has_header("content-type")) return json::object();
-  const std::string ct = lower(c.req.header("content-type"));
+  const std::string ct = ascii_lower(c.req.header("content-type"));
   if (ct.rfind("application/json", 0) != 0) {
     c.reply(
         problem(415, "unsupported_media_type", "send the body as Content-Type: application/json"));

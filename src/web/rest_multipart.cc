@@ -3,21 +3,11 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/text.h"
+
 namespace sandcastle::web {
 
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 Error bad(const std::string& why) {
   return Error::make(ErrorCode::kInvalidArgument, "multipart body: " + why);
@@ -32,7 +22,7 @@ bool parse_params(std::string_view s, std::vector<std::pair<std::string, std::st
     if (i >= s.size()) break;
     size_t eq = s.find('=', i);
     if (eq == std::string_view::npos) return false;
-    std::string key = lower(trim(s.substr(i, eq - i)));
+    std::string key = ascii_lower(trim_blanks(s.substr(i, eq - i)));
     i = eq + 1;
     while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
     std::string value;
@@ -54,7 +44,7 @@ bool parse_params(std::string_view s, std::vector<std::pair<std::string, std::st
     } else {
       size_t end = s.find(';', i);
       if (end == std::string_view::npos) end = s.size();
-      value = std::string(trim(s.substr(i, end - i)));
+      value = std::string(trim_blanks(s.substr(i, end - i)));
       i = end;
     }
     if (key.empty()) return false;
@@ -72,7 +62,8 @@ bool boundary_char(char c) {
 
 Result<std::string> multipart_boundary(const std::string& content_type) {
   auto semi = content_type.find(';');
-  if (lower(trim(std::string_view(content_type).substr(0, semi))) != "multipart/form-data")
+  if (ascii_lower(trim_blanks(std::string_view(content_type).substr(0, semi))) !=
+      "multipart/form-data")
     return Error::make(ErrorCode::kInvalidArgument, "Content-Type must be multipart/form-data");
   std::vector<std::pair<std::string, std::string>> params;
   if (semi == std::string::npos ||
@@ -242,8 +233,8 @@ Status MultipartParser::parse_headers(std::string_view block, PartHead* head) {
       return bad("folded header lines are not accepted");
     size_t colon = line.find(':');
     if (colon == std::string_view::npos) return bad("a part header without ':'");
-    std::string name = lower(trim(line.substr(0, colon)));
-    std::string_view value = trim(line.substr(colon + 1));
+    std::string name = ascii_lower(trim_blanks(line.substr(0, colon)));
+    std::string_view value = trim_blanks(line.substr(colon + 1));
     for (char c : value)
       if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f)
         return bad("control characters in a part header");
@@ -251,7 +242,7 @@ Status MultipartParser::parse_headers(std::string_view block, PartHead* head) {
       if (disposition) return bad("two Content-Disposition fields in a part");
       disposition = true;
       size_t semi = value.find(';');
-      if (lower(trim(value.substr(0, semi))) != "form-data")
+      if (ascii_lower(trim_blanks(value.substr(0, semi))) != "form-data")
         return bad("a part's Content-Disposition is not form-data");
       std::vector<std::pair<std::string, std::string>> params;
       if (semi == std::string_view::npos || !parse_params(value.substr(semi + 1), &params))

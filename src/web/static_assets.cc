@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/text.h"
 #include "web/embedded_assets.h"
 
 namespace sandcastle::web {
@@ -37,12 +38,6 @@ std::string inflate_asset(const EmbeddedAsset& a) {
   return whole ? out : std::string{};
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) ==
@@ -54,7 +49,7 @@ bool iequals(std::string_view a, std::string_view b) {
 bool q_is_zero(std::string_view params) {
   while (!params.empty()) {
     auto semi = params.find(';');
-    std::string_view p = trim(params.substr(0, semi));
+    std::string_view p = trim_blanks(params.substr(0, semi));
     params = semi == std::string_view::npos ? std::string_view{} : params.substr(semi + 1);
     if (p.size() < 2 || (p[0] != 'q' && p[0] != 'Q') || p[1] != '=') continue;
     std::string_view v = p.substr(2);
@@ -67,10 +62,10 @@ bool q_is_zero(std::string_view params) {
 // If-None-Match (RFC 9110 §13.1.2): "*" or a list of entity tags, compared
 // weakly (a W/ prefix is ignored).
 bool etag_matches(std::string_view header, std::string_view etag) {
-  if (trim(header) == "*") return true;
+  if (trim_blanks(header) == "*") return true;
   while (!header.empty()) {
     auto comma = header.find(',');
-    std::string_view t = trim(header.substr(0, comma));
+    std::string_view t = trim_blanks(header.substr(0, comma));
     header = comma == std::string_view::npos ? std::string_view{} : header.substr(comma + 1);
     if (t.rfind("W/", 0) == 0) t.remove_prefix(2);
     if (t == etag) return true;
@@ -141,10 +136,10 @@ Response serve(const Request& req, const EmbeddedAsset& a, bool immutable, bool 
 bool accepts_gzip(std::string_view v) {
   while (!v.empty()) {
     auto comma = v.find(',');
-    std::string_view item = trim(v.substr(0, comma));
+    std::string_view item = trim_blanks(v.substr(0, comma));
     v = comma == std::string_view::npos ? std::string_view{} : v.substr(comma + 1);
     auto semi = item.find(';');
-    std::string_view coding = trim(item.substr(0, semi));
+    std::string_view coding = trim_blanks(item.substr(0, semi));
     if ((iequals(coding, "gzip") || iequals(coding, "x-gzip") || coding == "*") &&
         !q_is_zero(semi == std::string_view::npos ? std::string_view{} : item.substr(semi + 1)))
       return true;

@@ -27,7 +27,7 @@ using namespace std::chrono_literals;
 
 // A listener in the test's namespace, where pasta's sockets live (the
 // "host" of the sandbox), on addr and a free port.
-std::pair<UniqueFd, std::uint16_t> listen_on(const char* addr) {
+std::pair<UniqueFd, std::uint16_t> listen_at(const char* addr) {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in sin{};
   sin.sin_family = AF_INET;
@@ -92,8 +92,8 @@ TEST_F(FullTest, AllowedAddressesAnswerDirectlyAndTheRestIsRefusedAtOnce) {
   // address listener reached at the bridge address, the host's loopback
   // port, the metadata address, the denied neighbour, and DNS elsewhere
   // than the stub. Other UDP goes out; IPv6 has no route (pasta runs -4).
-  auto [lo_listener, lo_port] = listen_on("127.0.0.1");
-  auto [any_listener, any_port] = listen_on("0.0.0.0");
+  auto [lo_listener, lo_port] = listen_at("127.0.0.1");
+  auto [any_listener, any_port] = listen_at("0.0.0.0");
   ASSERT_NE(lo_port, 0);
   ASSERT_NE(any_port, 0);
   ASSERT_EQ(tcp_connect_errno(NetWorld::kBridgeAddr, any_port), 0);  // open from here
@@ -254,7 +254,7 @@ TEST_F(FullTest, AnAddressTheHostGainsIsRefusedAfterTheNextTend) {
   const json made = create({"198.51.100.0/24:*", "203.0.113.0/24:*"});
   ASSERT_TRUE(made.contains("sandbox_id"));
   const std::string id = made["sandbox_id"];
-  auto [listener, port] = listen_on("0.0.0.0");
+  auto [listener, port] = listen_at("0.0.0.0");
   ASSERT_NE(port, 0);
   const char* added = "203.0.113.77";
   auto add = run_command({"ip", "addr", "add", std::string(added) + "/32", "dev", "lo"});

@@ -26,7 +26,7 @@ json elicit(const std::string& message, const char* field, const char* type) {
                  object_schema(json{{field, {{"type", type}}}}, json::array({field}))}}}};
 }
 
-const json* answer(const RequestContext& ctx, const char* key) {
+const json* task_answer(const RequestContext& ctx, const char* key) {
   const json& r = ctx.input_responses();
   if (!r.is_object()) return nullptr;
   auto it = r.find(key);
@@ -44,7 +44,7 @@ std::string content_field(const json* a, const char* name) {
 void require(const RequestContext& ctx, const json& requests) {
   InputRequired more;
   for (const auto& [key, req] : requests.items())
-    if (!answer(ctx, key.c_str())) more.input_requests[key] = req;
+    if (!task_answer(ctx, key.c_str())) more.input_requests[key] = req;
   if (!more.input_requests.empty()) throw std::move(more);
 }
 
@@ -123,7 +123,7 @@ void register_task_fixtures(Server& server) {
         [](const json& args, RequestContext& ctx) {
           const std::string file = args.value("filename", std::string("file"));
           require(ctx, json{{"confirm", elicit("Delete " + file + "?", "confirm", "boolean")}});
-          const json* a = answer(ctx, "confirm");
+          const json* a = task_answer(ctx, "confirm");
           bool yes = a->value("action", std::string()) == "accept";
           return ToolResult::text(yes ? "Deleted " + file : "Kept " + file);
         });
@@ -132,8 +132,8 @@ void register_task_fixtures(Server& server) {
         [](const json&, RequestContext& ctx) {
           require(ctx, json{{"first", elicit("First name?", "name", "string")},
                             {"second", elicit("Second name?", "name", "string")}});
-          return ToolResult::text("Got " + content_field(answer(ctx, "first"), "name") + " and " +
-                                  content_field(answer(ctx, "second"), "name"));
+          return ToolResult::text("Got " + content_field(task_answer(ctx, "first"), "name") +
+                                  " and " + content_field(task_answer(ctx, "second"), "name"));
         });
   ToolDefinition gather =
       def("test_tool_with_task",
@@ -144,7 +144,7 @@ void register_task_fixtures(Server& server) {
   };
   t.add(std::move(gather), [](const json&, RequestContext& ctx) {
     sleep_unless_cancelled(ctx, std::chrono::milliseconds(100));
-    return ToolResult::text("Hello, " + content_field(answer(ctx, "user_name"), "name") +
+    return ToolResult::text("Hello, " + content_field(task_answer(ctx, "user_name"), "name") +
                             ", from a task");
   });
 }

@@ -161,7 +161,13 @@ Status EngineBackend::prepare(const EngineBackendOptions& options) {
 }
 
 EngineBackend::~EngineBackend() {
-  shutdown();
+  // shutdown() allocates and joins threads; a destructor must not throw, so
+  // a failure there (out of memory, say) is reported and the rest skipped.
+  try {
+    shutdown();
+  } catch (const std::exception& e) {
+    spdlog::error("engine backend: shutdown at destruction failed: {}", e.what());
+  }
 }
 
 // The agent, copied into the shared directory (bound read-only into every

@@ -18,9 +18,10 @@ namespace sandcastle::sandbox::engine {
 namespace bhttp = boost::beast::http;
 namespace ssl = boost::asio::ssl;
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kMessageLimit = 1024;  // of an engine's error message we keep
 

@@ -20,7 +20,7 @@
 
 namespace sandcastle::sandbox::engine {
 
-namespace net = boost::asio;
+namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using boost::system::error_code;
@@ -32,7 +32,7 @@ constexpr std::size_t kChunk = std::size_t{64} * 1024;
 
 }  // namespace
 
-HttpCall::HttpCall(const Endpoint& endpoint, net::ssl::context* tls,
+HttpCall::HttpCall(const Endpoint& endpoint, asio::ssl::context* tls,
                    std::chrono::milliseconds timeout, std::chrono::milliseconds connect_timeout,
                    CancelToken* cancel)
     : endpoint_(endpoint),
@@ -52,7 +52,7 @@ HttpCall::HttpCall(const Endpoint& endpoint, net::ssl::context* tls,
     // calling thread, between or during its operations.
     cancel_->set_channel([this](CancelToken::Signal sig) {
       if (sig != CancelToken::Signal::kCancel) return false;  // nothing to interrupt
-      net::post(ioc_, [this] {
+      asio::post(ioc_, [this] {
         cancelled_ = true;
         close_now();
       });
@@ -72,7 +72,7 @@ std::string HttpCall::what() const {
 
 template <typename Start>
 error_code HttpCall::run(Start&& start) {
-  if (cancelled_ || timed_out_) return net::error::operation_aborted;
+  if (cancelled_ || timed_out_) return asio::error::operation_aborted;
   bool done = false;
   error_code result;
   start([&done, &result](error_code ec, auto&&...) {
@@ -108,7 +108,7 @@ Error HttpCall::io_error(const char* doing, const error_code& ec) const {
     return Error::make(ErrorCode::kTimeout,
                        what() + ": no answer within " + std::to_string(timeout_.count()) + " ms");
   ErrorCode code = ErrorCode::kUnavailable;
-  if (ec == net::error::access_denied) code = ErrorCode::kPermissionDenied;
+  if (ec == asio::error::access_denied) code = ErrorCode::kPermissionDenied;
   return Error::make(code, what() + ": " + doing + ": " + ec.message());
 }
 
@@ -116,7 +116,7 @@ template <typename Start>
 error_code HttpCall::connect_within(Start&& start) {
   // Its own deadline, shorter than the call's: an engine that is not there
   // should fail fast. connecting_ makes a late expiry a no-op.
-  net::steady_timer timer(ioc_);
+  asio::steady_timer timer(ioc_);
   timer.expires_after(connect_timeout_);
   connecting_ = true;
   timer.async_wait([this](error_code e) {
@@ -138,24 +138,24 @@ Error HttpCall::connect_error(const error_code& ec) const {
 }
 
 Status HttpCall::open() {
-  if (cancelled_) return io_error("connecting", net::error::operation_aborted);
+  if (cancelled_) return io_error("connecting", asio::error::operation_aborted);
   if (endpoint_.kind == Endpoint::Kind::kUnix) {
     // Our own socket() so the fd is O_CLOEXEC (asio's own is not).
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return Error::from_errno(what() + ": socket");
     auto& sock = stream_.emplace<UnixSocket>(ioc_);
     error_code ec;
-    sock.assign(net::local::stream_protocol(), fd, ec);
+    sock.assign(asio::local::stream_protocol(), fd, ec);
     if (ec) {
       ::close(fd);
       return io_error("socket", ec);
     }
     ec = connect_within([&](auto h) {
-      sock.async_connect(net::local::stream_protocol::endpoint(endpoint_.path), std::move(h));
+      sock.async_connect(asio::local::stream_protocol::endpoint(endpoint_.path), std::move(h));
     });
     if (ec) {
       Error e = connect_error(ec);
-      if (ec == net::error::connection_refused ||
+      if (ec == asio::error::connection_refused ||
           ec == boost::system::errc::no_such_file_or_directory)
         e.context += " (is the engine running?)";
       return e;
@@ -166,8 +166,8 @@ Status HttpCall::open() {
 }
 
 Status HttpCall::connect_tcp() {
-  net::ip::tcp::resolver resolver(ioc_);
-  net::ip::tcp::resolver::results_type results;
+  asio::ip::tcp::resolver resolver(ioc_);
+  asio::ip::tcp::resolver::results_type results;
   error_code ec = run([&](auto h) {
     resolver.async_resolve(endpoint_.host, endpoint_.port,
                            [h = std::move(h), &results](error_code e, auto r) mutable {
@@ -176,7 +176,7 @@ Status HttpCall::connect_tcp() {
                            });
   });
   if (ec) return io_error("resolving the host", ec);
-  ec = net::error::host_not_found;
+  ec = asio::error::host_not_found;
   for (const auto& entry : results) {
     const auto ep = entry.endpoint();
     const int fd = ::socket(ep.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -193,18 +193,18 @@ Status HttpCall::connect_tcp() {
   }
   if (ec) return connect_error(ec);
   error_code ignored;
-  std::get<TcpSocket>(stream_).set_option(net::ip::tcp::no_delay(true), ignored);
+  std::get<TcpSocket>(stream_).set_option(asio::ip::tcp::no_delay(true), ignored);
   if (!endpoint_.tls) return ok_status();
 
   TcpSocket plain = std::move(std::get<TcpSocket>(stream_));
   auto tls = std::make_unique<TlsStream>(std::move(plain), *tls_);
   error_code not_ip;
-  (void)net::ip::make_address(endpoint_.host, not_ip);
+  (void)asio::ip::make_address(endpoint_.host, not_ip);
   if (not_ip) SSL_set_tlsext_host_name(tls->native_handle(), endpoint_.host.c_str());
-  tls->set_verify_callback(net::ssl::host_name_verification(endpoint_.host));
+  tls->set_verify_callback(asio::ssl::host_name_verification(endpoint_.host));
   auto& ref = *tls;
   stream_ = std::move(tls);
-  ec = run([&](auto h) { ref.async_handshake(net::ssl::stream_base::client, std::move(h)); });
+  ec = run([&](auto h) { ref.async_handshake(asio::ssl::stream_base::client, std::move(h)); });
   if (ec) {
     Error e = io_error("TLS handshake", ec);
     const long verify = SSL_get_verify_result(ref.native_handle());
@@ -258,13 +258,13 @@ Status HttpCall::send(const HttpRequest& r) {
     if (*n == 0) break;
     ec = with_stream([&](auto& s) {
       return run([&](auto h) {
-        net::async_write(s, bhttp::make_chunk(net::buffer(chunk.data(), *n)), std::move(h));
+        asio::async_write(s, bhttp::make_chunk(asio::buffer(chunk.data(), *n)), std::move(h));
       });
     });
     if (ec) return io_error("sending the request body", ec);
   }
   ec = with_stream([&](auto& s) {
-    return run([&](auto h) { net::async_write(s, bhttp::make_chunk_last(), std::move(h)); });
+    return run([&](auto h) { asio::async_write(s, bhttp::make_chunk_last(), std::move(h)); });
   });
   if (ec) return io_error("sending the request body", ec);
   return ok_status();
@@ -345,13 +345,13 @@ Status HttpCall::duplex(const ByteSource* in, const ByteSink& out) {
 
   std::function<void()> read_more = [&] {
     with_stream([&](auto& s) {
-      s.async_read_some(net::buffer(rbuf), [&](error_code ec, std::size_t n) {
+      s.async_read_some(asio::buffer(rbuf), [&](error_code ec, std::size_t n) {
         if (n > 0 && !failure) {
           if (auto st = out(std::string_view(rbuf.data(), n)); !st.ok()) fail(st.take_error());
         }
         if (ec) {
           reading = false;
-          const bool eof = ec == net::error::eof || ec == net::ssl::error::stream_truncated;
+          const bool eof = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
           if (!eof && !failure) fail(io_error("reading the stream", ec));
           // The engine closed the stream: the process is done, and stdin
           // not yet written has no reader.
@@ -380,13 +380,13 @@ Status HttpCall::duplex(const ByteSource* in, const ByteSink& out) {
       // they turn into the process's stdin EOF.
       error_code ignored;
       with_stream([&](auto& s) {
-        beast::get_lowest_layer(s).shutdown(net::socket_base::shutdown_send, ignored);
+        beast::get_lowest_layer(s).shutdown(asio::socket_base::shutdown_send, ignored);
         return 0;
       });
       return;
     }
     with_stream([&](auto& s) {
-      net::async_write(s, net::buffer(wbuf.data(), *n), [&](error_code ec, std::size_t) {
+      asio::async_write(s, asio::buffer(wbuf.data(), *n), [&](error_code ec, std::size_t) {
         if (ec) {
           writing = false;
           // A closed stream (the process exited without reading) is the
@@ -403,14 +403,14 @@ Status HttpCall::duplex(const ByteSource* in, const ByteSink& out) {
     });
   };
 
-  if (cancelled_ || timed_out_) return io_error("streaming", net::error::operation_aborted);
+  if (cancelled_ || timed_out_) return io_error("streaming", asio::error::operation_aborted);
   read_more();
   if (writing) write_more();
   ioc_.restart();
   while ((reading || writing) && ioc_.run_one() > 0) {
   }
   if (failure) return *failure;
-  if (cancelled_ || timed_out_) return io_error("streaming", net::error::operation_aborted);
+  if (cancelled_ || timed_out_) return io_error("streaming", asio::error::operation_aborted);
   return ok_status();
 }
 
@@ -423,7 +423,7 @@ std::string HttpCall::take_buffered() {
 
 template <typename Start>
 error_code HttpCall::run_within(std::chrono::milliseconds timeout, Start&& start) {
-  net::steady_timer timer(ioc_);
+  asio::steady_timer timer(ioc_);
   timer.expires_after(timeout);
   in_op_ = true;
   op_timed_out_ = false;
@@ -446,7 +446,7 @@ error_code HttpCall::run_within(std::chrono::milliseconds timeout, Start&& start
 Status HttpCall::write_all(std::string_view data, std::chrono::milliseconds timeout) {
   error_code ec = with_stream([&](auto& s) {
     return run_within(timeout, [&](auto h) {
-      net::async_write(s, net::buffer(data.data(), data.size()), std::move(h));
+      asio::async_write(s, asio::buffer(data.data(), data.size()), std::move(h));
     });
   });
   if (ec && op_timed_out_ && !cancelled_ && !timed_out_) {
@@ -465,7 +465,7 @@ Result<std::size_t> HttpCall::read_some(char* buf, std::size_t cap,
   std::size_t got = 0;
   error_code ec = with_stream([&](auto& s) {
     return run_within(timeout, [&](auto h) {
-      s.async_read_some(net::buffer(buf, cap),
+      s.async_read_some(asio::buffer(buf, cap),
                         [h = std::move(h), &got](error_code e, std::size_t n) mutable {
                           got = n;
                           h(e);
@@ -473,7 +473,7 @@ Result<std::size_t> HttpCall::read_some(char* buf, std::size_t cap,
     });
   });
   if (got > 0) return got;
-  if (ec == net::error::eof || ec == net::ssl::error::stream_truncated) return std::size_t{0};
+  if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) return std::size_t{0};
   if (ec && op_timed_out_ && !cancelled_ && !timed_out_)
     return Error::make(ErrorCode::kTimeout,
                        what() + ": no output within " + std::to_string(timeout.count()) + " ms");
@@ -484,7 +484,7 @@ Result<std::size_t> HttpCall::read_some(char* buf, std::size_t cap,
 Status HttpCall::shutdown_send() {
   error_code ec;
   with_stream([&](auto& s) {
-    beast::get_lowest_layer(s).shutdown(net::socket_base::shutdown_send, ec);
+    beast::get_lowest_layer(s).shutdown(asio::socket_base::shutdown_send, ec);
     return 0;
   });
   if (ec) return io_error("closing stdin", ec);
@@ -507,7 +507,7 @@ Result<int> HttpCall::dup_stream_fd() {
 }
 
 void HttpCall::stop() {
-  net::post(ioc_, [this] { close_now(); });
+  asio::post(ioc_, [this] { close_now(); });
 }
 
 void HttpCall::forget_cancel() {
@@ -521,10 +521,10 @@ Status HttpCall::relay(UniqueFd local_fd) {
   deadline_.cancel();
   error_code ec;
   auto& local = local_.emplace(ioc_);
-  local.assign(net::local::stream_protocol(), local_fd.release(), ec);
+  local.assign(asio::local::stream_protocol(), local_fd.release(), ec);
   if (ec) return io_error("relay socket", ec);
   if (closed_ || cancelled_ || timed_out_)
-    return io_error("relaying", net::error::operation_aborted);
+    return io_error("relaying", asio::error::operation_aborted);
   // Once the engine's side ended, a local side that does not close its end
   // in this time is not waited for.
   constexpr auto kLinger = std::chrono::seconds(10);
@@ -534,13 +534,13 @@ Status HttpCall::relay(UniqueFd local_fd) {
   bool up = true;    // local -> engine
   std::vector<char> dbuf(kChunk);
   std::vector<char> ubuf(kChunk);
-  net::steady_timer linger(ioc_);
+  asio::steady_timer linger(ioc_);
   auto fail = [&](Error e) {
     if (!failure && !closed_) failure = std::move(e);
     close_now();
   };
   auto is_eof = [](const error_code& e) {
-    return e == net::error::eof || e == net::ssl::error::stream_truncated;
+    return e == asio::error::eof || e == asio::ssl::error::stream_truncated;
   };
   auto start_linger = [&] {
     linger.expires_after(kLinger);
@@ -552,7 +552,7 @@ Status HttpCall::relay(UniqueFd local_fd) {
     down = false;
     if (is_eof(e)) {
       error_code ignored;
-      local.shutdown(net::socket_base::shutdown_send, ignored);
+      local.shutdown(asio::socket_base::shutdown_send, ignored);
       if (up) start_linger();
       return;
     }
@@ -560,9 +560,9 @@ Status HttpCall::relay(UniqueFd local_fd) {
   };
   std::function<void()> read_down = [&] {
     with_stream([&](auto& s) {
-      s.async_read_some(net::buffer(dbuf), [&](error_code e, std::size_t n) {
-        if (n == 0) return down_ended(e ? e : net::error::eof);
-        net::async_write(local, net::buffer(dbuf.data(), n), [&, e](error_code we, std::size_t) {
+      s.async_read_some(asio::buffer(dbuf), [&](error_code e, std::size_t n) {
+        if (n == 0) return down_ended(e ? e : asio::error::eof);
+        asio::async_write(local, asio::buffer(dbuf.data(), n), [&, e](error_code we, std::size_t) {
           if (we) {
             // The local side is gone: nobody reads the process any more.
             down = false;
@@ -577,11 +577,11 @@ Status HttpCall::relay(UniqueFd local_fd) {
   };
   std::function<void(error_code)> up_ended = [&](error_code e) {
     up = false;
-    if (e == net::error::eof) {
+    if (e == asio::error::eof) {
       // stdin's EOF: a TCP half-close (see duplex), the agent then exits.
       error_code ignored;
       with_stream([&](auto& s) {
-        beast::get_lowest_layer(s).shutdown(net::socket_base::shutdown_send, ignored);
+        beast::get_lowest_layer(s).shutdown(asio::socket_base::shutdown_send, ignored);
         return 0;
       });
       if (down) start_linger();
@@ -590,10 +590,10 @@ Status HttpCall::relay(UniqueFd local_fd) {
     close_now();
   };
   std::function<void()> read_up = [&] {
-    local.async_read_some(net::buffer(ubuf), [&](error_code e, std::size_t n) {
-      if (n == 0) return up_ended(e ? e : net::error::eof);
+    local.async_read_some(asio::buffer(ubuf), [&](error_code e, std::size_t n) {
+      if (n == 0) return up_ended(e ? e : asio::error::eof);
       with_stream([&](auto& s) {
-        net::async_write(s, net::buffer(ubuf.data(), n), [&, e](error_code we, std::size_t) {
+        asio::async_write(s, asio::buffer(ubuf.data(), n), [&, e](error_code we, std::size_t) {
           if (we) {
             up = false;
             return fail(io_error("writing the stream", we));

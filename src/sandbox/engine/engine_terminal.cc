@@ -22,7 +22,7 @@ namespace sandcastle::sandbox::engine {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr auto kStartTimeout = std::chrono::seconds(10);
+constexpr auto kTerminalStartTimeout = std::chrono::seconds(10);
 constexpr int kKilledStatus = 128 + SIGKILL;
 
 Result<AgentExec> terminal_exec(const TerminalRequest& req, const SandboxSpec& spec) {
@@ -164,7 +164,7 @@ Result<std::unique_ptr<Terminal>> EngineSandbox::open_terminal(const TerminalReq
     return st.take_error();
   }
   // kStarted or kExecFailed; a kDone may follow a fast exit at once.
-  auto deadline = Clock::now() + kStartTimeout;
+  auto deadline = Clock::now() + kTerminalStartTimeout;
   for (bool started = false; !started;) {
     auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();

@@ -12,7 +12,9 @@
 
 namespace sandcastle::sandbox::engine {
 
-using Clock = std::chrono::steady_clock;
+namespace {
+using Clock = std::chrono::steady_clock;  // as the engine's other files declare it
+}  // namespace
 
 // One engine of the fleet. Fields under Fleet::mu unless said otherwise.
 struct Slot {

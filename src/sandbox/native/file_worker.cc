@@ -379,7 +379,7 @@ bool do_list(int sock, const FileRequest& req) {
   return send_all(sock, out);
 }
 
-FileReply remove_tree(const std::string& path) {
+FileReply remove_tree_reply(const std::string& path) {
   // Iterative: a directory is removed once its contents are; children that
   // are directories are visited first (pushed above their parent).
   std::vector<std::pair<std::string, bool>> stack{{path, false}};  // path, children pushed
@@ -418,7 +418,7 @@ FileReply remove_tree(const std::string& path) {
 
 FileReply do_remove(const FileRequest& req) {
   if (req.path == "/") return fail("remove /", EINVAL);
-  if (req.flags & kFileRecursive) return remove_tree(req.path);
+  if (req.flags & kFileRecursive) return remove_tree_reply(req.path);
   struct stat st {};
   if (::lstat(req.path.c_str(), &st) != 0) return fail("stat " + req.path);
   int rc = S_ISDIR(st.st_mode) ? ::rmdir(req.path.c_str()) : ::unlink(req.path.c_str());

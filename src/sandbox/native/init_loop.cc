@@ -29,6 +29,8 @@
 namespace sandcastle::sandbox::native {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 // The image's rw/ dir (init_main keeps it from before pivot_root), or -1.
 // Init is single-threaded; every child but the layer worker closes it.
 int g_rw_fd = -1;
@@ -333,7 +335,6 @@ int InitLoop::run() {
   // kRefillAfter (a long exec), or once one that does not come back has
   // ended (its SIGCHLD): made at once, it would compete with that exec for
   // the CPU (a short command's whole run).
-  using Clock = std::chrono::steady_clock;
   constexpr Clock::time_point kNone = Clock::time_point::max();
   Clock::time_point refill_at = kNone;  // kNone: no wait
   auto refill = [&] {

@@ -33,6 +33,8 @@ extern char** environ;
 namespace sandcastle::sandbox::native {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 constexpr const char* kImage = "disk.img";
 constexpr const char* kNewImage = "disk.img.new";
 // A loop device still attached to an image (the filesystem of a sandbox
@@ -589,7 +591,6 @@ Status PersistStore::copy(const std::string& from, const std::string& to) {
   UniqueFd dst(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!dst) return fail(Error::from_errno("create " + tmp));
   if (::ftruncate(dst.get(), src_st.st_size) != 0) return fail(Error::from_errno("size " + tmp));
-  using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   // The device first, on the empty (sparse) file: attaching syncs the
   // backing file, all 50 MiB of it once the copy is written. Locked until

@@ -22,8 +22,8 @@ namespace sandcastle::sandbox::native {
 
 namespace {
 
-constexpr int kMaxDepth = 128;
-constexpr std::size_t kChunk = std::size_t{256} << 10;
+constexpr int kMirrorMaxDepth = 128;
+constexpr std::size_t kMirrorChunk = std::size_t{256} << 10;
 // The copy's own directory at its root (a source entry of that name is
 // skipped): temporaries (written, then renamed into place) and "old", what
 // the source no longer has, set aside until the pass is complete.
@@ -92,7 +92,7 @@ int read_names(int dir, std::vector<std::string>& out, std::uint64_t cap) {
 int remove_entry(int dir, const char* name, int depth);
 
 int clear_dir(int dir, int depth) {
-  if (depth > 2 * kMaxDepth) return ELOOP;
+  if (depth > 2 * kMirrorMaxDepth) return ELOOP;
   std::vector<std::string> names;
   if (int e = read_names(dir, names, ~std::uint64_t{0}); e) return e;
   for (const auto& n : names)
@@ -158,7 +158,7 @@ bool read_link(int dir, const char* name, std::string& out) {
 // An unfinished pass's staged entries put back where the tree lacks them
 // (each entry then has its old or its new state), and the staging removed.
 int merge_back(int stage, int tree, int depth) {
-  if (depth > 2 * kMaxDepth) return ELOOP;
+  if (depth > 2 * kMirrorMaxDepth) return ELOOP;
   std::vector<std::string> names;
   if (int e = read_names(stage, names, ~std::uint64_t{0}); e) return e;
   for (const auto& n : names) {
@@ -358,7 +358,7 @@ class Mirror {
   // Data of `dir` as the bound counts it (a staged entry still counts).
   std::uint64_t measure(int dir, int depth) {
     std::vector<std::string> names;
-    if (depth > 2 * kMaxDepth || read_names(dir, names, ~std::uint64_t{0}) != 0) return 0;
+    if (depth > 2 * kMirrorMaxDepth || read_names(dir, names, ~std::uint64_t{0}) != 0) return 0;
     std::uint64_t sum = 0;
     for (const auto& n : names) {
       struct stat st {};
@@ -405,7 +405,8 @@ class Mirror {
   // (dropped once pass 2 is done); unchanged files are counted; changed
   // ones are noted for pass 2.
   bool plan(int from, int to, std::uint32_t node, int depth, Stage& stage) {
-    if (depth > kMaxDepth) return fail(ELOOP, path_of(node) + ": deeper than 128 directories");
+    if (depth > kMirrorMaxDepth)
+      return fail(ELOOP, path_of(node) + ": deeper than 128 directories");
     std::vector<std::string> from_names, to_names;
     if (int e = read_names(from, from_names, limits_.max_entries); e)
       return fail(e, "list " + path_of(node));
@@ -684,7 +685,7 @@ class Mirror {
         ::openat(s, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (dst.fd < 0) return fail(errno, "write copy of " + path_of(p.dir, p.name));
     auto drop_tmp = [&] { (void)::unlinkat(s, tmp.c_str(), 0); };
-    if (!buf_) buf_ = std::make_unique_for_overwrite<char[]>(kChunk);
+    if (!buf_) buf_ = std::make_unique_for_overwrite<char[]>(kMirrorChunk);
     std::uint64_t data = 0;  // bytes written
     std::uint64_t pos = 0;
     // Data segments up to the size the file had when opened: holes stay holes.
@@ -696,7 +697,7 @@ class Mirror {
       const std::uint64_t end = std::min<std::uint64_t>(static_cast<std::uint64_t>(hole), size);
       for (pos = static_cast<std::uint64_t>(seg); pos < end;) {
         const std::size_t want =
-            static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, end - pos));
+            static_cast<std::size_t>(std::min<std::uint64_t>(kMirrorChunk, end - pos));
         ssize_t n = ::pread(src.fd, buf_.get(), want, static_cast<off_t>(pos));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) {

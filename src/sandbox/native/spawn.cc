@@ -59,7 +59,7 @@ void Spawner::loop() {
 
 namespace {
 
-Status write_all(int fd, const char* p, std::size_t n) {
+Status send_all(int fd, const char* p, std::size_t n) {
   while (n > 0) {
     ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
     if (w < 0 && errno == EINTR) continue;
@@ -132,6 +132,7 @@ Result<PendingInit> spawn_pending_init(Zygote& zygote, const SpawnRequest& req) 
   InitProcess& init = pending.process;
   init.pid = child->pid;
   init.pidfd = std::move(child->pidfd);
+  init.zygote_generation = child->generation;
   cfg_r.reset();
   st_w.reset();
   ctl_child.reset();
@@ -149,7 +150,7 @@ Result<PendingInit> spawn_pending_init(Zygote& zygote, const SpawnRequest& req) 
   std::uint32_t len = static_cast<std::uint32_t>(req.config.size());
   msg.append(reinterpret_cast<const char*>(&len), sizeof len);
   msg += req.config;
-  if (auto st = write_all(cfg_w.get(), msg.data(), msg.size()); !st) return fail(st.take_error());
+  if (auto st = send_all(cfg_w.get(), msg.data(), msg.size()); !st) return fail(st.take_error());
   init.control = std::move(ctl_server);
   pending.config = std::move(cfg_w);
   pending.status = std::move(st_r);
@@ -166,7 +167,8 @@ Result<InitProcess> start_init(PendingInit pending, const std::string& finish_co
   std::uint32_t len = static_cast<std::uint32_t>(finish_config.size());
   msg.append(reinterpret_cast<const char*>(&len), sizeof len);
   msg += finish_config;
-  if (auto st = write_all(pending.config.get(), msg.data(), msg.size()); !st) return fail(st.take_error());
+  if (auto st = send_all(pending.config.get(), msg.data(), msg.size()); !st)
+    return fail(st.take_error());
   pending.config.reset();
   // "prepared" (usually written long ago by a prespawned init), then "ready".
   for (int i = 0; i < 2; ++i)

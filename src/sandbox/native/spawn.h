@@ -50,6 +50,7 @@ struct InitProcess {
   pid_t pid = -1;
   UniqueFd pidfd;
   UniqueFd control;  // SOCK_SEQPACKET to the init's request loop
+  std::uint64_t zygote_generation = 0;  // the zygote that cloned it (Zygote::alive)
 };
 
 struct SpawnRequest {

@@ -23,7 +23,7 @@
 namespace sandcastle::sandbox::native {
 namespace {
 
-bool pid_alive(pid_t pid) {
+bool pid_exists(pid_t pid) {
   return ::kill(pid, 0) == 0 || errno == EPERM;
 }
 
@@ -167,7 +167,8 @@ SweepReport sweep_leftovers() {
       std::string_view rest;
       auto owner = owner_pid(name, "sandcastle-", &rest);
       // sandcastle-<pid>, or an engine backend's sandcastle-<pid>-engine-<n>.
-      if (!owner || (!rest.empty() && rest.rfind("-engine-", 0) != 0) || pid_alive(*owner)) continue;
+      if (!owner || (!rest.empty() && rest.rfind("-engine-", 0) != 0) || pid_exists(*owner))
+        continue;
       UniqueFd fd = open_dir_at(pfd.get(), name, true);
       if (!fd) continue;  // another user's, or not a directory
       stale.push_back({parent + "/" + name, std::move(fd)});

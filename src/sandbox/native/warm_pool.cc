@@ -99,11 +99,12 @@ std::optional<ReadySandbox> BackendShared::take_ready(const std::string& key) {
       last_take_clock = clock();
       pool_cv.notify_all();  // the refill thread makes the next one
       lock.unlock();
-      // An init that died while waiting (killed by hand, say) is readable.
+      // An init that died while waiting (killed by hand, say) is readable;
+      // one whose zygote died is on its way out (PDEATHSIG) even if not yet.
       struct pollfd pfd {
         r.init.pidfd.get(), POLLIN, 0
       };
-      if (::poll(&pfd, 1, 0) == 0) {
+      if (::poll(&pfd, 1, 0) == 0 && zygote.alive(r.init.zygote_generation)) {
         if (r.cgroup) share_or_warn(*r.cgroup, CpuShare::kNormal);  // in use from now on
         lock.lock();
         ++pool_taken;

@@ -61,6 +61,17 @@ void Zygote::stop_locked() {
   while (::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &si, WEXITED) != 0 && errno == EINTR) {
   }
   pidfd_.reset();
+  std::lock_guard live(live_mu_);
+  live_pidfd_.reset();
+}
+
+bool Zygote::alive(std::uint64_t generation) const {
+  std::lock_guard live(live_mu_);
+  if (generation != generation_ || !live_pidfd_) return false;
+  struct pollfd p {
+    live_pidfd_.get(), POLLIN, 0
+  };
+  return ::poll(&p, 1, 0) == 0;  // readable once it has exited
 }
 
 Status Zygote::start_locked(const std::string& helper) {
@@ -95,6 +106,9 @@ Status Zygote::start_locked(const std::string& helper) {
   if (pid < 0) return Error::from_errno("clone3 the zygote", clone_errno);
   pidfd_ = UniqueFd(pidfd);
   sock_ = std::move(ours);
+  std::lock_guard live(live_mu_);
+  ++generation_;
+  live_pidfd_ = UniqueFd(::fcntl(pidfd_.get(), F_DUPFD_CLOEXEC, 0));
   return {};
 }
 
@@ -133,7 +147,12 @@ Result<Zygote::Child> Zygote::ask_locked(const ZygoteRequest& req, const int* fd
   std::memcpy(&rep, buf, sizeof rep);
   if (rep.pid <= 0) return Error::from_errno("clone3 sandbox namespaces", rep.err);
   if (!pidfd) return Error::make(ErrorCode::kInternal, "the zygote sent no pidfd");
-  return Child{static_cast<pid_t>(rep.pid), std::move(pidfd)};
+  std::uint64_t generation = 0;
+  {
+    std::lock_guard live(live_mu_);
+    generation = generation_;
+  }
+  return Child{static_cast<pid_t>(rep.pid), std::move(pidfd), generation};
 }
 
 Result<Zygote::Child> Zygote::clone_init(const std::string& helper, const ZygoteRequest& req, int config_fd,

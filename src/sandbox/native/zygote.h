@@ -55,6 +55,7 @@ class Zygote {
   struct Child {
     pid_t pid = -1;
     UniqueFd pidfd;
+    std::uint64_t generation = 0;  // which zygote cloned it (see alive())
   };
   // Clones a child into new namespaces. It holds config/status/control as
   // fds 3/4/5 and waits for one byte on config before it takes its mapped
@@ -63,6 +64,12 @@ class Zygote {
                            int status_fd, int control_fd, int cgroup_fd);
   // Stops the zygote and waits for it (shutdown); clone_init fails from now on.
   void stop();
+
+  // False once the zygote of `generation` has died or been replaced. Its
+  // children were sent SIGKILL (PDEATHSIG) as it died but may not have
+  // exited yet: a pooled init whose zygote is gone is doomed even while its
+  // own pidfd is quiet.
+  bool alive(std::uint64_t generation) const;
 
  private:
   Status start_locked(const std::string& helper);
@@ -75,6 +82,11 @@ class Zygote {
   UniqueFd sock_;
   UniqueFd pidfd_;
   bool stopped_ = false;
+  // What alive() reads, under a mutex of its own: a clone in progress holds
+  // mu_ for up to 30 s, and a pool take must not wait for it.
+  mutable std::mutex live_mu_;
+  std::uint64_t generation_ = 0;  // of the current zygote; 0 before the first
+  UniqueFd live_pidfd_;           // a dup of pidfd_ (none while there is no zygote)
 };
 
 }  // namespace sandcastle::sandbox::native

@@ -2,7 +2,7 @@
 
 namespace sandcastle::transport::http {
 
-using json = nlohmann::ordered_json;
+using ojson = nlohmann::ordered_json;
 
 namespace {
 
@@ -10,8 +10,8 @@ std::string bearer() {
   return std::string("Bearer ") + kKeyPlaceholder;
 }
 
-json servers(json entry) {
-  return json{{"mcpServers", json{{kClientServerName, std::move(entry)}}}};
+ojson servers(ojson entry) {
+  return ojson{{"mcpServers", ojson{{kClientServerName, std::move(entry)}}}};
 }
 
 }  // namespace
@@ -28,24 +28,24 @@ std::string shell_quote(const std::string& word) {
   return out + "'";
 }
 
-json http_client_config(const ClientEndpoint& e) {
-  json entry{{"type", "http"}, {"url", e.mcp_url}};
-  if (e.auth_required) entry["headers"] = json{{"Authorization", bearer()}};
+ojson http_client_config(const ClientEndpoint& e) {
+  ojson entry{{"type", "http"}, {"url", e.mcp_url}};
+  if (e.auth_required) entry["headers"] = ojson{{"Authorization", bearer()}};
   return servers(std::move(entry));
 }
 
-json bridge_client_config(const ClientEndpoint& e) {
-  json args = json::array({"-y", "mcp-remote", e.mcp_url});
+ojson bridge_client_config(const ClientEndpoint& e) {
+  ojson args = ojson::array({"-y", "mcp-remote", e.mcp_url});
   if (!e.loopback) args.push_back("--allow-http");
   if (e.auth_required) {
     args.push_back("--header");
     args.push_back("Authorization: " + bearer());
   }
-  return servers(json{{"command", "npx"}, {"args", std::move(args)}});
+  return servers(ojson{{"command", "npx"}, {"args", std::move(args)}});
 }
 
-json stdio_client_config(const std::string& binary) {
-  return servers(json{{"command", binary}});
+ojson stdio_client_config(const std::string& binary) {
+  return servers(ojson{{"command", binary}});
 }
 
 std::string claude_add_http(const ClientEndpoint& e) {
@@ -63,7 +63,7 @@ std::string startup_client_text(const ClientEndpoint& e, const std::string& base
                                 const std::string& binary) {
   // JSON with a space after ':' and ',' reads like the clients' own docs and
   // stays one line, so a script (and a test) can take each document whole.
-  auto line = [](const json& j) {
+  auto line = [](const ojson& j) {
     std::string s = j.dump();
     std::string out;
     bool in_string = false, escaped = false;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/crypto.h"
+#include "common/utf8.h"
 
 namespace sandcastle::transport::http {
 
@@ -68,18 +69,6 @@ std::optional<std::pair<uint64_t, uint64_t>> parse_range(const std::string& head
 }
 
 namespace {
-
-bool valid_utf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    auto c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (size_t k = 1; k < n; ++k)
-      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
-    i += n;
-  }
-  return true;
-}
 
 // What every answer under /files/ carries. A sandbox's file is hostile
 // content served from the server's own origin: it must never render as a

@@ -17,10 +17,10 @@
 
 namespace sandcastle::transport::http {
 
-namespace net = boost::asio;
+namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
-using tcp = net::ip::tcp;
+using tcp = asio::ip::tcp;
 
 namespace {
 
@@ -104,16 +104,16 @@ std::string url_encode(std::string_view s) {
 // ---------------------------------------------------------------------------
 
 struct Server::Impl {
-  Impl(Server& s, Handler h) : server(s), handler(std::move(h)), acceptor(net::make_strand(io)) {}
+  Impl(Server& s, Handler h) : server(s), handler(std::move(h)), acceptor(asio::make_strand(io)) {}
 
   Server& server;
   Handler handler;
-  net::io_context io;
+  asio::io_context io;
   // On a strand of its own: the accept handler (which accepts again), the
   // back-off timer and stop_accepting's close run on any io thread, and an
   // acceptor is not safe to use from two at once (TSan saw accept and close).
   tcp::acceptor acceptor;
-  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::vector<std::thread> threads;
   std::mutex mu;
   std::set<std::shared_ptr<Connection>> conns;
@@ -138,10 +138,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!ec) remote_ = ep.address().to_string();
   }
 
-  void start() { net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read(); }); }
+  void start() {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read(); });
+  }
 
   void close_now() {
-    net::post(stream_.get_executor(), [self = shared_from_this()] { self->shutdown(); });
+    asio::post(stream_.get_executor(), [self = shared_from_this()] { self->shutdown(); });
   }
 
   // "Connection: close", or how long an idle keep-alive connection stays
@@ -159,7 +161,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // --- called through Exchange, from any thread --------------------------
   void respond(uint64_t gen, Response r) {
-    net::post(stream_.get_executor(), [self = shared_from_this(), gen, r = std::move(r)]() mutable {
+    asio::post(stream_.get_executor(), [self = shared_from_this(), gen,
+                                        r = std::move(r)]() mutable {
       if (gen != self->gen_ || self->dead_) return;
       requests_with_status(r.status).inc();
       std::string head = "HTTP/1." + std::to_string(self->version_ % 10) + " " + std::to_string(r.status) +
@@ -179,7 +182,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void start_stream(uint64_t gen, int status, Headers headers) {
-    net::post(stream_.get_executor(), [self = shared_from_this(), gen, status, headers = std::move(headers)] {
+    asio::post(stream_.get_executor(), [self = shared_from_this(), gen, status,
+                                        headers = std::move(headers)] {
       if (gen != self->gen_ || self->dead_) return;
       requests_with_status(status).inc();
       self->chunked_ = self->version_ >= 11;
@@ -195,7 +199,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void write_chunk(uint64_t gen, std::string data) {
-    net::post(stream_.get_executor(), [self = shared_from_this(), gen, data = std::move(data)]() mutable {
+    asio::post(stream_.get_executor(), [self = shared_from_this(), gen,
+                                        data = std::move(data)]() mutable {
       if (gen != self->gen_ || self->dead_ || data.empty()) return;
       if (self->queued_ > self->impl_.server.options().max_queued_bytes) {
         spdlog::warn("http: dropping a stream to {}: client is not reading ({} bytes queued)", self->remote_,
@@ -215,7 +220,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void finish_stream(uint64_t gen) {
-    net::post(stream_.get_executor(), [self = shared_from_this(), gen] {
+    asio::post(stream_.get_executor(), [self = shared_from_this(), gen] {
       if (gen != self->gen_ || self->dead_) return;
       self->response_done_ = true;
       if (self->chunked_) {
@@ -228,8 +233,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void upgrade(uint64_t gen, std::shared_ptr<WsHandler> handler, Request req, WsOptions options) {
-    net::post(stream_.get_executor(), [self = shared_from_this(), gen, handler = std::move(handler),
-                                       req = std::move(req), options]() mutable {
+    asio::post(stream_.get_executor(), [self = shared_from_this(), gen,
+                                        handler = std::move(handler), req = std::move(req),
+                                        options]() mutable {
       if (gen != self->gen_ || self->dead_) return;
       requests_with_status(101).inc();
       // This connection serves no more HTTP: its pending watch read ends,
@@ -261,7 +267,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void abort(uint64_t gen) {
-    net::post(stream_.get_executor(), [self = shared_from_this(), gen] {
+    asio::post(stream_.get_executor(), [self = shared_from_this(), gen] {
       if (gen != self->gen_) return;
       self->shutdown();
     });
@@ -320,8 +326,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
       return;
     }
-    if (ec == bhttp::error::end_of_stream || ec == net::error::eof ||
-        ec == net::error::operation_aborted || ec == net::error::connection_reset) {
+    if (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
+        ec == asio::error::operation_aborted || ec == asio::error::connection_reset) {
       shutdown();
       return;
     }
@@ -424,7 +430,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         if (self->response_done_ && self->queue_.empty() && !self->writing_) self->next_request();
         return;
       }
-      if (ec == net::error::operation_aborted && !self->dead_) {
+      if (ec == asio::error::operation_aborted && !self->dead_) {
         if (self->response_done_ && self->queue_.empty() && !self->writing_) self->next_request();
         return;
       }
@@ -461,18 +467,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
       writing_bufs_.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
-    std::vector<net::const_buffer> bufs;
+    std::vector<asio::const_buffer> bufs;
     bufs.reserve(writing_bufs_.size());
-    for (const auto& b : writing_bufs_) bufs.push_back(net::buffer(b));
-    net::async_write(stream_.socket(), bufs, [self = shared_from_this()](beast::error_code ec, size_t) {
-      for (const auto& b : self->writing_bufs_) self->queued_ -= b.size();
-      self->writing_bufs_.clear();
-      if (ec) {
-        self->shutdown();
-        return;
-      }
-      self->write_next();
-    });
+    for (const auto& b : writing_bufs_) bufs.push_back(asio::buffer(b));
+    asio::async_write(stream_.socket(), bufs,
+                      [self = shared_from_this()](beast::error_code ec, size_t) {
+                        for (const auto& b : self->writing_bufs_) self->queued_ -= b.size();
+                        self->writing_bufs_.clear();
+                        if (ec) {
+                          self->shutdown();
+                          return;
+                        }
+                        self->write_next();
+                      });
   }
 
   void next_request() {
@@ -498,16 +505,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void drain() {
-    stream_.socket().async_read_some(net::buffer(linger_buf_), [self = shared_from_this()](beast::error_code ec,
-                                                                                          size_t n) {
-      if (ec || n >= self->linger_left_) return self->shutdown();
-      self->linger_left_ -= n;
-      self->drain();
-    });
+    stream_.socket().async_read_some(asio::buffer(linger_buf_),
+                                     [self = shared_from_this()](beast::error_code ec, size_t n) {
+                                       if (ec || n >= self->linger_left_) return self->shutdown();
+                                       self->linger_left_ -= n;
+                                       self->drain();
+                                     });
   }
 
   void ws_ended() {
-    net::post(impl_.io, [self = shared_from_this()] {
+    asio::post(impl_.io, [self = shared_from_this()] {
       self->dead_ = true;
       std::lock_guard lock(self->impl_.mu);
       self->impl_.conns.erase(self);
@@ -533,7 +540,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   Server::Impl& impl_;
   beast::tcp_stream stream_;
-  net::steady_timer deadline_;  // the current request's (see do_read)
+  asio::steady_timer deadline_;  // the current request's (see do_read)
   uint64_t read_seq_ = 0;
   bool reading_ = false;
   bool timed_out_ = false;
@@ -645,14 +652,14 @@ void Exchange::fire_close() {
 // ---------------------------------------------------------------------------
 
 void Server::Impl::do_accept() {
-  acceptor.async_accept(net::make_strand(io), [this](beast::error_code ec, tcp::socket sock) {
+  acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket sock) {
     if (ec) {
-      if (ec == net::error::operation_aborted || !accepting) return;
+      if (ec == asio::error::operation_aborted || !accepting) return;
       spdlog::warn("http accept: {}", ec.message());
-      if (ec == net::error::no_descriptors) {
+      if (ec == asio::error::no_descriptors) {
         // Out of file descriptors: back off briefly instead of spinning.
-        auto t = std::make_shared<net::steady_timer>(acceptor.get_executor(),
-                                                     std::chrono::milliseconds(50));
+        auto t = std::make_shared<asio::steady_timer>(acceptor.get_executor(),
+                                                      std::chrono::milliseconds(50));
         t->async_wait([this, t](beast::error_code) {
           if (accepting) do_accept();
         });
@@ -684,7 +691,7 @@ Server::~Server() { stop(); }
 
 Result<uint16_t> Server::listen() {
   beast::error_code ec;
-  auto addr = net::ip::make_address(options_.host, ec);
+  auto addr = asio::ip::make_address(options_.host, ec);
   if (ec) {
     // A host name (localhost): resolve it.
     tcp::resolver resolver(impl_->io);
@@ -695,16 +702,16 @@ Result<uint16_t> Server::listen() {
   }
   tcp::endpoint ep(addr, options_.port);
   impl_->acceptor.open(ep.protocol(), ec);
-  if (!ec) impl_->acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) impl_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) impl_->acceptor.bind(ep, ec);
-  if (!ec) impl_->acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (!ec) impl_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
   const std::string where = options_.host + ":" + std::to_string(options_.port);
-  if (ec == net::error::address_in_use)
+  if (ec == asio::error::address_in_use)
     return Error::make(ErrorCode::kAlreadyExists,
                        "cannot listen on " + where + ": port " + std::to_string(options_.port) +
                            " is already in use (another sandcastle, or another server, is there). Start on another "
                            "port with --port <number> (make run ARGS=\"--port 9000\"), or --port 0 for any free one");
-  if (ec == net::error::access_denied && options_.port < 1024)
+  if (ec == asio::error::access_denied && options_.port < 1024)
     return Error::make(ErrorCode::kPermissionDenied,
                        "cannot listen on " + where + ": ports below 1024 need privileges; use --port 1024 or above "
                        "(the default is 8181)");
@@ -722,7 +729,7 @@ void Server::start() {
 
 void Server::stop_accepting() {
   if (!impl_->accepting.exchange(false)) return;
-  net::post(impl_->acceptor.get_executor(), [this] {
+  asio::post(impl_->acceptor.get_executor(), [this] {
     beast::error_code ignore;
     impl_->acceptor.close(ignore);
   });
@@ -755,7 +762,7 @@ size_t Server::connections() const {
 }
 
 void Server::schedule(std::chrono::milliseconds delay, std::function<void()> fn) {
-  auto t = std::make_shared<net::steady_timer>(impl_->io, delay);
+  auto t = std::make_shared<asio::steady_timer>(impl_->io, delay);
   t->async_wait([t, fn = std::move(fn)](beast::error_code ec) {
     if (!ec) fn();
   });

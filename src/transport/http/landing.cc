@@ -6,7 +6,7 @@
 
 namespace sandcastle::transport::http {
 
-using json = nlohmann::ordered_json;
+using ojson = nlohmann::ordered_json;
 
 namespace {
 
@@ -36,7 +36,7 @@ bool starts_with(const std::string& s, const char* prefix) {
 
 // Pretty for a person reading GET /; one line for an OAuth error, which
 // clients quote inside their own message.
-Response json_answer(int status, const json& body, int indent = -1) {
+Response json_answer(int status, const ojson& body, int indent = -1) {
   Response r = Response::json(status, body.dump(indent) + "\n");
   add_page_security_headers(r.headers);
   return r;
@@ -51,7 +51,7 @@ Response landing(const Request& req, const LandingInfo& info) {
   ClientEndpoint ep{base + info.endpoint, info.auth_required, true};
   const std::string& accept = req.header("accept");
   if (accept.find("text/html") == std::string::npos) {
-    json body{
+    ojson body{
         {"name", info.name},
         {"version", info.version},
         {"description", "MCP server that runs code in isolated Linux sandboxes"},
@@ -129,14 +129,14 @@ std::optional<Response> public_answer(const Request& req, const LandingInfo& inf
                               starts_with(p, "/.well-known/oauth-authorization-server") ||
                               starts_with(p, "/.well-known/openid-configuration")))
     return json_answer(404,
-                       json{{"error", "invalid_request"}, {"error_description", api_key_hint()}});
+                       ojson{{"error", "invalid_request"}, {"error_description", api_key_hint()}});
   // An OAuth client that found no metadata registers at /register and then
   // sends a browser to /authorize (the MCP specification's defaults). A 403
   // with the reason ends its attempt there: a 401 would restart the sign-in
   // and a 404 would make it retry over the other transport first.
   if ((p == "/register" && req.method == "POST") || (p == "/authorize" && req.method == "GET"))
     return json_answer(403,
-                       json{{"error", "access_denied"}, {"error_description", api_key_hint()}});
+                       ojson{{"error", "access_denied"}, {"error_description", api_key_hint()}});
   return std::nullopt;
 }
 

@@ -14,7 +14,7 @@ namespace sandcastle::transport::http {
 
 std::string presented_key(const Request& req) {
   const std::string& auth = req.header("authorization");
-  if (auth.size() > 7 && lower(auth.substr(0, 7)) == "bearer ") {
+  if (auth.size() > 7 && ascii_lower(auth.substr(0, 7)) == "bearer ") {
     auto v = auth.substr(7);
     while (!v.empty() && v.front() == ' ') v.erase(v.begin());
     return v;
@@ -32,7 +32,7 @@ bool host_allowed(const std::string& host_header, const std::vector<std::string>
   if (!host) return false;
   for (const auto& a : allowed) {
     auto want = parse_authority(a);
-    if (want ? want->host == host->host : lower(a) == host->host) return true;
+    if (want ? want->host == host->host : ascii_lower(a) == host->host) return true;
   }
   return false;
 }
@@ -378,7 +378,7 @@ bool is_modern_message(const json& body, const Request& req) {
 void handle_mcp(Ctx& c) {
   const std::string& hv = c.req.header("mcp-protocol-version");
   if (c.req.method == "POST") {
-    const std::string& ct = lower(c.req.header("content-type"));
+    const std::string& ct = ascii_lower(c.req.header("content-type"));
     if (ct.find("application/json") == std::string::npos) {
       c.reply(rpc_error_response(415, nullptr, mcp::rpc_error::kInvalidRequest,
                                  "Unsupported Media Type: POST a JSON-RPC message with Content-Type: application/json"));

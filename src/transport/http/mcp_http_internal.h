@@ -14,6 +14,7 @@
 #include "common/crypto.h"
 #include "common/json_parse.h"
 #include "common/metrics.h"
+#include "common/text.h"
 #include "mcp/protocol.h"
 #include "mcp/session.h"
 #include "transport/http/mcp_http.h"
@@ -24,11 +25,6 @@ using mcp::json;
 using Clock = std::chrono::steady_clock;
 
 inline constexpr const char* kSseContentType = "text/event-stream";
-
-inline std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 inline json rpc_error_body(const json& id, int code, const std::string& message) {
   return mcp::make_error(id, code, message);

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "common/base64.h"
+#include "common/text.h"
 #include "common/utf8.h"
 #include "mcp/param_headers.h"
 
@@ -64,11 +65,6 @@ bool agrees(const mcp::json& arg, const std::string& value) {
   return parse_whole(value, v) && v == arg.get<double>();
 }
 
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 }  // namespace
 
 Result<std::string> decode_param_value(std::string_view raw) {
@@ -119,7 +115,7 @@ std::optional<std::string> check_param_headers(const std::map<std::string, std::
   for (const auto& mark : *marks) {
     const std::string header = "Mcp-Param-" + mark.name;
     const std::string where = "params.arguments." + mark.property;
-    auto it = headers.find(lower(header));
+    auto it = headers.find(ascii_lower(header));
     const mcp::json* arg = args && args->is_object() && args->contains(mark.property)
                                ? &(*args)[mark.property]
                                : nullptr;

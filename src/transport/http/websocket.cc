@@ -12,7 +12,7 @@
 
 namespace sandcastle::transport::http {
 
-namespace net = boost::asio;
+namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 namespace websocket = boost::beast::websocket;
@@ -70,10 +70,10 @@ class WsSession : public WsConnection,
   void send_text(std::string text) override { post_send(Item::kText, std::move(text)); }
   void send_binary(std::string bytes) override { post_send(Item::kBinary, std::move(bytes)); }
   void close(uint16_t code, std::string reason) override {
-    net::post(ws_.get_executor(),
-              [self = shared_from_this(), code, reason = std::move(reason)]() mutable {
-                self->begin_close(code, std::move(reason));
-              });
+    asio::post(ws_.get_executor(),
+               [self = shared_from_this(), code, reason = std::move(reason)]() mutable {
+                 self->begin_close(code, std::move(reason));
+               });
   }
   bool closed() const override { return ended_.load(); }
   size_t queued() const override { return queued_.load(); }
@@ -128,7 +128,7 @@ class WsSession : public WsConnection,
   }
 
   void post_send(Item::Kind kind, std::string data) {
-    net::post(
+    asio::post(
         ws_.get_executor(), [self = shared_from_this(), kind, data = std::move(data)]() mutable {
           if (self->ended_ || self->closing_) return;
           // Messages no larger than the client may send us: its limit is likely ours.
@@ -158,7 +158,7 @@ class WsSession : public WsConnection,
     writing_ = true;
     Item& item = queue_.front();
     ws_.text(item.kind == Item::kText);
-    ws_.async_write(net::buffer(item.data),
+    ws_.async_write(asio::buffer(item.data),
                     [self = shared_from_this()](beast::error_code ec, size_t) {
                       self->writing_ = false;
                       if (self->ended_) return self->queue_.clear();
@@ -202,7 +202,7 @@ class WsSession : public WsConnection,
   void end(uint16_t code) {
     if (ended_.exchange(true)) return;
     beast::error_code ignore;
-    beast::get_lowest_layer(ws_).socket().shutdown(net::ip::tcp::socket::shutdown_both, ignore);
+    beast::get_lowest_layer(ws_).socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignore);
     beast::get_lowest_layer(ws_).socket().close(ignore);
     // The write in flight still refers to the front item: it goes when that ends.
     while (queue_.size() > (writing_ ? 1u : 0u)) queue_.pop_back();

@@ -32,7 +32,7 @@ using native::NativeBackend;
 using native::NativeBackendOptions;
 using native::PoolStats;
 
-constexpr const char* kChildEnv = "SANDCASTLE_WARM_POOL_CHILD";
+constexpr const char* kWarmPoolChildEnv = "SANDCASTLE_WARM_POOL_CHILD";
 
 // Our live children named sc-zygote, and how many live children each has
 // (every sandbox init, pooled or handed out, is a child of its zygote).
@@ -100,7 +100,7 @@ struct StorageDir {
 class WarmPoolTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::getenv(kChildEnv))
+    if (!std::getenv(kWarmPoolChildEnv))
       GTEST_SKIP() << "runs in a process of its own, started by WarmPool.*";
   }
   static std::unique_ptr<NativeBackend> backend(NativeBackendOptions o) {
@@ -370,7 +370,7 @@ TEST_F(WarmPoolTest, PooledSandboxesWaitAtTheBackgroundShareAndRunAtTheNormal) {
 }
 
 TEST(WarmPool, TestsRunInAProcessOfTheirOwn) {
-  auto child = run_tests_in_child("WarmPoolTest.*", kChildEnv);
+  auto child = run_tests_in_child("WarmPoolTest.*", kWarmPoolChildEnv);
   EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.out;
   // The CPU-share test needs a v1 cpu hierarchy it can write (root here);
   // without one it says why it skipped.

@@ -1,13 +1,17 @@
 // The zygote clones every init: a killed zygote takes its sandboxes with it
 // (none outlives its parent chain), and the next create starts a new one.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
+#include "common/unique_fd.h"
 #include "fixture.h"
 #include "sandbox/native/fs_util.h"
 
@@ -79,6 +83,33 @@ TEST_F(ZygoteTest, KilledZygoteTakesItsSandboxesAndIsReplaced) {
   EXPECT_NE(after[0], before[0]);
   EXPECT_TRUE(fresh->destroy().ok());
   sb_.reset();  // died with the old zygote; nothing to destroy
+}
+
+// The moment the killed zygote has exited, its children were sent SIGKILL
+// (PDEATHSIG) but the pool's inits may still be running: a create then must
+// not be handed one of them (its first exec would fail with EPIPE).
+TEST_F(ZygoteTest, ACreateTheMomentTheZygoteHasDiedGetsALiveSandbox) {
+  sb_.reset();  // dies with the first zygote
+  for (int round = 0; round < 5; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    auto before = zygotes();
+    ASSERT_EQ(before.size(), 1u);
+    UniqueFd zygote(static_cast<int>(::syscall(SYS_pidfd_open, before[0], 0)));
+    ASSERT_TRUE(zygote) << std::strerror(errno);
+    ASSERT_EQ(::kill(before[0], SIGKILL), 0);
+    struct pollfd p {
+      zygote.get(), POLLIN, 0
+    };
+    ASSERT_EQ(::poll(&p, 1, 10'000), 1) << "the zygote did not exit";
+    auto fresh = make();
+    ASSERT_NE(fresh, nullptr);
+    ExecRequest req;
+    req.argv = {"/bin/true"};
+    auto out = fresh->exec(req);
+    ASSERT_TRUE(out.ok()) << out.error().message();
+    EXPECT_EQ(out->exit_code, 0);
+    EXPECT_TRUE(fresh->destroy().ok());
+  }
 }
 
 }  // namespace

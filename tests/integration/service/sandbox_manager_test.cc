@@ -16,7 +16,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-sandbox::ExecRequest argv(std::vector<std::string> a) {
+sandbox::ExecRequest exec_argv(std::vector<std::string> a) {
   sandbox::ExecRequest r;
   r.argv = std::move(a);
   return r;
@@ -61,7 +61,7 @@ TEST_F(SandboxManagerTest, CreateGetCloseAndUnknownIds) {
   ASSERT_FALSE(dup.ok());
   EXPECT_EQ(dup.error().code, ErrorCode::kAlreadyExists);
 
-  auto r = (*e)->sandbox().exec(argv({"/bin/echo", "alive"}));
+  auto r = (*e)->sandbox().exec(exec_argv({"/bin/echo", "alive"}));
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(r->stdout_data, "alive\n");
 
@@ -77,7 +77,7 @@ TEST_F(SandboxManagerTest, CreateGetCloseAndUnknownIds) {
   EXPECT_EQ(m.get("work", "").error().code, ErrorCode::kNotFound);
   EXPECT_EQ(m.close("work", "").error().code, ErrorCode::kNotFound);
   // The destroyed sandbox refuses further work.
-  EXPECT_FALSE((*e)->sandbox().exec(argv({"/bin/true"})).ok());
+  EXPECT_FALSE((*e)->sandbox().exec(exec_argv({"/bin/true"})).ok());
   m.shutdown();
 }
 
@@ -128,7 +128,7 @@ TEST_F(SandboxManagerTest, IdleSandboxesAreReapedButBusyOnesAreNot) {
   EXPECT_FALSE(m.store().get((*idle)->id()).has_value());
   EXPECT_EQ(m.store().list()->size(), 1u);
   EXPECT_TRUE(m.get("busy", "").ok());
-  EXPECT_FALSE((*idle)->sandbox().exec(argv({"/bin/true"})).ok());
+  EXPECT_FALSE((*idle)->sandbox().exec(exec_argv({"/bin/true"})).ok());
   m.shutdown();
 }
 
@@ -143,7 +143,7 @@ TEST_F(SandboxManagerTest, RetiredSandboxesAreDestroyedOffThePath) {
   // ...and destroyed by the manager's thread shortly after.
   bool destroyed = false;
   for (int i = 0; i < 200 && !destroyed; ++i) {
-    destroyed = !(*e)->sandbox().exec(argv({"/bin/true"})).ok();
+    destroyed = !(*e)->sandbox().exec(exec_argv({"/bin/true"})).ok();
     if (!destroyed) std::this_thread::sleep_for(10ms);
   }
   EXPECT_TRUE(destroyed);

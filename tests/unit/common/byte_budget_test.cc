@@ -8,7 +8,9 @@
 // GCC 12 at -O1 (the TSan build) sees std::optional<Lease>'s payload as
 // maybe uninitialized where the tests move or reset it after checking it:
 // a known false positive of optional with a user-defined move.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace sandcastle {
 namespace {

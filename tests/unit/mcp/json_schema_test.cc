@@ -2,10 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include "mcp/jsonrpc.h"  // mcp::json
+
 namespace sandcastle::mcp {
 namespace {
-
-using json = nlohmann::json;
 
 const json kSchema = json::parse(R"({
   "type": "object",

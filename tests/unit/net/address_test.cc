@@ -2,14 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "unit/net/net_test_util.h"
+
 namespace sandcastle::net {
 namespace {
 
-IpAddr ip(const char* text) {
-  auto a = IpAddr::parse(text);
-  EXPECT_TRUE(a.has_value()) << text;
-  return a.value_or(IpAddr{});
-}
+using namespace test_util;  // ip(): an address literal
 
 TEST(IpAddr, ParsesOnlyWhatInetPtonTakes) {
   EXPECT_EQ(ip("198.51.100.2").to_string(), "198.51.100.2");

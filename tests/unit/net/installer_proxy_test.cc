@@ -13,15 +13,14 @@
 
 #include "net/proxy_service.h"
 #include "unit/net/net_test_servers.h"
+#include "unit/net/net_test_util.h"
 
 namespace sandcastle::net {
 namespace {
 
 using namespace testing;  // NOLINT(google-build-using-namespace)
 
-IpAddr ip(const char* text) {
-  return IpAddr::parse(text).value();
-}
+using namespace test_util;  // ip(): an address literal
 
 // One connection: reads a request head, answers answer(head), then closes.
 class OneShotServer {

@@ -16,21 +16,14 @@
 #include "net/http_head.h"
 #include "unit/net/client_hello_fixture.h"
 #include "unit/net/net_test_servers.h"
+#include "unit/net/net_test_util.h"
 
 namespace sandcastle::net {
 namespace {
 
 using namespace testing;  // NOLINT(google-build-using-namespace)
 
-IpAddr ip(const char* text) {
-  return IpAddr::parse(text).value();
-}
-
-std::shared_ptr<const Policy> policy(const std::vector<std::string>& allow) {
-  auto p = make_policy(Mode::kAllowList, allow, {});
-  EXPECT_TRUE(p.ok()) << p.error().message();
-  return *p;
-}
+using namespace test_util;  // ip(): an address literal
 
 std::string bytes_of(std::span<const std::uint8_t> b) {
   return {reinterpret_cast<const char*>(b.data()), b.size()};
@@ -53,7 +46,7 @@ class ProxyServiceTest : public ::testing::Test {
     std::vector<std::string> rules = {"allowed.test:" + echo, "x.test:" + echo,
                                       "127.0.0.1/32:" + echo, "far.test:443", "loop.test:443"};
     rules.insert(rules.end(), extra_rules.begin(), extra_rules.end());
-    session_ = std::make_shared<Session>("sb-test", policy(rules));
+    session_ = std::make_shared<Session>("sb-test", test_util::allow_policy(rules));
     Listeners l;
     l.http = tcp_listener(http_port_);
     l.socks = tcp_listener(socks_port_);
@@ -392,7 +385,8 @@ TEST_F(ProxyServiceTest, ANewPolicyClosesAnOpenTunnelAtOnce) {
   send_all(c.get(), "a");
   ASSERT_EQ(read_until(c.get(), "", 1), "a");
   const auto before = std::chrono::steady_clock::now();
-  EXPECT_EQ(session_->set_policy(policy({"far.test:443"}), service_->host_addrs()), 1U);
+  EXPECT_EQ(session_->set_policy(test_util::allow_policy({"far.test:443"}), service_->host_addrs()),
+            1U);
   timeval tv{.tv_sec = 1, .tv_usec = 0};
   ::setsockopt(c.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   char b = 0;

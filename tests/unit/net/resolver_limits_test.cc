@@ -13,6 +13,7 @@
 #include "net/lookup_pool.h"
 #include "net/resolver.h"
 #include "unit/net/net_test_servers.h"
+#include "unit/net/net_test_util.h"
 
 namespace sandcastle::net {
 namespace {
@@ -20,9 +21,7 @@ namespace {
 using namespace testing;  // NOLINT(google-build-using-namespace)
 using Want = Resolver::Want;
 
-IpAddr ip(const char* text) {
-  return IpAddr::parse(text).value();
-}
+using namespace test_util;  // ip(): an address literal
 
 constexpr auto kWait = std::chrono::seconds(10);  // a broken build fails, never hangs
 
@@ -48,7 +47,7 @@ std::size_t thread_count() {
   return n;
 }
 
-std::string stalled(int i) {
+std::string stalled_name(int i) {
   return "s" + std::to_string(i) + ".stall.test";
 }
 
@@ -73,8 +72,8 @@ TEST_F(ResolverLimitsTest, PastTheSandboxCapALookupFailsAtOnceAndOthersAreServed
   ASSERT_TRUE(r.ok());
   Answers a, b;
   for (int i = 0; i < static_cast<int>(kLookupsPerSandbox); ++i)
-    (*r)->resolve_for(&sandbox_a_, stalled(i), Want::kV4, a.for_name(stalled(i)));
-  const std::string over = stalled(static_cast<int>(kLookupsPerSandbox));
+    (*r)->resolve_for(&sandbox_a_, stalled_name(i), Want::kV4, a.for_name(stalled_name(i)));
+  const std::string over = stalled_name(static_cast<int>(kLookupsPerSandbox));
   (*r)->resolve_for(&sandbox_a_, over, Want::kV4, a.for_name(over));
   ASSERT_TRUE(run_until(io_, [&] { return a.has(over); }));
   ASSERT_FALSE(a.got.at(over).ok());
@@ -90,27 +89,27 @@ TEST_F(ResolverLimitsTest, PastTheSandboxCapALookupFailsAtOnceAndOthersAreServed
   ASSERT_TRUE(b.got.at("a.test").ok());
   EXPECT_EQ(b.got.at("a.test")->addrs, std::vector<IpAddr>{ip("198.51.100.2")});
   EXPECT_EQ(a.got.size(), 1U);
-  EXPECT_EQ(dns_.asked(stalled(0)), 1);
+  EXPECT_EQ(dns_.asked(stalled_name(0)), 1);
 }
 
 TEST_F(ResolverLimitsTest, PastTheServerCapALookupFailsAndIdenticalOnesAreAskedOnce) {
   auto r = Resolver::make(io_, dns_.address(), ResolverLimits{.per_tenant = 32, .total = 2});
   ASSERT_TRUE(r.ok());
   Answers a, again, b;
-  (*r)->resolve_for(&sandbox_a_, stalled(0), Want::kV4, a.for_name(stalled(0)));
-  (*r)->resolve_for(&sandbox_b_, stalled(1), Want::kV4, b.for_name(stalled(1)));
+  (*r)->resolve_for(&sandbox_a_, stalled_name(0), Want::kV4, a.for_name(stalled_name(0)));
+  (*r)->resolve_for(&sandbox_b_, stalled_name(1), Want::kV4, b.for_name(stalled_name(1)));
   // The same question from the same sandbox waits for the one in flight.
-  (*r)->resolve_for(&sandbox_a_, stalled(0), Want::kV4, again.for_name(stalled(0)));
-  (*r)->resolve_for(nullptr, stalled(2), Want::kV4, a.for_name(stalled(2)));
+  (*r)->resolve_for(&sandbox_a_, stalled_name(0), Want::kV4, again.for_name(stalled_name(0)));
+  (*r)->resolve_for(nullptr, stalled_name(2), Want::kV4, a.for_name(stalled_name(2)));
   // Another sandbox's same question is a lookup of its own: past the cap.
-  (*r)->resolve_for(&sandbox_b_, stalled(0), Want::kV4, b.for_name(stalled(0)));
-  ASSERT_TRUE(run_until(io_, [&] { return a.has(stalled(2)) && b.has(stalled(0)); }));
-  EXPECT_EQ(a.got.at(stalled(2)).error().code, ErrorCode::kResourceExhausted);
-  EXPECT_EQ(a.got.at(stalled(2)).error().message(),
+  (*r)->resolve_for(&sandbox_b_, stalled_name(0), Want::kV4, b.for_name(stalled_name(0)));
+  ASSERT_TRUE(run_until(io_, [&] { return a.has(stalled_name(2)) && b.has(stalled_name(0)); }));
+  EXPECT_EQ(a.got.at(stalled_name(2)).error().code, ErrorCode::kResourceExhausted);
+  EXPECT_EQ(a.got.at(stalled_name(2)).error().message(),
             "too many DNS lookups in flight on this server (limit 2)");
-  EXPECT_EQ(b.got.at(stalled(0)).error().code, ErrorCode::kResourceExhausted);
-  EXPECT_FALSE(again.has(stalled(0)));
-  EXPECT_EQ(dns_.asked(stalled(2)), 0);
+  EXPECT_EQ(b.got.at(stalled_name(0)).error().code, ErrorCode::kResourceExhausted);
+  EXPECT_FALSE(again.has(stalled_name(0)));
+  EXPECT_EQ(dns_.asked(stalled_name(2)), 0);
 
   // Two waiters of one sandbox on one answering lookup: one question. The
   // other sandbox's is a lookup of its own, answered from the cache.
@@ -129,10 +128,10 @@ TEST_F(ResolverLimitsTest, PastTheServerCapALookupFailsAndIdenticalOnesAreAskedO
   EXPECT_EQ(dns_.asked("a.test"), 1);
   // The stalled lookup times out (2 x kResolverTries): then both of its
   // waiters are answered and the caps are free again.
-  ASSERT_TRUE(run_until(io_, [&] { return a.has(stalled(0)) && again.has(stalled(0)); }));
-  EXPECT_EQ(a.got.at(stalled(0)).error().code, ErrorCode::kTimeout);
-  EXPECT_EQ(again.got.at(stalled(0)).error().code, ErrorCode::kTimeout);
-  EXPECT_EQ(dns_.asked(stalled(0)), kResolverTries);
+  ASSERT_TRUE(run_until(io_, [&] { return a.has(stalled_name(0)) && again.has(stalled_name(0)); }));
+  EXPECT_EQ(a.got.at(stalled_name(0)).error().code, ErrorCode::kTimeout);
+  EXPECT_EQ(again.got.at(stalled_name(0)).error().code, ErrorCode::kTimeout);
+  EXPECT_EQ(dns_.asked(stalled_name(0)), kResolverTries);
 }
 
 TEST_F(ResolverLimitsTest, ASandboxAskingOneNameAgainUsesNoMoreOfItsCap) {
@@ -140,13 +139,13 @@ TEST_F(ResolverLimitsTest, ASandboxAskingOneNameAgainUsesNoMoreOfItsCap) {
   ASSERT_TRUE(r.ok());
   int refused = 0;
   for (int i = 0; i < 200; ++i)  // 200 connections to one slow host at once
-    (*r)->resolve_for(&sandbox_a_, stalled(0), Want::kBoth, [&](Result<Resolved> got) {
+    (*r)->resolve_for(&sandbox_a_, stalled_name(0), Want::kBoth, [&](Result<Resolved> got) {
       if (!got.ok() && got.error().code == ErrorCode::kResourceExhausted) ++refused;
     });
   Answers a;
   for (int i = 1; i < static_cast<int>(kLookupsPerSandbox); ++i)
-    (*r)->resolve_for(&sandbox_a_, stalled(i), Want::kV4, a.for_name(stalled(i)));
-  const std::string over = stalled(static_cast<int>(kLookupsPerSandbox));
+    (*r)->resolve_for(&sandbox_a_, stalled_name(i), Want::kV4, a.for_name(stalled_name(i)));
+  const std::string over = stalled_name(static_cast<int>(kLookupsPerSandbox));
   (*r)->resolve_for(&sandbox_a_, over, Want::kV4, a.for_name(over));
   ASSERT_TRUE(run_until(io_, [&] { return a.has(over); }));
   EXPECT_EQ(a.got.at(over).error().code, ErrorCode::kResourceExhausted);
@@ -196,7 +195,7 @@ TEST_F(ResolverLimitsTest, OneSandboxsStalledSystemLookupsLeaveAThreadForOthers)
   auto r = Resolver::make_system(io_, blocker.lookup());
   Answers a, b;
   for (int i = 0; i < static_cast<int>(kLookupsPerSandbox); ++i)
-    r->resolve_for(&sandbox_a_, stalled(i), Want::kBoth, a.for_name(stalled(i)));
+    r->resolve_for(&sandbox_a_, stalled_name(i), Want::kBoth, a.for_name(stalled_name(i)));
   blocker.wait_blocked(static_cast<int>(kSystemLookupThreadsPerSandbox));
   r->resolve_for(&sandbox_b_, "b.test", Want::kBoth, b.for_name("b.test"));
   ASSERT_TRUE(run_until(io_, [&] { return b.has("b.test"); }));
@@ -216,7 +215,7 @@ TEST_F(ResolverLimitsTest, ANameTwoSandboxesAskIsNotSharedAcrossThem) {
   auto r = Resolver::make_system(io_, blocker.lookup());
   Answers a, b;
   for (int i = 0; i < 8; ++i)
-    r->resolve_for(&sandbox_a_, stalled(i), Want::kBoth, a.for_name(stalled(i)));
+    r->resolve_for(&sandbox_a_, stalled_name(i), Want::kBoth, a.for_name(stalled_name(i)));
   blocker.wait_blocked(static_cast<int>(kSystemLookupThreadsPerSandbox));
   r->resolve_for(&sandbox_a_, "pypi.test", Want::kBoth, a.for_name("pypi.test"));
   r->resolve_for(&sandbox_b_, "pypi.test", Want::kBoth, b.for_name("pypi.test"));
@@ -255,7 +254,7 @@ TEST_F(ResolverLimitsTest, NoAnswerRunsOnceTheResolverIsGone) {
   auto r = Resolver::make_system(io_, blocker.lookup());
   int answered = 0;
   for (int i = 0; i < 8; ++i)
-    r->resolve_for(&sandbox_a_, stalled(i), Want::kV4, [&](Result<Resolved>) { ++answered; });
+    r->resolve_for(&sandbox_a_, stalled_name(i), Want::kV4, [&](Result<Resolved>) { ++answered; });
   blocker.wait_blocked(static_cast<int>(kSystemLookupThreadsPerSandbox));
   blocker.release();  // the running ones post their answers to the loop...
   r.reset();          // ...which runs only after the resolver is gone

@@ -6,15 +6,14 @@
 #include <optional>
 
 #include "unit/net/net_test_servers.h"
+#include "unit/net/net_test_util.h"
 
 namespace sandcastle::net {
 namespace {
 
 using namespace testing;  // NOLINT(google-build-using-namespace)
 
-IpAddr ip(const char* text) {
-  return IpAddr::parse(text).value();
-}
+using namespace test_util;  // ip(): an address literal
 
 // Runs one lookup to completion on a loop of its own.
 Result<Resolved> lookup(Resolver& r, boost::asio::io_context& io, const std::string& name,

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "unit/net/net_test_util.h"
+
 namespace sandcastle::net {
 namespace {
 
@@ -17,9 +19,7 @@ std::string rule_error(const std::string& text) {
   return r ? "" : r.error().context;
 }
 
-IpAddr ip(const char* text) {
-  return IpAddr::parse(text).value();
-}
+using namespace test_util;  // ip(): an address literal
 
 TEST(RuleGrammar, CanonicalForms) {
   const std::pair<const char*, const char*> table[] = {

@@ -5,27 +5,21 @@
 
 #include <string>
 
+#include "unit/net/net_test_util.h"
+
 namespace sandcastle::net {
 namespace {
 
-std::shared_ptr<const Policy> policy(std::vector<std::string> allow) {
-  auto p = make_policy(Mode::kAllowList, allow, {});
-  EXPECT_TRUE(p.ok());
-  return *p;
-}
-
-IpAddr ip(const char* text) {
-  return IpAddr::parse(text).value();
-}
+using namespace test_util;  // ip(): an address literal
 
 TEST(NetSession, ANewPolicyClosesOnlyTheTunnelsItNoLongerAllows) {
-  Session s("sb1", policy({"a.test:443", "b.test:443"}));
+  Session s("sb1", test_util::allow_policy({"a.test:443", "b.test:443"}));
   int closed_a = 0, closed_b = 0;
   s.tunnel_opened({.name = "a.test", .addr = ip("198.51.100.2"), .port = 443}, [&] { ++closed_a; });
   s.tunnel_opened({.name = "b.test", .addr = ip("198.51.100.3"), .port = 443}, [&] { ++closed_b; });
   EXPECT_EQ(s.stats().open, 2U);
 
-  EXPECT_EQ(s.set_policy(policy({"b.test:443"}), {}), 1U);
+  EXPECT_EQ(s.set_policy(test_util::allow_policy({"b.test:443"}), {}), 1U);
   EXPECT_EQ(closed_a, 1);
   EXPECT_EQ(closed_b, 0);
   EXPECT_EQ(s.generation(), 2U);
@@ -38,7 +32,7 @@ TEST(NetSession, ANewPolicyClosesOnlyTheTunnelsItNoLongerAllows) {
 }
 
 TEST(NetSession, DecideCountsAndRecordsRefusals) {
-  Session s("sb1", policy({"a.test:443"}));
+  Session s("sb1", test_util::allow_policy({"a.test:443"}));
   EXPECT_TRUE(s.decide(Via::kConnect, "a.test:443", "a.test", ip("198.51.100.2"), 443, {}).allowed);
   auto refused = s.decide(Via::kConnect, "a.test:22", "a.test", ip("198.51.100.2"), 22, {});
   EXPECT_FALSE(refused.allowed);
@@ -50,7 +44,7 @@ TEST(NetSession, DecideCountsAndRecordsRefusals) {
 }
 
 TEST(NetSession, TheRefusalRingKeepsTheLastTwentyAndCleansTargets) {
-  Session s("sb1", policy({}));
+  Session s("sb1", test_util::allow_policy({}));
   for (int i = 0; i < 25; ++i) {
     const std::string target = fmt::format("n{}\x01\n", i);
     s.record_refusal(Via::kDns, target, "", 53, Reason::kDnsRefused);
@@ -63,7 +57,7 @@ TEST(NetSession, TheRefusalRingKeepsTheLastTwentyAndCleansTargets) {
 }
 
 TEST(NetSession, TheDnsMapIsBoundedAndForgetsNothingLive) {
-  Session s("sb1", policy({}));
+  Session s("sb1", test_util::allow_policy({}));
   s.remember(ip("198.51.100.2"), "a.test", std::chrono::seconds(30));
   EXPECT_EQ(s.name_for(ip("198.51.100.2")), "a.test");
   EXPECT_EQ(s.name_for(ip("198.51.100.3")), std::nullopt);

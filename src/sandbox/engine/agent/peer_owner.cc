@@ -21,13 +21,6 @@ struct Closer {
   void operator()(DIR* d) const { ::closedir(d); }
 };
 
-bool is_number(const char* s) {
-  if (*s == '\0') return false;
-  for (; *s; ++s)
-    if (!std::isdigit(static_cast<unsigned char>(*s))) return false;
-  return true;
-}
-
 // One "ADDR:PORT" of /proc/net/tcp (the address as the kernel's %08X of
 // the raw in_addr) or /proc/net/tcp6 (four such words; an IPv4 peer of a
 // dual-stack socket is ::ffff:a.b.c.d). Matches when it is `want`.
@@ -96,13 +89,13 @@ bool connection_from_session(const sockaddr_in& client, const sockaddr_in& serve
   // Every process of the namespace: a socket held in the session and
   // outside it too (passed on) is refused.
   while (struct dirent* p = ::readdir(proc.get())) {
-    if (!is_number(p->d_name)) continue;
+    if (!is_decimal(p->d_name)) continue;
     const std::string fd_dir = std::string("/proc/") + p->d_name + "/fd";
     std::unique_ptr<DIR, Closer> fds(::opendir(fd_dir.c_str()));
     if (!fds) continue;  // gone, or not ours to read (another uid, not dumpable)
     bool holds = false;
     while (struct dirent* e = ::readdir(fds.get())) {
-      if (!is_number(e->d_name)) continue;
+      if (!is_decimal(e->d_name)) continue;
       if (++scanned > kMaxFdsScanned) {
         why = "too many descriptors to search";
         return false;

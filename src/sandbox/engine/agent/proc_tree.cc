@@ -30,14 +30,14 @@ std::string read_small(const std::string& path, std::size_t cap) {
   return out;
 }
 
-bool is_number(const char* s) {
+}  // namespace
+
+bool is_decimal(const char* s) {
   if (*s == '\0') return false;
   for (; *s; ++s)
-    if (!std::isdigit(static_cast<unsigned char>(*s))) return false;
+    if (*s < '0' || *s > '9') return false;
   return true;
 }
-
-}  // namespace
 
 std::vector<pid_t> children_of(pid_t pid) {
   std::vector<pid_t> out;
@@ -45,7 +45,7 @@ std::vector<pid_t> children_of(pid_t pid) {
   DIR* d = ::opendir(task.c_str());
   if (d == nullptr) return out;
   while (struct dirent* e = ::readdir(d)) {
-    if (!is_number(e->d_name)) continue;
+    if (!is_decimal(e->d_name)) continue;
     std::string list = read_small(task + "/" + e->d_name + "/children", 1 << 20);
     const char* p = list.c_str();
     while (*p) {
@@ -101,7 +101,7 @@ std::uint32_t count_processes() {
   std::uint32_t n = 0;
   if (DIR* d = ::opendir("/proc")) {
     while (struct dirent* e = ::readdir(d))
-      if (is_number(e->d_name)) ++n;
+      if (is_decimal(e->d_name)) ++n;
     ::closedir(d);
   }
   return n;

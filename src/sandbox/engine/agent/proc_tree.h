@@ -11,6 +11,9 @@
 
 namespace sandcastle::sandbox::engine::agent {
 
+// True for a non-empty run of ASCII digits (a /proc entry that names a pid).
+bool is_decimal(const char* s);
+
 // Direct children of pid, over all its threads (/proc/PID/task/*/children).
 std::vector<pid_t> children_of(pid_t pid);
 
