@@ -194,7 +194,8 @@ TEST_F(ImageStoreTest, AnIndexOfPlatformsImportsLinuxAmd64) {
   auto r = store_->import((dir_ / "multi").string(), {});
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(r->layers, (std::vector<std::string>{digest(layer)}));
-  index["manifests"] = {arm64};
+  index["manifests"] =
+      nlohmann::json::array({arm64});  // not {arm64}: clang makes that the object itself
   f["index.json"] = index.dump();
   write_dir((dir_ / "arm").string(), f);
   auto none = store_->import((dir_ / "arm").string(), {});
