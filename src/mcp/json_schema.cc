@@ -1,5 +1,6 @@
 #include "mcp/json_schema.h"
 
+#include <algorithm>
 #include <regex>
 
 namespace sandcastle::mcp {
@@ -85,11 +86,13 @@ std::optional<SchemaViolation> check_object(const json& schema, const json& v,
         return SchemaViolation{join_path(path, name.get<std::string>()), "present (required)"};
     }
   }
-  const json* props = schema.contains("properties") ? &schema["properties"] : nullptr;
+  auto found = schema.find("properties");
+  const json* props = found != schema.end() && found->is_object() ? &*found : nullptr;
   auto additional = schema.find("additionalProperties");
   for (const auto& [key, val] : v.items()) {
-    if (props && props->contains(key)) {
-      if (auto bad = check((*props)[key], val, join_path(path, key), ctx)) return bad;
+    auto prop = props ? props->find(key) : json::const_iterator{};
+    if (props && prop != props->end()) {
+      if (auto bad = check(*prop, val, join_path(path, key), ctx)) return bad;
     } else if (additional != schema.end()) {
       if (additional->is_boolean() && !additional->get<bool>()) {
         std::string known;
@@ -163,13 +166,13 @@ std::optional<SchemaViolation> check(const json& schema, const json& v, const st
   }
   if (auto bad = check_type(schema, v, path)) return bad;
   if (auto e = schema.find("enum"); e != schema.end()) {
-    bool found = false;
-    std::string options;
-    for (const auto& opt : *e) {
-      if (opt == v) found = true;
-      options += (options.empty() ? "" : ", ") + (opt.is_string() ? opt.get<std::string>() : opt.dump());
+    if (std::find(e->begin(), e->end(), v) == e->end()) {
+      std::string options;
+      for (const auto& opt : *e)
+        options +=
+            (options.empty() ? "" : ", ") + (opt.is_string() ? opt.get<std::string>() : opt.dump());
+      return SchemaViolation{path, "one of: " + options + " (got " + v.dump() + ")"};
     }
-    if (!found) return SchemaViolation{path, "one of: " + options + " (got " + v.dump() + ")"};
   }
   if (auto c = schema.find("const"); c != schema.end() && *c != v)
     return SchemaViolation{path, "exactly " + c->dump()};

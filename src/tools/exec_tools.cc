@@ -123,9 +123,11 @@ void add_images(ToolResult& res, const service::MimeBundle& b) {
 ToolResult tool_result(const service::RunResult& r, const RequestContext& ctx) {
   ToolResult res;
   json out = service::run_result_json(r, service::ImageForm::kContentIndex, 1);
-  json mirrored = out;
-  mirrored.erase("state_lost");  // said in a text block of its own, below
-  res.content.push_back({{"type", "text"}, {"text", text_mirror(mirrored)}});
+  // state_lost is said in a text block of its own, below. Taken out and put
+  // back rather than mirroring a copy: the output may be megabytes.
+  const bool lost = out.erase("state_lost") > 0;
+  res.content.push_back({{"type", "text"}, {"text", text_mirror(out)}});
+  if (lost) out["state_lost"] = true;
   if (r.result) add_images(res, *r.result);
   for (const auto& d : r.displays) add_images(res, d);
   if (out.contains("files_created")) add_resource_links(res, out["files_created"], ctx);

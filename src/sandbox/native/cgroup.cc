@@ -7,9 +7,12 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "sandbox/native/fs_util.h"
@@ -52,12 +55,20 @@ std::uint64_t read_u64(const std::string& path) {
 }
 
 // "key value" lines (memory.events, memory.oom_control, cpu.stat).
-std::uint64_t keyed_value(const std::string& text, const std::string& key) {
-  std::istringstream in(text);
-  std::string k;
-  std::uint64_t v = 0;
-  while (in >> k >> v)
-    if (k == key) return v;
+// The value of `key` in a cgroup file of "key value" lines (memory.events,
+// cpu.stat), or 0. Read before every exec (oom_kills): no stream machinery.
+std::uint64_t keyed_value(std::string_view text, std::string_view key) {
+  while (!text.empty()) {
+    const std::size_t eol = std::min(text.find('\n'), text.size());
+    std::string_view line = text.substr(0, eol);
+    text.remove_prefix(std::min(eol + 1, text.size()));
+    if (line.size() <= key.size() || line.substr(0, key.size()) != key || line[key.size()] != ' ')
+      continue;
+    std::uint64_t v = 0;
+    const char* first = line.data() + key.size() + 1;
+    const char* last = line.data() + line.size();
+    return std::from_chars(first, last, v).ec == std::errc{} ? v : 0;
+  }
   return 0;
 }
 
@@ -219,7 +230,7 @@ std::uint64_t SandboxCgroup::oom_kills() const {
   if (oom_fd_) {
     char buf[1024];
     const ssize_t n = ::pread(oom_fd_.get(), buf, sizeof buf - 1, 0);
-    if (n >= 0) return keyed_value(std::string(buf, static_cast<std::size_t>(n)), "oom_kill");
+    if (n >= 0) return keyed_value(std::string_view(buf, static_cast<std::size_t>(n)), "oom_kill");
   }
   if (version_ == CgroupVersion::kV2) return read_keyed(file("", "memory.events"), "oom_kill");
   return read_keyed(file("memory", "memory.oom_control"), "oom_kill");

@@ -116,11 +116,14 @@ Result<ExecResult> NativeSandbox::run_exec(const ExecRequest& req, const ExecCal
       // ECONNRESET: both mean the sandbox is gone, so callers see one.
       return Error::from_errno("send exec request to sandbox init", e == ECONNRESET ? EPIPE : e);
   }
-  // Our copies of the command's ends must go, or EOF never comes.
+  // Our copy of the report's end must go, or a sandbox that dies never
+  // shows as EOF. The output pipes' write ends stay open on purpose: their
+  // EOF is never waited for (the report comes once every process of the exec
+  // is dead, so what they wrote is in the pipes by then), and without it
+  // the last writer's exit does not wake this thread once more before the
+  // report does.
   report_remote.reset();
   in_r.reset();
-  out_w.reset();
-  err_w.reset();
 
   std::size_t cap = req.output.max_bytes;
   OutputStream sout{std::move(out_r), OutputBuffer(cap), &callbacks.on_stdout};
@@ -219,9 +222,12 @@ Result<ExecResult> NativeSandbox::run_exec(const ExecRequest& req, const ExecCal
       rep = msg;
     }
   }
-  // Every process of the exec is dead by now: what they wrote is in the pipes.
+  // Every process of the exec is dead by now: what they wrote is in the
+  // pipes, and a read that would block means it has all been read.
   if (sout.fd) pump(sout);
   if (serr.fd) pump(serr);
+  out_w.reset();
+  err_w.reset();
 
   if (rep->kind == ReportKind::kSetupError) return Error::from_errno(rep->step, rep->err);
 

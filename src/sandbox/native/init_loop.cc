@@ -303,18 +303,20 @@ namespace {
 // A supervisor back from its exec (kSlotReady) becomes the waiting slot,
 // in place of a plain one made meanwhile (kRefillAfter); it ends if a
 // started command waits there, or none is wanted. One that said anything
-// else, or is gone, is dropped. True when it became the waiting slot.
-bool take_back(int fd, Slot& ready, bool wanted) {
+// else, or is gone, is dropped. Nothing to read after all (a spurious
+// wake-up): it is still busy, and stays polled.
+enum class Back { kBusy, kReady, kDropped };
+Back take_back(int fd, Slot& ready, bool wanted) {
   char c = 0;
   ssize_t got = ::recv(fd, &c, 1, MSG_DONTWAIT);
-  if (got < 0 && (errno == EAGAIN || errno == EINTR)) return false;  // (spurious)
+  if (got < 0 && (errno == EAGAIN || errno == EINTR)) return Back::kBusy;
   if (got == 1 && c == kSlotReady && wanted && !ready.ahead) {
     if (ready.fd >= 0) ::close(ready.fd);  // its supervisor and child exit
     ready = Slot{-1, fd, std::nullopt};
-    return true;
+    return Back::kReady;
   }
   ::close(fd);  // its supervisor sees EOF and exits
-  return false;
+  return Back::kDropped;
 }
 
 }  // namespace
@@ -378,7 +380,11 @@ int InitLoop::run() {
       if (!pfds[i].revents) {
         still_busy.push_back(pfds[i].fd);
       } else if (pfds[i].revents & POLLIN) {
-        if (take_back(pfds[i].fd, slot, !shed && !done)) refill_at = kNone;
+        switch (take_back(pfds[i].fd, slot, !shed && !done)) {
+          case Back::kBusy: still_busy.push_back(pfds[i].fd); break;
+          case Back::kReady: refill_at = kNone; break;
+          case Back::kDropped: break;
+        }
       } else {
         ::close(pfds[i].fd);  // gone (POLLHUP, POLLERR)
       }
