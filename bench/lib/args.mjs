@@ -7,7 +7,7 @@ import { resolve } from 'node:path';
 const ALL = {
   sandcastle: true, loader: true, requests: true, streams: true, concurrency: true, iterations: true,
   warmup: true, rounds: true, count: true, oneshot: true, creates: true, concurrent: true, json: false,
-  'baseline-bin': true, 'idle-s': true, big: true, 'big-mib': true, files: true, sizes: true, languages: true, unshare: false, mib: true,
+  'baseline-bin': true, 'fork-exec': true, 'idle-s': true, big: true, 'big-mib': true, files: true, sizes: true, languages: true, unshare: false, mib: true,
 };
 
 // `types` maps each option of this script to 'int' (>= 1), 'int0' (>= 0),

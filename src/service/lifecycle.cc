@@ -1,5 +1,8 @@
 #include "service/lifecycle.h"
 
+#include <memory>
+#include <mutex>
+
 #include "service/images.h"
 #include "service/network.h"
 #include "service/op_args.h"
@@ -127,8 +130,19 @@ json create_input_schema(const Config& config) {
               {"additionalProperties", false}};
 }
 
+namespace {
+
+const json& create_schema(Env& env) {
+  Env::InputSchemas& s = *env.input_schemas;
+  std::call_once(s.create_once,
+                 [&] { s.create = std::make_unique<const json>(create_input_schema(env.config)); });
+  return *s.create;
+}
+
+}  // namespace
+
 Result<json> create_sandbox(Env& env, const Caller& c, const json& raw) {
-  auto checked = checked_args("create_sandbox", create_input_schema(env.config), raw);
+  auto checked = checked_args("create_sandbox", create_schema(env), raw);
   if (!checked.ok()) return checked.error();
   const json& args = *checked;
   const std::string lang_arg = args["language"].get<std::string>();

@@ -472,12 +472,13 @@ Result<RunResult> recorded(Env& env, const Caller& c, const char* tool, const js
   return r;
 }
 
-const Env::RunSchemas& run_schemas(Env& env) {
-  std::call_once(env.run_schemas->once, [&env] {
-    env.run_schemas->code = std::make_unique<const json>(run_code_input_schema(env.config));
-    env.run_schemas->command = std::make_unique<const json>(run_command_input_schema());
+const Env::InputSchemas& run_schemas(Env& env) {
+  Env::InputSchemas& s = *env.input_schemas;
+  std::call_once(s.runs_once, [&] {
+    s.code = std::make_unique<const json>(run_code_input_schema(env.config));
+    s.command = std::make_unique<const json>(run_command_input_schema());
   });
-  return *env.run_schemas;
+  return s;
 }
 
 }  // namespace

@@ -215,13 +215,19 @@ Status SandboxCgroup::add_process(pid_t pid) {
 Status SandboxCgroup::set_cpu_share(CpuShare share) {
   if (share == cpu_share_ || removed_) return {};
   const bool bg = share == CpuShare::kBackground;
-  std::string f =
-      version_ == CgroupVersion::kV2 ? file("", "cpu.weight") : file("cpu", "cpu.shares");
-  if (f.empty()) return {};
-  if (version_ == CgroupVersion::kV2 && ::access(f.c_str(), F_OK) != 0)
-    return {};  // cpu not delegated
-  const char* v = version_ == CgroupVersion::kV2 ? (bg ? "1" : "100") : (bg ? "2" : "1024");
-  if (auto st = write_small_file(f, v); !st) return st;
+  if (!cpu_fd_) {
+    std::string f =
+        version_ == CgroupVersion::kV2 ? file("", "cpu.weight") : file("cpu", "cpu.shares");
+    if (f.empty()) return {};
+    if (version_ == CgroupVersion::kV2 && ::access(f.c_str(), F_OK) != 0)
+      return {};  // cpu not delegated
+    cpu_fd_ = UniqueFd(::open(f.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!cpu_fd_) return Error::from_errno("open " + f);
+  }
+  const std::string_view v =
+      version_ == CgroupVersion::kV2 ? (bg ? "1" : "100") : (bg ? "2" : "1024");
+  if (::write(cpu_fd_.get(), v.data(), v.size()) != static_cast<ssize_t>(v.size()))
+    return Error::from_errno("write cpu share");
   cpu_share_ = share;
   return {};
 }

@@ -88,6 +88,10 @@ class SandboxCgroup {
   // memory.events (v2) or memory.oom_control (v1), kept open: every exec
   // reads it (oom_kills), and a pread costs no path walk. -1: not opened.
   UniqueFd oom_fd_;
+  // cpu.weight (v2) or cpu.shares (v1), opened on the first set_cpu_share
+  // (a pooled sandbox's, made in the background) and kept: the take that
+  // raises the share is on create_sandbox's path. -1: not yet.
+  UniqueFd cpu_fd_;
   bool removed_ = false;
   bool limits_applied_ = false;
   CpuShare cpu_share_ = CpuShare::kNormal;  // a new group's
