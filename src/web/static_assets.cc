@@ -3,7 +3,6 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <cctype>
 
 #include "common/text.h"
 #include "web/embedded_assets.h"
@@ -36,13 +35,6 @@ std::string inflate_asset(const EmbeddedAsset& a) {
   const bool whole = rc == Z_STREAM_END && z.total_out == a.size;
   inflateEnd(&z);
   return whole ? out : std::string{};
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
 }
 
 // "q=0", "q=0.0", "q=0.000" refuse a coding; anything else admits it.
@@ -140,7 +132,7 @@ bool accepts_gzip(std::string_view v) {
     v = comma == std::string_view::npos ? std::string_view{} : v.substr(comma + 1);
     auto semi = item.find(';');
     std::string_view coding = trim_blanks(item.substr(0, semi));
-    if ((iequals(coding, "gzip") || iequals(coding, "x-gzip") || coding == "*") &&
+    if ((ascii_iequals(coding, "gzip") || ascii_iequals(coding, "x-gzip") || coding == "*") &&
         !q_is_zero(semi == std::string_view::npos ? std::string_view{} : item.substr(semi + 1)))
       return true;
   }

@@ -122,10 +122,6 @@ StepError exec_command(PreparedExec& p) {
   return StepError{err, p.step};
 }
 
-}  // namespace
-
-namespace {
-
 // A Landlock domain of the command's own. Every command of a sandbox runs
 // as one uid, which alone would let one exec reach into another's processes
 // through /proc/<pid>/mem, environ or fd (and pidfd_getfd): a process in a
@@ -365,10 +361,6 @@ std::optional<StepError> hand_over_listener(int report_fd, bool own_netns, std::
   return std::nullopt;
 }
 
-}  // namespace
-
-namespace {
-
 // What the processes of one exec used, summed over every one reaped (each
 // wait4 also counts that process's own reaped children): RUSAGE_CHILDREN
 // would add up every exec this supervisor ever ran.
@@ -552,10 +544,6 @@ bool serve_one(int slot_fd, const InitConfig& config, int signal_fd, bool own_ne
   ::close(fds.report);
   return again;
 }
-
-}  // namespace
-
-namespace {
 
 // The sandbox's seccomp filter on the supervisor itself, once, so that the
 // command processes it forks inherit it instead of each loading (and the

@@ -1,7 +1,6 @@
 #include "transport/http/request_checks.h"
 
-#include <cctype>
-
+#include "common/text.h"
 #include "transport/http/authority.h"
 
 namespace sandcastle::transport::http {
@@ -15,21 +14,6 @@ HeadVerdict refuse(int status, std::string why) {
   return v;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    auto x = static_cast<unsigned char>(a[i]), y = static_cast<unsigned char>(b[i]);
-    if (std::tolower(x) != std::tolower(y)) return false;
-  }
-  return true;
-}
-
 // Only "chunked" is decoded here. Anything else before it is a coding this
 // server does not implement (501); chunked missing, not last or repeated
 // leaves the body's length unknowable (400, RFC 9112 §6.1 and §6.3).
@@ -41,16 +25,16 @@ HeadVerdict check_transfer_encoding(const RequestHead& head) {
   for (std::string_view field : head.transfer_encoding) {
     while (true) {
       auto comma = field.find(',');
-      auto item = trim(field.substr(0, comma));
+      auto item = trim_blanks(field.substr(0, comma));
       if (!item.empty()) codings.push_back(item);
       if (comma == std::string_view::npos) break;
       field.remove_prefix(comma + 1);
     }
   }
-  if (codings.empty() || !iequals(codings.back(), "chunked"))
+  if (codings.empty() || !ascii_iequals(codings.back(), "chunked"))
     return refuse(400, "the request's Transfer-Encoding does not end in chunked");
   for (size_t i = 0; i + 1 < codings.size(); ++i)
-    if (iequals(codings[i], "chunked"))
+    if (ascii_iequals(codings[i], "chunked"))
       return refuse(400, "the request's Transfer-Encoding applies chunked more than once");
   if (codings.size() > 1)
     return refuse(501, "the request's Transfer-Encoding has a coding other than chunked");
