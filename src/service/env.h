@@ -100,8 +100,9 @@ struct Env {
   // The runs in progress, for interrupt (service/run_registry.h).
   std::shared_ptr<RunRegistry> runs = std::make_shared<RunRegistry>();
   // The operations' input schemas that are checked on every call, built on
-  // their first use (they depend only on `config`): a warm kernel call spent
-  // 7 % of its server CPU building one, a pooled create_sandbox 5 %.
+  // their first use (they depend only on `config`, which a server never
+  // changes once started; whoever changes it replaces this): a warm kernel
+  // call spent 7 % of its server CPU building one, a pooled create_sandbox 5 %.
   struct InputSchemas {
     std::once_flag runs_once, create_once;
     std::unique_ptr<const nlohmann::json> code, command, create;

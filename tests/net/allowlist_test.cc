@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <future>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -209,6 +210,9 @@ TEST_F(AllowlistTest, ModeNoneRefusesRulesAndTheServerOffersOnlyItsModes) {
   EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(r.error().context, "network rules need mode \"allowlist\" (mode none has no way out)");
   env_->config.network_modes = {net::Mode::kNone};
+  // The input schemas are built from the config once (Env::InputSchemas), as
+  // a server's config is fixed from its start: a changed one needs them anew.
+  env_->input_schemas = std::make_shared<service::Env::InputSchemas>();
   r = service::create_sandbox(*env_, caller_, json{{"network", {{"mode", "allowlist"}}}});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);  // not in the schema's enum
